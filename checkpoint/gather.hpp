@@ -1,0 +1,28 @@
+// Whole tensors from shards: every rank holds TP-local pieces of the units of its pipeline
+// stage (and, under ZeRO-3, only a dp_cp shard of those). gather_full assembles each
+// parameter (or its gradient) whole on world rank 0, in Hugging Face names and shapes.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/config.hpp"
+#include "parallel/fsdp.hpp"
+#include "parallel/grid.hpp"
+
+namespace tetra {
+
+// unit_stage[g]: the pipeline rank that holds global unit g (embedding 0, blocks 1..L,
+// head L+1); local_unit[g]: its index in params on that stage, or -1 elsewhere.
+struct UnitPlacement {
+  std::vector<int> unit_stage;
+  std::vector<int> local_unit;
+};
+
+// Collective over the whole grid. Returns the full tensors on world rank 0, nothing
+// elsewhere. grads = true gathers the reduced gradients of the last step instead.
+std::map<std::string, std::vector<float>> gather_full(const Grid& grid, ShardedParams& params,
+                                                      const ModelConfig& cfg,
+                                                      const UnitPlacement& place, bool grads);
+
+}  // namespace tetra

@@ -1,0 +1,244 @@
+// The three data sources (synthetic, llm.c .bin shard, text file) and the sampler that
+// maps a step's batch positions to sequences (design.md, "Data").
+#include "data/dataset.hpp"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <numeric>
+#include <sstream>
+
+#include "data/hash.hpp"
+#include "model/error.hpp"
+
+namespace tetra::data {
+namespace {
+
+// llm.c shard layout: 256 int32 header words, then header[2] uint16 tokens.
+constexpr int32_t kMagic = 20240520;
+constexpr int32_t kVersion = 1;
+constexpr int kHeaderWords = 256;
+constexpr int64_t kHeaderBytes = kHeaderWords * sizeof(int32_t);
+
+// Shards are little-endian and are read and written with plain memory copies.
+static_assert(std::endian::native == std::endian::little, "tetra assumes a little-endian host");
+
+// ---------------------------------------------------------------------------------------
+// Synthetic source: an order-1 Markov chain over A = min(vocab, 64) symbols. Each symbol
+// has 4 distinct successors taken with probabilities 1/2, 1/4, 1/8, 1/8, so a model that
+// has learned the table predicts every token (each has its predecessor in context) with
+// cross-entropy exactly H(1/2, 1/4, 1/8, 1/8) = 1.75 ln 2 nats.
+
+constexpr int kMaxAlphabet = 64;
+constexpr int kSuccessors = 4;
+// Domain tags keep the table's hashes apart from the sequences' hashes.
+constexpr uint64_t kTableTag = 1;
+constexpr uint64_t kSequenceTag = 2;
+
+// Which successor (0..3) a uniform 64-bit word selects: the top 3 bits are 0..7, and
+// 4 of the 8 values pick successor 0, 2 pick successor 1, one each pick 2 and 3.
+int pick_successor(uint64_t h) {
+  const int r = static_cast<int>(h >> 61);
+  return r < 4 ? 0 : r < 6 ? 1 : r == 6 ? 2 : 3;
+}
+
+class Synthetic final : public Dataset {
+ public:
+  Synthetic(int vocab, int seq_len, uint64_t seed)
+      : alphabet_(std::min(vocab, kMaxAlphabet)), seq_len_(seq_len), seed_(seed) {
+    check(vocab >= kSuccessors, "synthetic data needs --vocab of at least ", kSuccessors, " (got ",
+          vocab, "): each symbol has ", kSuccessors, " distinct successors");
+    // Successors of a: the first 4 entries of a partial Fisher-Yates shuffle of 0..A-1,
+    // driven by hash(seed, a, i), so they are distinct and depend only on the seed.
+    successors_.resize(alphabet_);
+    std::vector<int32_t> perm(alphabet_);
+    for (int a = 0; a < alphabet_; ++a) {
+      std::iota(perm.begin(), perm.end(), 0);
+      for (int i = 0; i < kSuccessors; ++i) {
+        const uint64_t h = hash_words({seed_, kTableTag, uint64_t(a), uint64_t(i)});
+        const int j = i + static_cast<int>(h % uint64_t(alphabet_ - i));
+        std::swap(perm[i], perm[j]);
+        successors_[a][i] = perm[i];
+      }
+    }
+  }
+
+  int64_t num_sequences() const override { return std::numeric_limits<int64_t>::max(); }
+
+  // Token 0 is uniform over the alphabet; token p is drawn from the successors of token
+  // p-1 with hash(seed, k, p). No state is carried between sequences.
+  void sequence(int64_t k, int32_t* out) const override {
+    const uint64_t uk = static_cast<uint64_t>(k);
+    int32_t cur =
+        static_cast<int32_t>(hash_words({seed_, kSequenceTag, uk, 0}) % uint64_t(alphabet_));
+    out[0] = cur;
+    for (int p = 1; p <= seq_len_; ++p) {
+      cur = successors_[cur][pick_successor(hash_words({seed_, kSequenceTag, uk, uint64_t(p)}))];
+      out[p] = cur;
+    }
+  }
+
+  double entropy_floor() const override { return 1.75 * std::log(2.0); }
+
+  std::string describe() const override {
+    std::ostringstream os;
+    os.setf(std::ios::fixed);
+    os.precision(4);
+    os << "synthetic: order-1 Markov chain over " << alphabet_ << " symbols, entropy floor "
+       << entropy_floor() << " nats/token";
+    return os.str();
+  }
+
+ private:
+  int alphabet_;
+  int seq_len_;
+  uint64_t seed_;
+  std::vector<std::array<int32_t, kSuccessors>> successors_;  // [A][4]
+};
+
+// ---------------------------------------------------------------------------------------
+// File sources: all T tokens are held in memory (uint16 is enough for both a byte file
+// and an llm.c shard); sequence k is the slice [k*S, k*S+S].
+
+class TokenFile final : public Dataset {
+ public:
+  TokenFile(std::string path, std::string kind, std::vector<uint16_t> tokens, int seq_len)
+      : path_(std::move(path)),
+        kind_(std::move(kind)),
+        tokens_(std::move(tokens)),
+        seq_len_(seq_len),
+        count_((int64_t(tokens_.size()) - 1) / seq_len) {
+    check(count_ >= 1, "data '", path_, "' holds ", tokens_.size(),
+          " tokens, fewer than one sequence of seq-len+1 = ", seq_len_ + 1);
+  }
+
+  int64_t num_sequences() const override { return count_; }
+
+  void sequence(int64_t k, int32_t* out) const override {
+    check(k >= 0 && k < count_, "data '", path_, "': sequence ", k, " is outside [0, ", count_,
+          ")");
+    const auto first = tokens_.begin() + k * seq_len_;
+    std::copy(first, first + seq_len_ + 1, out);
+  }
+
+  std::string describe() const override {
+    std::ostringstream os;
+    os << kind_ << " '" << path_ << "': " << tokens_.size() << " tokens, " << count_
+       << " sequences of seq-len+1 = " << seq_len_ + 1;
+    return os.str();
+  }
+
+ private:
+  std::string path_;
+  std::string kind_;  // "llm.c shard" or "text file"
+  std::vector<uint16_t> tokens_;
+  int seq_len_;
+  int64_t count_;  // K = floor((T-1)/S)
+};
+
+// Size of a readable regular file, or a clear error. Uses the error_code overloads so that
+// nothing but tetra::Error escapes.
+int64_t file_bytes(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  check(std::filesystem::exists(status), "data file '", path, "': not found");
+  check(std::filesystem::is_regular_file(status), "data file '", path, "': not a regular file");
+  const auto bytes = std::filesystem::file_size(path, ec);
+  check(!ec, "data file '", path, "': cannot get its size: ", ec.message());
+  return static_cast<int64_t>(bytes);
+}
+
+std::vector<uint16_t> read_bin(const std::string& path) {
+  const int64_t bytes = file_bytes(path);
+  check(bytes >= kHeaderBytes, "data file '", path, "': ", bytes, " bytes, too short for the ",
+        kHeaderBytes, "-byte llm.c header");
+  std::ifstream in(path, std::ios::binary);
+  std::array<int32_t, kHeaderWords> header;
+  in.read(reinterpret_cast<char*>(header.data()), kHeaderBytes);
+  check(bool(in), "data file '", path, "': cannot read the header");
+  check(header[0] == kMagic, "data file '", path, "': bad magic ", header[0], " (expected ", kMagic,
+        ")");
+  check(header[1] == kVersion, "data file '", path, "': unsupported version ", header[1],
+        " (expected ", kVersion, ")");
+  check(header[2] >= 0, "data file '", path, "': negative token count ", header[2],
+        " in the header");
+  const int64_t held = (bytes - kHeaderBytes) / int64_t(sizeof(uint16_t));
+  check(held >= header[2], "data file '", path, "': header says ", header[2],
+        " tokens but the file holds ", held);
+  // Extra bytes after the header's count are ignored, as llm.c does.
+  std::vector<uint16_t> tokens(header[2]);
+  in.read(reinterpret_cast<char*>(tokens.data()), tokens.size() * sizeof(uint16_t));
+  check(bool(in), "data file '", path, "': cannot read its ", header[2], " tokens");
+  return tokens;
+}
+
+// A text file under the byte tokenizer: byte b is token b.
+std::vector<uint16_t> read_text(const std::string& path) {
+  file_bytes(path);  // for the not-found / not-a-file errors
+  std::ifstream in(path, std::ios::binary);
+  check(bool(in), "data file '", path, "': cannot be opened");
+  const std::string bytes(std::istreambuf_iterator<char>(in), {});
+  check(!in.bad(), "data file '", path, "': read error");
+  std::vector<uint16_t> tokens(bytes.size());
+  // Through unsigned char: char may be signed, and byte 0xC3 must become token 195.
+  std::transform(bytes.begin(), bytes.end(), tokens.begin(),
+                 [](char c) { return static_cast<uint16_t>(static_cast<unsigned char>(c)); });
+  return tokens;
+}
+
+void check_vocab(const std::string& path, const std::vector<uint16_t>& tokens, int vocab) {
+  const auto bad =
+      std::find_if(tokens.begin(), tokens.end(), [&](uint16_t t) { return t >= vocab; });
+  check(bad == tokens.end(), "data file '", path, "': token id ", bad == tokens.end() ? 0 : *bad,
+        " at position ", bad - tokens.begin(), " is not below --vocab ", vocab);
+}
+
+}  // namespace
+
+std::unique_ptr<Dataset> open_dataset(const std::string& spec, int vocab, int seq_len,
+                                      uint64_t seed) {
+  check(vocab >= 1, "data: --vocab must be positive (got ", vocab, ")");
+  check(seq_len >= 1, "data: --seq-len must be positive (got ", seq_len, ")");
+  if (spec == "synthetic") return std::make_unique<Synthetic>(vocab, seq_len, seed);
+  const bool bin = spec.ends_with(".bin");
+  std::vector<uint16_t> tokens = bin ? read_bin(spec) : read_text(spec);
+  check_vocab(spec, tokens, vocab);
+  return std::make_unique<TokenFile>(spec, bin ? "llm.c shard" : "text file", std::move(tokens),
+                                     seq_len);
+}
+
+void fill_batch(const Dataset& ds, int64_t step, int global_batch, int first, int count,
+                int seq_len, int32_t* out) {
+  check(step >= 0 && first >= 0 && count >= 0 && first + count <= global_batch,
+        "fill_batch: positions [", first, ", ", first + count, ") of step ", step,
+        " do not fit in a global batch of ", global_batch);
+  const int64_t num = ds.num_sequences();
+  for (int j = first; j < first + count; ++j) {
+    // step*G + j stays far below 2^63 for any real run, also for the synthetic source
+    // whose K is INT64_MAX.
+    const int64_t k = (step * global_batch + j) % num;
+    ds.sequence(k, out + int64_t(j - first) * (seq_len + 1));
+  }
+}
+
+void write_bin_shard(const std::string& path, const std::vector<uint16_t>& tokens) {
+  check(tokens.size() <= size_t(std::numeric_limits<int32_t>::max()), "data file '", path,
+        "': ", tokens.size(), " tokens do not fit the int32 count of an llm.c header");
+  std::array<int32_t, kHeaderWords> header{};
+  header[0] = kMagic;
+  header[1] = kVersion;
+  header[2] = static_cast<int32_t>(tokens.size());
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  check(bool(out), "data file '", path, "': cannot be created");
+  out.write(reinterpret_cast<const char*>(header.data()), kHeaderBytes);
+  out.write(reinterpret_cast<const char*>(tokens.data()), tokens.size() * sizeof(uint16_t));
+  out.close();
+  check(bool(out), "data file '", path, "': write failed");
+}
+
+}  // namespace tetra::data

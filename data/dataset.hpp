@@ -1,0 +1,49 @@
+// Training data: where the token sequences come from, and which ones a step takes.
+//
+// Sources (chosen by --data):
+//   synthetic      generated in-process from the seed; has a known entropy floor
+//   PATH.bin       llm.c token shard: 256 int32 header (magic 20240520, version 1,
+//                  token count), then that many uint16 tokens
+//   any other PATH a text file; its bytes are the tokens (byte tokenizer, 256 symbols)
+//
+// Sequence order (design.md, to the letter): a source of T tokens holds K = floor((T-1)/S)
+// sequences; sequence k is tokens k*S .. k*S+S inclusive (S inputs and their S shifted
+// targets); step s takes sequences (s*G + j) mod K for j = 0 .. G-1.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tetra::data {
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  // Number of sequences of length seq_len (K above); the synthetic source is unbounded
+  // and returns INT64_MAX.
+  virtual int64_t num_sequences() const = 0;
+  // Writes seq_len+1 token ids of sequence k (0 <= k < num_sequences()) to out.
+  virtual void sequence(int64_t k, int32_t* out) const = 0;
+  // Cross-entropy floor in nats per predicted token that a perfect model reaches on this
+  // source, or a negative number when unknown.
+  virtual double entropy_floor() const { return -1.0; }
+  // One line for the start-up log: "synthetic (order-1 Markov, floor 1.213 nats)", ...
+  virtual std::string describe() const = 0;
+};
+
+// Opens --data. Throws tetra::Error with a clear message for a missing file, a .bin with a
+// wrong magic/version or fewer tokens than its header says, a token id not below vocab,
+// or a source too short to hold one sequence of seq_len+1 tokens.
+std::unique_ptr<Dataset> open_dataset(const std::string& spec, int vocab, int seq_len,
+                                      uint64_t seed);
+
+// The tokens of step `step`: sequences j = first .. first+count-1 of the global batch of
+// G = global_batch sequences, each seq_len+1 tokens, written one after another to out.
+void fill_batch(const Dataset& ds, int64_t step, int global_batch, int first, int count,
+                int seq_len, int32_t* out);
+
+// Writes an llm.c-format token shard (used by tests and tools).
+void write_bin_shard(const std::string& path, const std::vector<uint16_t>& tokens);
+
+}  // namespace tetra::data

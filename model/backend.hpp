@@ -1,0 +1,145 @@
+// The Backend: every numerical operation the model and optimizer need, on tensors that live
+// in the backend's memory. Layer code calls these and never asks which backend it has; the
+// CPU backend (fp32, Eigen, OpenMP) is the ground truth, the CUDA backend ([7/9]) will sit
+// behind the same calls with bf16 storage and fp32 master weights.
+//
+// Conventions: row-major; a token-major activation is [T, width] with T = batch * seq;
+// weights are [out, in] as in Hugging Face, so a linear layer is y = x W^T.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "model/tensor.hpp"
+
+namespace tetra {
+
+// Geometry of one attention call. Queries are [B*Sq, H*hd], keys and values
+// [B*Sk, KV*hd]; query head h reads KV head h / (H/KV). A query at global position pq sees
+// keys at positions pk <= pq (q_pos and k_pos give global positions, so a CP rank holding
+// two chunks of the sequence masks correctly).
+struct AttnShape {
+  int64_t batch, sq, sk;
+  int heads, kv_heads, head_dim;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;
+
+  // Raw memory. Buffers call these; nothing else should.
+  virtual void* raw_alloc(size_t bytes) = 0;
+  virtual void raw_free(void* p, size_t bytes) = 0;
+
+  // Host <-> backend copies of f32 / i32 data (a plain memcpy on CPU).
+  virtual void upload(Tensor dst, const void* host) = 0;
+  virtual void download(void* host, const Tensor& src) = 0;
+  // Blocks until queued work is done (no-op on CPU).
+  virtual void synchronize() {}
+
+  // Elementwise.
+  virtual void fill(Tensor x, float value) = 0;
+  virtual void copy(Tensor dst, const Tensor& src) = 0;
+  virtual void add(Tensor y, const Tensor& x) = 0;                 // y += x
+  virtual void add3(Tensor out, const Tensor& a, const Tensor& b) = 0;  // out = a + b
+  virtual void scale(Tensor x, float alpha) = 0;                   // x *= alpha
+  virtual double sum_squares(const Tensor& x) = 0;                 // sum x^2, in double
+
+  // C = alpha * op(A) op(B) + beta * C with op(X) = X or X^T; all 2-D row-major.
+  virtual void matmul(Tensor C, const Tensor& A, bool trans_a, const Tensor& B, bool trans_b,
+                      float alpha = 1.f, float beta = 0.f) = 0;
+
+  // Embedding rows for a vocabulary shard [vocab_start, vocab_start + table.rows()):
+  // out[t] = table[tok[t] - vocab_start] for tokens in the shard, 0 otherwise.
+  virtual void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& table,
+                                 int64_t vocab_start) = 0;
+  // dtable[tok[t] - vocab_start] += dout[t] for tokens in the shard.
+  virtual void embedding_backward(Tensor dtable, const Tensor& tokens, const Tensor& dout,
+                                  int64_t vocab_start) = 0;
+
+  // y = x / rms(x) * w per row, rms = sqrt(mean(x^2) + eps); rstd[T] keeps 1/rms.
+  virtual void rmsnorm_forward(Tensor y, Tensor rstd, const Tensor& x, const Tensor& w,
+                               float eps) = 0;
+  // dx = (overwrite), dw += (accumulate).
+  virtual void rmsnorm_backward(Tensor dx, Tensor dw, const Tensor& dy, const Tensor& x,
+                                const Tensor& w, const Tensor& rstd) = 0;
+
+  // Rotate-half RoPE in place on x [T, heads*hd] at global positions pos[T] (i32):
+  // (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin), angle = pos * theta^(-2i/hd).
+  // inverse = true applies the transposed rotation (the backward).
+  virtual void rope(Tensor x, int heads, const Tensor& pos, double theta, bool inverse) = 0;
+
+  // out = softmax(q k^T / sqrt(hd) + causal mask) v per (batch, head); lse [B, H, Sq]
+  // keeps each row's log-sum-exp so that backward can rebuild the probabilities.
+  virtual void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k,
+                                 const Tensor& v, const Tensor& q_pos, const Tensor& k_pos,
+                                 const AttnShape& s) = 0;
+  // dq overwritten; dk, dv overwritten (summed over the query heads that share them).
+  virtual void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout,
+                                  const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& out, const Tensor& lse, const Tensor& q_pos,
+                                  const Tensor& k_pos, const AttnShape& s) = 0;
+
+  // h = silu(gate) * up.
+  virtual void swiglu_forward(Tensor h, const Tensor& gate, const Tensor& up) = 0;
+  virtual void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dh, const Tensor& gate,
+                               const Tensor& up) = 0;
+
+  // Vocab-parallel cross-entropy in three local pieces, with reductions over the tensor
+  // parallel group between them (see model/layers.cpp, VocabParallelCrossEntropy):
+  //   row_max[T]            = max_v logits[t, v]                   (then all-reduce max)
+  //   stats[T, 2]           = (sum_v exp(logits - row_max), logits[t, target - vocab_start]
+  //                            or 0 when the target is not in this shard)  (then all-reduce sum)
+  //   dlogits               = scale * (softmax - onehot(target)), in place over logits.
+  virtual void ce_row_max(Tensor row_max, const Tensor& logits) = 0;
+  virtual void ce_stats(Tensor stats, const Tensor& logits, const Tensor& row_max,
+                        const Tensor& targets, int64_t vocab_start) = 0;
+  virtual void ce_backward(Tensor logits, const Tensor& row_max, const Tensor& stats,
+                           const Tensor& targets, int64_t vocab_start, float scale) = 0;
+
+  // One AdamW step (torch.optim.AdamW semantics) on a flat slice; grad is multiplied by
+  // grad_scale first (clipping). step counts from 1.
+  struct AdamW {
+    float lr, beta1, beta2, eps, weight_decay, grad_scale;
+    int64_t step;
+  };
+  virtual void adamw(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamW& h) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend(int threads);
+#ifdef TETRA_HAVE_CUDA
+std::unique_ptr<Backend> make_cuda_backend(int device);
+#endif
+
+// Owns memory from a backend; hands out views. Movable, not copyable.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Backend& be, int64_t numel, DType dtype = DType::F32);
+  ~Buffer();
+  Buffer(Buffer&& o) noexcept;
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  bool empty() const { return ptr_ == nullptr; }
+  int64_t numel() const { return numel_; }
+  size_t bytes() const { return size_t(numel_) * dtype_size(dtype_); }
+  // The whole buffer seen with a shape (element count must match), or flat.
+  Tensor view(std::initializer_list<int64_t> shape) const;
+  Tensor flat() const;
+  Tensor flat(int64_t offset, int64_t n) const { return flat().flat(offset, n); }
+  void reset();
+
+ private:
+  Backend* be_ = nullptr;
+  void* ptr_ = nullptr;
+  int64_t numel_ = 0;
+  DType dtype_ = DType::F32;
+};
+
+}  // namespace tetra

@@ -1,0 +1,50 @@
+// One transformer block, forward and backward side by side:
+//   h   = x + o( attention( rope(q(n1)), rope(k(n1)), v(n1) ) ),  n1 = rmsnorm(x) * w_in
+//   out = h + down( silu(gate(n2)) * up(n2) ),                    n2 = rmsnorm(h) * w_post
+// with q, k, v, gate, up column-parallel and o, down row-parallel over TP.
+// Shapes on one rank (T tokens of the micro-batch on this rank, Hl = heads/TP,
+// KVl = kv_heads/TP, Fl = ffn/TP, hd = head_dim): x, h, out [T, d]; q [T, Hl*hd];
+// k, v [T, KVl*hd]; gate, up, act [T, Fl].
+#pragma once
+#include "model/backend.hpp"
+#include "model/config.hpp"
+#include "parallel/comm.hpp"
+
+namespace tetra {
+
+// Where the tokens of a micro-batch sit in their sequences, for RoPE and the causal mask.
+struct TokenPositions {
+  int64_t batch = 0;     // sequences in the micro-batch
+  int64_t seq = 0;       // tokens of each sequence on this rank
+  Tensor token_pos;      // [batch*seq] i32, global position of each token (RoPE)
+  Tensor seq_pos;        // [seq] i32, positions of one sequence's local tokens (queries)
+  Tensor key_pos;        // [keys] i32, positions of the keys attention sees
+  int64_t tokens() const { return batch * seq; }
+};
+
+// What the parallel dimensions give a block.
+struct BlockContext {
+  Backend& be;
+  Comm& tp;
+  Comm& cp;
+  const ModelConfig& cfg;
+  const TokenPositions& pos;
+};
+
+// Everything forward keeps for backward (x, the block input, is kept by the caller).
+struct BlockActs {
+  Buffer rstd1, n1, q, k, v, attn, lse, h, rstd2, n2, gate, up, act;
+  void clear() { *this = BlockActs{}; }
+};
+
+// u: the block's unit; w: its weights (flat, TP-local). out [T, d] = block(x).
+void block_forward(const BlockContext& ctx, const UnitLayout& u, const Tensor& w, const Tensor& x,
+                   Tensor out, BlockActs& a);
+// dw (flat, like w) += dL/dw; dx [T, d] = dL/dx, given dout = dL/dout.
+void block_backward(const BlockContext& ctx, const UnitLayout& u, const Tensor& w, Tensor dw,
+                    const Tensor& x, const Tensor& dout, Tensor dx, const BlockActs& a);
+
+// A view of parameter i of a flat unit buffer (w or dw) with its local shape.
+Tensor param_view(const Tensor& flat, const ParamInfo& p);
+
+}  // namespace tetra

@@ -1,0 +1,45 @@
+#include "model/backend.hpp"
+
+namespace tetra {
+
+Buffer::Buffer(Backend& be, int64_t numel, DType dtype) : be_(&be), numel_(numel), dtype_(dtype) {
+  check(numel >= 0, "negative buffer size");
+  ptr_ = numel > 0 ? be.raw_alloc(bytes()) : nullptr;
+}
+
+Buffer::~Buffer() { reset(); }
+
+void Buffer::reset() {
+  if (ptr_) be_->raw_free(ptr_, bytes());
+  ptr_ = nullptr;
+  numel_ = 0;
+}
+
+Buffer::Buffer(Buffer&& o) noexcept
+    : be_(o.be_), ptr_(o.ptr_), numel_(o.numel_), dtype_(o.dtype_) {
+  o.ptr_ = nullptr;
+  o.numel_ = 0;
+}
+
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  if (this != &o) {
+    reset();
+    be_ = o.be_;
+    ptr_ = o.ptr_;
+    numel_ = o.numel_;
+    dtype_ = o.dtype_;
+    o.ptr_ = nullptr;
+    o.numel_ = 0;
+  }
+  return *this;
+}
+
+Tensor Buffer::view(std::initializer_list<int64_t> shape) const {
+  return flat().reshape(shape);
+}
+
+Tensor Buffer::flat() const {
+  return Tensor(ptr_, {numel_}, dtype_, be_ ? be_->device() : Device::CPU);
+}
+
+}  // namespace tetra

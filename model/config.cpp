@@ -1,0 +1,122 @@
+#include "model/config.hpp"
+
+#include <sstream>
+
+#include "model/error.hpp"
+
+namespace tetra {
+
+void ModelConfig::validate() const {
+  check(layers > 0, "--layers must be positive (got ", layers, ")");
+  check(dim > 0, "--dim must be positive (got ", dim, ")");
+  check(heads > 0, "--heads must be positive (got ", heads, ")");
+  check(kv_heads > 0, "--kv-heads must be positive (got ", kv_heads, ")");
+  check(ffn_dim > 0, "--ffn-dim must be positive (got ", ffn_dim, ")");
+  check(seq_len > 0, "--seq-len must be positive (got ", seq_len, ")");
+  check(vocab > 0, "--vocab must be positive (got ", vocab, ")");
+  check(rope_theta > 0, "--rope-theta must be positive (got ", rope_theta, ")");
+  check(dim % heads == 0, "--dim ", dim, " is not divisible by --heads ", heads);
+  check(heads % kv_heads == 0, "--heads ", heads, " is not divisible by --kv-heads ", kv_heads);
+  check(head_dim() % 2 == 0, "head_dim = dim/heads = ", head_dim(),
+        " must be even for rotate-half RoPE");
+}
+
+std::string ModelConfig::str() const {
+  std::ostringstream os;
+  os << "layers " << layers << ", dim " << dim << ", heads " << heads << " (kv " << kv_heads
+     << ", head_dim " << head_dim() << "), ffn " << ffn_dim << ", vocab " << vocab << ", seq "
+     << seq_len;
+  return os.str();
+}
+
+int64_t ModelConfig::matmul_params() const {
+  const int64_t d = dim, hd = head_dim();
+  const int64_t attn = d * heads * hd * 2 + d * kv_heads * hd * 2;  // q, o, k, v
+  const int64_t mlp = 3 * d * int64_t(ffn_dim);
+  return layers * (attn + mlp) + vocab * d;  // + LM head
+}
+
+int64_t ModelConfig::total_params() const {
+  return matmul_params() + vocab * dim + int64_t(layers) * 2 * dim + dim;
+}
+
+double model_flops_per_token(const ModelConfig& c) {
+  return 6.0 * double(c.matmul_params()) + 12.0 * c.layers * c.dim * double(c.seq_len);
+}
+
+double recompute_flops_per_token(const ModelConfig& c) {
+  const double blocks = double(c.matmul_params() - c.vocab * c.dim);
+  return 2.0 * blocks + 4.0 * c.layers * c.dim * double(c.seq_len);
+}
+
+int64_t padded_vocab(int64_t v) { return (v + 127) / 128 * 128; }
+
+int64_t ParamInfo::numel() const {
+  int64_t n = 1;
+  for (int64_t s : local_shape) n *= s;
+  return n;
+}
+
+int64_t ParamInfo::global_index(int64_t i, int tp_rank) const {
+  if (tp_dim < 0) return i;
+  const int64_t cols = local_shape.back(), r = i / cols, c = i % cols;
+  if (tp_dim == 0) return (tp_rank * local_shape[0] + r) * shape[1] + c;
+  return r * shape[1] + tp_rank * local_shape[1] + c;
+}
+
+namespace {
+
+void add(UnitLayout& u, std::string name, std::vector<int64_t> shape, int tp_dim, int tp) {
+  ParamInfo p;
+  p.name = std::move(name);
+  p.shape = shape;
+  p.tp_dim = tp_dim;
+  p.local_shape = shape;
+  if (tp_dim >= 0) {
+    check(shape[tp_dim] % tp == 0, p.name, ": dimension ", shape[tp_dim],
+          " does not divide by TP ", tp);
+    p.local_shape[tp_dim] /= tp;
+  }
+  p.offset = u.numel;
+  u.numel += p.numel();
+  u.params.push_back(std::move(p));
+}
+
+}  // namespace
+
+std::vector<UnitLayout> make_units(const ModelConfig& c, int tp, int tp_rank) {
+  check(c.heads % tp == 0, "--heads ", c.heads, " is not divisible by TP ", tp);
+  check(c.kv_heads % tp == 0, "--kv-heads ", c.kv_heads, " is not divisible by TP ", tp);
+  check(c.ffn_dim % tp == 0, "--ffn-dim ", c.ffn_dim, " is not divisible by TP ", tp);
+  check(c.vocab % tp == 0, "the vocabulary ", c.vocab, " is not divisible by TP ", tp);
+  const int64_t d = c.dim, q = int64_t(c.heads) * c.head_dim(),
+                kv = int64_t(c.kv_heads) * c.head_dim(), f = c.ffn_dim;
+  std::vector<UnitLayout> units;
+
+  UnitLayout emb{UnitLayout::Kind::Embedding, -1, "embed", {}, 0};
+  add(emb, "model.embed_tokens.weight", {c.vocab, d}, 0, tp);
+  units.push_back(std::move(emb));
+
+  for (int l = 0; l < c.layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    UnitLayout b{UnitLayout::Kind::Block, l, "layers." + std::to_string(l), {}, 0};
+    add(b, p + "input_layernorm.weight", {d}, -1, tp);
+    add(b, p + "self_attn.q_proj.weight", {q, d}, 0, tp);
+    add(b, p + "self_attn.k_proj.weight", {kv, d}, 0, tp);
+    add(b, p + "self_attn.v_proj.weight", {kv, d}, 0, tp);
+    add(b, p + "self_attn.o_proj.weight", {d, q}, 1, tp);
+    add(b, p + "post_attention_layernorm.weight", {d}, -1, tp);
+    add(b, p + "mlp.gate_proj.weight", {f, d}, 0, tp);
+    add(b, p + "mlp.up_proj.weight", {f, d}, 0, tp);
+    add(b, p + "mlp.down_proj.weight", {d, f}, 1, tp);
+    units.push_back(std::move(b));
+  }
+
+  UnitLayout head{UnitLayout::Kind::Head, -1, "head", {}, 0};
+  add(head, "model.norm.weight", {d}, -1, tp);
+  add(head, "lm_head.weight", {c.vocab, d}, 0, tp);
+  units.push_back(std::move(head));
+  return units;
+}
+
+}  // namespace tetra

@@ -1,0 +1,72 @@
+// The model's shape, and the list of its parameter tensors with their Hugging Face names.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tetra {
+
+struct ModelConfig {
+  int64_t vocab = 256;  // rows of the embedding and the LM head (data vocab, padded)
+  int layers = 4;
+  int dim = 128;
+  int heads = 4;
+  int kv_heads = 2;
+  int ffn_dim = 384;
+  int seq_len = 64;
+  double rope_theta = 10000.0;
+  float norm_eps = 1e-5f;
+
+  int head_dim() const { return dim / heads; }
+  // Throws tetra::Error naming the first rule the shape breaks.
+  void validate() const;
+  std::string str() const;
+
+  // Parameters that take part in matrix products (attention, MLP, LM head): the N of 6N.
+  int64_t matmul_params() const;
+  int64_t total_params() const;
+};
+
+// Model FLOPs per token, 6N + 12 L d S (PaLM's attention term), and the forward FLOPs of
+// the blocks that --recompute full runs a second time (2 N_blocks + 4 L d S).
+double model_flops_per_token(const ModelConfig& c);
+double recompute_flops_per_token(const ModelConfig& c);
+
+// Pads a data vocabulary to a multiple of 128 (256 stays 256), so that the embedding and
+// the head split evenly over any power-of-two TP up to 128 without changing with the layout.
+int64_t padded_vocab(int64_t data_vocab);
+
+// One parameter tensor. Matrices are [out, in]; tp_dim is the dimension split over the
+// tensor-parallel group (0: rows, the output of a column-parallel linear or the vocabulary;
+// 1: columns, the input of a row-parallel linear), -1 when every TP rank holds all of it.
+struct ParamInfo {
+  std::string name;
+  std::vector<int64_t> shape;  // global shape
+  int tp_dim = -1;
+  std::vector<int64_t> local_shape;  // this TP rank's shard
+  int64_t offset = 0;                // in its unit's flat buffer
+  int64_t numel() const;             // local
+  bool decay() const { return shape.size() == 2; }  // weight decay on 2-D tensors only
+  // Global flat index (into the full [shape] tensor) of local element i on TP rank r.
+  int64_t global_index(int64_t i, int tp_rank) const;
+};
+
+// A unit is the set of parameters that live in one flat buffer, are sharded together by
+// ZeRO and gathered together by ZeRO-3: the embedding, one block, or the final norm + head.
+struct UnitLayout {
+  enum class Kind { Embedding, Block, Head };
+  Kind kind;
+  int layer = -1;  // for blocks
+  std::string name;
+  std::vector<ParamInfo> params;
+  int64_t numel = 0;  // local elements
+};
+
+// Index of each tensor inside a block unit, in forward order.
+enum BlockParam { kInputNorm, kQ, kK, kV, kO, kPostNorm, kGate, kUp, kDown, kBlockParams };
+enum HeadParam { kFinalNorm, kLmHead };
+
+// Units in model order: embedding, blocks 0..L-1, head; shards for TP rank tp_rank of tp.
+std::vector<UnitLayout> make_units(const ModelConfig& c, int tp, int tp_rank);
+
+}  // namespace tetra

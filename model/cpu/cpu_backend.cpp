@@ -1,0 +1,374 @@
+// The CPU backend: fp32 everywhere, Eigen for the matrix products, OpenMP over rows,
+// heads or columns. Every reduction has a fixed order that does not depend on the thread
+// count, so two runs of the same layout agree bit for bit.
+#include <omp.h>
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "model/backend.hpp"
+
+namespace tetra {
+namespace {
+
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MapMat = Eigen::Map<RowMat>;
+using CMapMat = Eigen::Map<const RowMat>;
+// A [rows, cols] block inside a wider row-major matrix (one head of a [T, H*hd] tensor).
+using Strided = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
+using MStrided = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
+
+MapMat mat(const Tensor& t) { return MapMat(t.f32(), t.rows(), t.cols()); }
+CMapMat cmat(const Tensor& t) { return CMapMat(t.f32(), t.rows(), t.cols()); }
+
+constexpr int64_t kChunk = 1 << 16;  // fixed reduction chunk for sum_squares
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads) {
+    omp_set_num_threads(threads);
+    Eigen::setNbThreads(threads);
+  }
+  Device device() const override { return Device::CPU; }
+  std::string name() const override { return "cpu"; }
+
+  void* raw_alloc(size_t bytes) override {
+    // 64-byte alignment for vector loads; the size is rounded up as aligned_alloc wants.
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    check(p != nullptr, "out of host memory allocating ", bytes, " bytes");
+    return p;
+  }
+  void raw_free(void* p, size_t) override { std::free(p); }
+
+  void upload(Tensor dst, const void* host) override { std::memcpy(dst.ptr, host, dst.bytes()); }
+  void download(void* host, const Tensor& src) override {
+    std::memcpy(host, src.ptr, src.bytes());
+  }
+
+  void fill(Tensor x, float value) override {
+    float* p = x.f32();
+    const int64_t n = x.numel();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) p[i] = value;
+  }
+  void copy(Tensor dst, const Tensor& src) override {
+    check(dst.bytes() == src.bytes(), "copy ", src.shape_str(), " into ", dst.shape_str());
+    std::memcpy(dst.ptr, src.ptr, src.bytes());
+  }
+  void add(Tensor y, const Tensor& x) override {
+    check(y.numel() == x.numel(), "add ", x.shape_str(), " to ", y.shape_str());
+    float* py = y.f32();
+    const float* px = x.f32();
+    const int64_t n = y.numel();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) py[i] += px[i];
+  }
+  void add3(Tensor out, const Tensor& a, const Tensor& b) override {
+    check(out.numel() == a.numel() && a.numel() == b.numel(), "add3 shapes");
+    float* po = out.f32();
+    const float *pa = a.f32(), *pb = b.f32();
+    const int64_t n = out.numel();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
+  }
+  void scale(Tensor x, float alpha) override {
+    float* p = x.f32();
+    const int64_t n = x.numel();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) p[i] *= alpha;
+  }
+  double sum_squares(const Tensor& x) override {
+    const float* p = x.f32();
+    const int64_t n = x.numel(), chunks = (n + kChunk - 1) / kChunk;
+    std::vector<double> part(chunks, 0.0);
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < chunks; ++c) {
+      double s = 0;
+      for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) s += double(p[i]) * p[i];
+      part[c] = s;
+    }
+    double total = 0;
+    for (double s : part) total += s;
+    return total;
+  }
+
+  void matmul(Tensor C, const Tensor& A, bool ta, const Tensor& B, bool tb, float alpha,
+              float beta) override {
+    const int64_t m = ta ? A.cols() : A.rows(), k = ta ? A.rows() : A.cols();
+    const int64_t kb = tb ? B.cols() : B.rows(), n = tb ? B.rows() : B.cols();
+    check(k == kb && C.rows() == m && C.cols() == n, "matmul ", A.shape_str(), (ta ? "^T" : ""),
+          " x ", B.shape_str(), (tb ? "^T" : ""), " -> ", C.shape_str());
+    MapMat c = mat(C);
+    CMapMat a = cmat(A), b = cmat(B);
+    if (beta == 0.f) c.setZero();
+    else if (beta != 1.f) c *= beta;
+    if (!ta && !tb) c.noalias() += alpha * (a * b);
+    else if (!ta && tb) c.noalias() += alpha * (a * b.transpose());
+    else if (ta && !tb) c.noalias() += alpha * (a.transpose() * b);
+    else c.noalias() += alpha * (a.transpose() * b.transpose());
+  }
+
+  void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& table,
+                         int64_t vocab_start) override {
+    const int64_t T = out.rows(), d = out.cols(), V = table.rows();
+    const int32_t* tok = tokens.i32();
+    const float* w = table.f32();
+    float* o = out.f32();
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t r = tok[t] - vocab_start;
+      if (r >= 0 && r < V) std::memcpy(o + t * d, w + r * d, d * sizeof(float));
+      else std::fill(o + t * d, o + (t + 1) * d, 0.f);
+    }
+  }
+  void embedding_backward(Tensor dtable, const Tensor& tokens, const Tensor& dout,
+                          int64_t vocab_start) override {
+    const int64_t T = dout.rows(), d = dout.cols(), V = dtable.rows();
+    const int32_t* tok = tokens.i32();
+    const float* g = dout.f32();
+    float* dw = dtable.f32();
+    // Columns in parallel, tokens in order: no two threads touch one element.
+    constexpr int64_t kCols = 16;
+#pragma omp parallel for schedule(static)
+    for (int64_t c0 = 0; c0 < d; c0 += kCols) {
+      const int64_t c1 = std::min(d, c0 + kCols);
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t r = tok[t] - vocab_start;
+        if (r < 0 || r >= V) continue;
+        for (int64_t c = c0; c < c1; ++c) dw[r * d + c] += g[t * d + c];
+      }
+    }
+  }
+
+  void rmsnorm_forward(Tensor y, Tensor rstd, const Tensor& x, const Tensor& w,
+                       float eps) override {
+    const int64_t T = x.rows(), d = x.cols();
+    const float *px = x.f32(), *pw = w.f32();
+    float *py = y.f32(), *pr = rstd.f32();
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < T; ++t) {
+      const float* xr = px + t * d;
+      float ss = 0;
+      for (int64_t i = 0; i < d; ++i) ss += xr[i] * xr[i];
+      const float r = 1.f / std::sqrt(ss / float(d) + eps);
+      pr[t] = r;
+      for (int64_t i = 0; i < d; ++i) py[t * d + i] = xr[i] * r * pw[i];
+    }
+  }
+  void rmsnorm_backward(Tensor dx, Tensor dw, const Tensor& dy, const Tensor& x, const Tensor& w,
+                        const Tensor& rstd) override {
+    // With xhat = x * r: dx = r * (dy*w - xhat * mean(dy*w*xhat)); dw = sum_t dy * xhat.
+    const int64_t T = x.rows(), d = x.cols();
+    const float *px = x.f32(), *pw = w.f32(), *pg = dy.f32(), *pr = rstd.f32();
+    float *pdx = dx.f32(), *pdw = dw.f32();
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < T; ++t) {
+      const float *xr = px + t * d, *gr = pg + t * d;
+      const float r = pr[t];
+      float dot = 0;
+      for (int64_t i = 0; i < d; ++i) dot += gr[i] * pw[i] * xr[i] * r;
+      const float mean = dot / float(d);
+      for (int64_t i = 0; i < d; ++i) pdx[t * d + i] = r * (gr[i] * pw[i] - xr[i] * r * mean);
+    }
+    constexpr int64_t kCols = 16;
+#pragma omp parallel for schedule(static)
+    for (int64_t c0 = 0; c0 < d; c0 += kCols) {
+      const int64_t c1 = std::min(d, c0 + kCols);
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t c = c0; c < c1; ++c) pdw[c] += pg[t * d + c] * px[t * d + c] * pr[t];
+    }
+  }
+
+  void rope(Tensor x, int heads, const Tensor& pos, double theta, bool inverse) override {
+    const int64_t T = x.rows(), hd = x.cols() / heads, half = hd / 2;
+    const int32_t* p = pos.i32();
+    float* px = x.f32();
+    const float sign = inverse ? -1.f : 1.f;
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t i = 0; i < half; ++i) {
+        const double angle = double(p[t]) * std::pow(theta, -2.0 * double(i) / double(hd));
+        const float c = float(std::cos(angle)), s = sign * float(std::sin(angle));
+        for (int h = 0; h < heads; ++h) {
+          float* xh = px + t * heads * hd + h * hd;
+          const float x1 = xh[i], x2 = xh[i + half];
+          xh[i] = x1 * c - x2 * s;
+          xh[i + half] = x2 * c + x1 * s;
+        }
+      }
+    }
+  }
+
+  void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k,
+                         const Tensor& v, const Tensor& q_pos, const Tensor& k_pos,
+                         const AttnShape& s) override {
+    const int64_t H = s.heads, KV = s.kv_heads, hd = s.head_dim, group = H / KV;
+    const float scale = 1.f / std::sqrt(float(hd));
+    const int32_t *qp = q_pos.i32(), *kp = k_pos.i32();
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t b = 0; b < s.batch; ++b) {
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t g = h / group;
+        Strided Q(q.f32() + b * s.sq * H * hd + h * hd, s.sq, hd, Eigen::OuterStride<>(H * hd));
+        Strided K(k.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, Eigen::OuterStride<>(KV * hd));
+        Strided V(v.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, Eigen::OuterStride<>(KV * hd));
+        MStrided O(out.f32() + b * s.sq * H * hd + h * hd, s.sq, hd, Eigen::OuterStride<>(H * hd));
+        RowMat P = scale * (Q * K.transpose());  // [Sq, Sk]
+        float* L = lse.f32() + (b * H + h) * s.sq;
+        softmax_causal(P, qp, kp, L);
+        O.noalias() = P * V;
+      }
+    }
+  }
+
+  void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
+                          const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                          const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
+    // Per (batch, kv head) so that the query heads sharing a KV head add into dK, dV in order:
+    //   P = exp(S - lse), dV += P^T dO, dP = dO V^T, D = rowsum(dO * O),
+    //   dS = P * (dP - D), dQ = scale dS K, dK += scale dS^T Q.
+    const int64_t H = s.heads, KV = s.kv_heads, hd = s.head_dim, group = H / KV;
+    const float scale = 1.f / std::sqrt(float(hd));
+    const int32_t *qp = q_pos.i32(), *kp = k_pos.i32();
+    const Eigen::OuterStride<> qs(H * hd), ks(KV * hd);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t b = 0; b < s.batch; ++b) {
+      for (int64_t g = 0; g < KV; ++g) {
+        Strided K(k.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, ks);
+        Strided V(v.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, ks);
+        MStrided dK(dk.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, ks);
+        MStrided dV(dv.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, ks);
+        dK.setZero();
+        dV.setZero();
+        for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+          const int64_t off = b * s.sq * H * hd + h * hd;
+          Strided Q(q.f32() + off, s.sq, hd, qs), O(out.f32() + off, s.sq, hd, qs);
+          Strided dO(dout.f32() + off, s.sq, hd, qs);
+          MStrided dQ(dq.f32() + off, s.sq, hd, qs);
+          const float* L = lse.f32() + (b * H + h) * s.sq;
+          RowMat P = scale * (Q * K.transpose());
+          for (int64_t i = 0; i < s.sq; ++i)
+            for (int64_t j = 0; j < s.sk; ++j)
+              P(i, j) = kp[j] <= qp[i] ? std::exp(P(i, j) - L[i]) : 0.f;
+          dV.noalias() += P.transpose() * dO;
+          RowMat dP = dO * V.transpose();
+          for (int64_t i = 0; i < s.sq; ++i) {
+            const float D = dO.row(i).dot(O.row(i));
+            for (int64_t j = 0; j < s.sk; ++j) dP(i, j) = P(i, j) * (dP(i, j) - D);
+          }
+          dQ.noalias() = scale * (dP * K);
+          dK.noalias() += scale * (dP.transpose() * Q);
+        }
+      }
+    }
+  }
+
+  void swiglu_forward(Tensor h, const Tensor& gate, const Tensor& up) override {
+    const float *g = gate.f32(), *u = up.f32();
+    float* o = h.f32();
+    const int64_t n = h.numel();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) o[i] = g[i] / (1.f + std::exp(-g[i])) * u[i];
+  }
+  void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dh, const Tensor& gate,
+                       const Tensor& up) override {
+    // silu(g) = g * sig(g); silu'(g) = sig(g) * (1 + g * (1 - sig(g))).
+    const float *g = gate.f32(), *u = up.f32(), *d = dh.f32();
+    float *dg = dgate.f32(), *du = dup.f32();
+    const int64_t n = dh.numel();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const float sig = 1.f / (1.f + std::exp(-g[i]));
+      du[i] = d[i] * g[i] * sig;
+      dg[i] = d[i] * u[i] * sig * (1.f + g[i] * (1.f - sig));
+    }
+  }
+
+  void ce_row_max(Tensor row_max, const Tensor& logits) override {
+    const int64_t T = logits.rows(), V = logits.cols();
+    const float* l = logits.f32();
+    float* m = row_max.f32();
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < T; ++t) m[t] = *std::max_element(l + t * V, l + (t + 1) * V);
+  }
+  void ce_stats(Tensor stats, const Tensor& logits, const Tensor& row_max, const Tensor& targets,
+                int64_t vocab_start) override {
+    const int64_t T = logits.rows(), V = logits.cols();
+    const float *l = logits.f32(), *m = row_max.f32();
+    const int32_t* y = targets.i32();
+    float* st = stats.f32();
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < T; ++t) {
+      float sum = 0;
+      for (int64_t j = 0; j < V; ++j) sum += std::exp(l[t * V + j] - m[t]);
+      const int64_t r = y[t] - vocab_start;
+      st[2 * t] = sum;
+      st[2 * t + 1] = (r >= 0 && r < V) ? l[t * V + r] : 0.f;
+    }
+  }
+  void ce_backward(Tensor logits, const Tensor& row_max, const Tensor& stats,
+                   const Tensor& targets, int64_t vocab_start, float scale) override {
+    const int64_t T = logits.rows(), V = logits.cols();
+    float* l = logits.f32();
+    const float *m = row_max.f32(), *st = stats.f32();
+    const int32_t* y = targets.i32();
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < T; ++t) {
+      const float inv = 1.f / st[2 * t];
+      for (int64_t j = 0; j < V; ++j) l[t * V + j] = scale * std::exp(l[t * V + j] - m[t]) * inv;
+      const int64_t r = y[t] - vocab_start;
+      if (r >= 0 && r < V) l[t * V + r] -= scale;
+    }
+  }
+
+  void adamw(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamW& h) override {
+    float *p = param.f32(), *pm = m.f32(), *pv = v.f32();
+    const float* g = grad.f32();
+    const int64_t n = param.numel();
+    const float bc1 = 1.f - std::pow(h.beta1, float(h.step));
+    const float bc2 = 1.f - std::pow(h.beta2, float(h.step));
+    const float step_size = h.lr / bc1, bc2_sqrt = std::sqrt(bc2);
+    const float decay = 1.f - h.lr * h.weight_decay;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const float gi = g[i] * h.grad_scale;
+      pm[i] = h.beta1 * pm[i] + (1.f - h.beta1) * gi;
+      pv[i] = h.beta2 * pv[i] + (1.f - h.beta2) * gi * gi;
+      const float denom = std::sqrt(pv[i]) / bc2_sqrt + h.eps;
+      p[i] = p[i] * decay - step_size * pm[i] / denom;
+    }
+  }
+
+ private:
+  // Row-wise causal softmax of P in place; masked entries become 0, L[i] = log-sum-exp.
+  static void softmax_causal(RowMat& P, const int32_t* qp, const int32_t* kp, float* L) {
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < P.rows(); ++i) {
+      float mx = neg_inf;
+      for (int64_t j = 0; j < P.cols(); ++j) {
+        if (kp[j] > qp[i]) P(i, j) = neg_inf;
+        mx = std::max(mx, P(i, j));
+      }
+      float sum = 0;
+      for (int64_t j = 0; j < P.cols(); ++j) {
+        P(i, j) = P(i, j) == neg_inf ? 0.f : std::exp(P(i, j) - mx);
+        sum += P(i, j);
+      }
+      for (int64_t j = 0; j < P.cols(); ++j) P(i, j) /= sum;
+      L[i] = mx + std::log(sum);
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) {
+  return std::make_unique<CpuBackend>(std::max(1, threads));
+}
+
+}  // namespace tetra

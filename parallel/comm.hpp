@@ -1,0 +1,63 @@
+// A communicator for one group of ranks (tp, cp, pp, dp or dp_cp). Collectives work on
+// tensors in the backend's memory: MPI on host memory now, NCCL on device memory later,
+// behind this same interface. Every call adds its bytes and seconds to the group's
+// counters, which the metrics and the trace read.
+//
+// Bytes are counted as a ring algorithm moves them out of each rank, so that the numbers
+// are the textbook volumes: all-reduce 2(N-1)/N * size, reduce-scatter and all-gather
+// (N-1)/N * (full size), broadcast and send the payload.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/tensor.hpp"
+
+namespace tetra {
+
+enum class ReduceOp { Sum, Max };
+
+struct CommStats {
+  int64_t calls = 0;
+  double bytes = 0;    // ring bytes sent by this rank
+  double seconds = 0;  // wall time inside calls, waiting included
+  void clear() { *this = CommStats{}; }
+};
+
+class Comm {
+ public:
+  // A pending non-blocking send or receive.
+  class Request {
+   public:
+    virtual ~Request() = default;
+    virtual void wait() = 0;
+  };
+
+  virtual ~Comm() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  const std::string& name() const { return name_; }
+
+  virtual void all_reduce(Tensor x, ReduceOp op = ReduceOp::Sum) = 0;
+  // in holds size() equal parts; part r of the sum lands in out on rank r.
+  virtual void reduce_scatter(Tensor out, const Tensor& in) = 0;
+  // out holds size() parts; rank r's in becomes part r.
+  virtual void all_gather(Tensor out, const Tensor& in) = 0;
+  virtual void broadcast(Tensor x, int root) = 0;
+  virtual void send(const Tensor& x, int peer, int tag) = 0;
+  virtual void recv(Tensor x, int peer, int tag) = 0;
+  virtual std::unique_ptr<Request> isend(const Tensor& x, int peer, int tag) = 0;
+  virtual std::unique_ptr<Request> irecv(Tensor x, int peer, int tag) = 0;
+  virtual void barrier() = 0;
+  // All-reduce of host doubles (loss sums, norms): small, counted like the rest.
+  virtual void all_reduce_host(double* x, int n, ReduceOp op = ReduceOp::Sum) = 0;
+
+  CommStats stats;
+
+ protected:
+  explicit Comm(std::string name) : name_(std::move(name)) {}
+  std::string name_;
+};
+
+}  // namespace tetra

@@ -1,0 +1,154 @@
+#include "parallel/fsdp.hpp"
+
+#include <algorithm>
+
+namespace tetra {
+
+ShardedParams::ShardedParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> units,
+                             int zero_stage)
+    : be_(be), comm_(dp_cp), zero_(zero_stage) {
+  check(zero_ >= 1 && zero_ <= 3, "--zero must be 1, 2 or 3 (got ", zero_, ")");
+  const int N = comm_.size();
+  for (UnitLayout& l : units) {
+    Unit u;
+    u.layout = std::move(l);
+    u.padded = (u.layout.numel + N - 1) / N * N;
+    u.shard = u.padded / N;
+    if (zero_ < 3) {
+      u.weights = Buffer(be_, u.padded);
+      be_.fill(u.weights.flat(), 0.f);
+    } else {
+      u.weight_shard = Buffer(be_, u.shard);
+    }
+    if (zero_ == 1) u.grads = Buffer(be_, u.padded);
+    u.grad_shard = Buffer(be_, u.shard);
+    u.adam_m = Buffer(be_, u.shard);
+    u.adam_v = Buffer(be_, u.shard);
+    be_.fill(u.adam_m.flat(), 0.f);
+    be_.fill(u.adam_v.flat(), 0.f);
+    units_.push_back(std::move(u));
+  }
+}
+
+Tensor ShardedParams::master_shard(Unit& u) {
+  return zero_ < 3 ? u.weights.flat(comm_.rank() * u.shard, u.shard) : u.weight_shard.flat();
+}
+
+void ShardedParams::load(int i, const std::vector<float>& host) {
+  Unit& u = units_[i];
+  check(int64_t(host.size()) == u.layout.numel, "unit ", u.layout.name, ": ", host.size(),
+        " values for ", u.layout.numel, " parameters");
+  std::vector<float> padded(host);
+  padded.resize(u.padded, 0.f);
+  if (zero_ < 3) {
+    be_.upload(u.weights.flat(), padded.data());
+  } else {
+    be_.upload(u.weight_shard.flat(), padded.data() + comm_.rank() * u.shard);
+  }
+}
+
+std::vector<float> ShardedParams::gather_to_host(int i) {
+  acquire(i);
+  std::vector<float> host(units_[i].padded);
+  be_.download(host.data(), units_[i].weights.flat());
+  release(i);
+  host.resize(units_[i].layout.numel);
+  return host;
+}
+
+void ShardedParams::acquire(int i) {
+  if (zero_ < 3) return;
+  Unit& u = units_[i];
+  u.weights = Buffer(be_, u.padded);
+  comm_.all_gather(u.weights.flat(), u.weight_shard.flat());
+}
+
+void ShardedParams::release(int i) {
+  if (zero_ == 3) units_[i].weights.reset();
+}
+
+Tensor ShardedParams::weights(int i) const {
+  const Unit& u = units_[i];
+  check(!u.weights.empty(), "unit ", u.layout.name, " used outside acquire/release");
+  return u.weights.flat(0, u.layout.numel);
+}
+
+Tensor ShardedParams::grads(int i) {
+  Unit& u = units_[i];
+  if (u.grads.empty()) {
+    u.grads = Buffer(be_, u.padded);
+    be_.fill(u.grads.flat(), 0.f);
+  }
+  return u.grads.flat(0, u.layout.numel);
+}
+
+void ShardedParams::begin_step(int micro_batches) {
+  micro_batches_ = micro_batches;
+  for (Unit& u : units_) {
+    u.backward_calls = 0;
+    if (!u.grads.empty()) be_.fill(u.grads.flat(), 0.f);
+  }
+}
+
+void ShardedParams::backward_done(int i) {
+  Unit& u = units_[i];
+  if (++u.backward_calls < micro_batches_) return;
+  comm_.reduce_scatter(u.grad_shard.flat(), u.grads.flat());
+  if (zero_ >= 2) u.grads.reset();
+}
+
+template <typename F>
+void ShardedParams::for_each_segment(const Unit& u, F f) const {
+  const int64_t lo = comm_.rank() * u.shard, hi = lo + u.shard;
+  for (const ParamInfo& p : u.layout.params) {
+    const int64_t b = std::max(lo, p.offset), e = std::min(hi, p.offset + p.numel());
+    if (b < e) f(p, b - lo, e - lo);
+  }
+}
+
+void ShardedParams::grad_sum_squares(double& split, double& replicated) const {
+  split = replicated = 0;
+  for (const Unit& u : units_) {
+    for_each_segment(u, [&](const ParamInfo& p, int64_t b, int64_t e) {
+      const double s = be_.sum_squares(u.grad_shard.flat(b, e - b));
+      (p.tp_dim >= 0 ? split : replicated) += s;
+    });
+  }
+}
+
+Tensor ShardedParams::grad_shard(int i) const { return units_[i].grad_shard.flat(); }
+
+std::vector<float> ShardedParams::gather_grads_to_host(int i) {
+  Unit& u = units_[i];
+  Buffer full(be_, u.padded);
+  comm_.all_gather(full.flat(), u.grad_shard.flat());
+  std::vector<float> host(u.padded);
+  be_.download(host.data(), full.flat());
+  host.resize(u.layout.numel);
+  return host;
+}
+
+void ShardedParams::adam_step(const Backend::AdamW& h) {
+  for (Unit& u : units_) {
+    Tensor w = master_shard(u);
+    for_each_segment(u, [&](const ParamInfo& p, int64_t b, int64_t e) {
+      Backend::AdamW hp = h;
+      if (!p.decay()) hp.weight_decay = 0.f;
+      be_.adamw(w.flat(b, e - b), u.grad_shard.flat(b, e - b), u.adam_m.flat(b, e - b),
+                u.adam_v.flat(b, e - b), hp);
+    });
+    if (zero_ < 3) comm_.all_gather(u.weights.flat(), w);
+  }
+}
+
+MemoryBytes ShardedParams::persistent_bytes() const {
+  MemoryBytes m;
+  for (const Unit& u : units_) {
+    m.params += int64_t(zero_ < 3 ? u.weights.bytes() : u.weight_shard.bytes());
+    m.grads += int64_t(u.grad_shard.bytes()) + int64_t(zero_ == 1 ? u.grads.bytes() : 0);
+    m.adam += int64_t(u.adam_m.bytes() + u.adam_v.bytes());
+  }
+  return m;
+}
+
+}  // namespace tetra

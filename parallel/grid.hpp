@@ -1,0 +1,48 @@
+// The process grid: world = TP * CP * PP * DP ranks, numbered
+//   rank = tp + TP * (cp + CP * (pp + PP * dp)),
+// so TP varies fastest (a TP group shares a machine's fast links) and DP is outermost
+// (its traffic overlaps with compute). Each rank belongs to one group per dimension, plus
+// dp_cp: the ranks holding the same weights (weights are replicated over CP as over DP),
+// over which gradients are reduced and optimizer state is sharded.
+#pragma once
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+
+#include "parallel/comm.hpp"
+
+namespace tetra {
+
+struct Layout {
+  int tp = 1, cp = 1, pp = 1, dp = 1;
+  int world() const { return tp * cp * pp * dp; }
+  std::string str() const;  // "TP 2 x CP 1 x PP 2 x DP 4"
+};
+
+struct Coord {
+  int tp = 0, cp = 0, pp = 0, dp = 0;
+};
+
+inline int rank_of(const Layout& l, const Coord& c) {
+  return c.tp + l.tp * (c.cp + l.cp * (c.pp + l.pp * c.dp));
+}
+Coord coord_of(const Layout& l, int rank);
+
+// Fills the dimensions left at 0 (only dp may be) from the world size, and checks that
+// the product is the world size. Throws tetra::Error otherwise.
+Layout resolve_layout(int tp, int cp, int pp, int dp, int world);
+
+struct Grid {
+  Layout layout;
+  int rank = 0;
+  Coord coord;
+  std::unique_ptr<Comm> world, tp, cp, pp, dp, dp_cp;
+  // Ranks of this process's node (MPI shared-memory split), for threads per rank.
+  int local_ranks = 1;
+};
+
+// Collective over `world`: every rank must call it with the same layout.
+Grid make_grid(MPI_Comm world, const Layout& layout);
+
+}  // namespace tetra

@@ -1,0 +1,155 @@
+#include "parallel/mpi_comm.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+namespace tetra {
+namespace {
+
+MPI_Datatype mpi_type(const Tensor& t) {
+  check(t.device == Device::CPU, "the MPI communicator needs host tensors");
+  switch (t.dtype) {
+    case DType::F32: return MPI_FLOAT;
+    case DType::I32: return MPI_INT;
+    case DType::BF16: return MPI_UINT16_T;
+  }
+  return MPI_BYTE;
+}
+
+void mpi_check(int rc, const char* what, const std::string& group) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  fail("MPI ", what, " on group ", group, " failed: ", std::string(msg, len));
+}
+
+// Adds one call's bytes and wall time to the stats when it goes out of scope.
+class Timed {
+ public:
+  Timed(CommStats& s, double bytes) : s_(s), t0_(std::chrono::steady_clock::now()) {
+    s_.calls += 1;
+    s_.bytes += bytes;
+  }
+  ~Timed() {
+    s_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+
+ private:
+  CommStats& s_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+class MpiRequest final : public Comm::Request {
+ public:
+  MpiRequest(MPI_Request r, CommStats& s) : r_(r), s_(s) {}
+  ~MpiRequest() override {
+    if (r_ != MPI_REQUEST_NULL) wait();
+  }
+  void wait() override {
+    Timed t(s_, 0);
+    s_.calls -= 1;  // the isend / irecv already counted this call
+    MPI_Wait(&r_, MPI_STATUS_IGNORE);
+  }
+
+ private:
+  MPI_Request r_;
+  CommStats& s_;
+};
+
+class MpiComm final : public Comm {
+ public:
+  MpiComm(MPI_Comm c, std::string name) : Comm(std::move(name)), comm_(c) {
+    MPI_Comm_rank(c, &rank_);
+    MPI_Comm_size(c, &size_);
+  }
+  ~MpiComm() override {
+    if (comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_SELF) MPI_Comm_free(&comm_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void all_reduce(Tensor x, ReduceOp op) override {
+    if (size_ == 1) return;
+    Timed t(stats, 2.0 * (size_ - 1) / size_ * x.bytes());
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, x.ptr, int(x.numel()), mpi_type(x), mpi_op(op), comm_),
+              "all_reduce", name_);
+  }
+  void reduce_scatter(Tensor out, const Tensor& in) override {
+    check(in.numel() == out.numel() * size_, "reduce_scatter of ", in.shape_str(), " into ",
+          out.shape_str(), " over ", size_, " ranks");
+    if (size_ == 1) return copy_local(out, in);
+    Timed t(stats, double(size_ - 1) / size_ * in.bytes());
+    mpi_check(MPI_Reduce_scatter_block(in.ptr, out.ptr, int(out.numel()), mpi_type(in), MPI_SUM,
+                                       comm_),
+              "reduce_scatter", name_);
+  }
+  void all_gather(Tensor out, const Tensor& in) override {
+    check(out.numel() == in.numel() * size_, "all_gather of ", in.shape_str(), " into ",
+          out.shape_str(), " over ", size_, " ranks");
+    if (size_ == 1) return copy_local(out, in);
+    Timed t(stats, double(size_ - 1) / size_ * out.bytes());
+    // A rank's own part may already sit in place inside out (ZeRO's updated shard).
+    const bool in_place = in.ptr == static_cast<char*>(out.ptr) + rank_ * in.bytes();
+    mpi_check(MPI_Allgather(in_place ? MPI_IN_PLACE : in.ptr, int(in.numel()), mpi_type(in),
+                            out.ptr, int(in.numel()), mpi_type(in), comm_),
+              "all_gather", name_);
+  }
+  void broadcast(Tensor x, int root) override {
+    if (size_ == 1) return;
+    Timed t(stats, rank_ == root ? double(x.bytes()) : 0.0);
+    mpi_check(MPI_Bcast(x.ptr, int(x.numel()), mpi_type(x), root, comm_), "broadcast", name_);
+  }
+  void send(const Tensor& x, int peer, int tag) override {
+    Timed t(stats, double(x.bytes()));
+    mpi_check(MPI_Send(x.ptr, int(x.numel()), mpi_type(x), peer, tag, comm_), "send", name_);
+  }
+  void recv(Tensor x, int peer, int tag) override {
+    Timed t(stats, 0);
+    mpi_check(MPI_Recv(x.ptr, int(x.numel()), mpi_type(x), peer, tag, comm_, MPI_STATUS_IGNORE),
+              "recv", name_);
+  }
+  std::unique_ptr<Request> isend(const Tensor& x, int peer, int tag) override {
+    Timed t(stats, double(x.bytes()));
+    MPI_Request r;
+    mpi_check(MPI_Isend(x.ptr, int(x.numel()), mpi_type(x), peer, tag, comm_, &r), "isend",
+              name_);
+    return std::make_unique<MpiRequest>(r, stats);
+  }
+  std::unique_ptr<Request> irecv(Tensor x, int peer, int tag) override {
+    Timed t(stats, 0);
+    MPI_Request r;
+    mpi_check(MPI_Irecv(x.ptr, int(x.numel()), mpi_type(x), peer, tag, comm_, &r), "irecv",
+              name_);
+    return std::make_unique<MpiRequest>(r, stats);
+  }
+  void barrier() override {
+    if (size_ == 1) return;
+    Timed t(stats, 0);
+    mpi_check(MPI_Barrier(comm_), "barrier", name_);
+  }
+  void all_reduce_host(double* x, int n, ReduceOp op) override {
+    if (size_ == 1) return;
+    Timed t(stats, 2.0 * (size_ - 1) / size_ * n * sizeof(double));
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, mpi_op(op), comm_), "all_reduce",
+              name_);
+  }
+
+ private:
+  static MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::Max ? MPI_MAX : MPI_SUM; }
+  static void copy_local(Tensor out, const Tensor& in) {
+    if (out.ptr != in.ptr) std::copy_n(static_cast<const char*>(in.ptr), in.bytes(),
+                                       static_cast<char*>(out.ptr));
+  }
+
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<Comm> make_mpi_comm(MPI_Comm comm, const std::string& name) {
+  return std::make_unique<MpiComm>(comm, name);
+}
+
+}  // namespace tetra

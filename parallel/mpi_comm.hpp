@@ -1,0 +1,12 @@
+// Comm over an MPI communicator, on host memory.
+#pragma once
+#include <mpi.h>
+
+#include "parallel/comm.hpp"
+
+namespace tetra {
+
+// Takes ownership of comm (frees it unless it is MPI_COMM_WORLD or MPI_COMM_SELF).
+std::unique_ptr<Comm> make_mpi_comm(MPI_Comm comm, const std::string& name);
+
+}  // namespace tetra

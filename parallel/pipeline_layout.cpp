@@ -1,0 +1,39 @@
+#include "parallel/pipeline_layout.hpp"
+
+#include "model/error.hpp"
+
+namespace tetra {
+
+std::vector<ChunkPlan> plan_chunks(int layers, int pp, int vpp) {
+  const int K = pp * vpp;
+  check(K <= layers, "PP * VPP = ", pp, " * ", vpp, " = ", K, " chunks is more than the ", layers,
+        " layers");
+  std::vector<ChunkPlan> chunks(K);
+  int next = 0;
+  for (int k = 0; k < K; ++k) {
+    ChunkPlan& c = chunks[k];
+    c.stage = k % pp;
+    c.virtual_stage = k / pp;
+    if (k == 0) c.units.push_back(0);
+    const int n = layers / K + (k < layers % K ? 1 : 0);
+    for (int i = 0; i < n; ++i) c.units.push_back(1 + next++);
+    if (k == K - 1) c.units.push_back(layers + 1);
+  }
+  return chunks;
+}
+
+UnitPlacement place_units(const std::vector<ChunkPlan>& chunks, int layers, int stage) {
+  UnitPlacement p;
+  p.unit_stage.assign(layers + 2, -1);
+  p.local_unit.assign(layers + 2, -1);
+  int local = 0;
+  for (const ChunkPlan& c : chunks) {
+    for (int g : c.units) {
+      p.unit_stage[g] = c.stage;
+      if (c.stage == stage) p.local_unit[g] = local++;
+    }
+  }
+  return p;
+}
+
+}  // namespace tetra

@@ -1,0 +1,26 @@
+// How the layers are cut into pipeline chunks: PP * V chunks of consecutive blocks; chunk k
+// lives on pipeline rank k mod PP as its virtual stage k / PP. Chunk 0 also holds the
+// embedding, chunk PP*V - 1 the final norm and the head. When PP*V does not divide the
+// layers, the first L mod (PP*V) chunks take one block more; a layout with more chunks
+// than layers is refused.
+#pragma once
+#include <vector>
+
+#include "checkpoint/gather.hpp"
+
+namespace tetra {
+
+struct ChunkPlan {
+  int stage = 0;          // pipeline rank
+  int virtual_stage = 0;  // index among that rank's chunks
+  std::vector<int> units; // global unit ids: 0 embedding, 1 + l block l, L + 1 head
+};
+
+// All PP*V chunks, in model order. Throws tetra::Error when PP*V > layers.
+std::vector<ChunkPlan> plan_chunks(int layers, int pp, int vpp);
+
+// Which stage holds each global unit, and its index among the units of that stage (units
+// of a stage are numbered in the order of its chunks).
+UnitPlacement place_units(const std::vector<ChunkPlan>& chunks, int layers, int stage);
+
+}  // namespace tetra

@@ -1,0 +1,13 @@
+// The unit tests run in one process; MPI is started once so that code which asks for a
+// communicator gets a world of one rank.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+#include <mpi.h>
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  doctest::Context ctx(argc, argv);
+  int rc = ctx.run();
+  MPI_Finalize();
+  return rc;
+}

@@ -1,0 +1,15 @@
+// Input errors must stop every rank together, with one message, never a hang: a rank that
+// rejects its input while the others enter a collective would wait forever.
+#pragma once
+#include <mpi.h>
+
+#include <functional>
+
+namespace tetra {
+
+// Runs f on every rank of comm (collective). If f throws tetra::Error (or any
+// std::exception) on some rank, every rank throws tetra::Error carrying the message of the
+// lowest such rank.
+void agree(MPI_Comm comm, const std::function<void()>& f);
+
+}  // namespace tetra

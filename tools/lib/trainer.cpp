@@ -1,0 +1,377 @@
+#include "tools/lib/trainer.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+#include <thread>
+
+#include "checkpoint/hf_io.hpp"
+#include "checkpoint/json.hpp"
+#include "model/init.hpp"
+#include "optim/schedule.hpp"
+#include "tools/lib/agree.hpp"
+
+namespace tetra {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Positions of the tokens CP rank c holds in a sequence of S tokens: the sequence is cut
+// into 2*CP equal chunks and rank c takes chunks c and 2*CP-1-c, which balances causal work.
+std::vector<int32_t> cp_positions(int64_t S, int cp, int c) {
+  const int64_t n = S / (2 * cp);
+  std::vector<int32_t> pos;
+  for (int chunk : {c, 2 * cp - 1 - c})
+    for (int64_t i = 0; i < n; ++i) pos.push_back(int32_t(chunk * n + i));
+  return pos;
+}
+
+int threads_per_rank(int local_ranks) {
+  if (const char* env = std::getenv("OMP_NUM_THREADS")) {
+    const int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  const int cores = int(std::thread::hardware_concurrency());
+  return std::max(1, cores / std::max(1, local_ranks));
+}
+
+}  // namespace
+
+Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(world) {
+  int world_size = 1, rank = 0;
+  MPI_Comm_size(world, &world_size);
+  MPI_Comm_rank(world, &rank);
+
+  // Everything that can reject the input runs first, on every rank, before any collective;
+  // agree() then makes every rank stop together with rank 0's (or the first) message.
+  Layout layout;
+  std::vector<UnitLayout> mine;
+  std::vector<std::vector<float>> init;
+  agree(world, [&] {
+    layout = resolve_layout(opt.tp, opt.cp, opt.pp, opt.dp, world_size);
+    const Coord me = coord_of(layout, rank);
+    check(opt.device == "cpu", "--device ", opt.device,
+          ": this build trains on the CPU backend only");
+    check(opt.dtype == "fp32", "--dtype ", opt.dtype, " needs --device cuda; the CPU computes fp32");
+    check(layout.pp == 1 && opt.vpp == 1, "--pp and --vpp above 1 need the pipeline executor, "
+          "which this build does not have yet");
+    check(layout.cp == 1, "--cp above 1 needs context parallelism, which this build does not "
+          "have yet");
+
+    std::unique_ptr<st::Reader> file;
+    cfg_ = opt.model;
+    if (!opt.init_from.empty()) {
+      file = std::make_unique<st::Reader>(opt.init_from);
+      cfg_ = config_from_file(*file, opt.model, opt.given);
+      check(opt.data_vocab <= cfg_.vocab, "--vocab ", opt.data_vocab,
+            " is larger than the init file's vocabulary ", cfg_.vocab);
+    }
+    cfg_.validate();
+    const int S = cfg_.seq_len;
+    check(S % (2 * layout.cp) == 0, "--seq-len ", S, " is not divisible by 2*CP = ", 2 * layout.cp);
+
+    const int per_dp = opt.global_batch / layout.dp;
+    check(opt.global_batch % layout.dp == 0, "--global-batch ", opt.global_batch,
+          " is not divisible by DP ", layout.dp);
+    micro_batch_ = opt.micro_batch;
+    if (micro_batch_ == 0)
+      micro_batch_ = per_dp % layout.pp == 0 ? std::max(1, per_dp / layout.pp) : 1;
+    check(per_dp % micro_batch_ == 0, "--global-batch ", opt.global_batch,
+          " is not divisible by DP * micro-batch = ", layout.dp, " * ", micro_batch_);
+    micro_batches_ = per_dp / micro_batch_;
+
+    data_ = data::open_dataset(opt.data, int(opt.data_vocab), S, opt.seed);
+    plan_ = plan_chunks(cfg_.layers, layout.pp, opt.vpp);
+    place_ = place_units(plan_, cfg_.layers, me.pp);
+    std::vector<UnitLayout> all = make_units(cfg_, layout.tp, me.tp);
+    for (size_t g = 0; g < all.size(); ++g) {
+      if (place_.local_unit[g] < 0) continue;
+      init.push_back(file ? read_unit(*file, all[g], me.tp) : init_unit(all[g], opt.seed, me.tp));
+      mine.push_back(std::move(all[g]));
+    }
+  });
+
+  grid_ = make_grid(world, layout);
+  threads_ = threads_per_rank(grid_.local_ranks);
+  be_ = make_cpu_backend(threads_);
+  params_ = std::make_unique<ShardedParams>(*be_, *grid_.dp_cp, std::move(mine), opt.zero);
+  for (size_t u = 0; u < init.size(); ++u) params_->load(int(u), init[u]);
+  init.clear();
+
+  for (const ChunkPlan& c : plan_) {
+    if (c.stage != grid_.coord.pp) continue;
+    std::vector<int> local;
+    for (int g : c.units) local.push_back(place_.local_unit[g]);
+    chunks_.push_back(std::make_unique<ModelChunk>(*be_, *grid_.tp, *grid_.cp, cfg_, *params_,
+                                                   std::move(local), opt.recompute));
+  }
+
+  // Positions are the same every step: RoPE angles per token, queries and keys per sequence.
+  const std::vector<int32_t> seq = cp_positions(cfg_.seq_len, layout.cp, grid_.coord.cp);
+  local_seq_ = int64_t(seq.size());
+  std::vector<int32_t> keys, tokens;
+  for (int c = 0; c < layout.cp; ++c) {
+    const std::vector<int32_t> p = cp_positions(cfg_.seq_len, layout.cp, c);
+    keys.insert(keys.end(), p.begin(), p.end());
+  }
+  for (int i = 0; i < micro_batch_; ++i) tokens.insert(tokens.end(), seq.begin(), seq.end());
+  seq_pos_ = Buffer(*be_, int64_t(seq.size()), DType::I32);
+  key_pos_ = Buffer(*be_, int64_t(keys.size()), DType::I32);
+  token_pos_ = Buffer(*be_, int64_t(tokens.size()), DType::I32);
+  be_->upload(seq_pos_.flat(), seq.data());
+  be_->upload(key_pos_.flat(), keys.data());
+  be_->upload(token_pos_.flat(), tokens.data());
+  setup_peak();
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::setup_peak() {
+  if (opt_.peak_tflops > 0) {
+    peak_flops_ = opt_.peak_tflops * 1e12;
+    peak_source_ = "--peak-tflops";
+    return;
+  }
+  // CPU: the rate of a square fp32 GEMM with this rank's threads, all ranks probing at
+  // once (they share the cores as they will in training), averaged over the ranks.
+  const int64_t n = 512;
+  Buffer a(*be_, n * n), b(*be_, n * n), c(*be_, n * n);
+  be_->fill(a.flat(), 0.5f);
+  be_->fill(b.flat(), 0.25f);
+  Tensor A = a.view({n, n}), B = b.view({n, n}), C = c.view({n, n});
+  be_->matmul(C, A, false, B, false);  // warm-up
+  grid_.world->barrier();
+  int reps = 0;
+  const auto t0 = Clock::now();
+  while (reps < 3 || seconds_since(t0) < 0.3) {
+    be_->matmul(C, A, false, B, false);
+    ++reps;
+  }
+  double rate = 2.0 * n * n * n * reps / seconds_since(t0);
+  grid_.world->all_reduce_host(&rate, 1);
+  peak_flops_ = rate / grid_.world->size();
+  std::ostringstream os;
+  os << "CPU GEMM probe (" << n << "^3 fp32, " << threads_ << " thread" << (threads_ > 1 ? "s" : "")
+     << " per rank)";
+  peak_source_ = os.str();
+}
+
+MicroBatch Trainer::make_micro_batch(int64_t step, int j, Buffer& tokens, Buffer& targets) {
+  const int S = cfg_.seq_len, b = micro_batch_;
+  const int per_dp = opt_.global_batch / grid_.layout.dp;
+  std::vector<int32_t> seqs(size_t(b) * (S + 1));
+  data::fill_batch(*data_, step, opt_.global_batch, grid_.coord.dp * per_dp + j * b, b, S,
+                   seqs.data());
+  const std::vector<int32_t> pos = cp_positions(S, grid_.layout.cp, grid_.coord.cp);
+  std::vector<int32_t> in(size_t(b) * local_seq_), out(in.size());
+  for (int i = 0; i < b; ++i) {
+    for (int64_t t = 0; t < local_seq_; ++t) {
+      in[i * local_seq_ + t] = seqs[i * (S + 1) + pos[t]];
+      out[i * local_seq_ + t] = seqs[i * (S + 1) + pos[t] + 1];
+    }
+  }
+  tokens = Buffer(*be_, int64_t(in.size()), DType::I32);
+  targets = Buffer(*be_, int64_t(out.size()), DType::I32);
+  be_->upload(tokens.flat(), in.data());
+  be_->upload(targets.flat(), out.data());
+  MicroBatch mb;
+  mb.tokens = tokens.flat();
+  mb.targets = targets.flat();
+  mb.pos.batch = b;
+  mb.pos.seq = local_seq_;
+  mb.pos.token_pos = token_pos_.flat();
+  mb.pos.seq_pos = seq_pos_.flat();
+  mb.pos.key_pos = key_pos_.flat();
+  return mb;
+}
+
+std::vector<CommStats*> Trainer::comm_stats() {
+  return {&grid_.tp->stats, &grid_.cp->stats, &grid_.pp->stats, &grid_.dp->stats,
+          &grid_.dp_cp->stats, &grid_.world->stats};
+}
+
+StepResult Trainer::step() {
+  for (CommStats* s : comm_stats()) s->clear();
+  const auto t0 = Clock::now();
+  const double tokens = double(opt_.global_batch) * cfg_.seq_len;
+  const float loss_scale = float(1.0 / tokens);
+
+  params_->begin_step(micro_batches_);
+  double loss_sum = 0;
+  ModelChunk& chunk = *chunks_.front();
+  for (int j = 0; j < micro_batches_; ++j) {
+    Buffer tok, tgt;
+    const MicroBatch mb = make_micro_batch(step_, j, tok, tgt);
+    ChunkState st;
+    chunk.forward(st, mb, nullptr);
+    loss_sum += st.loss_sum;
+    chunk.backward(st, mb, nullptr, loss_scale);
+  }
+
+  // One all-reduce over the world for the grad norm and the loss: shards are disjoint over
+  // dp_cp and pipeline stages; TP-replicated tensors and the loss count on TP rank 0 only.
+  double split = 0, replicated = 0;
+  params_->grad_sum_squares(split, replicated);
+  const bool tp0 = grid_.coord.tp == 0;
+  const bool last_stage = grid_.coord.pp == grid_.layout.pp - 1;
+  double sums[2] = {split + (tp0 ? replicated : 0.0), (tp0 && last_stage) ? loss_sum : 0.0};
+  grid_.world->all_reduce_host(sums, 2);
+
+  StepResult r;
+  r.step = step_;
+  r.loss = sums[1] / tokens;
+  r.grad_norm = std::sqrt(sums[0]);
+  LrSchedule sched{opt_.lr, opt_.min_lr, opt_.warmup, opt_.steps};
+  r.lr = sched.at(step_);
+  Backend::AdamW h{float(r.lr), 0.9f, 0.95f, 1e-8f, float(opt_.weight_decay),
+                   clip_scale(r.grad_norm, opt_.clip), step_ + 1};
+  params_->adam_step(h);
+  be_->synchronize();
+
+  r.step_ms = seconds_since(t0) * 1e3;
+  r.tokens_per_s = tokens / (r.step_ms / 1e3);
+  const double world = grid_.world->size();
+  r.mfu = r.tokens_per_s * model_flops_per_token(cfg_) / (world * peak_flops_);
+  r.hfu = opt_.recompute ? r.tokens_per_s *
+                               (model_flops_per_token(cfg_) + recompute_flops_per_token(cfg_)) /
+                               (world * peak_flops_)
+                         : r.mfu;
+  double comm_s = 0;
+  for (Comm* c : {grid_.tp.get(), grid_.cp.get(), grid_.pp.get(), grid_.dp_cp.get()}) {
+    r.comm[c->name()] = c->stats;
+    comm_s += c->stats.seconds;
+  }
+  r.comm["world"] = grid_.world->stats;
+  comm_s += grid_.world->stats.seconds;
+  r.comm_share = comm_s / (r.step_ms / 1e3);
+  ++step_;
+  return r;
+}
+
+std::map<std::string, std::vector<float>> Trainer::full_weights() {
+  return gather_full(grid_, *params_, cfg_, place_, false);
+}
+
+std::map<std::string, std::vector<float>> Trainer::full_grads() {
+  return gather_full(grid_, *params_, cfg_, place_, true);
+}
+
+void Trainer::export_weights(const std::string& path) {
+  const auto full = full_weights();
+  std::string err;
+  if (grid_.rank == 0) {
+    try {
+      write_export(path, full, cfg_);
+    } catch (const Error& e) {
+      err = e.what();
+    }
+  }
+  agree(world_, [&] {
+    if (!err.empty()) throw Error(err);
+  });
+}
+
+std::string Trainer::startup_report() const {
+  std::ostringstream os;
+  const Layout& l = grid_.layout;
+  os << "tetra train: " << l.world() << " rank" << (l.world() > 1 ? "s" : "") << ", " << l.str()
+     << ", ZeRO-" << opt_.zero << (opt_.recompute ? ", recompute full" : "") << "\n";
+  os << "  model: " << cfg_.str() << "; " << std::fixed << std::setprecision(2)
+     << cfg_.total_params() / 1e6 << "M parameters (" << cfg_.matmul_params() / 1e6
+     << "M in matmuls)\n";
+  os << "  batch: " << opt_.global_batch << " sequences x " << cfg_.seq_len << " tokens; "
+     << micro_batches_ << " micro-batch" << (micro_batches_ > 1 ? "es" : "") << " of "
+     << micro_batch_ << " per DP rank\n";
+  os << "  data: " << data_->describe() << "\n";
+  os << "  peak: " << std::setprecision(1) << peak_flops_ / 1e9 << " GFLOP/s per rank, "
+     << peak_source_ << "\n";
+  os << "  rank   tp cp pp dp   layers\n";
+  for (int r = 0; r < l.world(); ++r) {
+    const Coord c = coord_of(l, r);
+    os << "  " << std::setw(4) << r << "   " << std::setw(2) << c.tp << " " << std::setw(2) << c.cp
+       << " " << std::setw(2) << c.pp << " " << std::setw(2) << c.dp << "   ";
+    bool first = true;
+    for (const ChunkPlan& ch : plan_) {
+      if (ch.stage != c.pp) continue;
+      int lo = -1, hi = -1;
+      for (int g : ch.units)
+        if (g >= 1 && g <= cfg_.layers) {
+          if (lo < 0) lo = g - 1;
+          hi = g - 1;
+        }
+      os << (first ? "" : ", ") << (ch.units.front() == 0 ? "embed+" : "");
+      if (lo >= 0) os << lo << "-" << hi;
+      os << (ch.units.back() == cfg_.layers + 1 ? "+head" : "");
+      first = false;
+    }
+    os << "\n";
+  }
+  return os.str();
+}
+
+void Trainer::run() {
+  const bool root = grid_.rank == 0;
+  if (root) std::printf("%s", startup_report().c_str());
+  std::ofstream metrics;
+  agree(world_, [&] {
+    if (!root || opt_.metrics.empty()) return;
+    metrics.open(opt_.metrics, std::ios::app);
+    check(bool(metrics), "cannot open --metrics file '", opt_.metrics, "'");
+  });
+  const auto t0 = Clock::now();
+  double last_loss = 0, tok_s = 0, mfu = 0, hfu = 0;
+  int timed = 0;
+  while (step_ < opt_.steps) {
+    const StepResult r = step();
+    last_loss = r.loss;
+    if (r.step > 0 || opt_.steps == 1) {  // step 0 includes warm-up: leave it out of averages
+      tok_s += r.tokens_per_s;
+      mfu += r.mfu;
+      hfu += r.hfu;
+      ++timed;
+    }
+    if (!root) continue;
+    std::printf("step %5lld | loss %.4f | lr %.2e | gnorm %.3f | %8.0f tok/s | MFU %5.2f%% | "
+                "HFU %5.2f%% | %7.1f ms | comm %4.1f%%\n",
+                (long long)r.step, r.loss, r.lr, r.grad_norm, r.tokens_per_s, 100 * r.mfu,
+                100 * r.hfu, r.step_ms, 100 * r.comm_share);
+    std::fflush(stdout);
+    if (metrics) {
+      json::Value j = json::Value::object();
+      j["step"] = json::Value(r.step);
+      j["loss"] = json::Value(r.loss);
+      j["lr"] = json::Value(r.lr);
+      j["grad_norm"] = json::Value(r.grad_norm);
+      j["tokens_per_s"] = json::Value(r.tokens_per_s);
+      j["mfu"] = json::Value(r.mfu);
+      j["hfu"] = json::Value(r.hfu);
+      j["step_ms"] = json::Value(r.step_ms);
+      j["comm_share"] = json::Value(r.comm_share);
+      json::Value bytes = json::Value::object();
+      for (const auto& [group, s] : r.comm) bytes[group] = json::Value(int64_t(std::llround(s.bytes)));
+      j["comm_bytes"] = bytes;
+      metrics << j.dump() << "\n";
+      metrics.flush();
+    }
+  }
+  if (!opt_.export_path.empty()) export_weights(opt_.export_path);
+  if (!root) return;
+  timed = std::max(timed, 1);
+  std::printf("summary: %lld steps in %.1f s | final loss %.4f", (long long)opt_.steps,
+              seconds_since(t0), last_loss);
+  if (data_->entropy_floor() >= 0)
+    std::printf(" (entropy floor %.4f, ln(vocab) %.4f)", data_->entropy_floor(),
+                std::log(double(opt_.data_vocab)));
+  std::printf(" | %.0f tok/s | MFU %.2f%% | HFU %.2f%%\n", tok_s / timed, 100 * mfu / timed,
+              100 * hfu / timed);
+  if (!opt_.export_path.empty()) std::printf("exported weights to %s\n", opt_.export_path.c_str());
+}
+
+}  // namespace tetra

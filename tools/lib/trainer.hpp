@@ -1,0 +1,77 @@
+// The training loop of one rank: builds the grid, the backend, the model chunks of its
+// pipeline stage and their sharded parameters, then runs steps. Every public call is
+// collective over the `world` communicator it was built on, so a test can run several
+// layouts side by side on sub-communicators of one mpirun.
+#pragma once
+#include <mpi.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/dataset.hpp"
+#include "model/chunk.hpp"
+#include "parallel/grid.hpp"
+#include "parallel/pipeline_layout.hpp"
+#include "tools/lib/options.hpp"
+
+namespace tetra {
+
+struct StepResult {
+  int64_t step = 0;
+  double loss = 0, lr = 0, grad_norm = 0;
+  double step_ms = 0, tokens_per_s = 0, mfu = 0, hfu = 0;
+  double comm_share = 0;                   // rank 0's time in collectives / step time
+  std::map<std::string, CommStats> comm;  // this rank, this step, per group
+};
+
+class Trainer {
+ public:
+  // Throws tetra::Error for any bad input (the same on every rank).
+  Trainer(const TrainOptions& opt, MPI_Comm world);
+  ~Trainer();
+
+  StepResult step();
+  // Runs the remaining steps, printing a line per step and a summary on rank 0.
+  void run();
+
+  // Whole tensors on rank 0 (empty maps elsewhere): the weights, or the reduced gradients
+  // of the last step before clipping.
+  std::map<std::string, std::vector<float>> full_weights();
+  std::map<std::string, std::vector<float>> full_grads();
+  void export_weights(const std::string& path);
+
+  const Grid& grid() const { return grid_; }
+  const ModelConfig& model() const { return cfg_; }
+  ShardedParams& params() { return *params_; }
+  int micro_batches() const { return micro_batches_; }
+  int micro_batch() const { return micro_batch_; }
+  double peak_flops() const { return peak_flops_; }  // per rank
+  std::string startup_report() const;
+
+ private:
+  void setup_peak();
+  MicroBatch make_micro_batch(int64_t step, int j, Buffer& tokens, Buffer& targets);
+  std::vector<CommStats*> comm_stats();
+
+  TrainOptions opt_;
+  MPI_Comm world_;
+  Grid grid_;
+  std::unique_ptr<Backend> be_;
+  ModelConfig cfg_;
+  std::unique_ptr<data::Dataset> data_;
+  std::vector<ChunkPlan> plan_;
+  UnitPlacement place_;
+  std::unique_ptr<ShardedParams> params_;
+  std::vector<std::unique_ptr<ModelChunk>> chunks_;  // this stage's, in virtual-stage order
+  int micro_batch_ = 1, micro_batches_ = 1;
+  Buffer token_pos_, seq_pos_, key_pos_;  // positions of this rank's tokens (constant)
+  int64_t local_seq_ = 0;
+  int64_t step_ = 0;
+  double peak_flops_ = 0;
+  std::string peak_source_;
+  int threads_ = 1;
+};
+
+}  // namespace tetra
