@@ -35,6 +35,11 @@ int meta_int(const st::Reader& f, const std::string& key, int fallback) {
 ModelConfig config_from_file(const st::Reader& f, const ModelConfig& flags,
                              const std::set<std::string>& given) {
   ModelConfig c = flags;
+  for (const std::string& name : f.names()) {
+    const std::string& t = f.info(name).dtype;
+    check(t == "F32" || t == "BF16" || t == "F16", "init file '", f.path(), "': tensor '", name,
+          "' has dtype ", t, "; supported: F32, BF16, F16");
+  }
   const auto& emb = need(f, "model.embed_tokens.weight");
   check(emb.shape.size() == 2, "init file '", f.path(), "': model.embed_tokens.weight has shape ",
         shape_str(emb.shape), ", expected [vocab, dim]");
@@ -42,7 +47,8 @@ ModelConfig config_from_file(const st::Reader& f, const ModelConfig& flags,
   c.dim = int(emb.shape[1]);
   int layers = 0;
   while (f.has("model.layers." + std::to_string(layers) + ".input_layernorm.weight")) ++layers;
-  check(layers > 0, "init file '", f.path(), "': missing tensor 'model.layers.0.input_layernorm.weight'");
+  check(layers > 0, "init file '", f.path(),
+        "': missing tensor 'model.layers.0.input_layernorm.weight'");
   c.layers = layers;
   c.ffn_dim = int(need(f, "model.layers.0.mlp.gate_proj.weight").shape[0]);
   c.heads = meta_int(f, "heads", flags.heads);

@@ -44,10 +44,10 @@ class Backend {
   // Elementwise.
   virtual void fill(Tensor x, float value) = 0;
   virtual void copy(Tensor dst, const Tensor& src) = 0;
-  virtual void add(Tensor y, const Tensor& x) = 0;                 // y += x
+  virtual void add(Tensor y, const Tensor& x) = 0;                      // y += x
   virtual void add3(Tensor out, const Tensor& a, const Tensor& b) = 0;  // out = a + b
-  virtual void scale(Tensor x, float alpha) = 0;                   // x *= alpha
-  virtual double sum_squares(const Tensor& x) = 0;                 // sum x^2, in double
+  virtual void scale(Tensor x, float alpha) = 0;                        // x *= alpha
+  virtual double sum_squares(const Tensor& x) = 0;                      // sum x^2, in double
 
   // C = alpha * op(A) op(B) + beta * C with op(X) = X or X^T; all 2-D row-major.
   virtual void matmul(Tensor C, const Tensor& A, bool trans_a, const Tensor& B, bool trans_b,

@@ -96,8 +96,8 @@ void block_backward(const BlockContext& ctx, const UnitLayout& u, const Tensor& 
 
   // MLP half: out = h + down(act).
   Buffer dact(be, n.T * n.F), dgate(be, n.T * n.F), dup(be, n.T * n.F);
-  RowParallelLinear::backward(be, dact.view({n.T, n.F}), dw[kDown], dout,
-                              a.act.view({n.T, n.F}), w[kDown]);
+  RowParallelLinear::backward(be, dact.view({n.T, n.F}), dw[kDown], dout, a.act.view({n.T, n.F}),
+                              w[kDown]);
   be.swiglu_backward(dgate.view({n.T, n.F}), dup.view({n.T, n.F}), dact.view({n.T, n.F}),
                      a.gate.view({n.T, n.F}), a.up.view({n.T, n.F}));
   Buffer dn2(be, n.T * n.d);
@@ -109,8 +109,8 @@ void block_backward(const BlockContext& ctx, const UnitLayout& u, const Tensor& 
   copy_to_tensor_parallel_region_backward(ctx.tp, dn2.flat());
   Buffer dh(be, n.T * n.d);
   Tensor dhv = dh.view({n.T, n.d});
-  be.rmsnorm_backward(dhv, dw[kPostNorm], dn2.view({n.T, n.d}), a.h.view({n.T, n.d}),
-                      w[kPostNorm], a.rstd2.flat());
+  be.rmsnorm_backward(dhv, dw[kPostNorm], dn2.view({n.T, n.d}), a.h.view({n.T, n.d}), w[kPostNorm],
+                      a.rstd2.flat());
   be.add(dhv, dout);
 
   // Attention half: h = x + o(attn).

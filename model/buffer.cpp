@@ -7,7 +7,9 @@ Buffer::Buffer(Backend& be, int64_t numel, DType dtype) : be_(&be), numel_(numel
   ptr_ = numel > 0 ? be.raw_alloc(bytes()) : nullptr;
 }
 
-Buffer::~Buffer() { reset(); }
+Buffer::~Buffer() {
+  reset();
+}
 
 void Buffer::reset() {
   if (ptr_) be_->raw_free(ptr_, bytes());
@@ -15,8 +17,7 @@ void Buffer::reset() {
   numel_ = 0;
 }
 
-Buffer::Buffer(Buffer&& o) noexcept
-    : be_(o.be_), ptr_(o.ptr_), numel_(o.numel_), dtype_(o.dtype_) {
+Buffer::Buffer(Buffer&& o) noexcept : be_(o.be_), ptr_(o.ptr_), numel_(o.numel_), dtype_(o.dtype_) {
   o.ptr_ = nullptr;
   o.numel_ = 0;
 }

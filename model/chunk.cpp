@@ -6,7 +6,12 @@ namespace tetra {
 
 ModelChunk::ModelChunk(Backend& be, Comm& tp, Comm& cp, const ModelConfig& cfg,
                        ShardedParams& params, std::vector<int> units, bool recompute)
-    : be_(be), tp_(tp), cp_(cp), cfg_(cfg), params_(params), units_(std::move(units)),
+    : be_(be),
+      tp_(tp),
+      cp_(cp),
+      cfg_(cfg),
+      params_(params),
+      units_(std::move(units)),
       recompute_(recompute) {}
 
 bool ModelChunk::has_embedding() const {
@@ -81,9 +86,9 @@ void ModelChunk::backward(ChunkState& s, const MicroBatch& mb, const Tensor* dou
                                      dlogits, s.head_n.view({T, d}),
                                      param_view(w, l.params[kLmHead]), false);
       copy_to_tensor_parallel_region_backward(tp_, dn.flat());
-      be_.rmsnorm_backward(grad.view({T, d}), param_view(dw, l.params[kFinalNorm]),
-                           dn.view({T, d}), s.xs.back().view({T, d}),
-                           param_view(w, l.params[kFinalNorm]), s.head_rstd.flat());
+      be_.rmsnorm_backward(grad.view({T, d}), param_view(dw, l.params[kFinalNorm]), dn.view({T, d}),
+                           s.xs.back().view({T, d}), param_view(w, l.params[kFinalNorm]),
+                           s.head_rstd.flat());
       s.logits.reset();
       s.head_n.reset();
     } else if (l.kind == UnitLayout::Kind::Block) {

@@ -23,7 +23,7 @@ struct ChunkState {
   std::vector<Buffer> xs;  // xs[0] chunk input, xs[i+1] output of block i; [T, d] each
   std::vector<BlockActs> acts;
   Buffer head_n, head_rstd, logits, row_max, ce_stats;  // last chunk only
-  Buffer dx;  // dL/d(chunk input) after backward, [T, d] (sent to the previous stage)
+  Buffer dx;            // dL/d(chunk input) after backward, [T, d] (sent to the previous stage)
   double loss_sum = 0;  // sum of per-token losses (last chunk)
 };
 

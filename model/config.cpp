@@ -49,7 +49,9 @@ double recompute_flops_per_token(const ModelConfig& c) {
   return 2.0 * blocks + 4.0 * c.layers * c.dim * double(c.seq_len);
 }
 
-int64_t padded_vocab(int64_t v) { return (v + 127) / 128 * 128; }
+int64_t padded_vocab(int64_t v) {
+  return (v + 127) / 128 * 128;
+}
 
 int64_t ParamInfo::numel() const {
   int64_t n = 1;
@@ -73,8 +75,8 @@ void add(UnitLayout& u, std::string name, std::vector<int64_t> shape, int tp_dim
   p.tp_dim = tp_dim;
   p.local_shape = shape;
   if (tp_dim >= 0) {
-    check(shape[tp_dim] % tp == 0, p.name, ": dimension ", shape[tp_dim],
-          " does not divide by TP ", tp);
+    check(shape[tp_dim] % tp == 0, p.name, ": dimension ", shape[tp_dim], " does not divide by TP ",
+          tp);
     p.local_shape[tp_dim] /= tp;
   }
   p.offset = u.numel;

@@ -43,9 +43,9 @@ struct ParamInfo {
   std::string name;
   std::vector<int64_t> shape;  // global shape
   int tp_dim = -1;
-  std::vector<int64_t> local_shape;  // this TP rank's shard
-  int64_t offset = 0;                // in its unit's flat buffer
-  int64_t numel() const;             // local
+  std::vector<int64_t> local_shape;                 // this TP rank's shard
+  int64_t offset = 0;                               // in its unit's flat buffer
+  int64_t numel() const;                            // local
   bool decay() const { return shape.size() == 2; }  // weight decay on 2-D tensors only
   // Global flat index (into the full [shape] tensor) of local element i on TP rank r.
   int64_t global_index(int64_t i, int tp_rank) const;

@@ -6,9 +6,12 @@ namespace tetra {
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "f32";
-    case DType::BF16: return "bf16";
-    case DType::I32: return "i32";
+    case DType::F32:
+      return "f32";
+    case DType::BF16:
+      return "bf16";
+    case DType::I32:
+      return "i32";
   }
   return "?";
 }
@@ -52,8 +55,7 @@ Tensor Tensor::rows_view(int64_t r0, int64_t n) const {
 Tensor Tensor::flat(int64_t offset, int64_t n) const {
   check(offset >= 0 && offset + n <= numel(), "flat [", offset, ", ", offset + n, ") of ",
         shape_str());
-  return Tensor(static_cast<char*>(ptr) + size_t(offset) * dtype_size(dtype), {n}, dtype,
-                device);
+  return Tensor(static_cast<char*>(ptr) + size_t(offset) * dtype_size(dtype), {n}, dtype, device);
 }
 
 std::string Tensor::shape_str() const {

@@ -14,7 +14,9 @@ namespace tetra {
 enum class Device { CPU, CUDA };
 enum class DType { F32, BF16, I32 };
 
-inline size_t dtype_size(DType t) { return t == DType::BF16 ? 2 : 4; }
+inline size_t dtype_size(DType t) {
+  return t == DType::BF16 ? 2 : 4;
+}
 const char* dtype_name(DType t);
 
 struct Tensor {

@@ -116,7 +116,9 @@ void ShardedParams::grad_sum_squares(double& split, double& replicated) const {
   }
 }
 
-Tensor ShardedParams::grad_shard(int i) const { return units_[i].grad_shard.flat(); }
+Tensor ShardedParams::grad_shard(int i) const {
+  return units_[i].grad_shard.flat();
+}
 
 std::vector<float> ShardedParams::gather_grads_to_host(int i) {
   Unit& u = units_[i];

@@ -69,10 +69,10 @@ class ShardedParams {
  private:
   struct Unit {
     UnitLayout layout;
-    int64_t padded = 0, shard = 0;  // np and s
-    Buffer weights;                 // np (ZeRO-1/2, or gathered under ZeRO-3)
-    Buffer weight_shard;            // s (ZeRO-3 only: the master copy)
-    Buffer grads;                   // np (ZeRO-1: persistent; else during backward)
+    int64_t padded = 0, shard = 0;      // np and s
+    Buffer weights;                     // np (ZeRO-1/2, or gathered under ZeRO-3)
+    Buffer weight_shard;                // s (ZeRO-3 only: the master copy)
+    Buffer grads;                       // np (ZeRO-1: persistent; else during backward)
     Buffer grad_shard, adam_m, adam_v;  // s each
     int backward_calls = 0;
   };

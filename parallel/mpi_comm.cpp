@@ -9,9 +9,12 @@ namespace {
 MPI_Datatype mpi_type(const Tensor& t) {
   check(t.device == Device::CPU, "the MPI communicator needs host tensors");
   switch (t.dtype) {
-    case DType::F32: return MPI_FLOAT;
-    case DType::I32: return MPI_INT;
-    case DType::BF16: return MPI_UINT16_T;
+    case DType::F32:
+      return MPI_FLOAT;
+    case DType::I32:
+      return MPI_INT;
+    case DType::BF16:
+      return MPI_UINT16_T;
   }
   return MPI_BYTE;
 }
@@ -80,9 +83,9 @@ class MpiComm final : public Comm {
           out.shape_str(), " over ", size_, " ranks");
     if (size_ == 1) return copy_local(out, in);
     Timed t(stats, double(size_ - 1) / size_ * in.bytes());
-    mpi_check(MPI_Reduce_scatter_block(in.ptr, out.ptr, int(out.numel()), mpi_type(in), MPI_SUM,
-                                       comm_),
-              "reduce_scatter", name_);
+    mpi_check(
+        MPI_Reduce_scatter_block(in.ptr, out.ptr, int(out.numel()), mpi_type(in), MPI_SUM, comm_),
+        "reduce_scatter", name_);
   }
   void all_gather(Tensor out, const Tensor& in) override {
     check(out.numel() == in.numel() * size_, "all_gather of ", in.shape_str(), " into ",
@@ -112,15 +115,13 @@ class MpiComm final : public Comm {
   std::unique_ptr<Request> isend(const Tensor& x, int peer, int tag) override {
     Timed t(stats, double(x.bytes()));
     MPI_Request r;
-    mpi_check(MPI_Isend(x.ptr, int(x.numel()), mpi_type(x), peer, tag, comm_, &r), "isend",
-              name_);
+    mpi_check(MPI_Isend(x.ptr, int(x.numel()), mpi_type(x), peer, tag, comm_, &r), "isend", name_);
     return std::make_unique<MpiRequest>(r, stats);
   }
   std::unique_ptr<Request> irecv(Tensor x, int peer, int tag) override {
     Timed t(stats, 0);
     MPI_Request r;
-    mpi_check(MPI_Irecv(x.ptr, int(x.numel()), mpi_type(x), peer, tag, comm_, &r), "irecv",
-              name_);
+    mpi_check(MPI_Irecv(x.ptr, int(x.numel()), mpi_type(x), peer, tag, comm_, &r), "irecv", name_);
     return std::make_unique<MpiRequest>(r, stats);
   }
   void barrier() override {
@@ -138,8 +139,8 @@ class MpiComm final : public Comm {
  private:
   static MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::Max ? MPI_MAX : MPI_SUM; }
   static void copy_local(Tensor out, const Tensor& in) {
-    if (out.ptr != in.ptr) std::copy_n(static_cast<const char*>(in.ptr), in.bytes(),
-                                       static_cast<char*>(out.ptr));
+    if (out.ptr != in.ptr)
+      std::copy_n(static_cast<const char*>(in.ptr), in.bytes(), static_cast<char*>(out.ptr));
   }
 
   MPI_Comm comm_;

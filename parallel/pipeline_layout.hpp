@@ -11,9 +11,9 @@
 namespace tetra {
 
 struct ChunkPlan {
-  int stage = 0;          // pipeline rank
-  int virtual_stage = 0;  // index among that rank's chunks
-  std::vector<int> units; // global unit ids: 0 embedding, 1 + l block l, L + 1 head
+  int stage = 0;           // pipeline rank
+  int virtual_stage = 0;   // index among that rank's chunks
+  std::vector<int> units;  // global unit ids: 0 embedding, 1 + l block l, L + 1 head
 };
 
 // All PP*V chunks, in model order. Throws tetra::Error when PP*V > layers.

@@ -16,9 +16,13 @@
 namespace tetra {
 
 // Backward of copy_to_tensor_parallel_region: sum the input gradient over TP.
-inline void copy_to_tensor_parallel_region_backward(Comm& tp, Tensor dx) { tp.all_reduce(dx); }
+inline void copy_to_tensor_parallel_region_backward(Comm& tp, Tensor dx) {
+  tp.all_reduce(dx);
+}
 // Forward of reduce_from_tensor_parallel_region: sum the partial outputs over TP.
-inline void reduce_from_tensor_parallel_region(Comm& tp, Tensor y) { tp.all_reduce(y); }
+inline void reduce_from_tensor_parallel_region(Comm& tp, Tensor y) {
+  tp.all_reduce(y);
+}
 
 struct ColumnParallelLinear {
   // y [T, out/TP] = x [T, in] W^T.

@@ -44,8 +44,7 @@ int main(int argc, char** argv) {
     } else if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       if (rank == 0) std::printf("%s", kUsage);
     } else {
-      tetra::fail(cmd.empty() ? "no command given" : "unknown command '" + cmd + "'",
-                  "\n", kUsage);
+      tetra::fail(cmd.empty() ? "no command given" : "unknown command '" + cmd + "'", "\n", kUsage);
     }
   } catch (const tetra::Error& e) {
     if (rank == 0) std::fprintf(stderr, "tetra: error: %s\n", e.what());

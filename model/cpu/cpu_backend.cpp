@@ -23,8 +23,12 @@ using CMapMat = Eigen::Map<const RowMat>;
 using Strided = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
 using MStrided = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
 
-MapMat mat(const Tensor& t) { return MapMat(t.f32(), t.rows(), t.cols()); }
-CMapMat cmat(const Tensor& t) { return CMapMat(t.f32(), t.rows(), t.cols()); }
+MapMat mat(const Tensor& t) {
+  return MapMat(t.f32(), t.rows(), t.cols());
+}
+CMapMat cmat(const Tensor& t) {
+  return CMapMat(t.f32(), t.rows(), t.cols());
+}
 
 constexpr int64_t kChunk = 1 << 16;  // fixed reduction chunk for sum_squares
 
@@ -46,9 +50,7 @@ class CpuBackend final : public Backend {
   void raw_free(void* p, size_t) override { std::free(p); }
 
   void upload(Tensor dst, const void* host) override { std::memcpy(dst.ptr, host, dst.bytes()); }
-  void download(void* host, const Tensor& src) override {
-    std::memcpy(host, src.ptr, src.bytes());
-  }
+  void download(void* host, const Tensor& src) override { std::memcpy(host, src.ptr, src.bytes()); }
 
   void fill(Tensor x, float value) override {
     float* p = x.f32();
@@ -105,12 +107,18 @@ class CpuBackend final : public Backend {
           " x ", B.shape_str(), (tb ? "^T" : ""), " -> ", C.shape_str());
     MapMat c = mat(C);
     CMapMat a = cmat(A), b = cmat(B);
-    if (beta == 0.f) c.setZero();
-    else if (beta != 1.f) c *= beta;
-    if (!ta && !tb) c.noalias() += alpha * (a * b);
-    else if (!ta && tb) c.noalias() += alpha * (a * b.transpose());
-    else if (ta && !tb) c.noalias() += alpha * (a.transpose() * b);
-    else c.noalias() += alpha * (a.transpose() * b.transpose());
+    if (beta == 0.f)
+      c.setZero();
+    else if (beta != 1.f)
+      c *= beta;
+    if (!ta && !tb)
+      c.noalias() += alpha * (a * b);
+    else if (!ta && tb)
+      c.noalias() += alpha * (a * b.transpose());
+    else if (ta && !tb)
+      c.noalias() += alpha * (a.transpose() * b);
+    else
+      c.noalias() += alpha * (a.transpose() * b.transpose());
   }
 
   void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& table,
@@ -122,8 +130,10 @@ class CpuBackend final : public Backend {
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < T; ++t) {
       const int64_t r = tok[t] - vocab_start;
-      if (r >= 0 && r < V) std::memcpy(o + t * d, w + r * d, d * sizeof(float));
-      else std::fill(o + t * d, o + (t + 1) * d, 0.f);
+      if (r >= 0 && r < V)
+        std::memcpy(o + t * d, w + r * d, d * sizeof(float));
+      else
+        std::fill(o + t * d, o + (t + 1) * d, 0.f);
     }
   }
   void embedding_backward(Tensor dtable, const Tensor& tokens, const Tensor& dout,
@@ -204,9 +214,8 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k,
-                         const Tensor& v, const Tensor& q_pos, const Tensor& k_pos,
-                         const AttnShape& s) override {
+  void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                         const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
     const int64_t H = s.heads, KV = s.kv_heads, hd = s.head_dim, group = H / KV;
     const float scale = 1.f / std::sqrt(float(hd));
     const int32_t *qp = q_pos.i32(), *kp = k_pos.i32();
@@ -311,8 +320,8 @@ class CpuBackend final : public Backend {
       st[2 * t + 1] = (r >= 0 && r < V) ? l[t * V + r] : 0.f;
     }
   }
-  void ce_backward(Tensor logits, const Tensor& row_max, const Tensor& stats,
-                   const Tensor& targets, int64_t vocab_start, float scale) override {
+  void ce_backward(Tensor logits, const Tensor& row_max, const Tensor& stats, const Tensor& targets,
+                   int64_t vocab_start, float scale) override {
     const int64_t T = logits.rows(), V = logits.cols();
     float* l = logits.f32();
     const float *m = row_max.f32(), *st = stats.f32();

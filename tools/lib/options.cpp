@@ -162,8 +162,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
         "--schedule takes gpipe, 1f1b or interleaved (got '", o.schedule, "')");
   check(o.device == "cpu" || o.device == "cuda", "--device takes cpu or cuda (got '", o.device,
         "')");
-  check(o.dtype == "fp32" || o.dtype == "bf16", "--dtype takes fp32 or bf16 (got '", o.dtype,
-        "')");
+  check(o.dtype == "fp32" || o.dtype == "bf16", "--dtype takes fp32 or bf16 (got '", o.dtype, "')");
   if (o.min_lr < 0) o.min_lr = o.lr / 10;
   o.model.vocab = padded_vocab(o.data_vocab);
   return o;

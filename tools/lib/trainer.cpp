@@ -59,10 +59,13 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
     const Coord me = coord_of(layout, rank);
     check(opt.device == "cpu", "--device ", opt.device,
           ": this build trains on the CPU backend only");
-    check(opt.dtype == "fp32", "--dtype ", opt.dtype, " needs --device cuda; the CPU computes fp32");
-    check(layout.pp == 1 && opt.vpp == 1, "--pp and --vpp above 1 need the pipeline executor, "
+    check(opt.dtype == "fp32", "--dtype ", opt.dtype,
+          " needs --device cuda; the CPU computes fp32");
+    check(layout.pp == 1 && opt.vpp == 1,
+          "--pp and --vpp above 1 need the pipeline executor, "
           "which this build does not have yet");
-    check(layout.cp == 1, "--cp above 1 needs context parallelism, which this build does not "
+    check(layout.cp == 1,
+          "--cp above 1 needs context parallelism, which this build does not "
           "have yet");
 
     std::unique_ptr<st::Reader> file;
@@ -193,8 +196,8 @@ MicroBatch Trainer::make_micro_batch(int64_t step, int j, Buffer& tokens, Buffer
 }
 
 std::vector<CommStats*> Trainer::comm_stats() {
-  return {&grid_.tp->stats, &grid_.cp->stats, &grid_.pp->stats, &grid_.dp->stats,
-          &grid_.dp_cp->stats, &grid_.world->stats};
+  return {&grid_.tp->stats, &grid_.cp->stats,    &grid_.pp->stats,
+          &grid_.dp->stats, &grid_.dp_cp->stats, &grid_.world->stats};
 }
 
 StepResult Trainer::step() {
@@ -230,8 +233,9 @@ StepResult Trainer::step() {
   r.grad_norm = std::sqrt(sums[0]);
   LrSchedule sched{opt_.lr, opt_.min_lr, opt_.warmup, opt_.steps};
   r.lr = sched.at(step_);
-  Backend::AdamW h{float(r.lr), 0.9f, 0.95f, 1e-8f, float(opt_.weight_decay),
-                   clip_scale(r.grad_norm, opt_.clip), step_ + 1};
+  Backend::AdamW h{
+      float(r.lr), 0.9f, 0.95f, 1e-8f, float(opt_.weight_decay), clip_scale(r.grad_norm, opt_.clip),
+      step_ + 1};
   params_->adam_step(h);
   be_->synchronize();
 
@@ -239,10 +243,10 @@ StepResult Trainer::step() {
   r.tokens_per_s = tokens / (r.step_ms / 1e3);
   const double world = grid_.world->size();
   r.mfu = r.tokens_per_s * model_flops_per_token(cfg_) / (world * peak_flops_);
-  r.hfu = opt_.recompute ? r.tokens_per_s *
-                               (model_flops_per_token(cfg_) + recompute_flops_per_token(cfg_)) /
-                               (world * peak_flops_)
-                         : r.mfu;
+  r.hfu = opt_.recompute
+              ? r.tokens_per_s * (model_flops_per_token(cfg_) + recompute_flops_per_token(cfg_)) /
+                    (world * peak_flops_)
+              : r.mfu;
   double comm_s = 0;
   for (Comm* c : {grid_.tp.get(), grid_.cp.get(), grid_.pp.get(), grid_.dp_cp.get()}) {
     r.comm[c->name()] = c->stats;
@@ -338,10 +342,11 @@ void Trainer::run() {
       ++timed;
     }
     if (!root) continue;
-    std::printf("step %5lld | loss %.4f | lr %.2e | gnorm %.3f | %8.0f tok/s | MFU %5.2f%% | "
-                "HFU %5.2f%% | %7.1f ms | comm %4.1f%%\n",
-                (long long)r.step, r.loss, r.lr, r.grad_norm, r.tokens_per_s, 100 * r.mfu,
-                100 * r.hfu, r.step_ms, 100 * r.comm_share);
+    std::printf(
+        "step %5lld | loss %.4f | lr %.2e | gnorm %.3f | %8.0f tok/s | MFU %5.2f%% | "
+        "HFU %5.2f%% | %7.1f ms | comm %4.1f%%\n",
+        (long long)r.step, r.loss, r.lr, r.grad_norm, r.tokens_per_s, 100 * r.mfu, 100 * r.hfu,
+        r.step_ms, 100 * r.comm_share);
     std::fflush(stdout);
     if (metrics) {
       json::Value j = json::Value::object();
@@ -355,7 +360,8 @@ void Trainer::run() {
       j["step_ms"] = json::Value(r.step_ms);
       j["comm_share"] = json::Value(r.comm_share);
       json::Value bytes = json::Value::object();
-      for (const auto& [group, s] : r.comm) bytes[group] = json::Value(int64_t(std::llround(s.bytes)));
+      for (const auto& [group, s] : r.comm)
+        bytes[group] = json::Value(int64_t(std::llround(s.bytes)));
       j["comm_bytes"] = bytes;
       metrics << j.dump() << "\n";
       metrics.flush();

@@ -22,7 +22,7 @@ struct StepResult {
   int64_t step = 0;
   double loss = 0, lr = 0, grad_norm = 0;
   double step_ms = 0, tokens_per_s = 0, mfu = 0, hfu = 0;
-  double comm_share = 0;                   // rank 0's time in collectives / step time
+  double comm_share = 0;                  // rank 0's time in collectives / step time
   std::map<std::string, CommStats> comm;  // this rank, this step, per group
 };
 

@@ -1,0 +1,38 @@
+// Every parallel layout is checked against a single rank training the same model on the
+// same batch: per-step losses, step-0 gradients (gathered whole) and the final weights.
+// A layout runs on the first TP*CP*PP*DP ranks of the mpirun while the reference runs on
+// rank 0 alone; rank 0 compares.
+#pragma once
+#include <mpi.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tools/lib/trainer.hpp"
+
+namespace tetra::test {
+
+struct RunResult {
+  std::vector<double> losses;
+  std::map<std::string, std::vector<float>> grads0;   // after step 0, whole (rank 0)
+  std::map<std::string, std::vector<float>> weights;  // after the last step, whole (rank 0)
+  std::vector<StepResult> steps;                      // this rank's step results
+  MemoryBytes memory;                                 // this rank's persistent bytes
+  int micro_batches = 0;
+  int64_t padded_params = 0;  // sum of padded unit sizes, this rank
+};
+
+// Runs `args` (model, batch and layout flags) for `steps` steps on the first `ranks` ranks
+// of MPI_COMM_WORLD; other ranks wait. Collective over MPI_COMM_WORLD.
+RunResult run_on(int ranks, const std::vector<std::string>& args, int steps);
+
+// The matching criteria of issue [2/9]; returns an empty string when they hold, else
+// what broke. Call on rank 0.
+std::string compare(const RunResult& ref, const RunResult& run);
+
+// The model every layout test trains: small enough for 16 ranks on 2 cores, shaped so that
+// TP 4, CP 4 and PP 4 all divide it.
+std::vector<std::string> tiny_model();
+
+}  // namespace tetra::test

@@ -1,0 +1,87 @@
+// [2/9] Data parallelism with ZeRO-1/2/3 against a single rank: losses, step-0 gradients and
+// final weights; the ring byte volume of every step; the per-rank persistent memory.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "layout_check.hpp"
+
+using namespace tetra;
+using namespace tetra::test;
+
+namespace {
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+constexpr int kSteps = 5;
+
+}  // namespace
+
+TEST_CASE("dp: DP 2, 4, 8 x ZeRO 1, 2, 3 x 1-4 micro-batches match one rank") {
+  REQUIRE(world_size() >= 8);
+  std::map<int, RunResult> reference;  // by global batch
+  int m = 0;
+  for (int dp : {2, 4, 8}) {
+    for (int zero : {1, 2, 3}) {
+      m = m % 4 + 1;  // cycles 1, 2, 3, 4 over the cases
+      const int G = dp * m;
+      const std::vector<std::string> batch = {"--global-batch", std::to_string(G), "--micro-batch",
+                                              "1"};
+      if (!reference.count(G)) reference[G] = run_on(1, batch, kSteps);
+      std::vector<std::string> args = batch;
+      args.insert(args.end(), {"--dp", std::to_string(dp), "--zero", std::to_string(zero)});
+      const RunResult run = run_on(dp, args, kSteps);
+      if (world_rank() != 0) continue;
+      CAPTURE(dp);
+      CAPTURE(zero);
+      CAPTURE(m);
+      CHECK(run.micro_batches == m);
+      const std::string diff = compare(reference[G], run);
+      CHECK_MESSAGE(diff.empty(), diff);
+
+      // Ring volume over dp_cp, per step and rank: one reduce-scatter and one all-gather of
+      // the padded flat parameters (ZeRO-1/2); ZeRO-3 gathers before every forward and every
+      // backward of every micro-batch instead of after the update.
+      const double full = 4.0 * double(run.padded_params), ring = double(dp - 1) / dp;
+      const double expected = zero < 3 ? 2 * ring * full : (1 + 2 * m) * ring * full;
+      for (const StepResult& s : run.steps)
+        CHECK(s.comm.at("dp_cp").bytes == doctest::Approx(expected).epsilon(1e-12));
+    }
+  }
+}
+
+TEST_CASE("dp: persistent Adam, gradient and ZeRO-3 parameter bytes shrink as 1/DP") {
+  const std::vector<std::string> batch = {"--global-batch", "8", "--micro-batch", "1"};
+  for (int zero : {1, 2, 3}) {
+    const std::vector<std::string> z = {"--zero", std::to_string(zero)};
+    std::vector<std::string> one = batch, eight = batch;
+    one.insert(one.end(), z.begin(), z.end());
+    eight.insert(eight.end(), z.begin(), z.end());
+    eight.insert(eight.end(), {"--dp", "8"});
+    const RunResult r1 = run_on(1, one, 1), r8 = run_on(8, eight, 1);
+    if (world_rank() != 0) continue;
+    CAPTURE(zero);
+    const int64_t n = r1.padded_params;          // unpadded at DP 1
+    const int64_t shard = r8.padded_params / 8;  // ceil(n_unit / 8) summed over units
+    CHECK(shard * 8 >= n);
+    CHECK(shard * 8 - n < 8 * 6);  // at most 7 padding elements per unit (6 units)
+    CHECK(r1.memory.adam == 2 * 4 * n);
+    CHECK(r8.memory.adam == 2 * 4 * shard);
+    if (zero == 1) {
+      CHECK(r8.memory.grads == 4 * (r8.padded_params + shard));  // full grads kept, + shard
+    } else {
+      CHECK(r8.memory.grads == 4 * shard);
+    }
+    CHECK(r8.memory.params == (zero == 3 ? 4 * shard : 4 * r8.padded_params));
+  }
+}

@@ -1,0 +1,189 @@
+// Bad input: every case ends with exactly one "tetra: error:" line naming the problem and
+// exit status 2, never a crash or a hang. Runs the real `tetra` binary.
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "checkpoint/safetensors.hpp"
+#include "data/dataset.hpp"
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string err;
+};
+
+std::string tmp(const std::string& name) {
+  return "/tmp/tetra_cli_" + std::to_string(::getpid()) + "_" + name;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Runs `[mpirun -np N] tetra train ARGS` with a 60 s limit, in a clean MPI environment
+// (this test process is itself an MPI singleton).
+Result run(const std::string& args, int ranks = 0) {
+  const std::string err = tmp("stderr");
+  std::string cmd =
+      "env -u OMPI_COMM_WORLD_SIZE -u OMPI_COMM_WORLD_RANK -u PMIX_RANK "
+      "-u PMIX_NAMESPACE -u PMIX_SERVER_URI4 -u PMIX_SERVER_URI3 "
+      "-u PMIX_SERVER_URI2 OMP_NUM_THREADS=1 timeout 60 ";
+  if (ranks > 0) cmd += "mpirun --oversubscribe -np " + std::to_string(ranks) + " ";
+  cmd += std::string(TETRA_BINARY) + " train --steps 1 --peak-tflops 1 " + args + " >/dev/null 2>" +
+         err;
+  Result r;
+  const int raw = std::system(cmd.c_str());
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.err = slurp(err);
+  std::remove(err.c_str());
+  return r;
+}
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+void expect_error(const std::string& args, const std::string& message, int ranks = 0) {
+  CAPTURE(args);
+  const Result r = run(args, ranks);
+  CAPTURE(r.err);
+  CHECK(r.status != 0);
+  CHECK(r.status != 124);  // not a timeout
+  if (ranks == 0) CHECK(r.status == 2);
+  CHECK(count(r.err, "tetra: error:") == 1);
+  CHECK(r.err.find(message) != std::string::npos);
+}
+
+// A safetensors file written byte by byte, for dtypes tetra never writes.
+void write_raw_safetensors(const std::string& path, const std::string& header, size_t data) {
+  std::ofstream f(path, std::ios::binary);
+  const uint64_t n = header.size();
+  f.write(reinterpret_cast<const char*>(&n), 8);
+  f << header;
+  f << std::string(data, '\0');
+}
+
+}  // namespace
+
+TEST_CASE("cli: a good run exits 0") {
+  const Result r =
+      run("--layers 1 --dim 16 --heads 2 --kv-heads 1 --ffn-dim 16 --seq-len 8 "
+          "--global-batch 2");
+  CHECK(r.status == 0);
+  CHECK(r.err.empty());
+}
+
+TEST_CASE("cli: flags and model shapes") {
+  expect_error("--frobnicate 3", "unknown flag '--frobnicate'");
+  expect_error("--dim", "--dim needs a value");
+  expect_error("--dim abc", "--dim takes an integer");
+  expect_error("--dim 0", "--dim must be positive");
+  expect_error("--layers -1", "--layers must be positive");
+  expect_error("--heads 0", "--heads must be positive");
+  expect_error("--seq-len 0", "--seq-len must be positive");
+  expect_error("--global-batch 0", "--global-batch must be positive");
+  expect_error("--ffn-dim -4", "--ffn-dim must be positive");
+  expect_error("--dim 100 --heads 3 --kv-heads 1", "--dim 100 is not divisible by --heads 3");
+  expect_error("--heads 4 --kv-heads 3", "--heads 4 is not divisible by --kv-heads 3");
+  expect_error("--dim 36 --heads 4 --kv-heads 2", "head_dim = dim/heads = 9 must be even");
+  expect_error("--recompute half", "--recompute takes none or full");
+  expect_error("--zero 4", "--zero must be 1, 2 or 3");
+  expect_error("--global-batch 6 --micro-batch 4", "is not divisible by DP * micro-batch");
+}
+
+TEST_CASE("cli: data files") {
+  expect_error("--data /nonexistent/corpus.txt", "not found");
+  const std::string bin = tmp("bad.bin");
+  {
+    std::vector<int32_t> header(256, 0);
+    header[0] = 12345;
+    header[1] = 1;
+    header[2] = 10;
+    std::ofstream f(bin, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(header.data()), 1024);
+  }
+  expect_error("--data " + bin, "bad magic 12345");
+  {
+    std::vector<int32_t> header(256, 0);
+    header[0] = 20240520;
+    header[1] = 1;
+    header[2] = 1000;
+    std::vector<uint16_t> tokens(10, 1);
+    std::ofstream f(bin, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(header.data()), 1024);
+    f.write(reinterpret_cast<const char*>(tokens.data()), 20);
+  }
+  expect_error("--data " + bin, "header says 1000 tokens");
+  std::vector<uint16_t> tokens(200, 3);
+  tokens[17] = 300;
+  tetra::data::write_bin_shard(bin, tokens);
+  expect_error("--data " + bin + " --seq-len 8",
+               "token id 300 at position 17 is not below --vocab 256");
+  std::remove(bin.c_str());
+}
+
+TEST_CASE("cli: init files") {
+  const std::string path = tmp("init.safetensors");
+  const std::string shape = "--seq-len 8 --global-batch 2";
+  expect_error("--init-from /nonexistent/w.safetensors " + shape, "not found");
+
+  // A complete tiny model, then variants with one thing wrong.
+  auto write_model = [&](const std::string& skip, const std::string& reshape) {
+    tetra::st::Writer w;
+    const int64_t d = 16, f = 16, v = 256;
+    auto add = [&](const std::string& name, std::vector<int64_t> s) {
+      if (name == skip) return;
+      if (name == reshape) s[0] += 1;
+      int64_t n = 1;
+      for (int64_t x : s) n *= x;
+      std::vector<float> data(n, 0.01f);
+      w.add(name, s, data.data());
+    };
+    add("model.embed_tokens.weight", {v, d});
+    const std::string p = "model.layers.0.";
+    add(p + "input_layernorm.weight", {d});
+    add(p + "self_attn.q_proj.weight", {d, d});
+    add(p + "self_attn.k_proj.weight", {8, d});
+    add(p + "self_attn.v_proj.weight", {8, d});
+    add(p + "self_attn.o_proj.weight", {d, d});
+    add(p + "post_attention_layernorm.weight", {d});
+    add(p + "mlp.gate_proj.weight", {f, d});
+    add(p + "mlp.up_proj.weight", {f, d});
+    add(p + "mlp.down_proj.weight", {d, f});
+    add("model.norm.weight", {d});
+    add("lm_head.weight", {v, d});
+    w.set_metadata("heads", "2");
+    w.write(path);
+  };
+  write_model("", "");
+  CHECK(run("--init-from " + path + " " + shape).status == 0);
+  expect_error("--init-from " + path + " --dim 32 " + shape,
+               "--dim 32 disagrees with the init file");
+  write_model("model.layers.0.mlp.up_proj.weight", "");
+  expect_error("--init-from " + path + " " + shape,
+               "missing tensor 'model.layers.0.mlp.up_proj.weight'");
+  write_model("", "model.layers.0.self_attn.o_proj.weight");
+  expect_error(
+      "--init-from " + path + " " + shape,
+      "tensor 'model.layers.0.self_attn.o_proj.weight' has shape [17, 16], expected [16, 16]");
+  write_raw_safetensors(path,
+                        R"({"model.embed_tokens.weight":{"dtype":"I64","shape":[256,16],)"
+                        R"("data_offsets":[0,32768]}})",
+                        32768);
+  expect_error("--init-from " + path + " " + shape, "I64");
+  std::remove(path.c_str());
+}

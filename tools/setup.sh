@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what tetra needs to build and test on Debian 12, only what is missing, and
+# builds it into build/. Idempotent: a second run installs nothing and rebuilds only
+# what changed. Used by tools/demo.sh and tools/test.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(build-essential cmake libopenmpi-dev openmpi-bin libeigen3-dev doctest-dev python3)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "tetra setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)"
