@@ -31,6 +31,14 @@ class Backend {
   virtual Device device() const = 0;
   virtual std::string name() const = 0;
 
+  // What Buffers hold of this backend's memory: now, at the peak, and the largest single
+  // buffer (tests use it to show that no rank ever holds the full logits).
+  struct AllocStats {
+    int64_t in_use = 0, peak = 0, largest = 0;
+    void reset_peak() { peak = in_use, largest = 0; }
+  };
+  AllocStats alloc_stats;
+
   // Raw memory. Buffers call these; nothing else should.
   virtual void* raw_alloc(size_t bytes) = 0;
   virtual void raw_free(void* p, size_t bytes) = 0;

@@ -2,13 +2,14 @@
 //   h   = x + o( attention( rope(q(n1)), rope(k(n1)), v(n1) ) ),  n1 = rmsnorm(x) * w_in
 //   out = h + down( silu(gate(n2)) * up(n2) ),                    n2 = rmsnorm(h) * w_post
 // with q, k, v, gate, up column-parallel and o, down row-parallel over TP.
-// Shapes on one rank (T tokens of the micro-batch on this rank, Hl = heads/TP,
-// KVl = kv_heads/TP, Fl = ffn/TP, hd = head_dim): x, h, out [T, d]; q [T, Hl*hd];
-// k, v [T, KVl*hd]; gate, up, act [T, Fl].
+// Shapes on one rank: T tokens of the micro-batch on this rank (CP already cut the
+// sequence), Tl = T, or T/TP under --sp, rows of the residual stream; Hl = heads/TP,
+// KVl = kv_heads/TP, Fl = ffn/TP, hd = head_dim:
+//   x, h, out [Tl, d];  n1, n2 [T, d];  q [T, Hl*hd];  k, v [T, KVl*hd];  gate, up, act [T, Fl].
 #pragma once
 #include "model/backend.hpp"
 #include "model/config.hpp"
-#include "parallel/comm.hpp"
+#include "parallel/tp.hpp"
 
 namespace tetra {
 
@@ -25,7 +26,7 @@ struct TokenPositions {
 // What the parallel dimensions give a block.
 struct BlockContext {
   Backend& be;
-  Comm& tp;
+  const TensorParallel& tp;
   Comm& cp;
   const ModelConfig& cfg;
   const TokenPositions& pos;
@@ -37,10 +38,10 @@ struct BlockActs {
   void clear() { *this = BlockActs{}; }
 };
 
-// u: the block's unit; w: its weights (flat, TP-local). out [T, d] = block(x).
+// u: the block's unit; w: its weights (flat, TP-local). out [Tl, d] = block(x [Tl, d]).
 void block_forward(const BlockContext& ctx, const UnitLayout& u, const Tensor& w, const Tensor& x,
                    Tensor out, BlockActs& a);
-// dw (flat, like w) += dL/dw; dx [T, d] = dL/dx, given dout = dL/dout.
+// dw (flat, like w) += dL/dw; dx [Tl, d] = dL/dx, given dout = dL/dout [Tl, d].
 void block_backward(const BlockContext& ctx, const UnitLayout& u, const Tensor& w, Tensor dw,
                     const Tensor& x, const Tensor& dout, Tensor dx, const BlockActs& a);
 

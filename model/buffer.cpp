@@ -1,10 +1,16 @@
 #include "model/backend.hpp"
 
+#include <algorithm>
+
 namespace tetra {
 
 Buffer::Buffer(Backend& be, int64_t numel, DType dtype) : be_(&be), numel_(numel), dtype_(dtype) {
   check(numel >= 0, "negative buffer size");
   ptr_ = numel > 0 ? be.raw_alloc(bytes()) : nullptr;
+  Backend::AllocStats& s = be.alloc_stats;
+  s.in_use += int64_t(bytes());
+  s.peak = std::max(s.peak, s.in_use);
+  s.largest = std::max(s.largest, int64_t(bytes()));
 }
 
 Buffer::~Buffer() {
@@ -12,7 +18,10 @@ Buffer::~Buffer() {
 }
 
 void Buffer::reset() {
-  if (ptr_) be_->raw_free(ptr_, bytes());
+  if (ptr_) {
+    be_->raw_free(ptr_, bytes());
+    be_->alloc_stats.in_use -= int64_t(bytes());
+  }
   ptr_ = nullptr;
   numel_ = 0;
 }

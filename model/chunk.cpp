@@ -1,10 +1,8 @@
 #include "model/chunk.hpp"
 
-#include "parallel/tp.hpp"
-
 namespace tetra {
 
-ModelChunk::ModelChunk(Backend& be, Comm& tp, Comm& cp, const ModelConfig& cfg,
+ModelChunk::ModelChunk(Backend& be, const TensorParallel& tp, Comm& cp, const ModelConfig& cfg,
                        ShardedParams& params, std::vector<int> units, bool recompute)
     : be_(be),
       tp_(tp),
@@ -27,38 +25,43 @@ BlockContext ModelChunk::block_ctx(const MicroBatch& mb) const {
 }
 
 void ModelChunk::forward(ChunkState& s, const MicroBatch& mb, const Tensor* x_in) {
-  const int64_t T = mb.pos.tokens(), d = cfg_.dim;
+  const int64_t T = mb.pos.tokens(), Tl = tp_.local_rows(T), d = cfg_.dim;
   const BlockContext ctx = block_ctx(mb);
   s.xs.clear();
   s.acts.clear();
-  s.xs.emplace_back(be_, T * d);
-  if (!has_embedding()) be_.copy(s.xs[0].flat(), *x_in);
+  if (!has_embedding()) {
+    s.xs.emplace_back(be_, Tl * d);
+    be_.copy(s.xs[0].flat(), *x_in);
+  }
   for (int u : units_) {
     const UnitLayout& l = params_.layout(u);
     params_.acquire(u);
     const Tensor w = params_.weights(u);
     if (l.kind == UnitLayout::Kind::Embedding) {
-      VocabParallelEmbedding::forward(be_, tp_, s.xs[0].view({T, d}), mb.tokens,
+      Buffer partial(be_, T * d);
+      VocabParallelEmbedding::forward(be_, tp_, partial.view({T, d}), mb.tokens,
                                       param_view(w, l.params[0]));
+      s.xs.push_back(tp_.reduce(be_, std::move(partial)));
     } else if (l.kind == UnitLayout::Kind::Block) {
       s.acts.emplace_back();
-      Buffer out(be_, T * d);
-      block_forward(ctx, l, w, s.xs.back().view({T, d}), out.view({T, d}), s.acts.back());
+      Buffer out(be_, Tl * d);
+      block_forward(ctx, l, w, s.xs.back().view({Tl, d}), out.view({Tl, d}), s.acts.back());
       if (recompute_) s.acts.back().clear();
       s.xs.push_back(std::move(out));
     } else {  // final norm, LM head, vocab-parallel cross-entropy
       const int64_t V = l.params[kLmHead].local_shape[0];
-      s.head_n = Buffer(be_, T * d);
-      s.head_rstd = Buffer(be_, T);
+      Buffer n(be_, Tl * d);
+      s.head_rstd = Buffer(be_, Tl);
+      be_.rmsnorm_forward(n.view({Tl, d}), s.head_rstd.flat(), s.xs.back().view({Tl, d}),
+                          param_view(w, l.params[kFinalNorm]), cfg_.norm_eps);
+      s.head_n = tp_.gather(be_, std::move(n));
       s.logits = Buffer(be_, T * V);
       s.row_max = Buffer(be_, T);
       s.ce_stats = Buffer(be_, 2 * T);
-      be_.rmsnorm_forward(s.head_n.view({T, d}), s.head_rstd.flat(), s.xs.back().view({T, d}),
-                          param_view(w, l.params[kFinalNorm]), cfg_.norm_eps);
       ColumnParallelLinear::forward(be_, s.logits.view({T, V}), s.head_n.view({T, d}),
                                     param_view(w, l.params[kLmHead]));
-      s.loss_sum = VocabParallelCrossEntropy::forward(be_, tp_, s.logits.view({T, V}), mb.targets,
-                                                      s.row_max.flat(), s.ce_stats.flat());
+      s.loss_sum = VocabParallelCrossEntropy::forward(
+          be_, tp_.comm, s.logits.view({T, V}), mb.targets, s.row_max.flat(), s.ce_stats.flat());
     }
     params_.release(u);
   }
@@ -66,9 +69,9 @@ void ModelChunk::forward(ChunkState& s, const MicroBatch& mb, const Tensor* x_in
 
 void ModelChunk::backward(ChunkState& s, const MicroBatch& mb, const Tensor* dout,
                           float loss_scale) {
-  const int64_t T = mb.pos.tokens(), d = cfg_.dim;
+  const int64_t T = mb.pos.tokens(), Tl = tp_.local_rows(T), d = cfg_.dim;
   const BlockContext ctx = block_ctx(mb);
-  Buffer grad(be_, T * d);  // dL/d(current activation), walking backwards
+  Buffer grad(be_, Tl * d);  // dL/d(current activation) [Tl, d], walking backwards
   if (!has_head()) be_.copy(grad.flat(), *dout);
   int block = int(s.acts.size());
   for (auto it = units_.rbegin(); it != units_.rend(); ++it) {
@@ -78,34 +81,35 @@ void ModelChunk::backward(ChunkState& s, const MicroBatch& mb, const Tensor* dou
     const Tensor w = params_.weights(u), dw = params_.grads(u);
     if (l.kind == UnitLayout::Kind::Head) {
       const int64_t V = l.params[kLmHead].local_shape[0];
-      Tensor dlogits = s.logits.view({T, V});
-      VocabParallelCrossEntropy::backward(be_, tp_, dlogits, mb.targets, s.row_max.flat(),
+      const Tensor dlogits = s.logits.view({T, V});
+      VocabParallelCrossEntropy::backward(be_, tp_.comm, dlogits, mb.targets, s.row_max.flat(),
                                           s.ce_stats.flat(), loss_scale);
       Buffer dn(be_, T * d);
       ColumnParallelLinear::backward(be_, dn.view({T, d}), param_view(dw, l.params[kLmHead]),
                                      dlogits, s.head_n.view({T, d}),
                                      param_view(w, l.params[kLmHead]), false);
-      copy_to_tensor_parallel_region_backward(tp_, dn.flat());
-      be_.rmsnorm_backward(grad.view({T, d}), param_view(dw, l.params[kFinalNorm]), dn.view({T, d}),
-                           s.xs.back().view({T, d}), param_view(w, l.params[kFinalNorm]),
-                           s.head_rstd.flat());
+      const Buffer dn_local = tp_.reduce(be_, std::move(dn));
+      be_.rmsnorm_backward(grad.view({Tl, d}), param_view(dw, l.params[kFinalNorm]),
+                           dn_local.view({Tl, d}), s.xs.back().view({Tl, d}),
+                           param_view(w, l.params[kFinalNorm]), s.head_rstd.flat());
       s.logits.reset();
       s.head_n.reset();
     } else if (l.kind == UnitLayout::Kind::Block) {
       --block;
-      const Tensor x = s.xs[block].view({T, d});
+      const Tensor x = s.xs[block].view({Tl, d});
       BlockActs& a = s.acts[block];
       if (recompute_) {
-        Buffer out(be_, T * d);
-        block_forward(ctx, l, w, x, out.view({T, d}), a);
+        Buffer out(be_, Tl * d);
+        block_forward(ctx, l, w, x, out.view({Tl, d}), a);
       }
-      Buffer dx(be_, T * d);
-      block_backward(ctx, l, w, dw, x, grad.view({T, d}), dx.view({T, d}), a);
+      Buffer dx(be_, Tl * d);
+      block_backward(ctx, l, w, dw, x, grad.view({Tl, d}), dx.view({Tl, d}), a);
       a.clear();
       grad = std::move(dx);
     } else {
+      const Buffer full = tp_.gather(be_, std::move(grad));
       VocabParallelEmbedding::backward(be_, tp_, param_view(dw, l.params[0]), mb.tokens,
-                                       grad.view({T, d}));
+                                       full.view({T, d}));
     }
     params_.release(u);
     params_.backward_done(u);

@@ -19,10 +19,11 @@ struct MicroBatch {
   TokenPositions pos;
 };
 
+// Shapes as in block.hpp: the residual stream has Tl rows (T, or T/TP under --sp).
 struct ChunkState {
-  std::vector<Buffer> xs;  // xs[0] chunk input, xs[i+1] output of block i; [T, d] each
+  std::vector<Buffer> xs;  // xs[0] chunk input, xs[i+1] output of block i; [Tl, d] each
   std::vector<BlockActs> acts;
-  Buffer head_n, head_rstd, logits, row_max, ce_stats;  // last chunk only
+  Buffer head_n, head_rstd, logits, row_max, ce_stats;  // last chunk only; logits [T, V/TP]
   Buffer dx;            // dL/d(chunk input) after backward, [T, d] (sent to the previous stage)
   double loss_sum = 0;  // sum of per-token losses (last chunk)
 };
@@ -30,15 +31,15 @@ struct ChunkState {
 class ModelChunk {
  public:
   // units: indices into params of this chunk's units, in model order.
-  ModelChunk(Backend& be, Comm& tp, Comm& cp, const ModelConfig& cfg, ShardedParams& params,
-             std::vector<int> units, bool recompute);
+  ModelChunk(Backend& be, const TensorParallel& tp, Comm& cp, const ModelConfig& cfg,
+             ShardedParams& params, std::vector<int> units, bool recompute);
 
   bool has_embedding() const;
   bool has_head() const;
   const std::vector<int>& units() const { return units_; }
 
-  // x_in: the previous stage's output (ignored by the chunk that embeds). Afterwards
-  // s.xs.back() is this chunk's output [T, d] (unless it has the head).
+  // x_in: the previous stage's output [Tl, d] (ignored by the chunk that embeds).
+  // Afterwards s.xs.back() is this chunk's output [Tl, d] (unless it has the head).
   void forward(ChunkState& s, const MicroBatch& mb, const Tensor* x_in);
   // dout: gradient of this chunk's output (ignored by the chunk with the head, which starts
   // from the loss, scaled by loss_scale = 1 / tokens in the global batch). Fills s.dx
@@ -49,7 +50,7 @@ class ModelChunk {
   BlockContext block_ctx(const MicroBatch& mb) const;
 
   Backend& be_;
-  Comm& tp_;
+  TensorParallel tp_;
   Comm& cp_;
   const ModelConfig& cfg_;
   ShardedParams& params_;

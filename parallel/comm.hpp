@@ -18,10 +18,14 @@ namespace tetra {
 
 enum class ReduceOp { Sum, Max };
 
+enum class CommOp { AllReduce, ReduceScatter, AllGather, Broadcast, SendRecv, Barrier, kCount };
+
 struct CommStats {
   int64_t calls = 0;
-  double bytes = 0;    // ring bytes sent by this rank
-  double seconds = 0;  // wall time inside calls, waiting included
+  double bytes = 0;                         // ring bytes sent by this rank
+  double seconds = 0;                       // wall time inside calls, waiting included
+  int64_t by_op[int(CommOp::kCount)] = {};  // calls of each kind
+  int64_t count(CommOp op) const { return by_op[int(op)]; }
   void clear() { *this = CommStats{}; }
 };
 

@@ -5,8 +5,8 @@
 namespace tetra {
 
 ShardedParams::ShardedParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> units,
-                             int zero_stage)
-    : be_(be), comm_(dp_cp), zero_(zero_stage) {
+                             int zero_stage, Comm* sequence_parallel)
+    : be_(be), comm_(dp_cp), sp_tp_(sequence_parallel), zero_(zero_stage) {
   check(zero_ >= 1 && zero_ <= 3, "--zero must be 1, 2 or 3 (got ", zero_, ")");
   const int N = comm_.size();
   for (UnitLayout& l : units) {
@@ -93,6 +93,9 @@ void ShardedParams::begin_step(int micro_batches) {
 void ShardedParams::backward_done(int i) {
   Unit& u = units_[i];
   if (++u.backward_calls < micro_batches_) return;
+  if (sp_tp_ && sp_tp_->size() > 1)
+    for (const ParamInfo& p : u.layout.params)
+      if (p.tp_dim < 0) sp_tp_->all_reduce(u.grads.flat(p.offset, p.numel()));
   comm_.reduce_scatter(u.grad_shard.flat(), u.grads.flat());
   if (zero_ >= 2) u.grads.reset();
 }

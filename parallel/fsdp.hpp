@@ -29,7 +29,11 @@ struct MemoryBytes {
 class ShardedParams {
  public:
   // units: the units this rank holds (its pipeline chunks), TP-local layouts.
-  ShardedParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> units, int zero_stage);
+  // sequence_parallel: the TP group under --sp, where each TP rank sees only its share of
+  // the tokens, so the gradients of TP-replicated weights (norms) are partial and are
+  // all-reduced over it before the dp_cp reduce-scatter; nullptr otherwise.
+  ShardedParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> units, int zero_stage,
+                Comm* sequence_parallel = nullptr);
 
   int size() const { return int(units_.size()); }
   const UnitLayout& layout(int u) const { return units_[u].layout; }
@@ -84,6 +88,7 @@ class ShardedParams {
 
   Backend& be_;
   Comm& comm_;
+  Comm* sp_tp_;
   int zero_;
   int micro_batches_ = 1;
   std::vector<Unit> units_;

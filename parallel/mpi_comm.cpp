@@ -30,10 +30,13 @@ void mpi_check(int rc, const char* what, const std::string& group) {
 // Adds one call's bytes and wall time to the stats when it goes out of scope.
 class Timed {
  public:
-  Timed(CommStats& s, double bytes) : s_(s), t0_(std::chrono::steady_clock::now()) {
+  Timed(CommStats& s, CommOp op, double bytes) : s_(s), t0_(std::chrono::steady_clock::now()) {
     s_.calls += 1;
+    s_.by_op[int(op)] += 1;
     s_.bytes += bytes;
   }
+  // Time only, for the wait of a call already counted.
+  explicit Timed(CommStats& s) : s_(s), t0_(std::chrono::steady_clock::now()) {}
   ~Timed() {
     s_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   }
@@ -50,8 +53,7 @@ class MpiRequest final : public Comm::Request {
     if (r_ != MPI_REQUEST_NULL) wait();
   }
   void wait() override {
-    Timed t(s_, 0);
-    s_.calls -= 1;  // the isend / irecv already counted this call
+    Timed t(s_);  // the isend / irecv already counted this call
     MPI_Wait(&r_, MPI_STATUS_IGNORE);
   }
 
@@ -74,7 +76,7 @@ class MpiComm final : public Comm {
 
   void all_reduce(Tensor x, ReduceOp op) override {
     if (size_ == 1) return;
-    Timed t(stats, 2.0 * (size_ - 1) / size_ * x.bytes());
+    Timed t(stats, CommOp::AllReduce, 2.0 * (size_ - 1) / size_ * x.bytes());
     mpi_check(MPI_Allreduce(MPI_IN_PLACE, x.ptr, int(x.numel()), mpi_type(x), mpi_op(op), comm_),
               "all_reduce", name_);
   }
@@ -82,7 +84,7 @@ class MpiComm final : public Comm {
     check(in.numel() == out.numel() * size_, "reduce_scatter of ", in.shape_str(), " into ",
           out.shape_str(), " over ", size_, " ranks");
     if (size_ == 1) return copy_local(out, in);
-    Timed t(stats, double(size_ - 1) / size_ * in.bytes());
+    Timed t(stats, CommOp::ReduceScatter, double(size_ - 1) / size_ * in.bytes());
     mpi_check(
         MPI_Reduce_scatter_block(in.ptr, out.ptr, int(out.numel()), mpi_type(in), MPI_SUM, comm_),
         "reduce_scatter", name_);
@@ -91,7 +93,7 @@ class MpiComm final : public Comm {
     check(out.numel() == in.numel() * size_, "all_gather of ", in.shape_str(), " into ",
           out.shape_str(), " over ", size_, " ranks");
     if (size_ == 1) return copy_local(out, in);
-    Timed t(stats, double(size_ - 1) / size_ * out.bytes());
+    Timed t(stats, CommOp::AllGather, double(size_ - 1) / size_ * out.bytes());
     // A rank's own part may already sit in place inside out (ZeRO's updated shard).
     const bool in_place = in.ptr == static_cast<char*>(out.ptr) + rank_ * in.bytes();
     mpi_check(MPI_Allgather(in_place ? MPI_IN_PLACE : in.ptr, int(in.numel()), mpi_type(in),
@@ -100,38 +102,38 @@ class MpiComm final : public Comm {
   }
   void broadcast(Tensor x, int root) override {
     if (size_ == 1) return;
-    Timed t(stats, rank_ == root ? double(x.bytes()) : 0.0);
+    Timed t(stats, CommOp::Broadcast, rank_ == root ? double(x.bytes()) : 0.0);
     mpi_check(MPI_Bcast(x.ptr, int(x.numel()), mpi_type(x), root, comm_), "broadcast", name_);
   }
   void send(const Tensor& x, int peer, int tag) override {
-    Timed t(stats, double(x.bytes()));
+    Timed t(stats, CommOp::SendRecv, double(x.bytes()));
     mpi_check(MPI_Send(x.ptr, int(x.numel()), mpi_type(x), peer, tag, comm_), "send", name_);
   }
   void recv(Tensor x, int peer, int tag) override {
-    Timed t(stats, 0);
+    Timed t(stats, CommOp::SendRecv, 0);
     mpi_check(MPI_Recv(x.ptr, int(x.numel()), mpi_type(x), peer, tag, comm_, MPI_STATUS_IGNORE),
               "recv", name_);
   }
   std::unique_ptr<Request> isend(const Tensor& x, int peer, int tag) override {
-    Timed t(stats, double(x.bytes()));
+    Timed t(stats, CommOp::SendRecv, double(x.bytes()));
     MPI_Request r;
     mpi_check(MPI_Isend(x.ptr, int(x.numel()), mpi_type(x), peer, tag, comm_, &r), "isend", name_);
     return std::make_unique<MpiRequest>(r, stats);
   }
   std::unique_ptr<Request> irecv(Tensor x, int peer, int tag) override {
-    Timed t(stats, 0);
+    Timed t(stats, CommOp::SendRecv, 0);
     MPI_Request r;
     mpi_check(MPI_Irecv(x.ptr, int(x.numel()), mpi_type(x), peer, tag, comm_, &r), "irecv", name_);
     return std::make_unique<MpiRequest>(r, stats);
   }
   void barrier() override {
     if (size_ == 1) return;
-    Timed t(stats, 0);
+    Timed t(stats, CommOp::Barrier, 0);
     mpi_check(MPI_Barrier(comm_), "barrier", name_);
   }
   void all_reduce_host(double* x, int n, ReduceOp op) override {
     if (size_ == 1) return;
-    Timed t(stats, 2.0 * (size_ - 1) / size_ * n * sizeof(double));
+    Timed t(stats, CommOp::AllReduce, 2.0 * (size_ - 1) / size_ * n * sizeof(double));
     mpi_check(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, mpi_op(op), comm_), "all_reduce",
               name_);
   }

@@ -1,5 +1,6 @@
 #include "layout_check.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -24,13 +25,17 @@ RunResult run_on(int ranks, const std::vector<std::string>& args, int steps) {
     {
       Trainer t(parse_train_options(all), sub);
       for (int s = 0; s < steps; ++s) {
+        t.backend().alloc_stats.reset_peak();
         r.steps.push_back(t.step());
+        r.largest_alloc = std::max(r.largest_alloc, t.backend().alloc_stats.largest);
         r.losses.push_back(r.steps.back().loss);
         if (s == 0) r.grads0 = t.full_grads();
       }
       r.weights = t.full_weights();
       r.memory = t.params().persistent_bytes();
       r.micro_batches = t.micro_batches();
+      r.micro_batch = t.micro_batch();
+      r.tokens_per_micro_batch = int64_t(t.micro_batch()) * t.model().seq_len / t.grid().layout.cp;
       for (int u = 0; u < t.params().size(); ++u) {
         const int64_t n = t.params().layout(u).numel, N = t.grid().dp_cp->size();
         r.padded_params += (n + N - 1) / N * N;

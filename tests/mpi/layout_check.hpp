@@ -21,6 +21,9 @@ struct RunResult {
   MemoryBytes memory;                                 // this rank's persistent bytes
   int micro_batches = 0;
   int64_t padded_params = 0;  // sum of padded unit sizes, this rank
+  int64_t largest_alloc = 0;  // largest single buffer allocated inside step(), this rank
+  int micro_batch = 0;
+  int64_t tokens_per_micro_batch = 0;  // on this rank, after CP
 };
 
 // Runs `args` (model, batch and layout flags) for `steps` steps on the first `ranks` ranks

@@ -36,10 +36,11 @@ std::string slurp(const std::string& path) {
 // (this test process is itself an MPI singleton).
 Result run(const std::string& args, int ranks = 0) {
   const std::string err = tmp("stderr");
+  // A fresh environment: the MPI singleton of this process leaves variables behind that
+  // would make a nested mpirun fail.
   std::string cmd =
-      "env -u OMPI_COMM_WORLD_SIZE -u OMPI_COMM_WORLD_RANK -u PMIX_RANK "
-      "-u PMIX_NAMESPACE -u PMIX_SERVER_URI4 -u PMIX_SERVER_URI3 "
-      "-u PMIX_SERVER_URI2 OMP_NUM_THREADS=1 timeout 60 ";
+      "env -i PATH=\"$PATH\" HOME=\"$HOME\" OMPI_ALLOW_RUN_AS_ROOT=1 "
+      "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 timeout 60 ";
   if (ranks > 0) cmd += "mpirun --oversubscribe -np " + std::to_string(ranks) + " ";
   cmd += std::string(TETRA_BINARY) + " train --steps 1 --peak-tflops 1 " + args + " >/dev/null 2>" +
          err;
@@ -186,4 +187,20 @@ TEST_CASE("cli: init files") {
                         32768);
   expect_error("--init-from " + path + " " + shape, "I64");
   std::remove(path.c_str());
+}
+
+TEST_CASE("cli: layouts under mpirun stop every rank with one message") {
+  const std::string model = "--layers 2 --dim 32 --heads 4 --kv-heads 2 --ffn-dim 32 --seq-len 8 ";
+  expect_error(model + "--tp 3", "does not divide the 4 ranks", 4);
+  expect_error(model + "--tp 2 --dp 3", "must equal the number of ranks (4)", 4);
+  expect_error(model + "--dp 4 --global-batch 6", "--global-batch 6 is not divisible by DP 4", 4);
+  expect_error(model + "--dp 2 --global-batch 4 --micro-batch 4",
+               "is not divisible by DP * micro-batch = 2 * 4", 2);
+  expect_error(model + "--zero 0", "--zero must be 1, 2 or 3", 2);
+  expect_error(model + "--tp 4 --heads 6 --dim 48 --kv-heads 2",
+               "--heads 6 is not divisible by TP 4", 4);
+  expect_error(model + "--tp 4 --heads 4 --kv-heads 2", "--kv-heads 2 is not divisible by TP 4", 4);
+  expect_error(model + "--tp 4 --heads 4 --kv-heads 4 --ffn-dim 30",
+               "--ffn-dim 30 is not divisible by TP 4", 4);
+  expect_error(model + "--tp 2 --sp --global-batch 1 --seq-len 7", "which does not divide them", 2);
 }

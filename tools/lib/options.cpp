@@ -59,6 +59,8 @@ std::vector<Flag> flags() {
        i32(&TrainOptions::cp)},
       {"--pp", "N", "pipeline stages", i32(&TrainOptions::pp)},
       {"--dp", "N", "data-parallel ranks (default: world / (TP*CP*PP))", i32(&TrainOptions::dp)},
+      {"--sp", "", "sequence parallelism: norms and residuals split over TP along the tokens",
+       nullptr},
       {"--vpp", "V", "virtual pipeline stages per rank (interleaved schedule)",
        i32(&TrainOptions::vpp)},
       {"--schedule", "S", "pipeline schedule: gpipe, 1f1b or interleaved",
@@ -138,6 +140,12 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
     for (const Flag& f : table)
       if (f.name == name) flag = &f;
     check(flag != nullptr, "unknown flag '", name, "' (see tetra train --help)");
+    o.given.insert(name);
+    if (!flag->set) {  // a switch
+      check(!inline_value, name, " takes no value");
+      o.sp = true;
+      continue;
+    }
     if (!inline_value) {
       check(i + 1 < args.size(), name, " needs a value (", flag->arg, ")");
       value = args[++i];
@@ -148,7 +156,6 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
       const std::string msg = e.what();
       fail(msg.rfind(" takes", 0) == 0 ? name + msg : msg);
     }
-    o.given.insert(name);
   }
   check(o.global_batch > 0, "--global-batch must be positive (got ", o.global_batch, ")");
   check(o.micro_batch >= 0, "--micro-batch must be positive (got ", o.micro_batch, ")");

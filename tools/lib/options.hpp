@@ -12,6 +12,7 @@ namespace tetra {
 struct TrainOptions {
   // Layout: TP * CP * PP * DP ranks; dp 0 means "the rest of the ranks".
   int tp = 1, cp = 1, pp = 1, dp = 0, vpp = 1;
+  bool sp = false;  // Megatron sequence parallelism inside the TP group
   std::string schedule = "1f1b";
   // Model (vocab is the data's vocabulary; the model pads it, see padded_vocab).
   ModelConfig model;

@@ -78,7 +78,8 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
     }
     cfg_.validate();
     const int S = cfg_.seq_len;
-    check(S % (2 * layout.cp) == 0, "--seq-len ", S, " is not divisible by 2*CP = ", 2 * layout.cp);
+    check(layout.cp == 1 || S % (2 * layout.cp) == 0, "--seq-len ", S,
+          " is not divisible by 2*CP = ", 2 * layout.cp);
 
     const int per_dp = opt.global_batch / layout.dp;
     check(opt.global_batch % layout.dp == 0, "--global-batch ", opt.global_batch,
@@ -89,6 +90,9 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
     check(per_dp % micro_batch_ == 0, "--global-batch ", opt.global_batch,
           " is not divisible by DP * micro-batch = ", layout.dp, " * ", micro_batch_);
     micro_batches_ = per_dp / micro_batch_;
+    const int64_t tokens = int64_t(micro_batch_) * S / layout.cp;
+    check(!opt.sp || tokens % layout.tp == 0, "--sp splits the ", tokens,
+          " tokens of a micro-batch on a rank over TP ", layout.tp, ", which does not divide them");
 
     data_ = data::open_dataset(opt.data, int(opt.data_vocab), S, opt.seed);
     plan_ = plan_chunks(cfg_.layers, layout.pp, opt.vpp);
@@ -104,7 +108,9 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
   grid_ = make_grid(world, layout);
   threads_ = threads_per_rank(grid_.local_ranks);
   be_ = make_cpu_backend(threads_);
-  params_ = std::make_unique<ShardedParams>(*be_, *grid_.dp_cp, std::move(mine), opt.zero);
+  params_ = std::make_unique<ShardedParams>(*be_, *grid_.dp_cp, std::move(mine), opt.zero,
+                                            opt.sp ? grid_.tp.get() : nullptr);
+  const TensorParallel tp{*grid_.tp, opt.sp};
   for (size_t u = 0; u < init.size(); ++u) params_->load(int(u), init[u]);
   init.clear();
 
@@ -112,7 +118,7 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
     if (c.stage != grid_.coord.pp) continue;
     std::vector<int> local;
     for (int g : c.units) local.push_back(place_.local_unit[g]);
-    chunks_.push_back(std::make_unique<ModelChunk>(*be_, *grid_.tp, *grid_.cp, cfg_, *params_,
+    chunks_.push_back(std::make_unique<ModelChunk>(*be_, tp, *grid_.cp, cfg_, *params_,
                                                    std::move(local), opt.recompute));
   }
 
@@ -286,7 +292,8 @@ std::string Trainer::startup_report() const {
   std::ostringstream os;
   const Layout& l = grid_.layout;
   os << "tetra train: " << l.world() << " rank" << (l.world() > 1 ? "s" : "") << ", " << l.str()
-     << ", ZeRO-" << opt_.zero << (opt_.recompute ? ", recompute full" : "") << "\n";
+     << (opt_.sp ? " with SP" : "") << ", ZeRO-" << opt_.zero
+     << (opt_.recompute ? ", recompute full" : "") << "\n";
   os << "  model: " << cfg_.str() << "; " << std::fixed << std::setprecision(2)
      << cfg_.total_params() / 1e6 << "M parameters (" << cfg_.matmul_params() / 1e6
      << "M in matmuls)\n";

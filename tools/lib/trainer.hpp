@@ -45,6 +45,7 @@ class Trainer {
   const Grid& grid() const { return grid_; }
   const ModelConfig& model() const { return cfg_; }
   ShardedParams& params() { return *params_; }
+  Backend& backend() { return *be_; }
   int micro_batches() const { return micro_batches_; }
   int micro_batch() const { return micro_batch_; }
   double peak_flops() const { return peak_flops_; }  // per rank

@@ -1,0 +1,244 @@
+// Pipeline schedules and their simulator; see schedule.hpp for the contract.
+//
+// GPipe: all m forwards, then all m backwards, both in micro-batch order 0..m-1 (the same
+// order as 1F1B, so gradients accumulate identically; reverse order would be just as valid
+// for the dependencies, since every rank finishes all forwards before its first backward).
+//
+// 1F1B (PipeDream-Flush, Megatron's non-interleaved schedule): rank r runs
+// W = min(PP - r - 1, m) warm-up forwards, then alternates one forward and one backward,
+// then runs the remaining W backwards. PP = 4, m = 8 (F3 = forward of micro-batch 3):
+//
+//   rank 0: F0 F1 F2 | F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 | B5 B6 B7
+//   rank 1: F0 F1    | F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 | B6 B7
+//   rank 2: F0       | F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 F6 B5 F7 B6 | B7
+//   rank 3:          | F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7
+//
+// Interleaved 1F1B (Narayanan et al. 2021, Megatron's interleaved schedule): each rank owns
+// V chunks and runs V m forwards and V m backwards. The k-th forward of a rank is micro-batch
+// (k / (PP V)) PP + k % PP of chunk (k / PP) % V: groups of PP micro-batches sweep through
+// chunk 0, then chunk 1, ... The k-th backward is the same micro-batch of chunk
+// V - 1 - (k / PP) % V. Warm-up W = min(2 (PP - r - 1) + (V - 1) PP, V m) forwards, then
+// forward W + i alternates with backward i, then the remaining backwards. PP = 2, V = 2,
+// m = 4, rank 0 (F1.0 = forward of micro-batch 1 on virtual stage 0):
+//
+//   F0.0 F1.0 F0.1 F1.1 | F2.0 B0.1 F3.0 B1.1 F2.1 B0.0 F3.1 B1.0 | B2.1 B3.1 B2.0 B3.0
+#include "parallel/schedule.hpp"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include "model/error.hpp"
+
+namespace tetra {
+
+ScheduleKind parse_schedule(const std::string& name) {
+  if (name == "gpipe") return ScheduleKind::GPipe;
+  if (name == "1f1b") return ScheduleKind::OneFOneB;
+  if (name == "interleaved") return ScheduleKind::Interleaved;
+  fail("unknown pipeline schedule '", name, "' (--schedule takes gpipe, 1f1b or interleaved)");
+}
+
+const char* schedule_name(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::GPipe:
+      return "gpipe";
+    case ScheduleKind::OneFOneB:
+      return "1f1b";
+    case ScheduleKind::Interleaved:
+      return "interleaved";
+  }
+  return "?";
+}
+
+void check_schedule(ScheduleKind kind, int pp, int vpp, int m) {
+  check(pp >= 1, "--pp must be at least 1 (got ", pp, ")");
+  check(vpp >= 1, "--vpp must be at least 1 (got ", vpp, ")");
+  check(m >= pp, "the pipeline needs at least PP micro-batches per step: --global-batch / (DP * ",
+        "micro-batch) = ", m, " micro-batch", m == 1 ? "" : "es", ", fewer than PP = ", pp,
+        " stages");
+  check(vpp == 1 || kind == ScheduleKind::Interleaved, "--vpp ", vpp,
+        " needs --schedule interleaved (got ", schedule_name(kind), ")");
+  check(kind != ScheduleKind::Interleaved || m % pp == 0,
+        "--schedule interleaved needs the micro-batch count to be a multiple of PP: ",
+        "--global-batch / (DP * micro-batch) = ", m, " is not a multiple of PP = ", pp);
+}
+
+namespace {
+
+void check_rank(int pp, int rank) {
+  check(rank >= 0 && rank < pp, "pipeline rank ", rank, " is outside 0..", pp - 1);
+}
+
+// Interleaved with V == 1 is plain 1F1B.
+bool is_interleaved(ScheduleKind kind, int vpp) {
+  return kind == ScheduleKind::Interleaved && vpp > 1;
+}
+
+}  // namespace
+
+int warmup_forwards(ScheduleKind kind, int pp, int vpp, int m, int rank) {
+  check_schedule(kind, pp, vpp, m);
+  check_rank(pp, rank);
+  if (kind == ScheduleKind::GPipe) return m;
+  if (!is_interleaved(kind, vpp)) return std::min(pp - rank - 1, m);
+  // Megatron's count: (V - 1) PP forwards for the sweeps through the earlier chunks, then
+  // 2 (PP - r - 1) to keep rank r busy while micro-batch 0 runs to the last rank and its
+  // gradient comes back. With zero communication time PP - r - 1 would do (the simulator
+  // gives the same makespan); the rest is slack for transfer latency.
+  return std::min(2 * (pp - rank - 1) + (vpp - 1) * pp, vpp * m);
+}
+
+int max_in_flight_bound(ScheduleKind kind, int pp, int vpp, int m, int rank) {
+  const int total = (kind == ScheduleKind::Interleaved ? vpp : 1) * m;
+  const int w = warmup_forwards(kind, pp, vpp, m, rank);
+  // Warm-up leaves w in flight; the steady state's forward raises that to w + 1 before its
+  // backward lowers it again, unless there is no steady state (w == total).
+  return std::min(w + 1, total);
+}
+
+std::vector<Action> make_schedule(ScheduleKind kind, int pp, int vpp, int m, int rank) {
+  const int w = warmup_forwards(kind, pp, vpp, m, rank);
+  const int v = vpp;
+  const int total = v * m;  // forwards (and backwards) on this rank; v == 1 unless interleaved
+  // k-th forward / backward of this rank. For v == 1 both reduce to micro-batch k, chunk 0.
+  auto forward = [&](int k) {
+    return Action{Action::Forward, (k / (pp * v)) * pp + k % pp, (k / pp) % v};
+  };
+  auto backward = [&](int k) {
+    return Action{Action::Backward, (k / (pp * v)) * pp + k % pp, v - 1 - (k / pp) % v};
+  };
+  std::vector<Action> out;
+  out.reserve(2 * total);
+  for (int k = 0; k < w; ++k) out.push_back(forward(k));
+  for (int i = 0; i < total - w; ++i) {
+    out.push_back(forward(w + i));
+    out.push_back(backward(i));
+  }
+  for (int k = total - w; k < total; ++k) out.push_back(backward(k));
+  return out;
+}
+
+BubbleForms bubble_forms(ScheduleKind kind, int pp, int vpp, int m) {
+  check_schedule(kind, pp, vpp, m);
+  const double units = double(vpp) * m;  // vpp == 1 unless interleaved
+  return {(pp - 1) / (units + pp - 1), (pp - 1) / units};
+}
+
+double bubble_formula(ScheduleKind kind, int pp, int vpp, int m) {
+  const BubbleForms b = bubble_forms(kind, pp, vpp, m);
+  return kind == ScheduleKind::Interleaved ? b.of_compute : b.of_step;
+}
+
+std::string to_string(const std::vector<Action>& actions) {
+  std::ostringstream os;
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const Action& a = actions[i];
+    os << (i ? " " : "") << (a.kind == Action::Forward ? 'F' : 'B') << a.micro_batch << '.'
+       << a.chunk;
+  }
+  return os.str();
+}
+
+SimResult simulate(ScheduleKind kind, int pp, int vpp, int m, double tf, double tb) {
+  check_schedule(kind, pp, vpp, m);
+  std::vector<std::vector<Action>> ranks;
+  for (int r = 0; r < pp; ++r) ranks.push_back(make_schedule(kind, pp, vpp, m, r));
+  return simulate(ranks, vpp, m, tf, tb);
+}
+
+SimResult simulate(const std::vector<std::vector<Action>>& ranks, int vpp, int m, double tf,
+                   double tb) {
+  const int pp = int(ranks.size());
+  check(pp >= 1 && vpp >= 1 && m >= 1, "simulate: need PP, V and m at least 1");
+  check(tf >= 0 && tb >= 0, "simulate: costs must not be negative");
+  const int chunks = pp * vpp;
+  // Every list must hold F and B of each (micro-batch, own chunk) exactly once.
+  for (int r = 0; r < pp; ++r) {
+    std::vector<int> seen(size_t(2) * m * vpp, 0);
+    for (const Action& a : ranks[r]) {
+      check(a.micro_batch >= 0 && a.micro_batch < m && a.chunk >= 0 && a.chunk < vpp,
+            "simulate: rank ", r, " has an action out of range: ", to_string({a}));
+      check(++seen[(size_t(a.kind) * m + a.micro_batch) * vpp + a.chunk] == 1, "simulate: rank ", r,
+            " runs ", to_string({a}), " twice");
+    }
+    check(ranks[r].size() == seen.size(), "simulate: rank ", r, " runs ", ranks[r].size(),
+          " actions, not 2 * V * m = ", seen.size());
+  }
+
+  // End times of F(mb, k) and B(mb, k) by model chunk k, or kNotYet.
+  constexpr double kNotYet = -1;
+  std::vector<double> f_end(size_t(m) * chunks, kNotYet), b_end(size_t(m) * chunks, kNotYet);
+  auto at = [&](std::vector<double>& t, int mb, int k) -> double& {
+    return t[size_t(mb) * chunks + k];
+  };
+
+  SimResult res;
+  res.busy.assign(pp, 0);
+  res.idle.assign(pp, 0);
+  res.max_in_flight.assign(pp, 0);
+  res.timeline.assign(pp, {});
+  std::vector<size_t> next(pp, 0);
+  std::vector<double> clock(pp, 0);
+  std::vector<int> in_flight(pp, 0);
+
+  // Each rank runs its list in order; an action starts when the rank is free and its input
+  // is done. Start times depend only on those two, so sweeping the ranks until nobody can
+  // move gives the same timeline as a time-ordered event queue.
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int r = 0; r < pp; ++r) {
+      while (next[r] < ranks[r].size()) {
+        const Action& a = ranks[r][next[r]];
+        const int k = a.chunk * pp + r;
+        double ready = 0;
+        if (a.kind == Action::Forward) {
+          ready = k > 0 ? at(f_end, a.micro_batch, k - 1) : 0;
+        } else {
+          ready = k + 1 < chunks ? at(b_end, a.micro_batch, k + 1) : at(f_end, a.micro_batch, k);
+          // The rank's own forward too: a list may put B(mb, k) before F(mb, k).
+          if (at(f_end, a.micro_batch, k) == kNotYet) ready = kNotYet;
+        }
+        if (ready == kNotYet) break;
+        const bool fwd = a.kind == Action::Forward;
+        const double start = std::max(clock[r], ready), end = start + (fwd ? tf : tb);
+        at(fwd ? f_end : b_end, a.micro_batch, k) = end;
+        clock[r] = end;
+        res.busy[r] += end - start;
+        res.timeline[r].push_back({a, start, end});
+        in_flight[r] += fwd ? 1 : -1;
+        res.max_in_flight[r] = std::max(res.max_in_flight[r], in_flight[r]);
+        ++next[r];
+        moved = true;
+      }
+    }
+  }
+  for (int r = 0; r < pp; ++r) {
+    res.deadlock = res.deadlock || next[r] < ranks[r].size();
+    res.makespan = std::max(res.makespan, clock[r]);
+  }
+  for (int r = 0; r < pp; ++r) res.idle[r] = res.makespan - res.busy[r];
+
+  // Message order per link: the sender's send order against the receiver's order of the
+  // actions that consume them. A message is (0 activation / 1 gradient, micro-batch,
+  // receiving chunk); both kinds share the link, so one FIFO per link is enough.
+  using Message = std::tuple<int, int, int>;
+  std::map<std::pair<int, int>, std::vector<Message>> sent, used;  // by (from rank, to rank)
+  for (int r = 0; r < pp; ++r) {
+    for (const Action& a : ranks[r]) {
+      const int k = a.chunk * pp + r, mb = a.micro_batch;
+      if (a.kind == Action::Forward) {
+        if (k + 1 < chunks) sent[{r, (k + 1) % pp}].push_back({0, mb, k + 1});
+        if (k > 0) used[{(k - 1) % pp, r}].push_back({0, mb, k});
+      } else {
+        if (k > 0) sent[{r, (k - 1) % pp}].push_back({1, mb, k - 1});
+        if (k + 1 < chunks) used[{(k + 1) % pp, r}].push_back({1, mb, k});
+      }
+    }
+  }
+  res.in_order = sent == used;
+  return res;
+}
+
+}  // namespace tetra

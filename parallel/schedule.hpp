@@ -1,0 +1,100 @@
+// Pipeline schedules as pure functions: (kind, PP, V, m, rank) -> the ordered forward and
+// backward actions that pipeline rank runs in one step, plus a discrete-event simulator that
+// runs all ranks' lists against the cross-stage dependencies (the evidence that a schedule
+// cannot deadlock and that its bubble matches the formula).
+//
+// The model is cut into K = PP * V chunks; chunk k lives on rank k % PP as its virtual stage
+// v = k / PP. F(mb, k) needs F(mb, k - 1); B(mb, k) needs B(mb, k + 1), and B(mb, K - 1)
+// needs F(mb, K - 1). Activations flow from chunk k to chunk k + 1 (rank r -> r + 1, and
+// from the last rank's chunk v to rank 0's chunk v + 1), gradients the other way.
+//
+// Properties every schedule here has (tested in tests/unit/test_schedule.cpp):
+// - each rank runs F and B of every (micro-batch, own chunk) exactly once, F before B;
+// - for each chunk, forwards and backwards run in increasing micro-batch order, so weight
+//   gradients accumulate in the same order under every schedule (bitwise-equal results);
+// - all ranks run their chunks' actions in the same global (micro-batch, chunk) order, so
+//   every link (rank pair) carries its activations and gradients, both kinds together, in
+//   the order the receiver consumes them: an executor that posts receives in action order
+//   and sends as soon as results exist never mismatches, even with one tag per link, and
+//   never deadlocks (SimResult::in_order, SimResult::deadlock).
+#pragma once
+#include <string>
+#include <vector>
+
+namespace tetra {
+
+enum class ScheduleKind { GPipe, OneFOneB, Interleaved };
+
+// "gpipe", "1f1b", "interleaved"; anything else throws tetra::Error.
+ScheduleKind parse_schedule(const std::string& name);
+const char* schedule_name(ScheduleKind kind);
+
+struct Action {
+  enum Kind { Forward, Backward } kind;
+  int micro_batch;
+  int chunk;  // virtual stage v on this rank (0..V-1); model chunk id = v * PP + rank
+  bool operator==(const Action&) const = default;
+};
+
+// Throws tetra::Error unless PP >= 1, V >= 1, m >= PP, V == 1 for gpipe and 1f1b, and
+// m % PP == 0 for interleaved. Interleaved with V == 1 is allowed and yields exactly the
+// 1F1B order (Megatron's doubled warm-up only pays off with V > 1); it still needs
+// m % PP == 0, so the rule for `--schedule interleaved` does not depend on V.
+void check_schedule(ScheduleKind kind, int pp, int vpp, int micro_batches);
+
+// Ordered actions pipeline rank `rank` runs in one step (2 * V * m of them).
+std::vector<Action> make_schedule(ScheduleKind kind, int pp, int vpp, int micro_batches, int rank);
+
+// Forwards a rank runs before its first backward (GPipe: all m).
+int warmup_forwards(ScheduleKind kind, int pp, int vpp, int micro_batches, int rank);
+
+// Most (micro-batch, chunk) pairs whose forward is done and backward is not, on `rank`:
+// GPipe m; 1F1B PP - rank; interleaved min(W + 1, V * m) with the warm-up
+// W = 2 (PP - rank - 1) + (V - 1) PP, i.e. at most (V + 1) PP - 1 chunk activations on
+// rank 0 (each a 1/V share of the rank's layers: about PP + (PP - 1) / V micro-batches of
+// full-stage activations, against PP for 1F1B).
+int max_in_flight_bound(ScheduleKind kind, int pp, int vpp, int micro_batches, int rank);
+
+// The idle share with equal stage costs, both ways: of_compute = idle / compute per rank
+// = (PP - 1) / (V m); of_step = idle / step = (PP - 1) / (V m + PP - 1) (V = 1 for gpipe
+// and 1f1b, which gives (p - 1) / (m + p - 1)).
+struct BubbleForms {
+  double of_step;
+  double of_compute;
+};
+BubbleForms bubble_forms(ScheduleKind kind, int pp, int vpp, int micro_batches);
+
+// The form design.md reports: gpipe and 1f1b: of_step, (p - 1) / (m + p - 1);
+// interleaved: of_compute, (p - 1) / (V m).
+double bubble_formula(ScheduleKind kind, int pp, int vpp, int micro_batches);
+
+struct TimedAction {
+  Action action;
+  double start;
+  double end;
+};
+
+struct SimResult {
+  double makespan = 0;             // end of the last action on any rank
+  std::vector<double> busy;        // per rank: compute time
+  std::vector<double> idle;        // per rank: makespan - busy
+  std::vector<int> max_in_flight;  // per rank: most forwards done with backward not done
+  bool deadlock = false;           // some rank could not run its next action, ever
+  bool in_order = true;            // every link carries its messages (both kinds) in receive order
+  std::vector<std::vector<TimedAction>> timeline;  // per rank: what ran, when
+};
+
+// All PP ranks run make_schedule(kind, ...) with forward cost tf and backward cost tb per
+// chunk and zero communication time; each action starts as soon as its rank is free and its
+// input exists. A deadlock is reported (deadlock = true, timeline holds what ran), not thrown.
+SimResult simulate(ScheduleKind kind, int pp, int vpp, int micro_batches, double tf, double tb);
+
+// The same for arbitrary per-rank lists (ranks.size() = PP). Throws tetra::Error when a list
+// is not a permutation of F and B of every (micro-batch < m, chunk < V).
+SimResult simulate(const std::vector<std::vector<Action>>& ranks, int vpp, int micro_batches,
+                   double tf, double tb);
+
+// "F0.0 F1.0 B0.0 ..." (F<micro-batch>.<chunk>), for messages and debugging.
+std::string to_string(const std::vector<Action>& actions);
+
+}  // namespace tetra

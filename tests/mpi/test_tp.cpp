@@ -1,0 +1,83 @@
+// [3/9] Tensor parallelism, with and without sequence parallelism, alone and with DP under
+// ZeRO 1 and 3, against a single rank; the collective pattern per block; logits never
+// gathered.
+#include <doctest/doctest.h>
+
+#include "layout_check.hpp"
+
+using namespace tetra;
+using namespace tetra::test;
+
+namespace {
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+std::vector<std::string> cat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("tp: TP 2 and 4, alone and with DP 2 under ZeRO 1 and 3, with and without --sp") {
+  const std::vector<std::string> batch = {"--global-batch", "4", "--micro-batch", "1"};
+  const RunResult ref = run_on(1, batch, 5);
+  const int L = 4;  // layers of tiny_model()
+  for (int tp : {2, 4}) {
+    for (int dp_zero : {0, 1, 3}) {  // 0: TP alone
+      for (bool sp : {false, true}) {
+        std::vector<std::string> args = cat(batch, {"--tp", std::to_string(tp)});
+        if (dp_zero) args = cat(args, {"--dp", "2", "--zero", std::to_string(dp_zero)});
+        if (sp) args.push_back("--sp");
+        const int ranks = tp * (dp_zero ? 2 : 1);
+        const RunResult run = run_on(ranks, args, 5);
+        if (world_rank() != 0) continue;
+        CAPTURE(tp);
+        CAPTURE(dp_zero);
+        CAPTURE(sp);
+        const std::string diff = compare(ref, run);
+        CHECK_MESSAGE(diff.empty(), diff);
+
+        // Collectives over the TP group in one step, m micro-batches of L blocks:
+        //   without --sp: 2 all-reduces per block forward and 2 backward, 1 after the
+        //     embedding, 1 for the head's input gradient, and the cross-entropy's 2 (max and
+        //     sum-exp) per micro-batch: m (4L + 4);
+        //   with --sp: per block 2 all-gathers and 2 reduce-scatters each way; the embedding
+        //     reduce-scatters forward and all-gathers backward, the head all-gathers forward
+        //     and reduce-scatters backward; the cross-entropy's 2 all-reduces per micro-batch
+        //     and, once per step, one all-reduce per norm weight's partial gradient (2L + 1).
+        const int m = run.micro_batches;
+        for (const StepResult& s : run.steps) {
+          const CommStats& c = s.comm.at("tp");
+          if (!sp) {
+            CHECK(c.count(CommOp::AllReduce) == m * (4 * L + 4));
+            CHECK(c.count(CommOp::AllGather) == 0);
+            CHECK(c.count(CommOp::ReduceScatter) == 0);
+          } else {
+            CHECK(c.count(CommOp::AllGather) == m * (4 * L + 2));
+            CHECK(c.count(CommOp::ReduceScatter) == m * (4 * L + 2));
+            CHECK(c.count(CommOp::AllReduce) == 2 * m + 2 * L + 1);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("tp: no rank ever holds more than vocab/TP logits per token") {
+  // A wide vocabulary and a narrow model, so that full logits [T, V] would be by far the
+  // largest buffer of a step: T = 4 * 32 tokens, V = 4096, d = 64.
+  const std::vector<std::string> args = {"--vocab",       "4096", "--global-batch", "4",
+                                         "--micro-batch", "4",    "--seq-len",      "32"};
+  for (int tp : {1, 2, 4}) {
+    const RunResult run = run_on(tp, cat(args, {"--tp", std::to_string(tp)}), 1);
+    if (world_rank() != 0) continue;
+    CAPTURE(tp);
+    const int64_t T = run.tokens_per_micro_batch, V = 4096;
+    CHECK(run.largest_alloc == T * V / tp * 4);  // the logits shard is the largest buffer
+  }
+}

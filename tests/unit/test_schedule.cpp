@@ -1,0 +1,287 @@
+// Pipeline schedules: exact orders for small cases, structural properties and a simulation
+// of every rank for all PP 1..8, V 1..4 and many m, the bubble against the formula, and the
+// errors for bad input.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "model/error.hpp"
+#include "parallel/schedule.hpp"
+
+using tetra::Action;
+using tetra::make_schedule;
+using tetra::ScheduleKind;
+using tetra::simulate;
+using tetra::to_string;
+
+namespace {
+
+doctest::Contains has(const std::string& part) {
+  return doctest::Contains(part.c_str());
+}
+
+struct Case {
+  ScheduleKind kind;
+  int pp, vpp, m;
+};
+
+// Every valid (kind, PP, V, m) with PP <= 8 and V <= 4: m from PP to 3 PP + 2 for gpipe and
+// 1f1b, m = PP, 2 PP, 3 PP, 4 PP for interleaved.
+std::vector<Case> all_cases() {
+  std::vector<Case> out;
+  for (int pp = 1; pp <= 8; ++pp) {
+    for (int m = pp; m <= 3 * pp + 2; ++m) {
+      out.push_back({ScheduleKind::GPipe, pp, 1, m});
+      out.push_back({ScheduleKind::OneFOneB, pp, 1, m});
+    }
+    for (int v = 1; v <= 4; ++v)
+      for (int g = 1; g <= 4; ++g) out.push_back({ScheduleKind::Interleaved, pp, v, g * pp});
+  }
+  return out;
+}
+
+std::string name(const Case& c) {
+  return std::string(tetra::schedule_name(c.kind)) + " PP=" + std::to_string(c.pp) +
+         " V=" + std::to_string(c.vpp) + " m=" + std::to_string(c.m);
+}
+
+}  // namespace
+
+TEST_CASE("schedule: names") {
+  CHECK(tetra::parse_schedule("gpipe") == ScheduleKind::GPipe);
+  CHECK(tetra::parse_schedule("1f1b") == ScheduleKind::OneFOneB);
+  CHECK(tetra::parse_schedule("interleaved") == ScheduleKind::Interleaved);
+  for (auto k : {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved})
+    CHECK(tetra::parse_schedule(tetra::schedule_name(k)) == k);
+  for (const char* bad : {"", "GPipe", "1F1B", "pipedream", "interleave"})
+    CHECK_THROWS_WITH_AS(tetra::parse_schedule(bad), has("gpipe, 1f1b or interleaved"),
+                         tetra::Error);
+}
+
+TEST_CASE("schedule: bad input is refused with a clear message") {
+  using K = ScheduleKind;
+  for (auto k : {K::GPipe, K::OneFOneB, K::Interleaved}) {
+    CHECK_THROWS_WITH_AS(make_schedule(k, 4, 1, 3, 0), has("3 micro-batches, fewer than PP = 4"),
+                         tetra::Error);
+    CHECK_THROWS_WITH_AS(tetra::simulate(k, 8, 1, 1, 1, 2), has("1 micro-batch, fewer"),
+                         tetra::Error);
+    CHECK_THROWS_WITH_AS(tetra::bubble_formula(k, 2, 1, 1), has("fewer than PP = 2"), tetra::Error);
+    CHECK_THROWS_AS(make_schedule(k, 0, 1, 4, 0), tetra::Error);
+    CHECK_THROWS_AS(make_schedule(k, 2, 0, 4, 0), tetra::Error);
+    CHECK_THROWS_WITH_AS(make_schedule(k, 2, 1, 4, 2), has("rank 2 is outside 0..1"), tetra::Error);
+    CHECK_THROWS_AS(make_schedule(k, 2, 1, 4, -1), tetra::Error);
+  }
+  CHECK_THROWS_WITH_AS(make_schedule(K::Interleaved, 4, 2, 6, 0),
+                       has("6 is not a multiple of PP = 4"), tetra::Error);
+  // The rule does not depend on V, even though V == 1 runs the 1F1B order.
+  CHECK_THROWS_AS(make_schedule(K::Interleaved, 4, 1, 6, 0), tetra::Error);
+  CHECK_THROWS_WITH_AS(make_schedule(K::OneFOneB, 4, 2, 8, 0),
+                       has("--vpp 2 needs --schedule interleaved (got 1f1b)"), tetra::Error);
+  CHECK_THROWS_WITH_AS(tetra::bubble_formula(K::GPipe, 2, 3, 8),
+                       has("--vpp 3 needs --schedule interleaved (got gpipe)"), tetra::Error);
+}
+
+TEST_CASE("schedule: exact orders of small cases") {
+  // The examples in schedule.cpp's header comment.
+  const std::vector<std::string> onef1b = {
+      "F0.0 F1.0 F2.0 F3.0 B0.0 F4.0 B1.0 F5.0 B2.0 F6.0 B3.0 F7.0 B4.0 B5.0 B6.0 B7.0",
+      "F0.0 F1.0 F2.0 B0.0 F3.0 B1.0 F4.0 B2.0 F5.0 B3.0 F6.0 B4.0 F7.0 B5.0 B6.0 B7.0",
+      "F0.0 F1.0 B0.0 F2.0 B1.0 F3.0 B2.0 F4.0 B3.0 F5.0 B4.0 F6.0 B5.0 F7.0 B6.0 B7.0",
+      "F0.0 B0.0 F1.0 B1.0 F2.0 B2.0 F3.0 B3.0 F4.0 B4.0 F5.0 B5.0 F6.0 B6.0 F7.0 B7.0"};
+  for (int r = 0; r < 4; ++r)
+    CHECK(to_string(make_schedule(ScheduleKind::OneFOneB, 4, 1, 8, r)) == onef1b[r]);
+  CHECK(to_string(make_schedule(ScheduleKind::GPipe, 2, 1, 3, 1)) ==
+        "F0.0 F1.0 F2.0 B0.0 B1.0 B2.0");
+  CHECK(to_string(make_schedule(ScheduleKind::Interleaved, 2, 2, 4, 0)) ==
+        "F0.0 F1.0 F0.1 F1.1 F2.0 B0.1 F3.0 B1.1 F2.1 B0.0 F3.1 B1.0 B2.1 B3.1 B2.0 B3.0");
+  CHECK(to_string(make_schedule(ScheduleKind::Interleaved, 2, 2, 4, 1)) ==
+        "F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 F2.0 B0.0 F3.0 B1.0 F2.1 B2.1 F3.1 B3.1 B2.0 B3.0");
+  // Interleaved with V == 1 is exactly 1F1B.
+  for (int r = 0; r < 4; ++r)
+    CHECK(make_schedule(ScheduleKind::Interleaved, 4, 1, 8, r) ==
+          make_schedule(ScheduleKind::OneFOneB, 4, 1, 8, r));
+}
+
+TEST_CASE("schedule: each rank runs every action once, in warm-up / 1F1B / cool-down shape") {
+  for (const Case& c : all_cases()) {
+    INFO(name(c));
+    const int v = c.kind == ScheduleKind::Interleaved ? c.vpp : 1, total = v * c.m;
+    for (int r = 0; r < c.pp; ++r) {
+      INFO("rank ", r);
+      const auto acts = make_schedule(c.kind, c.pp, c.vpp, c.m, r);
+      REQUIRE(int(acts.size()) == 2 * total);
+      // Exactly once each, forward before backward.
+      std::map<std::tuple<int, int, int>, int> pos;
+      for (int i = 0; i < int(acts.size()); ++i) {
+        const Action& a = acts[i];
+        REQUIRE(a.micro_batch >= 0);
+        REQUIRE(a.micro_batch < c.m);
+        REQUIRE(a.chunk >= 0);
+        REQUIRE(a.chunk < v);
+        CHECK(pos.emplace(std::tuple(int(a.kind), a.micro_batch, a.chunk), i).second);
+      }
+      CHECK(int(pos.size()) == 2 * total);
+      for (int mb = 0; mb < c.m; ++mb)
+        for (int ch = 0; ch < v; ++ch)
+          CHECK(pos[{Action::Forward, mb, ch}] < pos[{Action::Backward, mb, ch}]);
+      // Per chunk, forwards and backwards in increasing micro-batch order.
+      std::map<std::pair<int, int>, int> last;  // (kind, chunk) -> last micro-batch
+      for (const Action& a : acts) {
+        auto [it, fresh] = last.emplace(std::pair(int(a.kind), a.chunk), a.micro_batch);
+        if (!fresh) CHECK(a.micro_batch == it->second + 1);
+        it->second = a.micro_batch;
+      }
+      // Shape: W forwards, then F B pairs, then W backwards; forwards and backwards follow
+      // the interleaved order (V == 1: micro-batch k, chunk 0).
+      const int w = tetra::warmup_forwards(c.kind, c.pp, c.vpp, c.m, r);
+      CHECK(w == (c.kind == ScheduleKind::GPipe ? c.m
+                  : v == 1                      ? std::min(c.pp - r - 1, c.m)
+                           : std::min(2 * (c.pp - r - 1) + (v - 1) * c.pp, total)));
+      int nf = 0, nb = 0;
+      for (int i = 0; i < int(acts.size()); ++i) {
+        const bool steady = i >= w && i < 2 * total - w;
+        const bool want_f = i < w || (steady && (i - w) % 2 == 0);
+        const Action& a = acts[i];
+        CHECK((a.kind == Action::Forward) == want_f);
+        int& k = want_f ? nf : nb;
+        const int group = (k / c.pp) % v;
+        CHECK(a.micro_batch == (k / (c.pp * v)) * c.pp + k % c.pp);
+        CHECK(a.chunk == (want_f ? group : v - 1 - group));
+        ++k;
+      }
+    }
+  }
+}
+
+TEST_CASE("schedule: simulation runs without deadlock and respects every dependency") {
+  for (const Case& c : all_cases()) {
+    INFO(name(c));
+    const tetra::SimResult s = simulate(c.kind, c.pp, c.vpp, c.m, 1.0, 2.0);
+    CHECK_FALSE(s.deadlock);
+    CHECK(s.in_order);
+    const int v = c.vpp, chunks = c.pp * v;
+    // End time of every (kind, micro-batch, model chunk), from the timeline.
+    std::map<std::tuple<int, int, int>, double> end;
+    for (int r = 0; r < c.pp; ++r) {
+      const auto acts = make_schedule(c.kind, c.pp, c.vpp, c.m, r);
+      REQUIRE(s.timeline[r].size() == acts.size());
+      double free_at = 0;
+      for (size_t i = 0; i < acts.size(); ++i) {
+        const tetra::TimedAction& t = s.timeline[r][i];
+        CHECK(t.action == acts[i]);  // in list order, one at a time
+        CHECK(t.start >= free_at);
+        CHECK(t.end == t.start + (t.action.kind == Action::Forward ? 1.0 : 2.0));
+        free_at = t.end;
+        end[{int(t.action.kind), t.action.micro_batch, t.action.chunk * c.pp + r}] = t.end;
+      }
+    }
+    for (int r = 0; r < c.pp; ++r) {
+      for (const tetra::TimedAction& t : s.timeline[r]) {
+        const int k = t.action.chunk * c.pp + r, mb = t.action.micro_batch;
+        if (t.action.kind == Action::Forward) {
+          if (k > 0) CHECK(t.start >= end.at({Action::Forward, mb, k - 1}));
+        } else {
+          CHECK(t.start >= end.at({Action::Forward, mb, k}));
+          if (k + 1 < chunks) CHECK(t.start >= end.at({Action::Backward, mb, k + 1}));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("schedule: in-flight micro-batches stay within the schedule's bound") {
+  for (const Case& c : all_cases()) {
+    INFO(name(c));
+    const tetra::SimResult s = simulate(c.kind, c.pp, c.vpp, c.m, 1.0, 2.0);
+    for (int r = 0; r < c.pp; ++r) {
+      INFO("rank ", r);
+      const int bound = tetra::max_in_flight_bound(c.kind, c.pp, c.vpp, c.m, r);
+      CHECK(s.max_in_flight[r] == bound);  // the bound is reached, never exceeded
+      switch (c.kind) {
+        case ScheduleKind::GPipe:
+          CHECK(bound == c.m);
+          break;
+        case ScheduleKind::OneFOneB:
+          CHECK(bound == c.pp - r);
+          break;
+        case ScheduleKind::Interleaved:
+          // V == 1 is 1F1B; otherwise Megatron's warm-up plus one, at most (V + 1) PP - 1.
+          if (c.vpp == 1) {
+            CHECK(bound == c.pp - r);
+          } else {
+            CHECK(bound == std::min(2 * (c.pp - r - 1) + (c.vpp - 1) * c.pp + 1, c.vpp * c.m));
+            CHECK(bound <= (c.vpp + 1) * c.pp - 1);
+          }
+          break;
+      }
+    }
+  }
+}
+
+// With equal stages, rank PP-1 cannot start before micro-batch 0 crossed PP-1 chunks
+// ((PP-1) f with per-chunk forward cost f), then computes V m (f + b), and the gradient of
+// its last backward still has PP-1 chunks to cross ((PP-1) b). So the step takes at least
+// V m (f + b) + (PP-1)(f + b); all three schedules reach that bound exactly, for any ratio of
+// b to f. Every rank computes V m (f + b), so each idles (PP-1)(f + b): with stage costs
+// tf = V f and tb = V b that is idle / step = (PP-1) / (m + PP-1) for V = 1 and
+// idle / compute = (PP-1) / (V m) for interleaved, the formulas of design.md.
+TEST_CASE("schedule: simulated bubble equals the formula with equal stage costs") {
+  for (double ratio : {2.0, 1.0, 3.0, 0.5}) {
+    for (const Case& c : all_cases()) {
+      INFO(name(c), " tb/tf=", ratio);
+      const int v = c.vpp;
+      // Stage costs 12 and 12 ratio split into V chunks: exact in binary for V <= 4.
+      const double tf = 12.0, tb = 12.0 * ratio, f = tf / v, b = tb / v;
+      const tetra::SimResult s = simulate(c.kind, c.pp, v, c.m, f, b);
+      REQUIRE_FALSE(s.deadlock);
+      const double compute = c.m * (tf + tb), idle = (c.pp - 1) * (f + b);
+      CHECK(std::abs(s.makespan - (compute + idle)) <= 1e-9 * s.makespan);
+      if (c.kind != ScheduleKind::Interleaved)
+        CHECK(std::abs(s.makespan - (c.m + c.pp - 1) * (tf + tb)) <= 1e-9 * s.makespan);
+      const tetra::BubbleForms forms = tetra::bubble_forms(c.kind, c.pp, v, c.m);
+      const double formula = tetra::bubble_formula(c.kind, c.pp, v, c.m);
+      for (int r = 0; r < c.pp; ++r) {
+        INFO("rank ", r);
+        CHECK(std::abs(s.busy[r] - compute) <= 1e-9 * compute);
+        CHECK(std::abs(s.idle[r] - idle) <= 1e-9 * s.makespan);
+        CHECK(std::abs(s.idle[r] / s.makespan - forms.of_step) <= 1e-9);
+        CHECK(std::abs(s.idle[r] / s.busy[r] - forms.of_compute) <= 1e-9);
+        const double measured =
+            c.kind == ScheduleKind::Interleaved ? s.idle[r] / s.busy[r] : s.idle[r] / s.makespan;
+        CHECK(std::abs(measured - formula) <= 1e-9);
+      }
+    }
+  }
+  // Spot values: PP = 4, m = 8.
+  CHECK(tetra::bubble_formula(ScheduleKind::OneFOneB, 4, 1, 8) == doctest::Approx(3.0 / 11));
+  CHECK(tetra::bubble_formula(ScheduleKind::GPipe, 4, 1, 8) == doctest::Approx(3.0 / 11));
+  CHECK(tetra::bubble_formula(ScheduleKind::Interleaved, 4, 2, 8) == doctest::Approx(3.0 / 16));
+}
+
+TEST_CASE("schedule: the simulator reports deadlocks, out-of-order links and bad lists") {
+  auto F = [](int mb) { return Action{Action::Forward, mb, 0}; };
+  auto B = [](int mb) { return Action{Action::Backward, mb, 0}; };
+  // Rank 0 waits in B0 for rank 1's B0; rank 1 waits in F1 for rank 0's F1: a cycle.
+  const tetra::SimResult dead =
+      simulate({{F(0), B(0), F(1), B(1)}, {F(1), F(0), B(0), B(1)}}, 1, 2, 1.0, 2.0);
+  CHECK(dead.deadlock);
+  CHECK(dead.timeline[0].size() == 1);
+  CHECK(dead.timeline[1].empty());
+  // Runs, but rank 1 needs activation 1 before activation 0, which rank 0 sends first.
+  const tetra::SimResult swapped =
+      simulate({{F(0), F(1), B(0), B(1)}, {F(1), B(1), F(0), B(0)}}, 1, 2, 1.0, 2.0);
+  CHECK_FALSE(swapped.deadlock);
+  CHECK_FALSE(swapped.in_order);
+  // A backward listed before its own forward on the last rank can never run.
+  CHECK(simulate({{B(0), F(0)}}, 1, 1, 1.0, 1.0).deadlock);
+  CHECK_THROWS_WITH_AS(simulate({{F(0), F(0), B(0), B(1)}}, 1, 2, 1.0, 1.0), has("twice"),
+                       tetra::Error);
+  CHECK_THROWS_WITH_AS(simulate({{F(0), B(0)}}, 1, 2, 1.0, 1.0), has("not 2 * V * m = 4"),
+                       tetra::Error);
+  CHECK_THROWS_WITH_AS(simulate({{F(0), B(2)}}, 1, 1, 1.0, 1.0), has("out of range"), tetra::Error);
+}
