@@ -203,4 +203,10 @@ TEST_CASE("cli: layouts under mpirun stop every rank with one message") {
   expect_error(model + "--tp 4 --heads 4 --kv-heads 4 --ffn-dim 30",
                "--ffn-dim 30 is not divisible by TP 4", 4);
   expect_error(model + "--tp 2 --sp --global-batch 1 --seq-len 7", "which does not divide them", 2);
+  expect_error(model + "--pp 2 --global-batch 2 --micro-batch 2", "fewer than PP = 2 stages", 2);
+  expect_error(model + "--pp 2 --schedule interleaved --global-batch 5 --micro-batch 1",
+               "interleaved", 2);
+  expect_error(model + "--pp 2 --vpp 2 --global-batch 4", "4 chunks is more than the 2 layers", 2);
+  expect_error(model + "--pp 2 --vpp 2 --schedule 1f1b --layers 4 --global-batch 4", "interleaved",
+               2);
 }

@@ -61,9 +61,6 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
           ": this build trains on the CPU backend only");
     check(opt.dtype == "fp32", "--dtype ", opt.dtype,
           " needs --device cuda; the CPU computes fp32");
-    check(layout.pp == 1 && opt.vpp == 1,
-          "--pp and --vpp above 1 need the pipeline executor, "
-          "which this build does not have yet");
     check(layout.cp == 1,
           "--cp above 1 needs context parallelism, which this build does not "
           "have yet");
@@ -90,6 +87,10 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
     check(per_dp % micro_batch_ == 0, "--global-batch ", opt.global_batch,
           " is not divisible by DP * micro-batch = ", layout.dp, " * ", micro_batch_);
     micro_batches_ = per_dp / micro_batch_;
+    // --vpp above 1 without --schedule means the interleaved schedule.
+    schedule_ = parse_schedule(opt.vpp > 1 && !opt.given.count("--schedule") ? "interleaved"
+                                                                             : opt.schedule);
+    check_schedule(schedule_, layout.pp, opt.vpp, micro_batches_);
     const int64_t tokens = int64_t(micro_batch_) * S / layout.cp;
     check(!opt.sp || tokens % layout.tp == 0, "--sp splits the ", tokens,
           " tokens of a micro-batch on a rank over TP ", layout.tp, ", which does not divide them");
@@ -121,6 +122,12 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
     chunks_.push_back(std::make_unique<ModelChunk>(*be_, tp, *grid_.cp, cfg_, *params_,
                                                    std::move(local), opt.recompute));
   }
+
+  std::vector<ModelChunk*> mine_chunks;
+  for (auto& c : chunks_) mine_chunks.push_back(c.get());
+  const int64_t rows = tp.local_rows(int64_t(micro_batch_) * cfg_.seq_len / layout.cp);
+  executor_ = std::make_unique<PipelineExecutor>(*be_, *grid_.pp, std::move(mine_chunks), schedule_,
+                                                 micro_batches_, rows * cfg_.dim);
 
   // Positions are the same every step: RoPE angles per token, queries and keys per sequence.
   const std::vector<int32_t> seq = cp_positions(cfg_.seq_len, layout.cp, grid_.coord.cp);
@@ -213,16 +220,18 @@ StepResult Trainer::step() {
   const float loss_scale = float(1.0 / tokens);
 
   params_->begin_step(micro_batches_);
-  double loss_sum = 0;
-  ModelChunk& chunk = *chunks_.front();
-  for (int j = 0; j < micro_batches_; ++j) {
-    Buffer tok, tgt;
-    const MicroBatch mb = make_micro_batch(step_, j, tok, tgt);
-    ChunkState st;
-    chunk.forward(st, mb, nullptr);
-    loss_sum += st.loss_sum;
-    chunk.backward(st, mb, nullptr, loss_scale);
-  }
+  std::vector<Buffer> data(2 * micro_batches_);
+  std::vector<MicroBatch> mbs;
+  for (int j = 0; j < micro_batches_; ++j)
+    mbs.push_back(make_micro_batch(step_, j, data[2 * j], data[2 * j + 1]));
+  const PipelineStats pipe = executor_->run(mbs, loss_scale);
+  const double loss_sum = pipe.loss_sum;
+  // This rank's bubble in the form the schedule's formula uses: of the step for gpipe and
+  // 1f1b, of the compute for interleaved.
+  const double busy = pipe.seconds - pipe.wait_seconds;
+  const double bubble = schedule_ == ScheduleKind::Interleaved
+                            ? (busy > 0 ? pipe.wait_seconds / busy : 0.0)
+                            : (pipe.seconds > 0 ? pipe.wait_seconds / pipe.seconds : 0.0);
 
   // One all-reduce over the world for the grad norm and the loss: shards are disjoint over
   // dp_cp and pipeline stages; TP-replicated tensors and the loss count on TP rank 0 only.
@@ -230,13 +239,15 @@ StepResult Trainer::step() {
   params_->grad_sum_squares(split, replicated);
   const bool tp0 = grid_.coord.tp == 0;
   const bool last_stage = grid_.coord.pp == grid_.layout.pp - 1;
-  double sums[2] = {split + (tp0 ? replicated : 0.0), (tp0 && last_stage) ? loss_sum : 0.0};
-  grid_.world->all_reduce_host(sums, 2);
+  double sums[3] = {split + (tp0 ? replicated : 0.0), (tp0 && last_stage) ? loss_sum : 0.0, bubble};
+  grid_.world->all_reduce_host(sums, 3);
 
   StepResult r;
   r.step = step_;
   r.loss = sums[1] / tokens;
   r.grad_norm = std::sqrt(sums[0]);
+  r.bubble = sums[2] / grid_.world->size();
+  r.bubble_formula = bubble_formula(schedule_, grid_.layout.pp, opt_.vpp, micro_batches_);
   LrSchedule sched{opt_.lr, opt_.min_lr, opt_.warmup, opt_.steps};
   r.lr = sched.at(step_);
   Backend::AdamW h{
@@ -253,7 +264,7 @@ StepResult Trainer::step() {
               ? r.tokens_per_s * (model_flops_per_token(cfg_) + recompute_flops_per_token(cfg_)) /
                     (world * peak_flops_)
               : r.mfu;
-  double comm_s = 0;
+  double comm_s = -pipe.wait_seconds;  // the bubble is shown on its own
   for (Comm* c : {grid_.tp.get(), grid_.cp.get(), grid_.pp.get(), grid_.dp_cp.get()}) {
     r.comm[c->name()] = c->stats;
     comm_s += c->stats.seconds;
@@ -351,9 +362,12 @@ void Trainer::run() {
     if (!root) continue;
     std::printf(
         "step %5lld | loss %.4f | lr %.2e | gnorm %.3f | %8.0f tok/s | MFU %5.2f%% | "
-        "HFU %5.2f%% | %7.1f ms | comm %4.1f%%\n",
+        "HFU %5.2f%% | %7.1f ms | comm %4.1f%%",
         (long long)r.step, r.loss, r.lr, r.grad_norm, r.tokens_per_s, 100 * r.mfu, 100 * r.hfu,
         r.step_ms, 100 * r.comm_share);
+    if (grid_.layout.pp > 1)
+      std::printf(" | bubble %4.1f%% (formula %4.1f%%)", 100 * r.bubble, 100 * r.bubble_formula);
+    std::printf("\n");
     std::fflush(stdout);
     if (metrics) {
       json::Value j = json::Value::object();
@@ -366,6 +380,8 @@ void Trainer::run() {
       j["hfu"] = json::Value(r.hfu);
       j["step_ms"] = json::Value(r.step_ms);
       j["comm_share"] = json::Value(r.comm_share);
+      j["bubble"] = json::Value(r.bubble);
+      j["bubble_formula"] = json::Value(r.bubble_formula);
       json::Value bytes = json::Value::object();
       for (const auto& [group, s] : r.comm)
         bytes[group] = json::Value(int64_t(std::llround(s.bytes)));

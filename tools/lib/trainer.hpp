@@ -13,6 +13,7 @@
 #include "data/dataset.hpp"
 #include "model/chunk.hpp"
 #include "parallel/grid.hpp"
+#include "parallel/pipeline.hpp"
 #include "parallel/pipeline_layout.hpp"
 #include "tools/lib/options.hpp"
 
@@ -22,7 +23,11 @@ struct StepResult {
   int64_t step = 0;
   double loss = 0, lr = 0, grad_norm = 0;
   double step_ms = 0, tokens_per_s = 0, mfu = 0, hfu = 0;
-  double comm_share = 0;                  // rank 0's time in collectives / step time
+  double comm_share = 0;  // rank 0's time in communication (bubble excluded) / step time
+  // Pipeline bubble, measured (time blocked on activations or gradients, averaged over the
+  // ranks) and by the schedule's formula; of the step for gpipe and 1f1b, of the compute
+  // for interleaved.
+  double bubble = 0, bubble_formula = 0;
   std::map<std::string, CommStats> comm;  // this rank, this step, per group
 };
 
@@ -66,6 +71,8 @@ class Trainer {
   UnitPlacement place_;
   std::unique_ptr<ShardedParams> params_;
   std::vector<std::unique_ptr<ModelChunk>> chunks_;  // this stage's, in virtual-stage order
+  ScheduleKind schedule_ = ScheduleKind::OneFOneB;
+  std::unique_ptr<PipelineExecutor> executor_;
   int micro_batch_ = 1, micro_batches_ = 1;
   Buffer token_pos_, seq_pos_, key_pos_;  // positions of this rank's tokens (constant)
   int64_t local_seq_ = 0;

@@ -1,0 +1,92 @@
+#include "parallel/pipeline.hpp"
+
+#include <chrono>
+
+namespace tetra {
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+PipelineExecutor::PipelineExecutor(Backend& be, Comm& pp, std::vector<ModelChunk*> chunks,
+                                   ScheduleKind kind, int micro_batches, int64_t activation_numel)
+    : be_(be),
+      pp_(pp),
+      chunks_(std::move(chunks)),
+      micro_batches_(micro_batches),
+      activation_numel_(activation_numel),
+      actions_(make_schedule(kind, pp.size(), int(chunks_.size()), micro_batches, pp.rank())) {}
+
+int PipelineExecutor::tag(Direction d, int chunk_id, int micro_batch) const {
+  const int chunks = pp_.size() * int(chunks_.size());
+  return (int(d) * chunks + chunk_id) * micro_batches_ + micro_batch;
+}
+
+void PipelineExecutor::send(Buffer payload, int peer, int t) {
+  if (peer == pp_.rank()) {
+    mailbox_[t] = std::move(payload);
+    return;
+  }
+  PendingSend s{std::move(payload), nullptr};
+  s.request = pp_.isend(s.payload.flat(), peer, t);
+  sends_.push_back(std::move(s));
+}
+
+void PipelineExecutor::receive(Buffer& into, int peer, int t, PipelineStats& stats) {
+  if (peer == pp_.rank()) {
+    auto it = mailbox_.find(t);
+    check(it != mailbox_.end(), "pipeline: message ", t, " to self was never sent");
+    into = std::move(it->second);
+    mailbox_.erase(it);
+    return;
+  }
+  into = Buffer(be_, activation_numel_);
+  const double t0 = now_seconds();
+  pp_.recv(into.flat(), peer, t);
+  stats.wait_seconds += now_seconds() - t0;
+}
+
+PipelineStats PipelineExecutor::run(const std::vector<MicroBatch>& mbs, float loss_scale) {
+  PipelineStats stats;
+  const double t0 = now_seconds();
+  const int P = pp_.size(), r = pp_.rank(), K = P * int(chunks_.size());
+  const int prev = (r - 1 + P) % P, next = (r + 1) % P;
+  std::map<std::pair<int, int>, ChunkState> states;  // (micro-batch, virtual stage)
+
+  for (const Action& a : actions_) {
+    const int k = a.chunk * P + r;  // model chunk id
+    ModelChunk& chunk = *chunks_[a.chunk];
+    const MicroBatch& mb = mbs[a.micro_batch];
+    ChunkState& s = states[{a.micro_batch, a.chunk}];
+    if (a.kind == Action::Forward) {
+      Buffer in;
+      if (k > 0) receive(in, prev, tag(kActivation, k, a.micro_batch), stats);
+      const Tensor in_view = in.flat();
+      chunk.forward(s, mb, k > 0 ? &in_view : nullptr);
+      if (k == K - 1) {
+        stats.loss_sum += s.loss_sum;
+      } else {
+        Buffer out(be_, activation_numel_);
+        be_.copy(out.flat(), s.xs.back().flat());
+        send(std::move(out), next, tag(kActivation, k + 1, a.micro_batch));
+      }
+    } else {
+      Buffer grad;
+      if (k < K - 1) receive(grad, next, tag(kGradient, k, a.micro_batch), stats);
+      const Tensor grad_view = grad.flat();
+      chunk.backward(s, mb, k < K - 1 ? &grad_view : nullptr, loss_scale);
+      if (k > 0) send(std::move(s.dx), prev, tag(kGradient, k - 1, a.micro_batch));
+      states.erase({a.micro_batch, a.chunk});
+    }
+  }
+  for (PendingSend& s : sends_) s.request->wait();
+  sends_.clear();
+  check(mailbox_.empty(), "pipeline: ", mailbox_.size(), " messages to self left unread");
+  stats.seconds = now_seconds() - t0;
+  return stats;
+}
+
+}  // namespace tetra

@@ -1,0 +1,61 @@
+// The pipeline executor: runs one pipeline rank's schedule (parallel/schedule.hpp) over
+// its model chunks, receiving activations from the previous chunk's rank and gradients
+// from the next one's, sending its own as soon as they exist.
+//
+// Sends are non-blocking (each outgoing tensor is copied into a buffer the request owns);
+// a receive is posted when its action needs it and waited for at once, and that wait is
+// the rank's bubble. The schedules run every chunk's actions in one global (micro-batch,
+// chunk) order, so these blocking receives cannot deadlock (tests/unit/test_schedule.cpp
+// simulates every valid PP, V, m). Each message has its own tag (kind, chunk,
+// micro-batch), so matching never depends on arrival order. With one pipeline rank and
+// V > 1 the "messages" go through a local mailbox.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "model/chunk.hpp"
+#include "parallel/schedule.hpp"
+
+namespace tetra {
+
+struct PipelineStats {
+  double loss_sum = 0;      // over the micro-batches whose loss this rank computed
+  double seconds = 0;       // wall time of the whole schedule
+  double wait_seconds = 0;  // blocked in receives: the measured bubble
+};
+
+class PipelineExecutor {
+ public:
+  // chunks[v]: this rank's chunk of virtual stage v (model chunk v * PP + rank).
+  // activation_numel: elements of one activation or gradient sent between chunks.
+  PipelineExecutor(Backend& be, Comm& pp, std::vector<ModelChunk*> chunks, ScheduleKind kind,
+                   int micro_batches, int64_t activation_numel);
+
+  // Runs one step; micro_batches[j] is micro-batch j (valid for the whole call).
+  PipelineStats run(const std::vector<MicroBatch>& micro_batches, float loss_scale);
+
+  const std::vector<Action>& actions() const { return actions_; }
+
+ private:
+  enum Direction { kActivation = 0, kGradient = 1 };
+  int tag(Direction d, int chunk_id, int micro_batch) const;
+  void send(Buffer payload, int peer, int tag);
+  void receive(Buffer& into, int peer, int tag, PipelineStats& stats);
+
+  Backend& be_;
+  Comm& pp_;
+  std::vector<ModelChunk*> chunks_;
+  int micro_batches_;
+  int64_t activation_numel_;
+  std::vector<Action> actions_;
+  struct PendingSend {
+    Buffer payload;
+    std::unique_ptr<Comm::Request> request;
+  };
+  std::vector<PendingSend> sends_;
+  std::map<int, Buffer> mailbox_;  // messages to this rank itself (PP = 1, V > 1)
+};
+
+}  // namespace tetra

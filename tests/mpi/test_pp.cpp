@@ -1,0 +1,89 @@
+// [4/9] Pipeline parallelism: every schedule, PP 2 and 4, V 1 and 2, m in {PP, 2PP, 4PP},
+// alone and with TP 2 or DP 2 (ZeRO 1, 2, 3), against a single rank.
+#include <doctest/doctest.h>
+
+#include "layout_check.hpp"
+#include "parallel/schedule.hpp"
+
+using namespace tetra;
+using namespace tetra::test;
+
+namespace {
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+struct Sched {
+  const char* name;
+  int vpp;
+};
+
+}  // namespace
+
+TEST_CASE("pp: gpipe, 1f1b and interleaved (V 1, 2) over PP 2 and 4 match one rank") {
+  const std::vector<Sched> schedules = {
+      {"gpipe", 1}, {"1f1b", 1}, {"interleaved", 1}, {"interleaved", 2}};
+  std::map<int, RunResult> reference;  // by global batch; 8 layers so PP*V = 8 chunks fit
+  auto ref = [&](int G) -> const RunResult& {
+    if (!reference.count(G))
+      reference[G] = run_on(
+          1, {"--layers", "8", "--global-batch", std::to_string(G), "--micro-batch", "1"}, 4);
+    return reference[G];
+  };
+  int zero = 0;
+  for (int pp : {2, 4}) {
+    for (const Sched& s : schedules) {
+      for (int m : {pp, 2 * pp, 4 * pp}) {
+        // Alone for every m; with TP 2 and with DP 2 (cycling ZeRO stages) at m = 2 PP.
+        for (const char* with : {"", "tp", "dp"}) {
+          if (std::string(with) != "" && m != 2 * pp) continue;
+          const int dp = std::string(with) == "dp" ? 2 : 1;
+          const int tp = std::string(with) == "tp" ? 2 : 1;
+          const int G = m * dp;
+          std::vector<std::string> args = {"--layers",       "8",
+                                           "--global-batch", std::to_string(G),
+                                           "--micro-batch",  "1",
+                                           "--pp",           std::to_string(pp),
+                                           "--schedule",     s.name,
+                                           "--vpp",          std::to_string(s.vpp),
+                                           "--tp",           std::to_string(tp),
+                                           "--dp",           std::to_string(dp)};
+          if (dp > 1) args.insert(args.end(), {"--zero", std::to_string(zero++ % 3 + 1)});
+          const RunResult& r1 = ref(G);
+          const RunResult run = run_on(pp * tp * dp, args, 4);
+          if (world_rank() != 0) continue;
+          CAPTURE(pp);
+          CAPTURE(s.name);
+          CAPTURE(s.vpp);
+          CAPTURE(m);
+          CAPTURE(with);
+          CHECK(run.micro_batches == m);
+          const std::string diff = compare(r1, run);
+          CHECK_MESSAGE(diff.empty(), diff);
+          const double formula = bubble_formula(parse_schedule(s.name), pp, s.vpp, m);
+          for (const StepResult& st : run.steps) {
+            CHECK(st.bubble_formula == formula);
+            CHECK(st.bubble >= 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("pp: layers that PP*V does not divide are spread, none dropped") {
+  // 6 layers over 4 stages: chunks of 2, 2, 1, 1 blocks.
+  const std::vector<std::string> batch = {"--layers",      "6", "--global-batch", "4",
+                                          "--micro-batch", "1"};
+  const RunResult ref = run_on(1, batch, 3);
+  std::vector<std::string> args = batch;
+  args.insert(args.end(), {"--pp", "4"});
+  const RunResult run = run_on(4, args, 3);
+  if (world_rank() != 0) return;
+  CHECK(run.weights.count("model.layers.5.mlp.down_proj.weight") == 1);
+  const std::string diff = compare(ref, run);
+  CHECK_MESSAGE(diff.empty(), diff);
+}
