@@ -56,6 +56,8 @@ class Backend {
   virtual void add3(Tensor out, const Tensor& a, const Tensor& b) = 0;  // out = a + b
   virtual void scale(Tensor x, float alpha) = 0;                        // x *= alpha
   virtual double sum_squares(const Tensor& x) = 0;                      // sum x^2, in double
+  // src seen as [a, b, block] -> dst [b, a, block] (context parallelism's K/V layout).
+  virtual void transpose_blocks(Tensor dst, const Tensor& src, int64_t a, int64_t b) = 0;
 
   // C = alpha * op(A) op(B) + beta * C with op(X) = X or X^T; all 2-D row-major.
   virtual void matmul(Tensor C, const Tensor& A, bool trans_a, const Tensor& B, bool trans_b,

@@ -59,19 +59,19 @@ void block_forward(const BlockContext& ctx, const UnitLayout& u, const Tensor& w
   be.rmsnorm_forward(v2(n1, n.Tl, n.d), a.rstd1.flat(), x, w[kInputNorm], ctx.cfg.norm_eps);
   a.n1 = tp.gather(be, std::move(n1));
   a.q = Buffer(be, n.T * qw);
-  a.k = Buffer(be, n.T * kw);
-  a.v = Buffer(be, n.T * kw);
-  const Tensor n1v = v2(a.n1, n.T, n.d), q = v2(a.q, n.T, qw), k = v2(a.k, n.T, kw),
-               v = v2(a.v, n.T, kw);
+  Buffer k(be, n.T * kw), v(be, n.T * kw);
+  const Tensor n1v = v2(a.n1, n.T, n.d), q = v2(a.q, n.T, qw);
   ColumnParallelLinear::forward(be, q, n1v, w[kQ]);
-  ColumnParallelLinear::forward(be, k, n1v, w[kK]);
-  ColumnParallelLinear::forward(be, v, n1v, w[kV]);
+  ColumnParallelLinear::forward(be, v2(k, n.T, kw), n1v, w[kK]);
+  ColumnParallelLinear::forward(be, v2(v, n.T, kw), n1v, w[kV]);
   be.rope(q, n.H, ctx.pos.token_pos, theta, false);
-  be.rope(k, n.KV, ctx.pos.token_pos, theta, false);
+  be.rope(v2(k, n.T, kw), n.KV, ctx.pos.token_pos, theta, false);
+  a.k = ctx.cp.gather_kv(be, std::move(k), n.B);  // [B * Sk, kw]: every CP rank's keys
+  a.v = ctx.cp.gather_kv(be, std::move(v), n.B);
   a.attn = Buffer(be, n.T * qw);
   a.lse = Buffer(be, n.B * n.H * n.S);
-  be.attention_forward(v2(a.attn, n.T, qw), a.lse.flat(), q, k, v, ctx.pos.seq_pos, ctx.pos.key_pos,
-                       n.attn());
+  be.attention_forward(v2(a.attn, n.T, qw), a.lse.flat(), q, v2(a.k, n.B * n.Sk, kw),
+                       v2(a.v, n.B * n.Sk, kw), ctx.pos.seq_pos, ctx.pos.key_pos, n.attn());
   Buffer o(be, n.T * n.d);
   RowParallelLinear::forward(be, v2(o, n.T, n.d), v2(a.attn, n.T, qw), w[kO]);
   a.h = tp.reduce(be, std::move(o));
@@ -133,11 +133,15 @@ void block_backward(const BlockContext& ctx, const UnitLayout& u, const Tensor& 
   const Tensor dh_full = tp.gather(be, dhv, dh_store);
   Buffer dattn(be, n.T * qw);
   RowParallelLinear::backward(be, v2(dattn, n.T, qw), dw[kO], dh_full, v2(a.attn, n.T, qw), w[kO]);
-  Buffer dq(be, n.T * qw), dk(be, n.T * kw), dv(be, n.T * kw);
-  const Tensor dqv = v2(dq, n.T, qw), dkv = v2(dk, n.T, kw), dvv = v2(dv, n.T, kw);
-  be.attention_backward(dqv, dkv, dvv, v2(dattn, n.T, qw), v2(a.q, n.T, qw), v2(a.k, n.T, kw),
-                        v2(a.v, n.T, kw), v2(a.attn, n.T, qw), a.lse.flat(), ctx.pos.seq_pos,
-                        ctx.pos.key_pos, n.attn());
+  const int64_t keys = n.B * n.Sk;
+  Buffer dq(be, n.T * qw), dk_all(be, keys * kw), dv_all(be, keys * kw);
+  const Tensor dqv = v2(dq, n.T, qw);
+  be.attention_backward(dqv, v2(dk_all, keys, kw), v2(dv_all, keys, kw), v2(dattn, n.T, qw),
+                        v2(a.q, n.T, qw), v2(a.k, keys, kw), v2(a.v, keys, kw), v2(a.attn, n.T, qw),
+                        a.lse.flat(), ctx.pos.seq_pos, ctx.pos.key_pos, n.attn());
+  const Buffer dk = ctx.cp.scatter_kv_grad(be, std::move(dk_all), n.B);  // [T, kw]
+  const Buffer dv = ctx.cp.scatter_kv_grad(be, std::move(dv_all), n.B);
+  const Tensor dkv = v2(dk, n.T, kw), dvv = v2(dv, n.T, kw);
   be.rope(dqv, n.H, ctx.pos.token_pos, theta, true);
   be.rope(dkv, n.KV, ctx.pos.token_pos, theta, true);
   Buffer dn1(be, n.T * n.d);

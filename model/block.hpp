@@ -9,6 +9,7 @@
 #pragma once
 #include "model/backend.hpp"
 #include "model/config.hpp"
+#include "parallel/cp.hpp"
 #include "parallel/tp.hpp"
 
 namespace tetra {
@@ -27,12 +28,13 @@ struct TokenPositions {
 struct BlockContext {
   Backend& be;
   const TensorParallel& tp;
-  Comm& cp;
+  const ContextParallel& cp;
   const ModelConfig& cfg;
   const TokenPositions& pos;
 };
 
-// Everything forward keeps for backward (x, the block input, is kept by the caller).
+// Everything forward keeps for backward (x, the block input, is kept by the caller). Under
+// CP, k and v hold every CP rank's keys and values [B * CP * Sl, KVl*hd].
 struct BlockActs {
   Buffer rstd1, n1, q, k, v, attn, lse, h, rstd2, n2, gate, up, act;
   void clear() { *this = BlockActs{}; }

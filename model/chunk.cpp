@@ -2,8 +2,9 @@
 
 namespace tetra {
 
-ModelChunk::ModelChunk(Backend& be, const TensorParallel& tp, Comm& cp, const ModelConfig& cfg,
-                       ShardedParams& params, std::vector<int> units, bool recompute)
+ModelChunk::ModelChunk(Backend& be, const TensorParallel& tp, const ContextParallel& cp,
+                       const ModelConfig& cfg, ShardedParams& params, std::vector<int> units,
+                       bool recompute)
     : be_(be),
       tp_(tp),
       cp_(cp),

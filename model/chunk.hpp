@@ -31,8 +31,8 @@ struct ChunkState {
 class ModelChunk {
  public:
   // units: indices into params of this chunk's units, in model order.
-  ModelChunk(Backend& be, const TensorParallel& tp, Comm& cp, const ModelConfig& cfg,
-             ShardedParams& params, std::vector<int> units, bool recompute);
+  ModelChunk(Backend& be, const TensorParallel& tp, const ContextParallel& cp,
+             const ModelConfig& cfg, ShardedParams& params, std::vector<int> units, bool recompute);
 
   bool has_embedding() const;
   bool has_head() const;
@@ -51,7 +51,7 @@ class ModelChunk {
 
   Backend& be_;
   TensorParallel tp_;
-  Comm& cp_;
+  ContextParallel cp_;
   const ModelConfig& cfg_;
   ShardedParams& params_;
   std::vector<int> units_;

@@ -99,6 +99,17 @@ class CpuBackend final : public Backend {
     return total;
   }
 
+  void transpose_blocks(Tensor dst, const Tensor& src, int64_t a, int64_t b) override {
+    check(dst.bytes() == src.bytes() && src.numel() % (a * b) == 0, "transpose_blocks ",
+          src.shape_str(), " as ", a, " x ", b);
+    const size_t block = src.bytes() / size_t(a * b);
+    const char* s = static_cast<const char*>(src.ptr);
+    char* d = static_cast<char*>(dst.ptr);
+    for (int64_t i = 0; i < a; ++i)
+      for (int64_t j = 0; j < b; ++j)
+        std::memcpy(d + (j * a + i) * block, s + (i * b + j) * block, block);
+  }
+
   void matmul(Tensor C, const Tensor& A, bool ta, const Tensor& B, bool tb, float alpha,
               float beta) override {
     const int64_t m = ta ? A.cols() : A.rows(), k = ta ? A.rows() : A.cols();

@@ -209,4 +209,5 @@ TEST_CASE("cli: layouts under mpirun stop every rank with one message") {
   expect_error(model + "--pp 2 --vpp 2 --global-batch 4", "4 chunks is more than the 2 layers", 2);
   expect_error(model + "--pp 2 --vpp 2 --schedule 1f1b --layers 4 --global-batch 4", "interleaved",
                2);
+  expect_error(model + "--cp 2 --seq-len 6", "--seq-len 6 is not divisible by 2*CP = 4", 2);
 }

@@ -466,7 +466,8 @@ StepOut run_step(const Tiny& m, bool recompute) {
   std::vector<int> all(m.units.size());
   std::iota(all.begin(), all.end(), 0);
   const TensorParallel tpg{*tp, false};
-  ModelChunk chunk(*be, tpg, *cp, m.cfg, params, all, recompute);
+  const ContextParallel cpg{*cp};
+  ModelChunk chunk(*be, tpg, cpg, m.cfg, params, all, recompute);
 
   const int64_t S = m.cfg.seq_len, T = m.b * S;
   I32 seq(S), tok_pos(T);

@@ -23,16 +23,6 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Positions of the tokens CP rank c holds in a sequence of S tokens: the sequence is cut
-// into 2*CP equal chunks and rank c takes chunks c and 2*CP-1-c, which balances causal work.
-std::vector<int32_t> cp_positions(int64_t S, int cp, int c) {
-  const int64_t n = S / (2 * cp);
-  std::vector<int32_t> pos;
-  for (int chunk : {c, 2 * cp - 1 - c})
-    for (int64_t i = 0; i < n; ++i) pos.push_back(int32_t(chunk * n + i));
-  return pos;
-}
-
 int threads_per_rank(int local_ranks) {
   if (const char* env = std::getenv("OMP_NUM_THREADS")) {
     const int n = std::atoi(env);
@@ -61,9 +51,6 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
           ": this build trains on the CPU backend only");
     check(opt.dtype == "fp32", "--dtype ", opt.dtype,
           " needs --device cuda; the CPU computes fp32");
-    check(layout.cp == 1,
-          "--cp above 1 needs context parallelism, which this build does not "
-          "have yet");
 
     std::unique_ptr<st::Reader> file;
     cfg_ = opt.model;
@@ -112,6 +99,7 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
   params_ = std::make_unique<ShardedParams>(*be_, *grid_.dp_cp, std::move(mine), opt.zero,
                                             opt.sp ? grid_.tp.get() : nullptr);
   const TensorParallel tp{*grid_.tp, opt.sp};
+  const ContextParallel cp{*grid_.cp};
   for (size_t u = 0; u < init.size(); ++u) params_->load(int(u), init[u]);
   init.clear();
 
@@ -119,8 +107,8 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
     if (c.stage != grid_.coord.pp) continue;
     std::vector<int> local;
     for (int g : c.units) local.push_back(place_.local_unit[g]);
-    chunks_.push_back(std::make_unique<ModelChunk>(*be_, tp, *grid_.cp, cfg_, *params_,
-                                                   std::move(local), opt.recompute));
+    chunks_.push_back(std::make_unique<ModelChunk>(*be_, tp, cp, cfg_, *params_, std::move(local),
+                                                   opt.recompute));
   }
 
   std::vector<ModelChunk*> mine_chunks;
@@ -314,11 +302,18 @@ std::string Trainer::startup_report() const {
   os << "  data: " << data_->describe() << "\n";
   os << "  peak: " << std::setprecision(1) << peak_flops_ / 1e9 << " GFLOP/s per rank, "
      << peak_source_ << "\n";
-  os << "  rank   tp cp pp dp   layers\n";
+  os << "  rank   tp cp pp dp   tokens of each sequence   layers\n";
   for (int r = 0; r < l.world(); ++r) {
     const Coord c = coord_of(l, r);
     os << "  " << std::setw(4) << r << "   " << std::setw(2) << c.tp << " " << std::setw(2) << c.cp
        << " " << std::setw(2) << c.pp << " " << std::setw(2) << c.dp << "   ";
+    // The CP chunks as position ranges: "0-3, 12-15".
+    const std::vector<int32_t> pos = cp_positions(cfg_.seq_len, l.cp, c.cp);
+    const size_t half = pos.size() / 2;
+    std::ostringstream tokens;
+    tokens << pos.front() << "-" << pos[half - 1];
+    if (l.cp > 1) tokens << ", " << pos[half] << "-" << pos.back();
+    os << std::left << std::setw(26) << tokens.str() << std::right;
     bool first = true;
     for (const ChunkPlan& ch : plan_) {
       if (ch.stage != c.pp) continue;

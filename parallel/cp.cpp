@@ -1,0 +1,39 @@
+#include "parallel/cp.hpp"
+
+namespace tetra {
+
+std::vector<int32_t> cp_positions(int64_t S, int cp, int c) {
+  const int64_t n = S / (2 * cp);
+  std::vector<int32_t> pos;
+  for (int chunk : {c, 2 * cp - 1 - c})
+    for (int64_t i = 0; i < n; ++i) pos.push_back(int32_t(chunk * n + i));
+  return pos;
+}
+
+int64_t causal_pairs(const std::vector<int32_t>& query_pos, const std::vector<int32_t>& key_pos) {
+  int64_t n = 0;
+  for (int32_t q : query_pos)
+    for (int32_t k : key_pos) n += k <= q;
+  return n;
+}
+
+Buffer ContextParallel::gather_kv(Backend& be, Buffer local, int64_t batch) const {
+  const int cp = comm.size();
+  if (cp == 1) return local;
+  // all-gather gives [CP, batch, Sl*w]; attention wants [batch, CP, Sl*w].
+  Buffer gathered(be, local.numel() * cp), full(be, local.numel() * cp);
+  comm.all_gather(gathered.flat(), local.flat());
+  be.transpose_blocks(full.flat(), gathered.flat(), cp, batch);
+  return full;
+}
+
+Buffer ContextParallel::scatter_kv_grad(Backend& be, Buffer full, int64_t batch) const {
+  const int cp = comm.size();
+  if (cp == 1) return full;
+  Buffer by_rank(be, full.numel()), local(be, full.numel() / cp);
+  be.transpose_blocks(by_rank.flat(), full.flat(), batch, cp);
+  comm.reduce_scatter(local.flat(), by_rank.flat());
+  return local;
+}
+
+}  // namespace tetra

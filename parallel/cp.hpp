@@ -1,0 +1,40 @@
+// Context parallelism as Llama 3 trains long sequences: each sequence of S tokens is cut
+// into 2*CP equal chunks and CP rank c holds chunks c and 2*CP-1-c. Under a causal mask
+// the early chunks attend to few keys and the late ones to many, so pairing chunk c with
+// its mirror gives every rank the same attention work.
+//
+// Everything but attention is per token, so it runs on the local tokens alone (RoPE at
+// their global positions). Attention all-gathers K and V over the CP group, so that the
+// local queries see every key, and applies the causal mask by global position; backward
+// reduce-scatters dK and dV back to the ranks that own those tokens. The weights are
+// replicated over CP, so their gradients are reduced over dp_cp together with DP.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "model/backend.hpp"
+#include "parallel/comm.hpp"
+
+namespace tetra {
+
+// Global positions of the tokens CP rank c holds in a sequence of S tokens (S / CP of them:
+// chunk c, then chunk 2*CP-1-c).
+std::vector<int32_t> cp_positions(int64_t S, int cp, int c);
+
+// Query-key pairs a CP rank scores under the causal mask, per sequence: the attention work
+// that the chunk pairing balances.
+int64_t causal_pairs(const std::vector<int32_t>& query_pos, const std::vector<int32_t>& key_pos);
+
+struct ContextParallel {
+  Comm& comm;
+
+  int size() const { return comm.size(); }
+  // Keys (or values) of this rank's tokens [batch * Sl, w] -> every rank's, laid out
+  // [batch, CP * Sl, w] with rank r's Sl tokens at [r*Sl, (r+1)*Sl) of each sequence: the
+  // order of the key positions, concatenated over ranks.
+  Buffer gather_kv(Backend& be, Buffer local, int64_t batch) const;
+  // Gradient [batch, CP * Sl, w] -> this rank's tokens [batch * Sl, w], summed over ranks.
+  Buffer scatter_kv_grad(Backend& be, Buffer full, int64_t batch) const;
+};
+
+}  // namespace tetra

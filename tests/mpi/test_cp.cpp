@@ -1,0 +1,63 @@
+// [5/9] Context parallelism alone and composed with TP, PP and DP, up to the full
+// TP 2 x CP 2 x PP 2 x DP 2 on 16 ranks, against a single rank.
+#include <doctest/doctest.h>
+
+#include "layout_check.hpp"
+
+using namespace tetra;
+using namespace tetra::test;
+
+namespace {
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+struct Layout4 {
+  int tp, cp, pp, dp;
+  std::vector<std::string> extra;
+};
+
+}  // namespace
+
+TEST_CASE("cp: CP 2 and 4, alone and in 4D layouts, match one rank") {
+  const std::vector<Layout4> layouts = {
+      {1, 2, 1, 1, {}},
+      {1, 4, 1, 1, {}},
+      {2, 2, 1, 1, {"--sp"}},
+      {1, 2, 1, 2, {"--zero", "3"}},
+      {1, 2, 2, 1, {"--schedule", "1f1b"}},
+      {2, 4, 1, 1, {"--sp", "--recompute", "full"}},
+      {1, 4, 2, 2, {"--zero", "2"}},
+      {2, 2, 2, 2, {"--zero", "1"}},
+      {2, 2, 2, 2, {"--zero", "3", "--sp", "--recompute", "full"}},
+      {2, 2, 2, 2, {"--vpp", "2", "--zero", "1"}},
+      {1, 2, 2, 2, {"--vpp", "2", "--zero", "3", "--recompute", "full"}},
+  };
+  std::map<int, RunResult> reference;  // by global batch
+  for (const Layout4& l : layouts) {
+    const int m = 2 * l.pp;  // micro-batches per DP rank: PP for 1f1b, a multiple for interleaved
+    const int G = l.dp * m;
+    const std::vector<std::string> batch = {"--global-batch", std::to_string(G), "--micro-batch",
+                                            "1"};
+    if (!reference.count(G)) reference[G] = run_on(1, batch, 5);
+    std::vector<std::string> args = batch;
+    args.insert(args.end(), {"--tp", std::to_string(l.tp), "--cp", std::to_string(l.cp), "--pp",
+                             std::to_string(l.pp), "--dp", std::to_string(l.dp)});
+    args.insert(args.end(), l.extra.begin(), l.extra.end());
+    const RunResult run = run_on(l.tp * l.cp * l.pp * l.dp, args, 5);
+    if (world_rank() != 0) continue;
+    std::string name;
+    for (const std::string& a : args) name += a + " ";
+    CAPTURE(name);
+    double worst = 0;
+    for (size_t s = 0; s < run.losses.size(); ++s)
+      worst = std::max(worst, std::abs(run.losses[s] - reference[G].losses[s]) /
+                                  std::abs(reference[G].losses[s]));
+    MESSAGE(name << ": largest relative loss difference " << worst);
+    const std::string diff = compare(reference[G], run);
+    CHECK_MESSAGE(diff.empty(), diff);
+  }
+}
