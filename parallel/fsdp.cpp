@@ -156,4 +156,36 @@ MemoryBytes ShardedParams::persistent_bytes() const {
   return m;
 }
 
+std::vector<ShardedParams::OwnedSlice> ShardedParams::owned_slices() const {
+  std::vector<OwnedSlice> out;
+  for (const Unit& u : units_) {
+    const int64_t lo = comm_.rank() * u.shard;
+    const Tensor w = zero_ < 3 ? u.weights.flat(lo, u.shard) : u.weight_shard.flat();
+    for_each_segment(u, [&](const ParamInfo& p, int64_t b, int64_t e) {
+      OwnedSlice s{&p, lo + b - p.offset, lo + e - p.offset, {}, {}, {}};
+      for (auto [dst, src] : {std::pair{&s.weights, w}, {&s.adam_m, u.adam_m.flat()},
+                              {&s.adam_v, u.adam_v.flat()}}) {
+        dst->resize(e - b);
+        be_.download(dst->data(), src.flat(b, e - b));
+      }
+      out.push_back(std::move(s));
+    });
+  }
+  return out;
+}
+
+void ShardedParams::load_state(int i, const std::vector<float>& weights,
+                               const std::vector<float>& adam_m, const std::vector<float>& adam_v) {
+  load(i, weights);
+  Unit& u = units_[i];
+  check(int64_t(adam_m.size()) == u.layout.numel && int64_t(adam_v.size()) == u.layout.numel,
+        "unit ", u.layout.name, ": Adam state of the wrong size");
+  const int64_t lo = comm_.rank() * u.shard;
+  for (auto [dst, src] : {std::pair{&u.adam_m, &adam_m}, {&u.adam_v, &adam_v}}) {
+    std::vector<float> shard(u.shard, 0.f);
+    for (int64_t i = 0; i < u.shard && lo + i < u.layout.numel; ++i) shard[i] = (*src)[lo + i];
+    be_.upload(dst->flat(), shard.data());
+  }
+}
+
 }  // namespace tetra

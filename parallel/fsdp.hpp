@@ -70,6 +70,21 @@ class ShardedParams {
 
   MemoryBytes persistent_bytes() const;
 
+  // Checkpoints. The piece of each parameter this rank owns: [begin, end) of the
+  // parameter's TP-local flattened elements, with host copies of the master weights and
+  // both Adam moments. Every element of every unit is in exactly one rank's shard of its
+  // dp_cp group.
+  struct OwnedSlice {
+    const ParamInfo* param;
+    int64_t begin, end;
+    std::vector<float> weights, adam_m, adam_v;
+  };
+  std::vector<OwnedSlice> owned_slices() const;
+  // Restores unit u from whole TP-local host vectors (weights, Adam m and v), keeping what
+  // this rank's ZeRO stage keeps.
+  void load_state(int u, const std::vector<float>& weights, const std::vector<float>& adam_m,
+                  const std::vector<float>& adam_v);
+
  private:
   struct Unit {
     UnitLayout layout;

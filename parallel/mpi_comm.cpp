@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "parallel/watchdog.hpp"
+
 namespace tetra {
 namespace {
 
@@ -48,23 +50,28 @@ class Timed {
 
 class MpiRequest final : public Comm::Request {
  public:
-  MpiRequest(MPI_Request r, CommStats& s) : r_(r), s_(s) {}
+  MpiRequest(MPI_Request r, CommStats& s, const watchdog::Group& g, watchdog::Op op, int peer)
+      : r_(r), s_(s), group_(g), op_(op), peer_(peer) {}
   ~MpiRequest() override {
     if (r_ != MPI_REQUEST_NULL) wait();
   }
   void wait() override {
     Timed t(s_);  // the isend / irecv already counted this call
+    watchdog::Call w(group_, op_, peer_);
     MPI_Wait(&r_, MPI_STATUS_IGNORE);
   }
 
  private:
   MPI_Request r_;
   CommStats& s_;
+  const watchdog::Group& group_;
+  watchdog::Op op_;
+  int peer_;
 };
 
 class MpiComm final : public Comm {
  public:
-  MpiComm(MPI_Comm c, std::string name) : Comm(std::move(name)), comm_(c) {
+  MpiComm(MPI_Comm c, std::string name) : Comm(std::move(name)), comm_(c), watched_(c, name_) {
     MPI_Comm_rank(c, &rank_);
     MPI_Comm_size(c, &size_);
   }
@@ -77,6 +84,7 @@ class MpiComm final : public Comm {
   void all_reduce(Tensor x, ReduceOp op) override {
     if (size_ == 1) return;
     Timed t(stats, CommOp::AllReduce, 2.0 * (size_ - 1) / size_ * x.bytes());
+    watchdog::Call w(watched_, watchdog::Op::AllReduce);
     mpi_check(MPI_Allreduce(MPI_IN_PLACE, x.ptr, int(x.numel()), mpi_type(x), mpi_op(op), comm_),
               "all_reduce", name_);
   }
@@ -85,6 +93,7 @@ class MpiComm final : public Comm {
           out.shape_str(), " over ", size_, " ranks");
     if (size_ == 1) return copy_local(out, in);
     Timed t(stats, CommOp::ReduceScatter, double(size_ - 1) / size_ * in.bytes());
+    watchdog::Call w(watched_, watchdog::Op::ReduceScatter);
     mpi_check(
         MPI_Reduce_scatter_block(in.ptr, out.ptr, int(out.numel()), mpi_type(in), MPI_SUM, comm_),
         "reduce_scatter", name_);
@@ -94,6 +103,7 @@ class MpiComm final : public Comm {
           out.shape_str(), " over ", size_, " ranks");
     if (size_ == 1) return copy_local(out, in);
     Timed t(stats, CommOp::AllGather, double(size_ - 1) / size_ * out.bytes());
+    watchdog::Call w(watched_, watchdog::Op::AllGather);
     // A rank's own part may already sit in place inside out (ZeRO's updated shard).
     const bool in_place = in.ptr == static_cast<char*>(out.ptr) + rank_ * in.bytes();
     mpi_check(MPI_Allgather(in_place ? MPI_IN_PLACE : in.ptr, int(in.numel()), mpi_type(in),
@@ -103,14 +113,17 @@ class MpiComm final : public Comm {
   void broadcast(Tensor x, int root) override {
     if (size_ == 1) return;
     Timed t(stats, CommOp::Broadcast, rank_ == root ? double(x.bytes()) : 0.0);
+    watchdog::Call w(watched_, watchdog::Op::Broadcast);
     mpi_check(MPI_Bcast(x.ptr, int(x.numel()), mpi_type(x), root, comm_), "broadcast", name_);
   }
   void send(const Tensor& x, int peer, int tag) override {
     Timed t(stats, CommOp::SendRecv, double(x.bytes()));
+    watchdog::Call w(watched_, watchdog::Op::Send, peer);
     mpi_check(MPI_Send(x.ptr, int(x.numel()), mpi_type(x), peer, tag, comm_), "send", name_);
   }
   void recv(Tensor x, int peer, int tag) override {
     Timed t(stats, CommOp::SendRecv, 0);
+    watchdog::Call w(watched_, watchdog::Op::Recv, peer);
     mpi_check(MPI_Recv(x.ptr, int(x.numel()), mpi_type(x), peer, tag, comm_, MPI_STATUS_IGNORE),
               "recv", name_);
   }
@@ -118,22 +131,24 @@ class MpiComm final : public Comm {
     Timed t(stats, CommOp::SendRecv, double(x.bytes()));
     MPI_Request r;
     mpi_check(MPI_Isend(x.ptr, int(x.numel()), mpi_type(x), peer, tag, comm_, &r), "isend", name_);
-    return std::make_unique<MpiRequest>(r, stats);
+    return std::make_unique<MpiRequest>(r, stats, watched_, watchdog::Op::WaitSend, peer);
   }
   std::unique_ptr<Request> irecv(Tensor x, int peer, int tag) override {
     Timed t(stats, CommOp::SendRecv, 0);
     MPI_Request r;
     mpi_check(MPI_Irecv(x.ptr, int(x.numel()), mpi_type(x), peer, tag, comm_, &r), "irecv", name_);
-    return std::make_unique<MpiRequest>(r, stats);
+    return std::make_unique<MpiRequest>(r, stats, watched_, watchdog::Op::WaitRecv, peer);
   }
   void barrier() override {
     if (size_ == 1) return;
     Timed t(stats, CommOp::Barrier, 0);
+    watchdog::Call w(watched_, watchdog::Op::Barrier);
     mpi_check(MPI_Barrier(comm_), "barrier", name_);
   }
   void all_reduce_host(double* x, int n, ReduceOp op) override {
     if (size_ == 1) return;
     Timed t(stats, CommOp::AllReduce, 2.0 * (size_ - 1) / size_ * n * sizeof(double));
+    watchdog::Call w(watched_, watchdog::Op::AllReduce);
     mpi_check(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, mpi_op(op), comm_), "all_reduce",
               name_);
   }
@@ -147,6 +162,7 @@ class MpiComm final : public Comm {
 
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
+  watchdog::Group watched_;  // shows blocking calls to the watchdog
 };
 
 }  // namespace

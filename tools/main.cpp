@@ -3,10 +3,13 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "model/error.hpp"
+#include "checkpoint/checkpoint.hpp"
+#include "tools/lib/launch.hpp"
 #include "tools/lib/options.hpp"
 #include "tools/lib/trainer.hpp"
 
@@ -15,7 +18,10 @@ namespace {
 const char* kUsage =
     "usage: tetra <command> [flags]\n\n"
     "commands:\n"
-    "  train    train a model (tetra train --help lists the flags)\n";
+    "  train    train a model (tetra train --help lists the flags)\n"
+    "  ckpt     inspect DIR | verify DIR: describe or check a checkpoint directory\n"
+    "  launch   supervise a training command: rerun it with --resume auto after a failure\n"
+    "           (tetra launch [--restarts N] -- mpirun -np 16 build/tetra train ...)\n";
 
 int train(const std::vector<std::string>& args, int rank) {
   for (const std::string& a : args) {
@@ -29,9 +35,36 @@ int train(const std::vector<std::string>& args, int rank) {
   return 0;
 }
 
+// tetra ckpt inspect|verify DIR. DIR is one checkpoint (step_...) or a checkpoint
+// directory, meaning its newest complete checkpoint.
+int ckpt_command(const std::vector<std::string>& args, int rank) {
+  tetra::check(args.size() == 2 && (args[0] == "inspect" || args[0] == "verify"),
+               "usage: tetra ckpt inspect|verify DIR");
+  std::string dir = args[1];
+  if (!std::filesystem::exists(dir + "/manifest.json")) {
+    std::vector<std::string> warnings;
+    const std::string newest = tetra::ckpt::find_latest(dir, &warnings);
+    for (const std::string& w : warnings)
+      if (rank == 0) std::fprintf(stderr, "tetra: warning: %s\n", w.c_str());
+    tetra::check(!newest.empty(), "no complete checkpoint that verifies in '", dir, "'");
+    dir = newest;
+  }
+  if (args[0] == "verify") {
+    const std::string problem = tetra::ckpt::verify(dir);
+    tetra::check(problem.empty(), problem);
+    if (rank == 0) std::printf("%s: ok\n", dir.c_str());
+  } else if (rank == 0) {
+    std::printf("%s", tetra::ckpt::Reader(dir).describe().c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The supervisor starts MPI jobs; it is not one.
+  if (argc > 1 && std::string(argv[1]) == "launch")
+    return tetra::run_launch(std::vector<std::string>(argv + 2, argv + argc));
   MPI_Init(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -41,6 +74,8 @@ int main(int argc, char** argv) {
     const std::vector<std::string> args(argv + std::min(argc, 2), argv + argc);
     if (cmd == "train") {
       rc = train(args, rank);
+    } else if (cmd == "ckpt") {
+      rc = ckpt_command(args, rank);
     } else if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       if (rank == 0) std::printf("%s", kUsage);
     } else {

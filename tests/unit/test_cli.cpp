@@ -1,8 +1,6 @@
 // Bad input: every case ends with exactly one "tetra: error:" line naming the problem and
 // exit status 2, never a crash or a hang. Runs the real `tetra` binary.
 #include <doctest/doctest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -13,54 +11,26 @@
 
 #include "checkpoint/safetensors.hpp"
 #include "data/dataset.hpp"
+#include "spawn.hpp"
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string err;
-};
+using tetra::test::count;
+using tetra::test::tmp_path;
 
-std::string tmp(const std::string& name) {
-  return "/tmp/tetra_cli_" + std::to_string(::getpid()) + "_" + name;
-}
+std::string tmp(const std::string& name) { return tmp_path("cli_" + name); }
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// Runs `[mpirun -np N] tetra train ARGS` with a 60 s limit, in a clean MPI environment
-// (this test process is itself an MPI singleton).
-Result run(const std::string& args, int ranks = 0) {
-  const std::string err = tmp("stderr");
-  // A fresh environment: the MPI singleton of this process leaves variables behind that
-  // would make a nested mpirun fail.
-  std::string cmd =
-      "env -i PATH=\"$PATH\" HOME=\"$HOME\" OMPI_ALLOW_RUN_AS_ROOT=1 "
-      "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 timeout 60 ";
-  if (ranks > 0) cmd += "mpirun --oversubscribe -np " + std::to_string(ranks) + " ";
-  cmd += std::string(TETRA_BINARY) + " train --steps 1 --peak-tflops 1 " + args + " >/dev/null 2>" +
-         err;
-  Result r;
-  const int raw = std::system(cmd.c_str());
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.err = slurp(err);
-  std::remove(err.c_str());
-  return r;
-}
-
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-  return n;
+// Runs `[mpirun -np N] tetra train ARGS` with a 60 s limit.
+tetra::test::Spawned run(const std::string& args, int ranks = 0) {
+  return tetra::test::spawn((ranks > 0 ? tetra::test::mpirun(ranks) : std::string()) +
+                                tetra::test::tetra_bin() + " train --steps 1 --peak-tflops 1 " +
+                                args,
+                            60);
 }
 
 void expect_error(const std::string& args, const std::string& message, int ranks = 0) {
   CAPTURE(args);
-  const Result r = run(args, ranks);
+  const tetra::test::Spawned r = run(args, ranks);
   CAPTURE(r.err);
   CHECK(r.status != 0);
   CHECK(r.status != 124);  // not a timeout
@@ -81,7 +51,7 @@ void write_raw_safetensors(const std::string& path, const std::string& header, s
 }  // namespace
 
 TEST_CASE("cli: a good run exits 0") {
-  const Result r =
+  const tetra::test::Spawned r =
       run("--layers 1 --dim 16 --heads 2 --kv-heads 1 --ffn-dim 16 --seq-len 8 "
           "--global-batch 2");
   CHECK(r.status == 0);

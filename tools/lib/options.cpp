@@ -102,6 +102,18 @@ std::vector<Flag> flags() {
        str(&TrainOptions::init_from)},
       {"--device", "cpu|cuda", "where each rank computes", str(&TrainOptions::device)},
       {"--dtype", "fp32|bf16", "compute precision (bf16 needs cuda)", str(&TrainOptions::dtype)},
+      {"--ckpt-dir", "DIR", "write sharded checkpoints here", str(&TrainOptions::ckpt_dir)},
+      {"--ckpt-every", "N", "checkpoint every N steps and after the last (0: never)",
+       i64(&TrainOptions::ckpt_every)},
+      {"--keep", "K", "keep the newest K checkpoints (default 3)", i32(&TrainOptions::keep)},
+      {"--resume", "auto|never|DIR",
+       "auto: continue from the newest checkpoint in --ckpt-dir that verifies (default)",
+       str(&TrainOptions::resume)},
+      {"--inject-failure", "R@S[:MODE]",
+       "fail rank R at step S, first attempt only: kill, ckpt, hang, slow=MS",
+       str(&TrainOptions::inject_failure)},
+      {"--timeout", "SECONDS", "abort the job when a collective blocks this long (default 300)",
+       dbl(&TrainOptions::timeout)},
       {"--metrics", "FILE", "append one JSON object per step", str(&TrainOptions::metrics)},
       {"--export", "FILE", "write the final weights, whole, as one safetensors file",
        str(&TrainOptions::export_path)},
@@ -170,6 +182,10 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   check(o.device == "cpu" || o.device == "cuda", "--device takes cpu or cuda (got '", o.device,
         "')");
   check(o.dtype == "fp32" || o.dtype == "bf16", "--dtype takes fp32 or bf16 (got '", o.dtype, "')");
+  check(o.ckpt_every >= 0, "--ckpt-every must not be negative (got ", o.ckpt_every, ")");
+  check(o.ckpt_every == 0 || !o.ckpt_dir.empty(), "--ckpt-every needs --ckpt-dir");
+  check(o.keep >= 1, "--keep must be at least 1 (got ", o.keep, ")");
+  check(o.timeout >= 0, "--timeout must not be negative (got ", o.timeout, ")");
   if (o.min_lr < 0) o.min_lr = o.lr / 10;
   o.model.vocab = padded_vocab(o.data_vocab);
   return o;

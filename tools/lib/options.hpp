@@ -30,6 +30,12 @@ struct TrainOptions {
   std::string data = "synthetic", init_from;
   // Device.
   std::string device = "cpu", dtype = "fp32";
+  // Checkpoints and faults. resume: "auto" (newest complete checkpoint in ckpt_dir that
+  // verifies, if any), "never", or a checkpoint directory.
+  std::string ckpt_dir, resume = "auto", inject_failure;
+  int64_t ckpt_every = 0;
+  int keep = 3;
+  double timeout = 300;
   // Output.
   std::string metrics, export_path;
   double peak_tflops = 0;

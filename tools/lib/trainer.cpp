@@ -1,6 +1,9 @@
 #include "tools/lib/trainer.hpp"
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -9,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "checkpoint/checkpoint.hpp"
 #include "checkpoint/hf_io.hpp"
 #include "checkpoint/json.hpp"
 #include "model/init.hpp"
@@ -32,6 +36,41 @@ int threads_per_rank(int local_ranks) {
   return std::max(1, cores / std::max(1, local_ranks));
 }
 
+// A checkpoint directory must be writable before the first step, not at the first save.
+void check_writable_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  check(!ec, "cannot create checkpoint directory '", dir, "': ", ec.message());
+  const std::string probe = dir + "/.tetra_write_probe";
+  std::FILE* f = std::fopen(probe.c_str(), "w");
+  check(f != nullptr, "checkpoint directory '", dir, "' is not writable: ", std::strerror(errno));
+  std::fclose(f);
+  std::remove(probe.c_str());
+}
+
+// Rank 0 decides where to resume from: "" for a fresh start.
+std::string find_resume_path(const TrainOptions& opt) {
+  if (opt.resume == "never") return "";
+  if (opt.resume != "auto") {
+    const std::string problem = ckpt::verify(opt.resume);
+    check(problem.empty(), "--resume ", opt.resume, ": ", problem);
+    return opt.resume;
+  }
+  if (opt.ckpt_dir.empty()) return "";
+  std::vector<std::string> warnings;
+  const std::string path = ckpt::find_latest(opt.ckpt_dir, &warnings);
+  for (const std::string& w : warnings) std::fprintf(stderr, "tetra: warning: %s\n", w.c_str());
+  return path;
+}
+
+std::string broadcast_string(MPI_Comm comm, std::string s) {
+  int n = int(s.size());
+  MPI_Bcast(&n, 1, MPI_INT, 0, comm);
+  s.resize(n);
+  MPI_Bcast(s.data(), n, MPI_CHAR, 0, comm);
+  return s;
+}
+
 }  // namespace
 
 Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(world) {
@@ -44,6 +83,7 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
   Layout layout;
   std::vector<UnitLayout> mine;
   std::vector<std::vector<float>> init;
+  std::string resume_path;
   agree(world, [&] {
     layout = resolve_layout(opt.tp, opt.cp, opt.pp, opt.dp, world_size);
     const Coord me = coord_of(layout, rank);
@@ -83,6 +123,10 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
           " tokens of a micro-batch on a rank over TP ", layout.tp, ", which does not divide them");
 
     data_ = data::open_dataset(opt.data, int(opt.data_vocab), S, opt.seed);
+    if (!opt.inject_failure.empty()) fault_ = FaultPlan::parse(opt.inject_failure);
+    check(opt.resume == "auto" || opt.resume == "never" || !opt.resume.empty(), "--resume");
+    if (!opt.ckpt_dir.empty() && rank == 0) check_writable_dir(opt.ckpt_dir);
+    if (rank == 0) resume_path = find_resume_path(opt);
     plan_ = plan_chunks(cfg_.layers, layout.pp, opt.vpp);
     place_ = place_units(plan_, cfg_.layers, me.pp);
     std::vector<UnitLayout> all = make_units(cfg_, layout.tp, me.tp);
@@ -93,6 +137,7 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
     }
   });
 
+  resume_path = broadcast_string(world, resume_path);
   grid_ = make_grid(world, layout);
   threads_ = threads_per_rank(grid_.local_ranks);
   be_ = make_cpu_backend(threads_);
@@ -102,6 +147,7 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
   const ContextParallel cp{*grid_.cp};
   for (size_t u = 0; u < init.size(); ++u) params_->load(int(u), init[u]);
   init.clear();
+  if (!resume_path.empty()) agree(world, [&] { resume_from(resume_path); });
 
   for (const ChunkPlan& c : plan_) {
     if (c.stage != grid_.coord.pp) continue;
@@ -213,6 +259,7 @@ StepResult Trainer::step() {
   for (int j = 0; j < micro_batches_; ++j)
     mbs.push_back(make_micro_batch(step_, j, data[2 * j], data[2 * j + 1]));
   const PipelineStats pipe = executor_->run(mbs, loss_scale);
+  fault_.during_step(grid_.rank, step_);
   const double loss_sum = pipe.loss_sum;
   // This rank's bubble in the form the schedule's formula uses: of the step for gpipe and
   // 1f1b, of the compute for interleaved.
@@ -287,6 +334,65 @@ void Trainer::export_weights(const std::string& path) {
   });
 }
 
+void Trainer::resume_from(const std::string& path) {
+  const ckpt::Reader r(path);
+  const ModelConfig saved = ckpt::model_from_json(r.state().model, path);
+  check(ckpt::model_to_json(saved).dump() == ckpt::model_to_json(cfg_).dump(), "checkpoint '",
+        path, "' holds another model (", saved.str(), "); this run trains ", cfg_.str());
+  check(r.state().global_batch == opt_.global_batch, "checkpoint '", path,
+        "' was written with --global-batch ", r.state().global_batch, "; this run has ",
+        opt_.global_batch);
+  // Every rank assembles the whole tensors of its units and keeps its own TP slice; the
+  // ZeRO shard is cut by load_state. Any saved layout resumes at any new one.
+  for (int u = 0; u < params_->size(); ++u) {
+    const UnitLayout& l = params_->layout(u);
+    std::vector<float> w(l.numel), m(l.numel), v(l.numel);
+    for (const ParamInfo& p : l.params) {
+      const auto whole_w = r.tensor(p.name, ckpt::Reader::Kind::Param);
+      const auto whole_m = r.tensor(p.name, ckpt::Reader::Kind::AdamM);
+      const auto whole_v = r.tensor(p.name, ckpt::Reader::Kind::AdamV);
+      for (int64_t i = 0; i < p.numel(); ++i) {
+        const int64_t g = p.global_index(i, grid_.coord.tp);
+        w[p.offset + i] = whole_w[g];
+        m[p.offset + i] = whole_m[g];
+        v[p.offset + i] = whole_v[g];
+      }
+    }
+    params_->load_state(u, w, m, v);
+  }
+  step_ = r.state().step;
+  resumed_from_ = path;
+}
+
+double Trainer::save_checkpoint() {
+  const auto t0 = Clock::now();
+  ckpt::RunState st;
+  st.step = step_;
+  st.tokens_seen = step_ * opt_.global_batch * cfg_.seq_len;
+  st.seed = opt_.seed;
+  st.sampler_step = step_;
+  st.global_batch = opt_.global_batch;
+  st.model = ckpt::model_to_json(cfg_);
+  json::Value l = json::Value::object();
+  l["tp"] = grid_.layout.tp;
+  l["cp"] = grid_.layout.cp;
+  l["pp"] = grid_.layout.pp;
+  l["dp"] = grid_.layout.dp;
+  l["vpp"] = opt_.vpp;
+  l["zero"] = opt_.zero;
+  l["sp"] = opt_.sp;
+  l["schedule"] = schedule_name(schedule_);
+  st.layout = l;
+  const auto slices = params_->owned_slices();
+  std::vector<ckpt::Segment> segments;
+  for (const auto& s : slices)
+    segments.push_back({s.param->name, grid_.coord.tp, grid_.layout.tp, s.begin, s.end,
+                        s.weights.data(), s.adam_m.data(), s.adam_v.data()});
+  const bool die = fault_.kill_during_checkpoint(grid_.rank, step_);
+  ckpt::save(world_, opt_.ckpt_dir, st, segments, opt_.keep, die);
+  return seconds_since(t0);
+}
+
 std::string Trainer::startup_report() const {
   std::ostringstream os;
   const Layout& l = grid_.layout;
@@ -336,6 +442,8 @@ std::string Trainer::startup_report() const {
 void Trainer::run() {
   const bool root = grid_.rank == 0;
   if (root) std::printf("%s", startup_report().c_str());
+  if (root && !resumed_from_.empty())
+    std::printf("resumed from %s at step %lld\n", resumed_from_.c_str(), (long long)step_);
   std::ofstream metrics;
   agree(world_, [&] {
     if (!root || opt_.metrics.empty()) return;
@@ -347,6 +455,12 @@ void Trainer::run() {
   int timed = 0;
   while (step_ < opt_.steps) {
     const StepResult r = step();
+    const bool save = opt_.ckpt_every > 0 &&
+                      (step_ % opt_.ckpt_every == 0 || step_ == opt_.steps);
+    const double save_s = save ? save_checkpoint() : 0.0;
+    if (save && root)
+      std::printf("checkpoint: step %lld saved to %s in %.3f s\n", (long long)step_,
+                  opt_.ckpt_dir.c_str(), save_s);
     last_loss = r.loss;
     if (r.step > 0 || opt_.steps == 1) {  // step 0 includes warm-up: leave it out of averages
       tok_s += r.tokens_per_s;

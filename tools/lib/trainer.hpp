@@ -15,6 +15,7 @@
 #include "parallel/grid.hpp"
 #include "parallel/pipeline.hpp"
 #include "parallel/pipeline_layout.hpp"
+#include "tools/lib/faults.hpp"
 #include "tools/lib/options.hpp"
 
 namespace tetra {
@@ -38,6 +39,8 @@ class Trainer {
   ~Trainer();
 
   StepResult step();
+  int64_t current_step() const { return step_; }
+  const std::string& resumed_from() const { return resumed_from_; }
   // Runs the remaining steps, printing a line per step and a summary on rank 0.
   void run();
 
@@ -60,6 +63,10 @@ class Trainer {
   void setup_peak();
   MicroBatch make_micro_batch(int64_t step, int j, Buffer& tokens, Buffer& targets);
   std::vector<CommStats*> comm_stats();
+  // Loads weights, Adam state and the step from a checkpoint of any layout.
+  void resume_from(const std::string& path);
+  // Collective; returns the seconds it took.
+  double save_checkpoint();
 
   TrainOptions opt_;
   MPI_Comm world_;
@@ -80,6 +87,8 @@ class Trainer {
   double peak_flops_ = 0;
   std::string peak_source_;
   int threads_ = 1;
+  FaultPlan fault_;
+  std::string resumed_from_;
 };
 
 }  // namespace tetra

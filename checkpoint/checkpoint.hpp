@@ -1,0 +1,147 @@
+// Sharded checkpoints: DIR/step_00000100/ holds one safetensors file per rank
+// (rank_00003.safetensors: the rank's parameter, Adam m and Adam v shards) and
+// manifest.json (model config, layout, step, tokens seen, RNG and sampler state, every
+// shard file's size and checksum).
+//
+// Writing is crash-safe: everything goes into step_00000100.tmp/, each file is flushed
+// (fsync) before the directory is renamed, which happens only after every rank has
+// finished; DIR/latest (a one-line file naming the directory) then moves atomically by
+// rename. Only the newest `keep` complete checkpoints are kept. Nothing that exists is
+// ever overwritten in place.
+//
+// Reading works at any layout: each shard file names, for every stored segment, the
+// parameter (Hugging Face name), the TP rank and size that held it, and the range of that
+// TP-local tensor's flattened elements it covers, so a reader can assemble any
+// parameter whole and cut it again for another TP, PP, DP, CP or ZeRO layout.
+#pragma once
+#include <mpi.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "checkpoint/json.hpp"
+#include "checkpoint/safetensors.hpp"
+#include "model/config.hpp"
+
+namespace tetra::ckpt {
+
+// A contiguous piece of one parameter's TP-local tensor that this rank stores, with the
+// matching Adam moments. Pointers are host memory, valid during save().
+struct Segment {
+  std::string name;  // "model.layers.0.self_attn.q_proj.weight"
+  int tp_rank = 0, tp_size = 1;
+  int64_t begin = 0, end = 0;  // element range of the TP-local flattened tensor
+  const float* param = nullptr;
+  const float* adam_m = nullptr;
+  const float* adam_v = nullptr;
+};
+
+// What a run needs besides the tensors to continue exactly where it stopped.
+struct RunState {
+  int64_t step = 0;         // steps completed; the next step to run
+  int64_t tokens_seen = 0;  // step * global batch * seq len
+  uint64_t seed = 0;        // weights' init and synthetic data
+  // The sampler's position: step s takes sequences (s*G + j) mod K, so it is the step
+  // and the global batch G; stored explicitly so that a reader can check it.
+  int64_t sampler_step = 0;
+  int global_batch = 0;
+  json::Value model;   // ModelConfig as JSON (model_to_json)
+  json::Value layout;  // {"tp","cp","pp","dp","vpp","zero","sp","schedule"}: informational
+};
+
+json::Value model_to_json(const ModelConfig& c);
+// Throws tetra::Error naming `what` if a field is missing or malformed.
+ModelConfig model_from_json(const json::Value& v, const std::string& what);
+
+// Collective over `world`: every rank passes its segments (possibly none). Writes
+// dir/step_<8 digits>/ as described above (creating dir if needed, and replacing an
+// existing checkpoint of the same step only once the new one is complete), updates
+// dir/latest and deletes all but the newest `keep` complete checkpoints (keep <= 0: none),
+// never the new one. Throws tetra::Error on every rank (the same message) if any rank
+// fails, leaving any earlier checkpoint and `latest` untouched.
+// die_after_shard (--inject-failure RANK@STEP:ckpt): this rank kills itself with SIGKILL
+// once its shard file is on disk, before the checkpoint is complete.
+// Returns the path of the new checkpoint directory.
+std::string save(MPI_Comm world, const std::string& dir, const RunState& state,
+                 const std::vector<Segment>& segments, int keep, bool die_after_shard = false);
+
+// The single-process steps that save() runs, exposed so that a test or a tool can write a
+// checkpoint of any world size from one process:
+//   rank 0: tmp = begin_write(dir, step)
+//   rank r: shards[r] = write_shard(tmp, r, model, segments of rank r)
+//   rank 0: finish_write(dir, state, shards, keep)
+struct ShardRecord {
+  std::string file;  // "rank_00003.safetensors"
+  uint64_t bytes = 0;
+  uint32_t crc32c = 0;
+};
+// Creates dir (with its parents) and an empty dir/step_<8 digits>.tmp, removing a stale one
+// that a crashed writer left. Returns the path of the .tmp directory.
+std::string begin_write(const std::string& dir, int64_t step);
+// Checks the segments against the model (known names, ranges inside the TP-local tensor)
+// and writes rank's shard file into tmp_dir, flushed to disk. Returns its size and checksum.
+ShardRecord write_shard(const std::string& tmp_dir, int rank, const ModelConfig& model,
+                        const std::vector<Segment>& segments);
+// Writes the manifest, moves the .tmp directory into place, updates dir/latest and deletes
+// old checkpoints. Returns the path of the new checkpoint directory.
+std::string finish_write(const std::string& dir, const RunState& state,
+                         const std::vector<ShardRecord>& shards, int keep);
+
+// Checks a checkpoint directory without MPI: the manifest parses, every shard file it
+// lists exists with the listed size and checksum, every file parses as safetensors with
+// the segments it lists, and together they hold every parameter whole.
+// Returns an empty string when it verifies, else one line naming the file and the problem.
+std::string verify(const std::string& checkpoint_dir);
+
+// Newest complete checkpoint in dir (step_* directories, not *.tmp) that verifies;
+// each one skipped is reported through `warnings` ("skipping <dir>: <problem>").
+// Returns "" when there is none.
+std::string find_latest(const std::string& dir, std::vector<std::string>* warnings);
+
+// Reads a checkpoint for any layout.
+class Reader {
+ public:
+  // Throws tetra::Error naming the file for an unreadable or malformed manifest or a
+  // missing shard file (it does not verify checksums: call verify() for that).
+  explicit Reader(const std::string& checkpoint_dir);
+  const RunState& state() const { return state_; }
+  const std::string& path() const { return dir_; }
+
+  enum class Kind { Param, AdamM, AdamV };
+  // The whole global tensor `name` (global shape as ModelConfig gives it, row-major),
+  // assembled from every shard that holds part of it. Throws tetra::Error if any element
+  // is missing (e.g. a shard file lacks a segment) or the tensor is unknown.
+  std::vector<float> tensor(const std::string& name, Kind kind) const;
+
+  // For `tetra ckpt inspect`: a human-readable summary (step, model, layout, files with
+  // sizes, tensors with shapes).
+  std::string describe() const;
+
+  // "" when every parameter of the model is whole in the checkpoint, else the first one
+  // that is not and what is missing.
+  std::string coverage_problem() const;
+
+ private:
+  // A segment of `name` in files_[file]: TP-local elements [begin, end) of TP rank tp_rank,
+  // which `param` (the saved layout's view of the tensor on that rank) maps to global ones.
+  struct Piece {
+    size_t file;
+    int tp_rank, tp_size;
+    int64_t begin, end;
+    ParamInfo param;
+  };
+  // "" when the pieces of `param` (a global view) cover all of it.
+  std::string coverage_problem(const ParamInfo& param) const;
+
+  std::string dir_;
+  RunState state_;
+  ModelConfig model_;
+  std::vector<ParamInfo> params_;    // every parameter of the model, global, in model order
+  std::vector<ShardRecord> shards_;  // as the manifest lists them
+  std::vector<st::Reader> files_;    // the shard files' headers, in rank order
+  std::map<std::string, std::vector<Piece>> pieces_;
+};
+
+}  // namespace tetra::ckpt

@@ -1,0 +1,275 @@
+// Writing a checkpoint: rank 0 prepares step_X.tmp/, every rank writes its shard file into
+// it, rank 0 writes the manifest and moves the directory into place. Each phase ends with
+// every rank agreeing on success, so that one rank's failure stops them all with the same
+// message instead of leaving some waiting in a collective.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <utility>
+
+#include "checkpoint/checkpoint.hpp"
+#include "checkpoint/checksum.hpp"
+#include "checkpoint/manifest.hpp"
+#include "model/error.hpp"
+
+namespace tetra::ckpt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string cannot_write(const std::string& dir) {
+  return "cannot write checkpoint directory '" + dir + "'";
+}
+
+std::string tmp_dir_of(const std::string& dir, int64_t step) {
+  return (fs::path(dir) / (step_dir_name(step) + ".tmp")).string();
+}
+
+// Where the old checkpoint of a step waits while a new one replaces it, on filesystems that
+// cannot swap two directories in one rename.
+std::string old_dir_of(const std::string& dir, int64_t step) {
+  return (fs::path(dir) / (step_dir_name(step) + ".old")).string();
+}
+
+// Runs f on every rank of comm (collective). If it throws on any rank, every rank throws
+// tetra::Error with the message of the lowest failing rank. (tools/lib/agree.hpp does the
+// same for the program's input checks; the library must not depend on tools/.)
+void all_or_none(MPI_Comm comm, const std::function<void()>& f) {
+  std::string msg;
+  bool failed = false;
+  try {
+    f();
+  } catch (const Error& e) {
+    msg = e.what();
+    failed = true;
+  } catch (const std::exception& e) {
+    msg = std::string("internal error while writing a checkpoint: ") + e.what();
+    failed = true;
+  }
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  int first = failed ? rank : INT_MAX;
+  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm);
+  if (first == INT_MAX) return;
+  int len = int(msg.size());
+  MPI_Bcast(&len, 1, MPI_INT, first, comm);
+  msg.resize(size_t(len));
+  MPI_Bcast(msg.data(), len, MPI_CHAR, first, comm);
+  throw Error(msg);
+}
+
+// Persists the entries created, renamed or removed in dir.
+void sync_dir(const std::string& dir, const std::string& context) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const bool ok = fd >= 0 && ::fsync(fd) == 0;
+  const int err = errno;
+  if (fd >= 0) ::close(fd);
+  check(ok, context, ": fsync of directory '", dir, "' failed: ", std::strerror(err));
+}
+
+// path holds either its old content or all of `text`, never a part, even after a crash.
+void write_file_atomically(const std::string& path, const std::string& text,
+                           const std::string& context) {
+  const std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  check(fd >= 0, context, ": cannot create '", tmp, "': ", std::strerror(errno));
+  auto abandon = [&](const char* step) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    fail(context, ": ", step, " '", tmp, "' failed: ", std::strerror(err));
+  };
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t r = ::write(fd, text.data() + done, text.size() - done);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) abandon("writing");
+    done += size_t(r);
+  }
+  if (::fsync(fd) != 0) abandon("fsync of");
+  const int closed = ::close(fd);
+  fd = -1;
+  if (closed != 0) abandon("closing");
+  if (::rename(tmp.c_str(), path.c_str()) != 0) abandon("renaming");
+  sync_dir(fs::path(path).parent_path().string(), context);
+}
+
+// Moves the finished tmp directory to `final_dir`. A checkpoint already there (a resumed
+// run saving the same step again) is swapped out in one atomic rename, so that the name
+// always holds one complete checkpoint, and then deleted.
+void install(const std::string& tmp, const std::string& final_dir, const std::string& old,
+             const std::string& context) {
+  if (::rename(tmp.c_str(), final_dir.c_str()) == 0) return;
+  check(errno == EEXIST || errno == ENOTEMPTY, context, ": cannot rename '", tmp, "' to '",
+        final_dir, "': ", std::strerror(errno));
+  std::error_code ec;
+  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) == 0) {
+    fs::remove_all(tmp, ec);  // the old checkpoint now; a leftover is a stale .tmp
+    return;
+  }
+  // Filesystems without RENAME_EXCHANGE (NFS, for one): the old one steps aside first, so
+  // a crash in between leaves it complete under the .old name.
+  check(errno == EINVAL || errno == ENOSYS, context, ": cannot replace '", final_dir,
+        "': ", std::strerror(errno));
+  check(::rename(final_dir.c_str(), old.c_str()) == 0, context, ": cannot move '", final_dir,
+        "' aside: ", std::strerror(errno));
+  check(::rename(tmp.c_str(), final_dir.c_str()) == 0, context, ": cannot rename '", tmp, "' to '",
+        final_dir, "': ", std::strerror(errno));
+  fs::remove_all(old, ec);
+}
+
+// Deletes complete checkpoints beyond the newest `keep`, never `written`. The manifest
+// goes first: a deletion cut short by a crash leaves a directory that no longer verifies,
+// not one that looks complete and is not.
+void prune(const std::string& dir, int64_t written, int keep) {
+  if (keep <= 0) return;
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const auto step = parse_step_dir_name(e.path().filename().string());
+    if (step && e.is_directory(ec)) steps.push_back(*step);
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  for (size_t i = size_t(keep); i < steps.size(); ++i) {
+    if (steps[i] == written) continue;
+    const fs::path old = fs::path(dir) / step_dir_name(steps[i]);
+    fs::remove(old / kManifestFile, ec);
+    if (!ec) fs::remove_all(old, ec);
+    // The new checkpoint is complete: a leftover old one wastes space, it breaks nothing.
+    if (ec) {
+      std::fprintf(stderr, "tetra: warning: cannot delete old checkpoint '%s': %s\n", old.c_str(),
+                   ec.message().c_str());
+    }
+  }
+}
+
+}  // namespace
+
+std::string begin_write(const std::string& dir, int64_t step) {
+  const std::string context = cannot_write(dir);
+  check(step >= 0, context, ": step ", step, " is negative");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  check(!ec, context, ": ", ec.message());
+  check(fs::is_directory(dir, ec), context, ": it exists and is not a directory");
+  const std::string tmp = tmp_dir_of(dir, step);
+  for (const std::string& stale : {tmp, old_dir_of(dir, step)}) {
+    fs::remove_all(stale, ec);  // left by a writer that crashed
+    check(!ec, context, ": cannot remove the stale '", stale, "': ", ec.message());
+  }
+  check(::mkdir(tmp.c_str(), 0755) == 0, context, ": cannot create '", tmp,
+        "': ", std::strerror(errno));
+  return tmp;
+}
+
+ShardRecord write_shard(const std::string& tmp_dir, int rank, const ModelConfig& model,
+                        const std::vector<Segment>& segments) {
+  const std::string dir = fs::path(tmp_dir).parent_path().string();
+  std::error_code ec;
+  // Rank 0 created it: not finding it means the ranks do not share the directory.
+  check(fs::is_directory(tmp_dir, ec), cannot_write(dir), ": '", tmp_dir,
+        "' does not exist on rank ", rank, "; every rank must see the same checkpoint directory");
+
+  // A segment that does not fit the model would make a checkpoint that cannot be read
+  // back: refuse it now, with the caller's mistake in the message.
+  std::map<std::pair<int, int>, std::map<std::string, int64_t>> local_numel;
+  for (const Segment& s : segments) {
+    const std::string what = "checkpoint segment '" + s.name + "' of rank " + std::to_string(rank);
+    check(s.tp_size >= 1 && s.tp_rank >= 0 && s.tp_rank < s.tp_size, what, ": TP rank ", s.tp_rank,
+          " of ", s.tp_size, " is invalid");
+    auto& numel = local_numel[{s.tp_size, s.tp_rank}];
+    if (numel.empty()) {
+      for (const UnitLayout& u : make_units(model, s.tp_size, s.tp_rank)) {
+        for (const ParamInfo& p : u.params) numel[p.name] = p.numel();
+      }
+    }
+    const auto it = numel.find(s.name);
+    check(it != numel.end(), what, ": the model has no such tensor");
+    check(s.begin >= 0 && s.begin <= s.end && s.end <= it->second, what, ": range [", s.begin, ", ",
+          s.end, ") is outside its ", it->second, " TP-local elements");
+    check(s.begin == s.end || (s.param && s.adam_m && s.adam_v), what, ": missing data");
+  }
+
+  st::Writer w;
+  for (const Segment& s : segments) {
+    const std::vector<int64_t> shape = {s.end - s.begin};
+    w.add(segment_tensor(s.name, s.tp_rank, s.begin, Reader::Kind::Param), shape, s.param);
+    w.add(segment_tensor(s.name, s.tp_rank, s.begin, Reader::Kind::AdamM), shape, s.adam_m);
+    w.add(segment_tensor(s.name, s.tp_rank, s.begin, Reader::Kind::AdamV), shape, s.adam_v);
+  }
+  w.set_metadata("segments", segments_metadata(segments));
+  ShardRecord record;
+  record.file = shard_file_name(rank);
+  const std::string path = (fs::path(tmp_dir) / record.file).string();
+  w.write(path);
+  // Over the bytes as written, so that verify() compares against what is on disk.
+  const FileDigest d = digest_file(path);
+  record.bytes = d.bytes;
+  record.crc32c = d.crc;
+  return record;
+}
+
+std::string finish_write(const std::string& dir, const RunState& state,
+                         const std::vector<ShardRecord>& shards, int keep) {
+  const std::string context = cannot_write(dir);
+  const std::string name = step_dir_name(state.step);
+  const std::string tmp = tmp_dir_of(dir, state.step);
+  const std::string final_dir = (fs::path(dir) / name).string();
+  write_file_atomically((fs::path(tmp) / kManifestFile).string(),
+                        manifest_json(state, shards).dump(2) + "\n", context);
+  install(tmp, final_dir, old_dir_of(dir, state.step), context);
+  sync_dir(dir, context);
+  // Only now may `latest` name it: before this point a crash leaves the previous one.
+  write_file_atomically((fs::path(dir) / kLatestFile).string(), name + "\n", context);
+  prune(dir, state.step, keep);
+  return final_dir;
+}
+
+std::string save(MPI_Comm world, const std::string& dir, const RunState& state,
+                 const std::vector<Segment>& segments, int keep, bool die_after_shard) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  const std::string tmp = tmp_dir_of(dir, state.step);
+  try {
+    ModelConfig model;
+    all_or_none(world, [&] {
+      model = model_from_json(state.model, "checkpoint state");
+      if (rank == 0) begin_write(dir, state.step);
+    });
+    ShardRecord mine;
+    all_or_none(world, [&] {
+      mine = write_shard(tmp, rank, model, segments);
+      if (die_after_shard) ::raise(SIGKILL);
+    });
+    // Fixed-size records: file names follow from the ranks.
+    const uint64_t record[2] = {mine.bytes, mine.crc32c};
+    std::vector<uint64_t> all(rank == 0 ? 2 * size_t(size) : 0);
+    MPI_Gather(record, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, 0, world);
+    std::vector<ShardRecord> shards;
+    for (int r = 0; r < int(all.size() / 2); ++r) {
+      shards.push_back({shard_file_name(r), all[2 * size_t(r)], uint32_t(all[2 * size_t(r) + 1])});
+    }
+    all_or_none(world, [&] {
+      if (rank == 0) finish_write(dir, state, shards, keep);
+    });
+  } catch (const Error&) {
+    // Leave no half-written directory behind; earlier checkpoints were never touched.
+    std::error_code ec;
+    if (rank == 0) fs::remove_all(tmp, ec);
+    throw;
+  }
+  return (fs::path(dir) / step_dir_name(state.step)).string();
+}
+
+}  // namespace tetra::ckpt

@@ -1,0 +1,251 @@
+#include "checkpoint/manifest.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <climits>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "checkpoint/checksum.hpp"
+
+namespace tetra::ckpt {
+
+namespace {
+
+// Member `key` of object `v`. Messages name the key only: callers add the file.
+const json::Value& member(const json::Value& v, const std::string& key) {
+  check(v.is_object(), "expected an object with \"", key, "\", got ", v.dump());
+  check(v.has(key), "missing \"", key, "\"");
+  return v.at(key);
+}
+
+int64_t int_member(const json::Value& v, const std::string& key, int64_t lo, int64_t hi) {
+  const json::Value& x = member(v, key);
+  int64_t i = 0;
+  try {
+    i = x.as_int();
+  } catch (const Error&) {
+    fail("\"", key, "\" is ", x.dump(), ", not an integer");
+  }
+  check(i >= lo && i <= hi, "\"", key, "\" is ", i, ", outside [", lo, ", ", hi, "]");
+  return i;
+}
+
+double number_member(const json::Value& v, const std::string& key) {
+  const json::Value& x = member(v, key);
+  check(x.is_number(), "\"", key, "\" is ", x.dump(), ", not a number");
+  return x.as_double();
+}
+
+const std::string& string_member(const json::Value& v, const std::string& key) {
+  const json::Value& x = member(v, key);
+  check(x.is_string(), "\"", key, "\" is ", x.dump(), ", not a string");
+  return x.as_string();
+}
+
+uint32_t parse_crc(const std::string& hex) {
+  uint32_t crc = 0;
+  const auto r = std::from_chars(hex.data(), hex.data() + hex.size(), crc, 16);
+  check(hex.size() == 8 && r.ec == std::errc() && r.ptr == hex.data() + hex.size(), "checksum \"",
+        hex, "\" is not 8 hex digits");
+  return crc;
+}
+
+RunState run_state(const json::Value& m) {
+  RunState s;
+  s.step = int_member(m, "step", 0, INT64_MAX);
+  s.tokens_seen = int_member(m, "tokens_seen", 0, INT64_MAX);
+  s.seed = uint64_t(int_member(m, "seed", INT64_MIN, INT64_MAX));  // see manifest_json
+  const json::Value& sampler = member(m, "sampler");
+  s.sampler_step = int_member(sampler, "step", 0, INT64_MAX);
+  s.global_batch = int(int_member(sampler, "global_batch", 0, INT_MAX));
+  s.model = member(m, "model");
+  model_from_json(s.model, "model");
+  if (m.has("layout")) s.layout = m.at("layout");
+  return s;
+}
+
+}  // namespace
+
+json::Value model_to_json(const ModelConfig& c) {
+  json::Value v = json::Value::object();
+  v["vocab"] = c.vocab;
+  v["layers"] = c.layers;
+  v["dim"] = c.dim;
+  v["heads"] = c.heads;
+  v["kv_heads"] = c.kv_heads;
+  v["ffn_dim"] = c.ffn_dim;
+  v["seq_len"] = c.seq_len;
+  v["rope_theta"] = c.rope_theta;
+  // The float's exact value as a double, so that it comes back bit for bit.
+  v["norm_eps"] = double(c.norm_eps);
+  return v;
+}
+
+ModelConfig model_from_json(const json::Value& v, const std::string& what) {
+  ModelConfig c;
+  with_context(what, [&] {
+    c.vocab = int_member(v, "vocab", 1, INT64_MAX);
+    c.layers = int(int_member(v, "layers", 1, INT_MAX));
+    c.dim = int(int_member(v, "dim", 1, INT_MAX));
+    c.heads = int(int_member(v, "heads", 1, INT_MAX));
+    c.kv_heads = int(int_member(v, "kv_heads", 1, INT_MAX));
+    c.ffn_dim = int(int_member(v, "ffn_dim", 1, INT_MAX));
+    c.seq_len = int(int_member(v, "seq_len", 1, INT_MAX));
+    c.rope_theta = number_member(v, "rope_theta");
+    c.norm_eps = float(number_member(v, "norm_eps"));
+    c.validate();
+  });
+  return c;
+}
+
+std::string step_dir_name(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
+  return buf;
+}
+
+std::optional<int64_t> parse_step_dir_name(const std::string& name) {
+  const std::string prefix = "step_";
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return {};
+  const std::string digits = name.substr(prefix.size());
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return {};
+  }
+  int64_t step = 0;
+  if (std::from_chars(digits.data(), digits.data() + digits.size(), step).ec != std::errc()) {
+    return {};  // beyond int64
+  }
+  return step;
+}
+
+std::string shard_file_name(int rank) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "rank_%05d.safetensors", rank);
+  return buf;
+}
+
+std::string segment_tensor(const std::string& name, int tp_rank, int64_t begin, Reader::Kind kind) {
+  // The two numbers never hold '#', so the name can be read back from the right: distinct
+  // segments always get distinct tensor names, whatever the parameter names are.
+  const char* suffix = kind == Reader::Kind::Param   ? "param"
+                       : kind == Reader::Kind::AdamM ? "adam_m"
+                                                     : "adam_v";
+  return name + "#" + std::to_string(tp_rank) + "#" + std::to_string(begin) + "/" + suffix;
+}
+
+std::string segments_metadata(const std::vector<Segment>& segments) {
+  json::Value list = json::Value::array();
+  for (const Segment& s : segments) {
+    json::Value e = json::Value::object();
+    e["name"] = s.name;
+    e["tp_rank"] = s.tp_rank;
+    e["tp_size"] = s.tp_size;
+    e["begin"] = s.begin;
+    e["end"] = s.end;
+    list.push_back(std::move(e));
+  }
+  return list.dump();
+}
+
+std::vector<SegmentRange> read_segments(const st::Reader& file) {
+  std::vector<SegmentRange> out;
+  with_context("checkpoint file '" + file.path() + "'", [&] {
+    const auto it = file.metadata().find("segments");
+    check(it != file.metadata().end(), "no \"segments\" metadata: not a tetra checkpoint shard");
+    json::Value list;
+    with_context("\"segments\" metadata", [&] { list = json::parse(it->second); });
+    check(list.is_array(), "\"segments\" metadata is not a JSON array");
+    for (const json::Value& e : list.items()) {
+      SegmentRange s;
+      s.name = string_member(e, "name");
+      s.tp_size = int(int_member(e, "tp_size", 1, INT_MAX));
+      s.tp_rank = int(int_member(e, "tp_rank", 0, s.tp_size - 1));
+      s.begin = int_member(e, "begin", 0, INT64_MAX);
+      s.end = int_member(e, "end", s.begin, INT64_MAX);
+      for (Reader::Kind kind : {Reader::Kind::Param, Reader::Kind::AdamM, Reader::Kind::AdamV}) {
+        const std::string t = segment_tensor(s.name, s.tp_rank, s.begin, kind);
+        check(file.has(t), "segment tensor '", t, "' is missing");
+        const st::TensorInfo& info = file.info(t);
+        check(info.dtype == "F32" && info.shape.size() == 1 && info.shape[0] == s.end - s.begin,
+              "segment tensor '", t, "' is not 1-D F32 of ", s.end - s.begin, " elements");
+      }
+      out.push_back(std::move(s));
+    }
+  });
+  return out;
+}
+
+json::Value manifest_json(const RunState& state, const std::vector<ShardRecord>& shards) {
+  json::Value m = json::Value::object();
+  m["format"] = kFormatName;
+  m["version"] = kFormatVersion;
+  m["step"] = state.step;
+  m["tokens_seen"] = state.tokens_seen;
+  // JSON numbers here are int64: a seed of 2^63 or more is stored as its two's-complement
+  // value, which run_state() turns back into the same bits.
+  m["seed"] = static_cast<int64_t>(state.seed);
+  m["sampler"]["step"] = state.sampler_step;
+  m["sampler"]["global_batch"] = state.global_batch;
+  m["model"] = state.model;
+  m["layout"] = state.layout;
+  m["world_size"] = static_cast<int64_t>(shards.size());
+  m["checksum"] = kChecksumAlgorithm;
+  m["shards"] = json::Value::array();
+  for (const ShardRecord& s : shards) {
+    json::Value e = json::Value::object();
+    e["file"] = s.file;
+    e["bytes"] = s.bytes;
+    e["checksum"] = crc_hex(s.crc32c);
+    m["shards"].push_back(std::move(e));
+  }
+  return m;
+}
+
+Manifest read_manifest(const std::string& checkpoint_dir) {
+  const std::string path = (std::filesystem::path(checkpoint_dir) / kManifestFile).string();
+  const std::string where = "checkpoint manifest '" + path + "'";
+  std::error_code ec;
+  check(std::filesystem::is_directory(checkpoint_dir, ec), "checkpoint directory '", checkpoint_dir,
+        "': not found");
+  check(std::filesystem::exists(path, ec), where, ": not found");
+  std::ifstream in(path, std::ios::binary);
+  check(in.good(), where, ": cannot open");
+  std::ostringstream text;
+  text << in.rdbuf();
+  check(!in.bad(), where, ": read failed");
+
+  Manifest out;
+  with_context(where, [&] {
+    const json::Value m = json::parse(text.str());
+    const std::string& format = string_member(m, "format");
+    check(format == kFormatName, "format is \"", format, "\", not \"", kFormatName, "\"");
+    const int64_t version = int_member(m, "version", 1, INT64_MAX);
+    check(version == kFormatVersion, "format version ", version, "; this tetra reads version ",
+          kFormatVersion);
+    const std::string& algorithm = string_member(m, "checksum");
+    check(algorithm == kChecksumAlgorithm, "unknown checksum algorithm \"", algorithm, "\"");
+    out.state = run_state(m);
+
+    const int64_t world = int_member(m, "world_size", 1, INT_MAX);
+    const json::Value& shards = member(m, "shards");
+    check(shards.is_array() && int64_t(shards.size()) == world, "\"shards\" must list ", world,
+          " files, one per rank");
+    for (int r = 0; r < int(world); ++r) {
+      const json::Value& e = shards.at(size_t(r));
+      ShardRecord s;
+      s.file = string_member(e, "file");
+      // Fixed names also keep a manifest from pointing outside its directory.
+      check(s.file == shard_file_name(r), "shard ", r, " is \"", s.file, "\", expected \"",
+            shard_file_name(r), "\"");
+      s.bytes = uint64_t(int_member(e, "bytes", 0, INT64_MAX));
+      s.crc32c = parse_crc(string_member(e, "checksum"));
+      out.shards.push_back(std::move(s));
+    }
+  });
+  return out;
+}
+
+}  // namespace tetra::ckpt

@@ -1,0 +1,63 @@
+// Running the real `tetra` binary from a test, in a clean environment: this test process
+// is an MPI singleton, and the variables it leaves behind would make a nested mpirun fail.
+#pragma once
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace tetra::test {
+
+struct Spawned {
+  int status = -1;  // exit status; -1 if killed by a signal
+  std::string out, err;
+  double seconds = 0;
+};
+
+inline std::string tmp_path(const std::string& name) {
+  return "/tmp/tetra_test_" + std::to_string(::getpid()) + "_" + name;
+}
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+inline int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+// The tetra binary and mpirun with as many ranks as asked, oversubscribing the cores.
+inline std::string tetra_bin() { return TETRA_BINARY; }
+inline std::string mpirun(int ranks) {
+  return "mpirun --oversubscribe -np " + std::to_string(ranks) + " ";
+}
+
+// Runs a shell command with a time limit; captures stdout and stderr.
+inline Spawned spawn(const std::string& command, int timeout_s = 120) {
+  const std::string out = tmp_path("stdout"), err = tmp_path("stderr");
+  const std::string cmd =
+      "env -i PATH=\"$PATH\" HOME=\"$HOME\" OMPI_ALLOW_RUN_AS_ROOT=1 "
+      "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 timeout " +
+      std::to_string(timeout_s) + " sh -c '" + command + "' >" + out + " 2>" + err;
+  const auto t0 = std::chrono::steady_clock::now();
+  const int raw = std::system(cmd.c_str());
+  Spawned s;
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  s.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  s.out = slurp(out);
+  s.err = slurp(err);
+  std::remove(out.c_str());
+  std::remove(err.c_str());
+  return s;
+}
+
+}  // namespace tetra::test

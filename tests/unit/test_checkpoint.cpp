@@ -1,0 +1,495 @@
+// Sharded checkpoints in one process: a multi-rank layout is simulated with the per-rank
+// steps of save() (begin_write, write_shard per rank, finish_write); save() itself runs on
+// MPI_COMM_SELF. The same layout over real ranks is tests/mpi/test_checkpoint_io.cpp.
+#include <doctest/doctest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint.hpp"
+#include "checkpoint/checksum.hpp"
+#include "checkpoint/json.hpp"
+#include "checkpoint/safetensors.hpp"
+#include "model/config.hpp"
+#include "model/error.hpp"
+
+namespace fs = std::filesystem;
+using namespace tetra;
+using namespace tetra::ckpt;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string templ = (fs::temp_directory_path() / "tetra_ckpt_XXXXXX").string();
+    REQUIRE(::mkdtemp(templ.data()) != nullptr);
+    path = templ;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string sub(const std::string& name) const { return (path / name).string(); }
+};
+
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+ModelConfig tiny_model() {
+  ModelConfig c;
+  c.vocab = 64;
+  c.layers = 2;
+  c.dim = 16;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.ffn_dim = 32;
+  c.seq_len = 8;
+  c.rope_theta = 500000.0;
+  c.norm_eps = 1e-6f;
+  return c;
+}
+
+// Global tensors with a distinct value per element and kind (exact in float), so that any
+// element put in the wrong place shows; `salt` tells two saves apart.
+struct Weights {
+  std::map<std::string, std::vector<float>> param, adam_m, adam_v;
+};
+
+Weights make_weights(const ModelConfig& cfg, int salt) {
+  Weights w;
+  float next = 1.0f;
+  for (const UnitLayout& u : make_units(cfg, 1, 0)) {
+    for (const ParamInfo& p : u.params) {
+      for (int64_t i = 0; i < p.numel(); ++i, next += 1.0f) {
+        w.param[p.name].push_back(next + 0.25f * float(salt));
+        w.adam_m[p.name].push_back(-next);
+        w.adam_v[p.name].push_back(next + 0.5f);
+      }
+    }
+  }
+  return w;
+}
+
+// What one rank of a TP x DP layout stores: of every unit's TP-local flat buffer, its
+// contiguous 1/DP share, as ZeRO cuts it, so shares begin and end inside tensors.
+struct RankShard {
+  std::deque<std::vector<float>> storage;  // what the segments point into
+  std::vector<Segment> segments;
+};
+
+RankShard shard_of(const ModelConfig& cfg, const Weights& w, int tp, int tp_rank, int dp,
+                   int dp_rank) {
+  RankShard out;
+  for (const UnitLayout& u : make_units(cfg, tp, tp_rank)) {
+    const int64_t per = (u.numel + dp - 1) / dp;
+    const int64_t lo = std::min(u.numel, dp_rank * per), hi = std::min(u.numel, lo + per);
+    for (const ParamInfo& p : u.params) {
+      const int64_t b = std::max(lo, p.offset), e = std::min(hi, p.offset + p.numel());
+      if (b >= e) continue;
+      Segment s{p.name, tp_rank, tp, b - p.offset, e - p.offset};
+      const float** dst[3] = {&s.param, &s.adam_m, &s.adam_v};
+      const std::map<std::string, std::vector<float>>* src[3] = {&w.param, &w.adam_m, &w.adam_v};
+      for (int k = 0; k < 3; ++k) {
+        std::vector<float>& local = out.storage.emplace_back();
+        for (int64_t i = s.begin; i < s.end; ++i)
+          local.push_back(src[k]->at(p.name)[size_t(p.global_index(i, tp_rank))]);
+        *dst[k] = local.data();
+      }
+      out.segments.push_back(s);
+    }
+  }
+  return out;
+}
+
+RunState state_at(int64_t step, const ModelConfig& cfg) {
+  RunState s;
+  s.step = step;
+  s.tokens_seen = step * 8 * cfg.seq_len;
+  s.seed = 0xFEDCBA9876543210ull;  // above 2^63: must survive the int64 JSON numbers
+  s.sampler_step = step;
+  s.global_batch = 8;
+  s.model = model_to_json(cfg);
+  s.layout["tp"] = 2;
+  s.layout["dp"] = 2;
+  s.layout["zero"] = 1;
+  return s;
+}
+
+// A TP 2 x DP 2 checkpoint written as four ranks would (rank = tp + 2 dp, as in the grid).
+// drop_from_rank1 leaves that tensor's segments out of rank 1's file.
+std::string save_tp2_dp2(const std::string& dir, const RunState& st, const Weights& w, int keep,
+                         const std::string& drop_from_rank1 = "") {
+  const ModelConfig cfg = model_from_json(st.model, "test");
+  const std::string tmp = begin_write(dir, st.step);
+  std::vector<ShardRecord> shards;
+  for (int rank = 0; rank < 4; ++rank) {
+    RankShard s = shard_of(cfg, w, 2, rank % 2, 2, rank / 2);
+    if (rank == 1)
+      std::erase_if(s.segments, [&](const Segment& g) { return g.name == drop_from_rank1; });
+    shards.push_back(write_shard(tmp, rank, cfg, s.segments));
+  }
+  return finish_write(dir, st, shards, keep);
+}
+
+// A one-rank checkpoint through the collective entry point.
+std::string save_one(const std::string& dir, int64_t step, int salt, int keep) {
+  const ModelConfig cfg = tiny_model();
+  const RankShard s = shard_of(cfg, make_weights(cfg, salt), 1, 0, 1, 0);
+  return save(MPI_COMM_SELF, dir, state_at(step, cfg), s.segments, keep);
+}
+
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void check_tensors(const Reader& r, const ModelConfig& cfg, const Weights& w) {
+  for (const UnitLayout& u : make_units(cfg, 1, 0)) {
+    for (const ParamInfo& p : u.params) {
+      CAPTURE(p.name);
+      CHECK(r.tensor(p.name, Reader::Kind::Param) == w.param.at(p.name));
+      CHECK(r.tensor(p.name, Reader::Kind::AdamM) == w.adam_m.at(p.name));
+      CHECK(r.tensor(p.name, Reader::Kind::AdamV) == w.adam_v.at(p.name));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: CRC-32C gives the standard check value, in any pieces") {
+  CHECK(crc32c("123456789", 9) == 0xE3069283u);
+  CHECK(crc32c("", 0) == 0u);
+  CHECK(crc_hex(0xE3069283u) == "e3069283");
+  std::string data(1001, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = char(i * 131 + 7);
+  Crc32c pieces;  // odd sizes exercise both the 8-byte loop and the byte-wise tail
+  for (size_t at = 0, n = 1; at < data.size(); at += n, n = n * 3 % 17 + 1)
+    pieces.update(data.data() + at, std::min(n, data.size() - at));
+  CHECK(pieces.value() == crc32c(data.data(), data.size()));
+}
+
+TEST_CASE("checkpoint: the model config round-trips through JSON, every field") {
+  const ModelConfig c = tiny_model();
+  const json::Value v = json::parse(model_to_json(c).dump());
+  CHECK(v.members().size() == 9);
+  const ModelConfig back = model_from_json(v, "test");
+  CHECK(back.vocab == c.vocab);
+  CHECK(back.layers == c.layers);
+  CHECK(back.dim == c.dim);
+  CHECK(back.heads == c.heads);
+  CHECK(back.kv_heads == c.kv_heads);
+  CHECK(back.ffn_dim == c.ffn_dim);
+  CHECK(back.seq_len == c.seq_len);
+  CHECK(back.rope_theta == c.rope_theta);
+  CHECK(back.norm_eps == c.norm_eps);  // bit for bit, though stored as a double
+
+  const json::Value full = model_to_json(c);
+  json::Value missing = json::Value::object();
+  for (const auto& [key, value] : full.members())
+    if (key != "kv_heads") missing[key] = value;
+  const std::string err = error_of([&] { model_from_json(missing, "ckpt/x"); });
+  CHECK(err.find("ckpt/x") == 0);
+  CHECK(err.find("\"kv_heads\"") != std::string::npos);
+  json::Value fraction = model_to_json(c);
+  fraction["dim"] = 16.5;
+  CHECK(error_of([&] { model_from_json(fraction, "m"); }).find("\"dim\"") != std::string::npos);
+  json::Value invalid = model_to_json(c);
+  invalid["heads"] = 3;
+  CHECK(error_of([&] { model_from_json(invalid, "m"); }).find("not divisible") !=
+        std::string::npos);
+}
+
+TEST_CASE("checkpoint: TP 2 x ZeRO DP 2 segments reassemble into the exact tensors") {
+  TempDir tmp;
+  const std::string dir = tmp.sub("ckpt");  // created by the writer
+  const ModelConfig cfg = tiny_model();
+  const Weights w = make_weights(cfg, 0);
+  const RunState st = state_at(7, cfg);
+  const std::string path = save_tp2_dp2(dir, st, w, 0);
+
+  CHECK(path == tmp.sub("ckpt/step_00000007"));
+  CHECK(entries(dir) == std::vector<std::string>{"latest", "step_00000007"});
+  CHECK(read_bytes(tmp.sub("ckpt/latest")) == "step_00000007\n");
+  CHECK(entries(path) == std::vector<std::string>{
+                             "manifest.json", "rank_00000.safetensors", "rank_00001.safetensors",
+                             "rank_00002.safetensors", "rank_00003.safetensors"});
+  CHECK(verify(path) == "");
+
+  const json::Value m = json::parse(read_bytes(path + "/manifest.json"));
+  CHECK(m.at("format").as_string() == "tetra-checkpoint");
+  CHECK(m.at("version").as_int() == 1);
+  CHECK(m.at("checksum").as_string() == "crc32c");
+  CHECK(m.at("world_size").as_int() == 4);
+  CHECK(m.at("sampler").at("global_batch").as_int() == 8);
+  REQUIRE(m.at("shards").size() == 4);
+  for (int r = 0; r < 4; ++r) {
+    const json::Value& s = m.at("shards").at(size_t(r));
+    const std::string file = path + "/" + s.at("file").as_string();
+    CHECK(s.at("file").as_string() == "rank_0000" + std::to_string(r) + ".safetensors");
+    CHECK(s.at("bytes").as_int() == int64_t(fs::file_size(file)));
+    const std::string bytes = read_bytes(file);
+    CHECK(s.at("checksum").as_string() == crc_hex(crc32c(bytes.data(), bytes.size())));
+    // The segment list is metadata: a reader never has to take tensor names apart.
+    const json::Value segs = json::parse(st::Reader(file).metadata().at("segments"));
+    CHECK(segs.size() * 3 == st::Reader(file).names().size());
+    CHECK(segs.at(0).at("tp_size").as_int() == 2);
+    CHECK(segs.at(0).at("tp_rank").as_int() == r % 2);
+  }
+
+  const Reader r(path);
+  CHECK(r.path() == path);
+  CHECK(r.state().step == 7);
+  CHECK(r.state().tokens_seen == st.tokens_seen);
+  CHECK(r.state().seed == st.seed);
+  CHECK(r.state().sampler_step == 7);
+  CHECK(r.state().global_batch == 8);
+  CHECK(r.state().model.dump() == st.model.dump());
+  CHECK(r.state().layout.dump() == st.layout.dump());
+  CHECK(r.coverage_problem() == "");
+  check_tensors(r, cfg, w);
+  CHECK(error_of([&] {
+          r.tensor("model.layers.9.mlp.up_proj.weight", Reader::Kind::Param);
+        }).find("no tensor") != std::string::npos);
+
+  const std::string d = r.describe();
+  for (const char* part : {"step 7", "rank_00003.safetensors", "global batch 8",
+                           "model.layers.1.mlp.down_proj.weight  [16, 32]", "\"tp\":2"}) {
+    CAPTURE(part);
+    CHECK(d.find(part) != std::string::npos);
+  }
+  CHECK(d.find("INCOMPLETE") == std::string::npos);
+}
+
+TEST_CASE("checkpoint: a rank without segments still writes its shard file") {
+  TempDir tmp;
+  const ModelConfig cfg = tiny_model();
+  const Weights w = make_weights(cfg, 0);
+  const RunState st = state_at(3, cfg);
+  const std::string staging = begin_write(tmp.sub("c"), 3);
+  std::vector<ShardRecord> shards;
+  for (int rank = 0; rank < 2; ++rank)
+    shards.push_back(write_shard(staging, rank, cfg, shard_of(cfg, w, 1, 0, 2, rank).segments));
+  shards.push_back(write_shard(staging, 2, cfg, {}));
+  const std::string path = finish_write(tmp.sub("c"), st, shards, 0);
+  CHECK(verify(path) == "");
+  const st::Reader empty(path + "/rank_00002.safetensors");
+  CHECK(empty.names().empty());
+  CHECK(empty.metadata().at("segments") == "[]");
+  check_tensors(Reader(path), cfg, w);
+}
+
+TEST_CASE("checkpoint: verify names the file that is corrupt, truncated, missing or malformed") {
+  TempDir tmp;
+  const ModelConfig cfg = tiny_model();
+  const std::string path = save_tp2_dp2(tmp.sub("c"), state_at(1, cfg), make_weights(cfg, 0), 0);
+  const std::string manifest = path + "/manifest.json";
+  std::string expect_file, expect_problem;
+
+  SUBCASE("a flipped byte") {
+    const std::string file = path + "/rank_00001.safetensors";
+    std::string bytes = read_bytes(file);
+    bytes[bytes.size() - 5] ^= 0x10;
+    write_bytes(file, bytes);
+    expect_file = file;
+    expect_problem = "does not match the manifest";
+  }
+  SUBCASE("a truncated shard") {
+    const std::string file = path + "/rank_00002.safetensors";
+    fs::resize_file(file, fs::file_size(file) - 12);
+    expect_file = file;
+    expect_problem = "truncated";
+  }
+  SUBCASE("a missing shard") {
+    const std::string file = path + "/rank_00003.safetensors";
+    fs::remove(file);
+    expect_file = file;
+    expect_problem = "No such file";
+    CHECK(error_of([&] { Reader r(path); }).find(file) != std::string::npos);
+  }
+  SUBCASE("a manifest that is not JSON") {
+    write_bytes(manifest, "{\"format\": \"tetra-checkpoint\", ");
+    expect_file = manifest;
+    expect_problem = "invalid JSON";
+  }
+  SUBCASE("a manifest without its shard list") {
+    json::Value m = json::parse(read_bytes(manifest));
+    json::Value without = json::Value::object();
+    for (const auto& [key, value] : m.members())
+      if (key != "shards") without[key] = value;
+    write_bytes(manifest, without.dump());
+    expect_file = manifest;
+    expect_problem = "\"shards\"";
+  }
+  SUBCASE("no manifest") {
+    fs::remove(manifest);
+    expect_file = manifest;
+    expect_problem = "not found";
+  }
+  SUBCASE("a shard that matches its checksum but is not safetensors") {
+    const std::string file = path + "/rank_00000.safetensors";
+    const std::string junk = "this is not a safetensors file";
+    write_bytes(file, junk);
+    json::Value m = json::parse(read_bytes(manifest));
+    json::Value shards = json::Value::array();
+    for (size_t i = 0; i < m.at("shards").size(); ++i) {
+      json::Value s = m.at("shards").at(i);
+      if (i == 0) {
+        s["bytes"] = int64_t(junk.size());
+        s["checksum"] = crc_hex(crc32c(junk.data(), junk.size()));
+      }
+      shards.push_back(s);
+    }
+    m["shards"] = shards;
+    write_bytes(manifest, m.dump());
+    expect_file = file;
+    expect_problem = "header length";
+  }
+
+  const std::string problem = verify(path);
+  CAPTURE(problem);
+  CHECK(problem.find(expect_file) != std::string::npos);
+  CHECK(problem.find(expect_problem) != std::string::npos);
+  CHECK(problem.find('\n') == std::string::npos);
+}
+
+TEST_CASE("checkpoint: a segment missing from a shard file leaves its tensor incomplete") {
+  TempDir tmp;
+  const ModelConfig cfg = tiny_model();
+  const std::string q = "model.layers.1.self_attn.q_proj.weight";
+  const std::string path = save_tp2_dp2(tmp.sub("c"), state_at(1, cfg), make_weights(cfg, 0), 0, q);
+  const std::string problem = verify(path);
+  CHECK(problem.find("'" + q + "' is incomplete") != std::string::npos);
+  CHECK(problem.find("TP rank 1 of 2") != std::string::npos);
+  const Reader r(path);
+  CHECK(error_of([&] { r.tensor(q, Reader::Kind::AdamV); }).find("incomplete") !=
+        std::string::npos);
+  CHECK(r.tensor("model.layers.1.self_attn.k_proj.weight", Reader::Kind::Param).size() == 8 * 16);
+  CHECK(r.describe().find("INCOMPLETE") != std::string::npos);
+}
+
+TEST_CASE("checkpoint: find_latest takes the newest that verifies and ignores .tmp") {
+  TempDir tmp;
+  const std::string dir = tmp.sub("c");
+  std::vector<std::string> warnings;
+  CHECK(find_latest(dir, &warnings) == "");  // no directory yet: a fresh start
+  CHECK(warnings.empty());
+  CHECK(verify(dir + "/step_00000001") ==
+        "checkpoint directory '" + dir + "/step_00000001': not found");
+
+  for (int step = 1; step <= 3; ++step) save_one(dir, step, step, 0);
+  const std::string shard3 = dir + "/step_00000003/rank_00000.safetensors";
+  std::string bytes = read_bytes(shard3);
+  bytes[bytes.size() / 2] ^= 1;
+  write_bytes(shard3, bytes);
+  // A crashed writer's leftovers and other names are not checkpoints.
+  fs::create_directories(dir + "/step_00000009.tmp");
+  write_bytes(dir + "/step_00000009.tmp/rank_00000.safetensors", "partial");
+  fs::create_directories(dir + "/step_0000001x");
+
+  CHECK(find_latest(dir, &warnings) == dir + "/step_00000002");
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].find("skipping " + dir + "/step_00000003: ") == 0);
+  CHECK(warnings[0].find("rank_00000.safetensors") != std::string::npos);
+
+  fs::remove(dir + "/step_00000002/manifest.json");
+  fs::remove(dir + "/step_00000001/rank_00000.safetensors");
+  warnings.clear();
+  CHECK(find_latest(dir, &warnings) == "");
+  CHECK(warnings.size() == 3);
+}
+
+TEST_CASE("checkpoint: keep deletes all but the newest, never the one just written") {
+  TempDir tmp;
+  const std::string dir = tmp.sub("c");
+  for (int step = 1; step <= 4; ++step) save_one(dir, step, 0, 2);
+  CHECK(entries(dir) == std::vector<std::string>{"latest", "step_00000003", "step_00000004"});
+  CHECK(read_bytes(dir + "/latest") == "step_00000004\n");
+
+  save_one(dir, 2, 0, 2);  // e.g. a run resumed from step 1 elsewhere
+  CHECK(entries(dir) ==
+        std::vector<std::string>{"latest", "step_00000002", "step_00000003", "step_00000004"});
+  CHECK(read_bytes(dir + "/latest") == "step_00000002\n");
+
+  for (int step = 5; step <= 6; ++step) save_one(dir, step, 0, 0);  // keep 0: keep all
+  CHECK(entries(dir).size() == 6);
+  save_one(dir, 7, 0, 1);
+  CHECK(entries(dir) == std::vector<std::string>{"latest", "step_00000007"});
+}
+
+TEST_CASE("checkpoint: saving an existing step again replaces it whole") {
+  TempDir tmp;
+  const std::string dir = tmp.sub("c");
+  const ModelConfig cfg = tiny_model();
+  save_tp2_dp2(dir, state_at(5, cfg), make_weights(cfg, 1), 0);
+  RunState again = state_at(5, cfg);
+  again.tokens_seen += 1;
+  const Weights w2 = make_weights(cfg, 2);
+  const std::string path = save_tp2_dp2(dir, again, w2, 0);
+  CHECK(entries(dir) == std::vector<std::string>{"latest", "step_00000005"});
+  CHECK(verify(path) == "");
+  const Reader r(path);
+  CHECK(r.state().tokens_seen == again.tokens_seen);
+  check_tensors(r, cfg, w2);
+
+  // A stale .tmp of the step about to be written goes first, with whatever it held.
+  fs::create_directories(dir + "/step_00000006.tmp");
+  write_bytes(dir + "/step_00000006.tmp/rank_00007.safetensors", "junk");
+  save_one(dir, 6, 0, 0);
+  CHECK(entries(dir) == std::vector<std::string>{"latest", "step_00000005", "step_00000006"});
+  CHECK(entries(dir + "/step_00000006") ==
+        std::vector<std::string>{"manifest.json", "rank_00000.safetensors"});
+}
+
+TEST_CASE("checkpoint: a failed save says why and leaves earlier checkpoints alone") {
+  TempDir tmp;
+  const ModelConfig cfg = tiny_model();
+  const RunState st = state_at(1, cfg);
+
+  std::string err = error_of([&] { save(MPI_COMM_SELF, "/proc/tetra_ckpt", st, {}, 0); });
+  CHECK(err.find("cannot write checkpoint directory '/proc/tetra_ckpt'") == 0);
+
+  write_bytes(tmp.sub("file"), "x");  // a parent that is a file blocks even root
+  err = error_of([&] { save(MPI_COMM_SELF, tmp.sub("file/ckpt"), st, {}, 0); });
+  CHECK(err.find("cannot write checkpoint directory '" + tmp.sub("file/ckpt") + "'") == 0);
+  CHECK(err.find("Not a directory") != std::string::npos);
+
+  const std::string dir = tmp.sub("c");
+  save_one(dir, 1, 0, 1);
+  const float x = 1.0f;
+  const std::vector<Segment> bad = {{"model.layers.7.mlp.up_proj.weight", 0, 1, 0, 1, &x, &x, &x}};
+  err = error_of([&] { save(MPI_COMM_SELF, dir, state_at(2, cfg), bad, 1); });
+  CHECK(err.find("'model.layers.7.mlp.up_proj.weight' of rank 0") != std::string::npos);
+  const std::vector<Segment> outside = {{"model.norm.weight", 0, 1, 10, 17, &x, &x, &x}};
+  err = error_of([&] { save(MPI_COMM_SELF, dir, state_at(2, cfg), outside, 1); });
+  CHECK(err.find("outside its 16 TP-local elements") != std::string::npos);
+  CHECK(entries(dir) == std::vector<std::string>{"latest", "step_00000001"});
+  CHECK(read_bytes(dir + "/latest") == "step_00000001\n");
+  CHECK(verify(dir + "/step_00000001") == "");
+}

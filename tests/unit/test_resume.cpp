@@ -1,0 +1,186 @@
+// [6/9] A failure costs time, never correctness and never data: supervised runs killed
+// between checkpoints or while writing one end with weights bitwise equal to an
+// uninterrupted run; a corrupt checkpoint is named and skipped; a checkpoint resumes at
+// another layout; bad checkpoints are refused with one message. Runs the real binary.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "spawn.hpp"
+
+using namespace tetra::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kModel =
+    " --layers 4 --dim 64 --heads 8 --kv-heads 4 --ffn-dim 128 --seq-len 16 --global-batch 8"
+    " --steps 12 --peak-tflops 1 ";
+
+struct Dir {
+  std::string path;
+  explicit Dir(const std::string& name) : path(tmp_path(name)) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~Dir() { fs::remove_all(path); }
+  std::string operator/(const std::string& f) const { return path + "/" + f; }
+};
+
+std::string train(int ranks, const std::string& args) {
+  return (ranks > 1 ? mpirun(ranks) : std::string()) + tetra_bin() + " train" + kModel + args;
+}
+
+// Losses by step from a metrics file (the last record of each step wins).
+std::map<int, double> losses(const std::string& metrics) {
+  std::map<int, double> out;
+  std::istringstream in(slurp(metrics));
+  const std::regex re(R"("loss":([-0-9.eE+]+).*"step":([0-9]+))");
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, re)) out[std::stoi(m[2])] = std::stod(m[1]);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("resume: a run killed between checkpoints ends bitwise equal to an uninterrupted one") {
+  struct Case {
+    int ranks;
+    std::string layout, failure;
+  };
+  const std::vector<Case> cases = {
+      {1, "", "0@6"},
+      {2, "--dp 2 --zero 3", "1@6"},
+      {16, "--tp 2 --cp 2 --pp 2 --dp 2", "13@6"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.layout);
+    Dir d("resume_kill");
+    const Spawned clean = spawn(train(c.ranks, c.layout + " --export " + (d / "a.st")));
+    REQUIRE(clean.status == 0);
+    const Spawned sup = spawn(tetra_bin() + " launch --restarts 2 -- " +
+                              train(c.ranks, c.layout + " --ckpt-dir " + (d / "ck") +
+                                                 " --ckpt-every 4 --inject-failure " + c.failure +
+                                                 " --export " + (d / "b.st")));
+    CAPTURE(sup.err);
+    CHECK(sup.status == 0);
+    CHECK(sup.out.find("2 attempts") != std::string::npos);
+    CHECK(sup.out.find("resumed from " + (d / "ck/step_00000004")) != std::string::npos);
+    CHECK(sup.out.find("2 steps lost, 12 kept") != std::string::npos);
+    const std::string a = slurp(d / "a.st"), b = slurp(d / "b.st");
+    CHECK(!a.empty());
+    CHECK(a == b);
+  }
+}
+
+TEST_CASE("resume: a kill while writing a checkpoint leaves it unused; the run ends identical") {
+  Dir d("resume_ckpt");
+  const std::string layout = "--dp 2 --zero 2";
+  REQUIRE(spawn(train(2, layout + " --export " + (d / "a.st"))).status == 0);
+  // Rank 1 dies after writing its shard of the step-8 checkpoint.
+  const Spawned first = spawn(train(2, layout + " --ckpt-dir " + (d / "ck") +
+                                           " --ckpt-every 4 --inject-failure 1@5:ckpt"));
+  CHECK(first.status != 0);
+  CHECK(fs::exists(d / "ck/step_00000004/manifest.json"));
+  CHECK(!fs::exists(d / "ck/step_00000008"));
+  CHECK(slurp(d / "ck/latest") == "step_00000004\n");
+  const Spawned second = spawn("TETRA_RESTART=1 " +
+                               train(2, layout + " --ckpt-dir " + (d / "ck") +
+                                            " --ckpt-every 4 --resume auto --export " +
+                                            (d / "b.st")));
+  CHECK(second.status == 0);
+  CHECK(second.out.find("resumed from " + (d / "ck/step_00000004")) != std::string::npos);
+  CHECK(slurp(d / "a.st") == slurp(d / "b.st"));
+  CHECK(fs::exists(d / "ck/step_00000008/manifest.json"));
+  CHECK(!fs::exists(d / "ck/step_00000008.tmp"));
+}
+
+TEST_CASE("resume: a flipped byte is named by verify and skipped by --resume auto") {
+  Dir d("resume_flip");
+  REQUIRE(spawn(train(2, "--dp 2 --steps 8 --ckpt-dir " + (d / "ck") + " --ckpt-every 4")).status ==
+          0);
+  const std::string shard = d / "ck/step_00000008/rank_00001.safetensors";
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-100, std::ios::end);
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(-100, std::ios::end);
+    c ^= 0x10;
+    f.write(&c, 1);
+  }
+  const Spawned verify = spawn(tetra_bin() + " ckpt verify " + (d / "ck/step_00000008"));
+  CHECK(verify.status == 2);
+  CHECK(verify.err.find("rank_00001.safetensors") != std::string::npos);
+  CHECK(spawn(tetra_bin() + " ckpt verify " + (d / "ck/step_00000004")).status == 0);
+  const Spawned resumed =
+      spawn(train(2, "--dp 2 --steps 9 --ckpt-dir " + (d / "ck") + " --resume auto"));
+  CHECK(resumed.status == 0);
+  CHECK(resumed.err.find("skipping " + (d / "ck/step_00000008")) != std::string::npos);
+  CHECK(resumed.out.find("resumed from " + (d / "ck/step_00000004")) != std::string::npos);
+}
+
+TEST_CASE("resume: a checkpoint resumes at other layouts with the same next loss") {
+  Dir d("resume_reshard");
+  REQUIRE(spawn(train(16, "--tp 2 --cp 2 --pp 2 --dp 2 --zero 3 --ckpt-dir " + (d / "ck") +
+                              " --ckpt-every 6 --metrics " + (d / "a.jsonl")))
+              .status == 0);
+  const auto reference = losses(d / "a.jsonl");
+  REQUIRE(reference.count(6) == 1);
+  struct Case {
+    int ranks;
+    std::string layout;
+  };
+  for (const Case& c : std::vector<Case>{{1, ""},
+                                         {4, "--tp 4 --zero 1"},
+                                         {4, "--pp 2 --vpp 2 --dp 2 --zero 2 --micro-batch 1"},
+                                         {8, "--cp 4 --dp 2 --sp --tp 1"}}) {
+    CAPTURE(c.layout);
+    const std::string metrics = d / "b.jsonl";
+    fs::remove(metrics);
+    const Spawned r = spawn(train(c.ranks, c.layout + " --steps 12 --resume " +
+                                               (d / "ck/step_00000006") + " --metrics " + metrics));
+    CAPTURE(r.err);
+    REQUIRE(r.status == 0);
+    const auto after = losses(metrics);
+    REQUIRE(after.count(6) == 1);
+    CHECK(after.count(5) == 0);  // it started at step 6
+    CHECK(std::abs(after.at(6) - reference.at(6)) <= 1e-5 * std::abs(reference.at(6)));
+  }
+}
+
+TEST_CASE("resume: bad checkpoints get one message, and nothing existing is overwritten") {
+  Dir d("resume_bad");
+  REQUIRE(spawn(train(2, "--dp 2 --steps 4 --ckpt-dir " + (d / "ck") + " --ckpt-every 4")).status ==
+          0);
+  const std::string ck = d / "ck/step_00000004";
+  const std::string before = slurp(ck + "/manifest.json");
+  auto expect_error = [&](const std::string& command, const std::string& message) {
+    CAPTURE(command);
+    const Spawned r = spawn(command, 60);
+    CAPTURE(r.err);
+    CHECK(r.status != 0);
+    CHECK(r.status != 124);
+    CHECK(count(r.err, "tetra: error:") == 1);
+    CHECK(r.err.find(message) != std::string::npos);
+  };
+  // Another model shape.
+  expect_error(train(2, "--dp 2 --dim 32 --heads 4 --kv-heads 2 --resume " + ck), "another model");
+  expect_error(train(1, "--layers 2 --ckpt-dir " + (d / "ck")), "another model");
+  // A read-only place for checkpoints (a path under a regular file).
+  expect_error(train(2, "--dp 2 --ckpt-dir " + (d / "ck/latest/sub") + " --ckpt-every 2"),
+               "checkpoint directory");
+  CHECK(slurp(ck + "/manifest.json") == before);
+  // A missing shard, then an unreadable manifest.
+  fs::copy(ck, d / "broken", fs::copy_options::recursive);
+  fs::remove(d / "broken/rank_00001.safetensors");
+  expect_error(train(2, "--dp 2 --resume " + (d / "broken")), "rank_00001.safetensors");
+  std::ofstream(d / "broken/manifest.json") << "{ not json";
+  expect_error(train(2, "--dp 2 --resume " + (d / "broken")), "manifest.json");
+  expect_error(tetra_bin() + " ckpt verify " + (d / "broken"), "manifest.json");
+  CHECK(slurp(ck + "/manifest.json") == before);
+}

@@ -1,0 +1,17 @@
+// `tetra launch`: the supervisor. It runs a training command, reruns it with `--resume auto`
+// when it fails, and reports how much of the wall time went into steps that were kept
+// (goodput). It is the parent of mpirun, not one of its ranks, so it runs before MPI_Init
+// and never uses MPI.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace tetra {
+
+// args: what follows `tetra launch`, i.e. [--restarts N] [--quiet] -- COMMAND ARGS...
+// Returns the exit status for the program: 0 when the last attempt succeeded, else that
+// attempt's exit code (128 + signal when it was killed); 2 on bad usage ("tetra: error: ..."
+// on stderr) and 127 when the command cannot be started at all.
+int run_launch(const std::vector<std::string>& args);
+
+}  // namespace tetra
