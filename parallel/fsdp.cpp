@@ -163,8 +163,8 @@ std::vector<ShardedParams::OwnedSlice> ShardedParams::owned_slices() const {
     const Tensor w = zero_ < 3 ? u.weights.flat(lo, u.shard) : u.weight_shard.flat();
     for_each_segment(u, [&](const ParamInfo& p, int64_t b, int64_t e) {
       OwnedSlice s{&p, lo + b - p.offset, lo + e - p.offset, {}, {}, {}};
-      for (auto [dst, src] : {std::pair{&s.weights, w}, {&s.adam_m, u.adam_m.flat()},
-                              {&s.adam_v, u.adam_v.flat()}}) {
+      for (auto [dst, src] :
+           {std::pair{&s.weights, w}, {&s.adam_m, u.adam_m.flat()}, {&s.adam_v, u.adam_v.flat()}}) {
         dst->resize(e - b);
         be_.download(dst->data(), src.flat(b, e - b));
       }

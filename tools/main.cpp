@@ -7,8 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "model/error.hpp"
 #include "checkpoint/checkpoint.hpp"
+#include "model/error.hpp"
+#include "parallel/watchdog.hpp"
 #include "tools/lib/launch.hpp"
 #include "tools/lib/options.hpp"
 #include "tools/lib/trainer.hpp"
@@ -30,7 +31,9 @@ int train(const std::vector<std::string>& args, int rank) {
       return 0;
     }
   }
-  tetra::Trainer trainer(tetra::parse_train_options(args), MPI_COMM_WORLD);
+  const tetra::TrainOptions opt = tetra::parse_train_options(args);
+  tetra::watchdog::start(MPI_COMM_WORLD, opt.timeout);
+  tetra::Trainer trainer(opt, MPI_COMM_WORLD);
   trainer.run();
   return 0;
 }

@@ -36,7 +36,9 @@ inline int count(const std::string& text, const std::string& what) {
 }
 
 // The tetra binary and mpirun with as many ranks as asked, oversubscribing the cores.
-inline std::string tetra_bin() { return TETRA_BINARY; }
+inline std::string tetra_bin() {
+  return TETRA_BINARY;
+}
 inline std::string mpirun(int ranks) {
   return "mpirun --oversubscribe -np " + std::to_string(ranks) + " ";
 }

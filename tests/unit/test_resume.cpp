@@ -82,16 +82,15 @@ TEST_CASE("resume: a kill while writing a checkpoint leaves it unused; the run e
   const std::string layout = "--dp 2 --zero 2";
   REQUIRE(spawn(train(2, layout + " --export " + (d / "a.st"))).status == 0);
   // Rank 1 dies after writing its shard of the step-8 checkpoint.
-  const Spawned first = spawn(train(2, layout + " --ckpt-dir " + (d / "ck") +
-                                           " --ckpt-every 4 --inject-failure 1@5:ckpt"));
+  const Spawned first = spawn(
+      train(2, layout + " --ckpt-dir " + (d / "ck") + " --ckpt-every 4 --inject-failure 1@5:ckpt"));
   CHECK(first.status != 0);
   CHECK(fs::exists(d / "ck/step_00000004/manifest.json"));
   CHECK(!fs::exists(d / "ck/step_00000008"));
   CHECK(slurp(d / "ck/latest") == "step_00000004\n");
-  const Spawned second = spawn("TETRA_RESTART=1 " +
-                               train(2, layout + " --ckpt-dir " + (d / "ck") +
-                                            " --ckpt-every 4 --resume auto --export " +
-                                            (d / "b.st")));
+  const Spawned second = spawn(
+      "TETRA_RESTART=1 " + train(2, layout + " --ckpt-dir " + (d / "ck") +
+                                        " --ckpt-every 4 --resume auto --export " + (d / "b.st")));
   CHECK(second.status == 0);
   CHECK(second.out.find("resumed from " + (d / "ck/step_00000004")) != std::string::npos);
   CHECK(slurp(d / "a.st") == slurp(d / "b.st"));
@@ -183,4 +182,15 @@ TEST_CASE("resume: bad checkpoints get one message, and nothing existing is over
   expect_error(train(2, "--dp 2 --resume " + (d / "broken")), "manifest.json");
   expect_error(tetra_bin() + " ckpt verify " + (d / "broken"), "manifest.json");
   CHECK(slurp(ck + "/manifest.json") == before);
+}
+
+TEST_CASE("resume: a rank that stops answering ends the job through the watchdog") {
+  const Spawned r = spawn(train(4, "--dp 2 --pp 2 --inject-failure 3@3:hang --timeout 5"), 60);
+  CAPTURE(r.err);
+  CHECK(r.status != 0);
+  CHECK(r.status != 124);
+  CHECK(r.seconds < 5 + 10);
+  CHECK(count(r.err, "tetra: error: watchdog:") == 1);
+  CHECK(r.err.find("did not arrive") != std::string::npos);
+  CHECK(std::regex_search(r.err, std::regex("(rank|ranks that did not arrive:) .*3")));
 }

@@ -22,8 +22,8 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
     size_t used = 0;
     f.rank = std::stoi(spec.substr(0, at), &used);
     check(used == at, "");
-    const std::string step = spec.substr(at + 1, colon == std::string::npos ? std::string::npos
-                                                                             : colon - at - 1);
+    const std::string step =
+        spec.substr(at + 1, colon == std::string::npos ? std::string::npos : colon - at - 1);
     f.step = std::stoll(step, &used);
     check(used == step.size(), "");
   } catch (...) {

@@ -2,11 +2,11 @@
 
 #include <cerrno>
 #include <chrono>
-#include <cstring>
-#include <filesystem>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <sstream>
@@ -337,8 +337,8 @@ void Trainer::export_weights(const std::string& path) {
 void Trainer::resume_from(const std::string& path) {
   const ckpt::Reader r(path);
   const ModelConfig saved = ckpt::model_from_json(r.state().model, path);
-  check(ckpt::model_to_json(saved).dump() == ckpt::model_to_json(cfg_).dump(), "checkpoint '",
-        path, "' holds another model (", saved.str(), "); this run trains ", cfg_.str());
+  check(ckpt::model_to_json(saved).dump() == ckpt::model_to_json(cfg_).dump(), "checkpoint '", path,
+        "' holds another model (", saved.str(), "); this run trains ", cfg_.str());
   check(r.state().global_batch == opt_.global_batch, "checkpoint '", path,
         "' was written with --global-batch ", r.state().global_batch, "; this run has ",
         opt_.global_batch);
@@ -455,8 +455,7 @@ void Trainer::run() {
   int timed = 0;
   while (step_ < opt_.steps) {
     const StepResult r = step();
-    const bool save = opt_.ckpt_every > 0 &&
-                      (step_ % opt_.ckpt_every == 0 || step_ == opt_.steps);
+    const bool save = opt_.ckpt_every > 0 && (step_ % opt_.ckpt_every == 0 || step_ == opt_.steps);
     const double save_s = save ? save_checkpoint() : 0.0;
     if (save && root)
       std::printf("checkpoint: step %lld saved to %s in %.3f s\n", (long long)step_,
