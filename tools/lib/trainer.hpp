@@ -89,6 +89,7 @@ class Trainer {
   int threads_ = 1;
   FaultPlan fault_;
   std::string resumed_from_;
+  double resume_seconds_ = 0;
 };
 
 }  // namespace tetra

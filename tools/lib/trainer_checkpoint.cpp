@@ -1,0 +1,110 @@
+// The trainer's side of checkpoints: deciding where to resume from, restoring a rank's
+// units from a checkpoint written at any layout, and saving this rank's shards.
+#include "tools/lib/trainer_checkpoint.hpp"
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "checkpoint/checkpoint.hpp"
+#include "tools/lib/trainer.hpp"
+
+namespace tetra {
+
+// A checkpoint directory must be writable before the first step, not at the first save.
+void check_writable_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  check(!ec, "cannot create checkpoint directory '", dir, "': ", ec.message());
+  const std::string probe = dir + "/.tetra_write_probe";
+  std::FILE* f = std::fopen(probe.c_str(), "w");
+  check(f != nullptr, "checkpoint directory '", dir, "' is not writable: ", std::strerror(errno));
+  std::fclose(f);
+  std::remove(probe.c_str());
+}
+
+// Rank 0 decides where to resume from: "" for a fresh start.
+std::string find_resume_path(const TrainOptions& opt) {
+  if (opt.resume == "never") return "";
+  if (opt.resume != "auto") {
+    const std::string problem = ckpt::verify(opt.resume);
+    check(problem.empty(), "--resume ", opt.resume, ": ", problem);
+    return opt.resume;
+  }
+  if (opt.ckpt_dir.empty()) return "";
+  std::vector<std::string> warnings;
+  const std::string path = ckpt::find_latest(opt.ckpt_dir, &warnings);
+  for (const std::string& w : warnings) std::fprintf(stderr, "tetra: warning: %s\n", w.c_str());
+  return path;
+}
+
+std::string broadcast_string(MPI_Comm comm, std::string s) {
+  int n = int(s.size());
+  MPI_Bcast(&n, 1, MPI_INT, 0, comm);
+  s.resize(n);
+  MPI_Bcast(s.data(), n, MPI_CHAR, 0, comm);
+  return s;
+}
+
+void Trainer::resume_from(const std::string& path) {
+  const ckpt::Reader r(path);
+  const ModelConfig saved = ckpt::model_from_json(r.state().model, path);
+  check(ckpt::model_to_json(saved).dump() == ckpt::model_to_json(cfg_).dump(), "checkpoint '", path,
+        "' holds another model (", saved.str(), "); this run trains ", cfg_.str());
+  check(r.state().global_batch == opt_.global_batch, "checkpoint '", path,
+        "' was written with --global-batch ", r.state().global_batch, "; this run has ",
+        opt_.global_batch);
+  // Every rank assembles the whole tensors of its units and keeps its own TP slice; the
+  // ZeRO shard is cut by load_state. Any saved layout resumes at any new one.
+  for (int u = 0; u < params_->size(); ++u) {
+    const UnitLayout& l = params_->layout(u);
+    std::vector<float> w(l.numel), m(l.numel), v(l.numel);
+    for (const ParamInfo& p : l.params) {
+      const auto whole_w = r.tensor(p.name, ckpt::Reader::Kind::Param);
+      const auto whole_m = r.tensor(p.name, ckpt::Reader::Kind::AdamM);
+      const auto whole_v = r.tensor(p.name, ckpt::Reader::Kind::AdamV);
+      for (int64_t i = 0; i < p.numel(); ++i) {
+        const int64_t g = p.global_index(i, grid_.coord.tp);
+        w[p.offset + i] = whole_w[g];
+        m[p.offset + i] = whole_m[g];
+        v[p.offset + i] = whole_v[g];
+      }
+    }
+    params_->load_state(u, w, m, v);
+  }
+  step_ = r.state().step;
+  resumed_from_ = path;
+}
+
+double Trainer::save_checkpoint() {
+  const auto t0 = std::chrono::steady_clock::now();
+  ckpt::RunState st;
+  st.step = step_;
+  st.tokens_seen = step_ * opt_.global_batch * cfg_.seq_len;
+  st.seed = opt_.seed;
+  st.sampler_step = step_;
+  st.global_batch = opt_.global_batch;
+  st.model = ckpt::model_to_json(cfg_);
+  json::Value l = json::Value::object();
+  l["tp"] = grid_.layout.tp;
+  l["cp"] = grid_.layout.cp;
+  l["pp"] = grid_.layout.pp;
+  l["dp"] = grid_.layout.dp;
+  l["vpp"] = opt_.vpp;
+  l["zero"] = opt_.zero;
+  l["sp"] = opt_.sp;
+  l["schedule"] = schedule_name(schedule_);
+  st.layout = l;
+  const auto slices = params_->owned_slices();
+  std::vector<ckpt::Segment> segments;
+  for (const auto& s : slices)
+    segments.push_back({s.param->name, grid_.coord.tp, grid_.layout.tp, s.begin, s.end,
+                        s.weights.data(), s.adam_m.data(), s.adam_v.data()});
+  const bool die = fault_.kill_during_checkpoint(grid_.rank, step_);
+  ckpt::save(world_, opt_.ckpt_dir, st, segments, opt_.keep, die);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace tetra

@@ -1,0 +1,21 @@
+// Checkpoint helpers the trainer calls before its grid exists (rank 0 or every rank, no
+// collectives except broadcast_string). Trainer::resume_from and Trainer::save_checkpoint
+// live in trainer_checkpoint.cpp too.
+#pragma once
+#include <mpi.h>
+
+#include <string>
+
+#include "tools/lib/options.hpp"
+
+namespace tetra {
+
+// Creates the directory if needed and checks that a file can be written in it.
+void check_writable_dir(const std::string& dir);
+// Rank 0: the checkpoint to resume from under --resume (auto: the newest one in --ckpt-dir
+// that verifies, warning about each one skipped), or "" for a fresh start.
+std::string find_resume_path(const TrainOptions& opt);
+// Rank 0's string on every rank of comm.
+std::string broadcast_string(MPI_Comm comm, std::string s);
+
+}  // namespace tetra
