@@ -8,12 +8,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <map>
 #include <utility>
 
@@ -21,6 +19,7 @@
 #include "checkpoint/checksum.hpp"
 #include "checkpoint/manifest.hpp"
 #include "model/error.hpp"
+#include "parallel/agree.hpp"
 
 namespace tetra::ckpt {
 
@@ -40,33 +39,6 @@ std::string tmp_dir_of(const std::string& dir, int64_t step) {
 // cannot swap two directories in one rename.
 std::string old_dir_of(const std::string& dir, int64_t step) {
   return (fs::path(dir) / (step_dir_name(step) + ".old")).string();
-}
-
-// Runs f on every rank of comm (collective). If it throws on any rank, every rank throws
-// tetra::Error with the message of the lowest failing rank. (tools/lib/agree.hpp does the
-// same for the program's input checks; the library must not depend on tools/.)
-void all_or_none(MPI_Comm comm, const std::function<void()>& f) {
-  std::string msg;
-  bool failed = false;
-  try {
-    f();
-  } catch (const Error& e) {
-    msg = e.what();
-    failed = true;
-  } catch (const std::exception& e) {
-    msg = std::string("internal error while writing a checkpoint: ") + e.what();
-    failed = true;
-  }
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  int first = failed ? rank : INT_MAX;
-  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm);
-  if (first == INT_MAX) return;
-  int len = int(msg.size());
-  MPI_Bcast(&len, 1, MPI_INT, first, comm);
-  msg.resize(size_t(len));
-  MPI_Bcast(msg.data(), len, MPI_CHAR, first, comm);
-  throw Error(msg);
 }
 
 // Persists the entries created, renamed or removed in dir.
@@ -243,12 +215,12 @@ std::string save(MPI_Comm world, const std::string& dir, const RunState& state,
   const std::string tmp = tmp_dir_of(dir, state.step);
   try {
     ModelConfig model;
-    all_or_none(world, [&] {
+    agree(world, [&] {
       model = model_from_json(state.model, "checkpoint state");
       if (rank == 0) begin_write(dir, state.step);
     });
     ShardRecord mine;
-    all_or_none(world, [&] {
+    agree(world, [&] {
       mine = write_shard(tmp, rank, model, segments);
       if (die_after_shard) ::raise(SIGKILL);
     });
@@ -260,7 +232,7 @@ std::string save(MPI_Comm world, const std::string& dir, const RunState& state,
     for (int r = 0; r < int(all.size() / 2); ++r) {
       shards.push_back({shard_file_name(r), all[2 * size_t(r)], uint32_t(all[2 * size_t(r) + 1])});
     }
-    all_or_none(world, [&] {
+    agree(world, [&] {
       if (rank == 0) finish_write(dir, state, shards, keep);
     });
   } catch (const Error&) {

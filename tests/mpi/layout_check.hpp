@@ -30,6 +30,12 @@ struct RunResult {
 // of MPI_COMM_WORLD; other ranks wait. Collective over MPI_COMM_WORLD.
 RunResult run_on(int ranks, const std::vector<std::string>& args, int steps);
 
+inline int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
 // The matching criteria of issue [2/9]; returns an empty string when they hold, else
 // what broke. Call on rank 0.
 std::string compare(const RunResult& ref, const RunResult& run);

@@ -9,12 +9,6 @@ using namespace tetra::test;
 
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
 struct Layout4 {
   int tp, cp, pp, dp;
   std::vector<std::string> extra;

@@ -10,12 +10,6 @@ using namespace tetra::test;
 
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
 struct Sched {
   const char* name;
   int vpp;

@@ -13,7 +13,7 @@
 #include "checkpoint/json.hpp"
 #include "model/init.hpp"
 #include "optim/schedule.hpp"
-#include "tools/lib/agree.hpp"
+#include "parallel/agree.hpp"
 #include "tools/lib/trainer_checkpoint.hpp"
 
 namespace tetra {

@@ -1,4 +1,4 @@
-#include "tools/lib/agree.hpp"
+#include "parallel/agree.hpp"
 
 #include <climits>
 #include <string>

@@ -1,0 +1,430 @@
+// The CUDA backend, fp32: the same ops as the CPU backend (the ground truth) on one device, all
+// queued on the backend's own stream. GEMMs go to cuBLAS in fp32 without TF32; everything else
+// is a straightforward kernel of kernels.cuh, written to be read and checked, not to be fast.
+// Reductions have a fixed order, so two runs agree bit for bit.
+//
+// Memory comes from the device's stream-ordered pool (cudaMallocAsync on the stream, freed
+// memory kept in the pool), so allocating and freeing Buffers between kernels is cheap and safe.
+// Errors of CUDA and cuBLAS calls become tetra::Error naming the call.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+
+#include "model/backend.hpp"
+#include "model/cuda/kernels.cuh"
+
+namespace tetra {
+namespace {
+
+using namespace tetra::cuda;
+
+void check_cuda(cudaError_t err, const char* call) {
+  if (err == cudaSuccess) return;
+  cudaGetLastError();  // clear a non-sticky error so that later launch checks do not see it
+  fail("CUDA error in ", call, ": ", cudaGetErrorString(err));
+}
+void check_cublas(cublasStatus_t st, const char* call) {
+  if (st != CUBLAS_STATUS_SUCCESS) fail("cuBLAS error in ", call, ": ", cublasGetStatusString(st));
+}
+#define CUDA_CHECK(call) check_cuda((call), #call)
+#define CUBLAS_CHECK(call) check_cublas((call), #call)
+// After a kernel launch: a bad configuration shows here, a fault at the next synchronization.
+#define LAUNCH_CHECK(kernel) check_cuda(cudaGetLastError(), kernel)
+
+// Device pointers of tensors, checked to live in CUDA memory.
+void* dev(const Tensor& t) {
+  check(t.device == Device::CUDA, "CUDA backend given a tensor ", t.shape_str(),
+        " that is not in CUDA memory");
+  return t.ptr;
+}
+float* f32(const Tensor& t) {
+  dev(t);
+  return t.f32();
+}
+const int32_t* i32(const Tensor& t) {
+  dev(t);
+  return t.i32();
+}
+
+// Blocks for a grid-stride kernel over n elements (n > 0).
+unsigned blocks_for(int64_t n) {
+  return unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t(1) << 16));
+}
+
+int as_int(int64_t x, const char* what) {
+  check(x >= 0 && x <= INT_MAX, "cuBLAS ", what, " = ", x, " does not fit in an int");
+  return int(x);
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) : device_(device) {
+    try {
+      int count = 0;
+      CUDA_CHECK(cudaGetDeviceCount(&count));
+      check(device >= 0 && device < count, "CUDA device ", device, " requested, ", count,
+            " visible");
+      CUDA_CHECK(cudaSetDevice(device));
+      CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+      // Keep freed memory in the pool rather than giving it back to the driver at each sync.
+      cudaMemPool_t pool;
+      CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+      uint64_t keep = UINT64_MAX;
+      CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+      CUBLAS_CHECK(cublasCreate(&blas_));
+      CUBLAS_CHECK(cublasSetStream(blas_, stream_));
+      // Plain fp32 FMA GEMMs (no TF32), so that results stay close to the CPU's.
+      CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  ~CudaBackend() override { release(); }
+
+  Device device() const override { return Device::CUDA; }
+  std::string name() const override { return "cuda:" + std::to_string(device_); }
+
+  void* raw_alloc(size_t bytes) override {
+    void* p = nullptr;
+    const cudaError_t err = cudaMallocAsync(&p, bytes, stream_);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      fail("out of CUDA memory allocating ", bytes, " bytes on device ", device_, " (",
+           cudaGetErrorString(err), ")");
+    }
+    return p;
+  }
+  void raw_free(void* p, size_t) override {
+    // Buffer destructors call this, so it reports instead of throwing.
+    const cudaError_t err = cudaFreeAsync(p, stream_);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      std::fprintf(stderr, "tetra: cudaFreeAsync failed: %s\n", cudaGetErrorString(err));
+    }
+  }
+
+  // Pageable host memory is staged before cudaMemcpyAsync returns, so the caller may reuse it.
+  void upload(Tensor dst, const void* host) override {
+    if (dst.bytes() == 0) return;
+    CUDA_CHECK(cudaMemcpyAsync(dev(dst), host, dst.bytes(), cudaMemcpyHostToDevice, stream_));
+  }
+  void download(void* host, const Tensor& src) override {
+    if (src.bytes() == 0) return;
+    CUDA_CHECK(cudaMemcpyAsync(host, dev(src), src.bytes(), cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+  void fill(Tensor x, float value) override {
+    const int64_t n = x.numel();
+    if (n == 0) return;
+    fill_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(f32(x), n, value);
+    LAUNCH_CHECK("fill_kernel");
+  }
+  void copy(Tensor dst, const Tensor& src) override {
+    check(dst.bytes() == src.bytes(), "copy ", src.shape_str(), " into ", dst.shape_str());
+    if (src.bytes() == 0) return;
+    CUDA_CHECK(
+        cudaMemcpyAsync(dev(dst), dev(src), src.bytes(), cudaMemcpyDeviceToDevice, stream_));
+  }
+  void add(Tensor y, const Tensor& x) override {
+    check(y.numel() == x.numel(), "add ", x.shape_str(), " to ", y.shape_str());
+    const int64_t n = y.numel();
+    if (n == 0) return;
+    add_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(f32(y), f32(x), n);
+    LAUNCH_CHECK("add_kernel");
+  }
+  void add3(Tensor out, const Tensor& a, const Tensor& b) override {
+    check(out.numel() == a.numel() && a.numel() == b.numel(), "add3 shapes");
+    const int64_t n = out.numel();
+    if (n == 0) return;
+    add3_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(f32(out), f32(a), f32(b), n);
+    LAUNCH_CHECK("add3_kernel");
+  }
+  void scale(Tensor x, float alpha) override {
+    const int64_t n = x.numel();
+    if (n == 0) return;
+    scale_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(f32(x), n, alpha);
+    LAUNCH_CHECK("scale_kernel");
+  }
+  double sum_squares(const Tensor& x) override {
+    // Fixed chunks -> per-chunk partials -> one block sums them in order: deterministic.
+    const int64_t n = x.numel();
+    if (n == 0) return 0.0;
+    const int64_t chunks = (n + kSumChunk - 1) / kSumChunk;
+    Scratch part(*this, size_t(chunks + 1) * sizeof(double));  // partials, then the total
+    double* p = static_cast<double*>(part.ptr);
+    sum_squares_partial_kernel<<<unsigned(chunks), kThreads, 0, stream_>>>(p, f32(x), n);
+    LAUNCH_CHECK("sum_squares_partial_kernel");
+    sum_partials_kernel<<<1, kThreads, 0, stream_>>>(p + chunks, p, chunks);
+    LAUNCH_CHECK("sum_partials_kernel");
+    double total = 0;
+    CUDA_CHECK(cudaMemcpyAsync(&total, p + chunks, sizeof(double), cudaMemcpyDeviceToHost,
+                               stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return total;
+  }
+
+  void transpose_blocks(Tensor dst, const Tensor& src, int64_t a, int64_t b) override {
+    check(dst.bytes() == src.bytes() && a > 0 && b > 0 && src.numel() % (a * b) == 0,
+          "transpose_blocks ", src.shape_str(), " as ", a, " x ", b);
+    const size_t block = src.bytes() / size_t(a * b);
+    if (block == 0) return;
+    // Move the block as 4-, 2- or 1-byte words, whichever divides it.
+    if (block % 4 == 0)
+      transpose_as<uint32_t>(dst, src, a, b, block / 4);
+    else if (block % 2 == 0)
+      transpose_as<uint16_t>(dst, src, a, b, block / 2);
+    else
+      transpose_as<uint8_t>(dst, src, a, b, block);
+  }
+
+  // Row-major X [r, c] is column-major X^T with leading dimension c. So C = op(A) op(B) [m, n]
+  // is, in cuBLAS's column-major terms, C^T [n, m] = op(B)^T [n, k] op(A)^T [k, m]: cuBLAS's
+  // first operand is B (ld = B.cols, transposed iff trans_b), its second A (ld = A.cols,
+  // transposed iff trans_a), and ldc = n. beta = 0 does not read C, like the CPU's setZero.
+  void matmul(Tensor C, const Tensor& A, bool ta, const Tensor& B, bool tb, float alpha,
+              float beta) override {
+    const int64_t m = ta ? A.cols() : A.rows(), k = ta ? A.rows() : A.cols();
+    const int64_t kb = tb ? B.cols() : B.rows(), n = tb ? B.rows() : B.cols();
+    check(k == kb && C.rows() == m && C.cols() == n, "matmul ", A.shape_str(), (ta ? "^T" : ""),
+          " x ", B.shape_str(), (tb ? "^T" : ""), " -> ", C.shape_str());
+    if (m == 0 || n == 0) return;
+    if (k == 0) {  // an empty sum: C = beta C
+      if (beta == 0.f)
+        fill(C, 0.f);
+      else
+        scale(C, beta);
+      return;
+    }
+    CUBLAS_CHECK(cublasSgemm(blas_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                             as_int(n, "n"), as_int(m, "m"), as_int(k, "k"), &alpha, f32(B),
+                             as_int(B.cols(), "ldb"), f32(A), as_int(A.cols(), "lda"), &beta,
+                             f32(C), as_int(n, "ldc")));
+  }
+
+  void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& table,
+                         int64_t vocab_start) override {
+    const int64_t T = out.rows(), d = out.cols(), V = table.rows();
+    check(tokens.numel() == T && table.cols() == d, "embedding_forward ", table.shape_str(),
+          " -> ", out.shape_str());
+    if (T * d == 0) return;
+    embedding_forward_kernel<<<blocks_for(T * d), kThreads, 0, stream_>>>(
+        f32(out), i32(tokens), f32(table), T, d, V, vocab_start);
+    LAUNCH_CHECK("embedding_forward_kernel");
+  }
+  void embedding_backward(Tensor dtable, const Tensor& tokens, const Tensor& dout,
+                          int64_t vocab_start) override {
+    const int64_t T = dout.rows(), d = dout.cols(), V = dtable.rows();
+    check(tokens.numel() == T && dtable.cols() == d, "embedding_backward ", dout.shape_str(),
+          " -> ", dtable.shape_str());
+    if (d == 0) return;
+    embedding_backward_kernel<<<blocks_for(d), kThreads, 0, stream_>>>(
+        f32(dtable), i32(tokens), f32(dout), T, d, V, vocab_start);
+    LAUNCH_CHECK("embedding_backward_kernel");
+  }
+
+  void rmsnorm_forward(Tensor y, Tensor rstd, const Tensor& x, const Tensor& w,
+                       float eps) override {
+    const int64_t T = x.rows(), d = x.cols();
+    check(y.numel() == T * d && rstd.numel() == T && w.numel() == d, "rmsnorm_forward ",
+          x.shape_str());
+    if (T == 0) return;
+    rmsnorm_forward_kernel<<<unsigned(T), kThreads, 0, stream_>>>(f32(y), f32(rstd), f32(x),
+                                                                  f32(w), d, eps);
+    LAUNCH_CHECK("rmsnorm_forward_kernel");
+  }
+  void rmsnorm_backward(Tensor dx, Tensor dw, const Tensor& dy, const Tensor& x, const Tensor& w,
+                        const Tensor& rstd) override {
+    const int64_t T = x.rows(), d = x.cols();
+    check(dx.numel() == T * d && dy.numel() == T * d && dw.numel() == d && w.numel() == d &&
+              rstd.numel() == T,
+          "rmsnorm_backward ", x.shape_str());
+    if (T == 0 || d == 0) return;
+    rmsnorm_backward_dx_kernel<<<unsigned(T), kThreads, 0, stream_>>>(f32(dx), f32(dy), f32(x),
+                                                                      f32(w), f32(rstd), d);
+    LAUNCH_CHECK("rmsnorm_backward_dx_kernel");
+    rmsnorm_backward_dw_kernel<<<blocks_for(d), kThreads, 0, stream_>>>(f32(dw), f32(dy), f32(x),
+                                                                        f32(rstd), T, d);
+    LAUNCH_CHECK("rmsnorm_backward_dw_kernel");
+  }
+
+  void rope(Tensor x, int heads, const Tensor& pos, double theta, bool inverse) override {
+    const int64_t T = x.rows(), hd = x.cols() / heads, half = hd / 2;
+    check(x.cols() % heads == 0 && hd % 2 == 0 && pos.numel() == T, "rope on ", x.shape_str(),
+          " with ", heads, " heads");
+    if (T * half == 0) return;
+    rope_kernel<<<blocks_for(T * half), kThreads, 0, stream_>>>(f32(x), i32(pos), T, heads, hd,
+                                                                theta, inverse ? -1.f : 1.f);
+    LAUNCH_CHECK("rope_kernel");
+  }
+
+  void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                         const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
+    const AttnDims a = attn_dims(s, q, k, v, q_pos, k_pos);
+    check(out.numel() == q.numel() && lse.numel() == s.batch * s.heads * s.sq,
+          "attention_forward outputs ", out.shape_str(), ", ", lse.shape_str());
+    if (s.batch * s.sq == 0) return;
+    const size_t smem = (a.hd + kAttnThreads) * sizeof(float);
+    attention_forward_kernel<<<attn_grid(s.sq, s.heads, s.batch), kAttnThreads, smem, stream_>>>(
+        f32(out), f32(lse), f32(q), f32(k), f32(v), i32(q_pos), i32(k_pos), a);
+    LAUNCH_CHECK("attention_forward_kernel");
+  }
+  void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
+                          const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                          const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
+    const AttnDims a = attn_dims(s, q, k, v, q_pos, k_pos);
+    check(dq.numel() == q.numel() && dout.numel() == q.numel() && out.numel() == q.numel() &&
+              dk.numel() == k.numel() && dv.numel() == v.numel() &&
+              lse.numel() == s.batch * s.heads * s.sq,
+          "attention_backward shapes");
+    if (s.batch == 0) return;
+    // D [B, H, Sq] = rowsum(dO * O), written by the dQ kernel and read by the dK/dV kernel.
+    Scratch D(*this, size_t(s.batch * s.heads * s.sq) * sizeof(float));
+    float* pD = static_cast<float*>(D.ptr);
+    if (s.sq > 0) {
+      const size_t smem = (2 * a.hd + kAttnThreads) * sizeof(float);
+      attention_backward_dq_kernel<<<attn_grid(s.sq, s.heads, s.batch), kAttnThreads, smem,
+                                     stream_>>>(f32(dq), pD, f32(dout), f32(q), f32(k), f32(v),
+                                                f32(out), f32(lse), i32(q_pos), i32(k_pos), a);
+      LAUNCH_CHECK("attention_backward_dq_kernel");
+    }
+    if (s.sk > 0) {
+      const size_t smem = (2 * a.hd + 2 * kAttnThreads) * sizeof(float);
+      attention_backward_dkdv_kernel<<<attn_grid(s.sk, s.kv_heads, s.batch), kAttnThreads, smem,
+                                       stream_>>>(f32(dk), f32(dv), f32(dout), f32(q), f32(k),
+                                                  f32(v), f32(lse), pD, i32(q_pos), i32(k_pos),
+                                                  a);
+      LAUNCH_CHECK("attention_backward_dkdv_kernel");
+    }
+  }
+
+  void swiglu_forward(Tensor h, const Tensor& gate, const Tensor& up) override {
+    const int64_t n = h.numel();
+    check(gate.numel() == n && up.numel() == n, "swiglu_forward shapes");
+    if (n == 0) return;
+    swiglu_forward_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(f32(h), f32(gate), f32(up), n);
+    LAUNCH_CHECK("swiglu_forward_kernel");
+  }
+  void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dh, const Tensor& gate,
+                       const Tensor& up) override {
+    const int64_t n = dh.numel();
+    check(dgate.numel() == n && dup.numel() == n && gate.numel() == n && up.numel() == n,
+          "swiglu_backward shapes");
+    if (n == 0) return;
+    swiglu_backward_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(f32(dgate), f32(dup), f32(dh),
+                                                                    f32(gate), f32(up), n);
+    LAUNCH_CHECK("swiglu_backward_kernel");
+  }
+
+  void ce_row_max(Tensor row_max, const Tensor& logits) override {
+    const int64_t T = logits.rows(), V = logits.cols();
+    check(row_max.numel() == T, "ce_row_max ", logits.shape_str());
+    if (T == 0) return;
+    ce_row_max_kernel<<<unsigned(T), kThreads, 0, stream_>>>(f32(row_max), f32(logits), V);
+    LAUNCH_CHECK("ce_row_max_kernel");
+  }
+  void ce_stats(Tensor stats, const Tensor& logits, const Tensor& row_max, const Tensor& targets,
+                int64_t vocab_start) override {
+    const int64_t T = logits.rows(), V = logits.cols();
+    check(stats.numel() == 2 * T && row_max.numel() == T && targets.numel() == T, "ce_stats ",
+          logits.shape_str());
+    if (T == 0) return;
+    ce_stats_kernel<<<unsigned(T), kThreads, 0, stream_>>>(f32(stats), f32(logits), f32(row_max),
+                                                           i32(targets), V, vocab_start);
+    LAUNCH_CHECK("ce_stats_kernel");
+  }
+  void ce_backward(Tensor logits, const Tensor& row_max, const Tensor& stats, const Tensor& targets,
+                   int64_t vocab_start, float scale) override {
+    const int64_t T = logits.rows(), V = logits.cols();
+    check(stats.numel() == 2 * T && row_max.numel() == T && targets.numel() == T,
+          "ce_backward ", logits.shape_str());
+    if (T * V == 0) return;
+    ce_backward_kernel<<<blocks_for(T * V), kThreads, 0, stream_>>>(
+        f32(logits), f32(row_max), f32(stats), i32(targets), T, V, vocab_start, scale);
+    LAUNCH_CHECK("ce_backward_kernel");
+  }
+
+  void adamw(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamW& h) override {
+    const int64_t n = param.numel();
+    check(grad.numel() == n && m.numel() == n && v.numel() == n, "adamw shapes");
+    if (n == 0) return;
+    // The same float expressions as the CPU backend.
+    const float bc1 = 1.f - std::pow(h.beta1, float(h.step));
+    const float bc2 = 1.f - std::pow(h.beta2, float(h.step));
+    const AdamCoeffs c{h.beta1,          h.beta2,         h.eps,
+                       h.grad_scale,     h.lr / bc1,      std::sqrt(bc2),
+                       1.f - h.lr * h.weight_decay};
+    adamw_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(f32(param), f32(grad), f32(m), f32(v), n,
+                                                          c);
+    LAUNCH_CHECK("adamw_kernel");
+  }
+
+ private:
+  // Temporary device memory from the stream-ordered pool, freed (in stream order) at scope end.
+  struct Scratch {
+    CudaBackend& be;
+    void* ptr;
+    Scratch(CudaBackend& b, size_t bytes) : be(b), ptr(b.raw_alloc(std::max<size_t>(bytes, 1))) {}
+    ~Scratch() { be.raw_free(ptr, 0); }
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
+  };
+
+  template <typename E>
+  void transpose_as(Tensor dst, const Tensor& src, int64_t a, int64_t b, int64_t block) {
+    transpose_blocks_kernel<E><<<blocks_for(a * b * block), kThreads, 0, stream_>>>(
+        static_cast<E*>(dev(dst)), static_cast<const E*>(dev(src)), a, b, block);
+    LAUNCH_CHECK("transpose_blocks_kernel");
+  }
+
+  static AttnDims attn_dims(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                            const Tensor& q_pos, const Tensor& k_pos) {
+    check(s.heads > 0 && s.kv_heads > 0 && s.heads % s.kv_heads == 0 && s.head_dim > 0 &&
+              s.head_dim <= kMaxHeadDim,
+          "attention: heads ", s.heads, ", kv_heads ", s.kv_heads, ", head_dim ", s.head_dim,
+          " (the CUDA kernels take head_dim <= ", kMaxHeadDim, ")");
+    check(q.numel() == s.batch * s.sq * s.heads * s.head_dim &&
+              k.numel() == s.batch * s.sk * s.kv_heads * s.head_dim && v.numel() == k.numel() &&
+              q_pos.numel() == s.sq && k_pos.numel() == s.sk,
+          "attention shapes: q ", q.shape_str(), ", k ", k.shape_str(), ", positions ",
+          q_pos.shape_str(), ", ", k_pos.shape_str());
+    check(s.batch <= 65535 && s.heads <= 65535, "attention grid: batch ", s.batch, ", heads ",
+          s.heads);
+    return AttnDims{s.sq, s.sk, s.heads, s.kv_heads, s.head_dim,
+                    1.f / std::sqrt(float(s.head_dim))};
+  }
+  // One block per (row, head, batch).
+  static dim3 attn_grid(int64_t rows, int heads, int64_t batch) {
+    check(rows <= INT_MAX, "attention: ", rows, " rows");
+    return dim3(unsigned(rows), unsigned(heads), unsigned(batch));
+  }
+
+  void release() noexcept {
+    if (blas_) cublasDestroy(blas_);
+    if (stream_) {
+      cudaStreamSynchronize(stream_);
+      cudaStreamDestroy(stream_);
+    }
+    blas_ = nullptr;
+    stream_ = nullptr;
+  }
+
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(int device) {
+  return std::make_unique<CudaBackend>(device);
+}
+
+}  // namespace tetra
