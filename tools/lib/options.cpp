@@ -1,6 +1,7 @@
 #include "tools/lib/options.hpp"
 
 #include <functional>
+#include <map>
 #include <sstream>
 
 #include "model/error.hpp"
@@ -105,14 +106,14 @@ std::vector<Flag> flags() {
       {"--ckpt-dir", "DIR", "write sharded checkpoints here", str(&TrainOptions::ckpt_dir)},
       {"--ckpt-every", "N", "checkpoint every N steps and after the last (0: never)",
        i64(&TrainOptions::ckpt_every)},
-      {"--keep", "K", "keep the newest K checkpoints (default 3)", i32(&TrainOptions::keep)},
+      {"--keep", "K", "keep the newest K checkpoints [3]", i32(&TrainOptions::keep)},
       {"--resume", "auto|never|DIR",
-       "auto: continue from the newest checkpoint in --ckpt-dir that verifies (default)",
+       "auto: continue from the newest checkpoint in --ckpt-dir that verifies [auto]",
        str(&TrainOptions::resume)},
       {"--inject-failure", "R@S[:MODE]",
        "fail rank R at step S, first attempt only: kill, ckpt, hang, slow=MS",
        str(&TrainOptions::inject_failure)},
-      {"--timeout", "SECONDS", "abort the job when a collective blocks this long (default 300)",
+      {"--timeout", "SECONDS", "abort the job when a collective blocks this long [300]",
        dbl(&TrainOptions::timeout)},
       {"--metrics", "FILE", "append one JSON object per step", str(&TrainOptions::metrics)},
       {"--export", "FILE", "write the final weights, whole, as one safetensors file",
@@ -128,11 +129,45 @@ std::string train_help() {
   std::ostringstream os;
   os << "usage: [mpirun -np N] tetra train [flags]\n\n"
         "Trains a Llama-style model on N ranks laid out as TP x CP x PP x DP\n"
-        "(rank = tp + TP*(cp + CP*(pp + PP*dp))); the product must equal N.\n\nflags:\n";
+        "(rank = tp + TP*(cp + CP*(pp + PP*dp))); the product must equal N.\n\nflags [default]:\n";
+  // Defaults read off a default TrainOptions, so the help cannot drift from the code.
+  const TrainOptions d;
+  auto num = [](double x) {
+    std::ostringstream n;
+    n << x;
+    return n.str();
+  };
+  const std::map<std::string, std::string> defaults = {
+      {"--tp", num(d.tp)},
+      {"--cp", num(d.cp)},
+      {"--pp", num(d.pp)},
+      {"--vpp", num(d.vpp)},
+      {"--schedule", d.schedule},
+      {"--layers", num(d.model.layers)},
+      {"--dim", num(d.model.dim)},
+      {"--heads", num(d.model.heads)},
+      {"--kv-heads", num(d.model.kv_heads)},
+      {"--ffn-dim", num(d.model.ffn_dim)},
+      {"--seq-len", num(d.model.seq_len)},
+      {"--rope-theta", num(d.model.rope_theta)},
+      {"--global-batch", num(d.global_batch)},
+      {"--vocab", num(double(d.data_vocab))},
+      {"--steps", num(double(d.steps))},
+      {"--lr", num(d.lr)},
+      {"--warmup", num(double(d.warmup))},
+      {"--weight-decay", num(d.weight_decay)},
+      {"--clip", num(d.clip)},
+      {"--seed", num(double(d.seed))},
+      {"--zero", num(d.zero)},
+      {"--data", d.data},
+      {"--device", d.device},
+      {"--dtype", d.dtype},
+  };
   for (const Flag& f : flags()) {
     std::string left = "  " + f.name + " " + f.arg;
     left.resize(std::max<size_t>(left.size() + 1, 28), ' ');
-    os << left << f.help << "\n";
+    auto it = defaults.find(f.name);
+    os << left << f.help << (it != defaults.end() ? " [" + it->second + "]" : "") << "\n";
   }
   return os.str();
 }
