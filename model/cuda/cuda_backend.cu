@@ -5,7 +5,8 @@
 //
 // Memory comes from the device's stream-ordered pool (cudaMallocAsync on the stream, freed
 // memory kept in the pool), so allocating and freeing Buffers between kernels is cheap and safe.
-// Errors of CUDA and cuBLAS calls become tetra::Error naming the call.
+// Errors of CUDA and cuBLAS calls become tetra::Error naming the call. One backend per process
+// (one rank drives one device): the constructor makes its device the current one.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -70,7 +71,9 @@ class CudaBackend final : public Backend {
       check(device >= 0 && device < count, "CUDA device ", device, " requested, ", count,
             " visible");
       CUDA_CHECK(cudaSetDevice(device));
-      CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+      // A blocking stream: work queued on the legacy default stream (a plain cudaMemcpy, say)
+      // still waits for this one's kernels.
+      CUDA_CHECK(cudaStreamCreate(&stream_));
       // Keep freed memory in the pool rather than giving it back to the driver at each sync.
       cudaMemPool_t pool;
       CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
@@ -88,7 +91,12 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override { release(); }
 
   Device device() const override { return Device::CUDA; }
-  std::string name() const override { return "cuda:" + std::to_string(device_); }
+  // "cuda:0 (NVIDIA H200)": the trainer looks the device up in its table of peaks.
+  std::string name() const override {
+    cudaDeviceProp prop{};
+    cudaGetDeviceProperties(&prop, device_);
+    return "cuda:" + std::to_string(device_) + " (" + prop.name + ")";
+  }
 
   void* raw_alloc(size_t bytes) override {
     void* p = nullptr;
@@ -109,7 +117,8 @@ class CudaBackend final : public Backend {
     }
   }
 
-  // Pageable host memory is staged before cudaMemcpyAsync returns, so the caller may reuse it.
+  // From pageable host memory (all this project uses) the driver stages the data before
+  // cudaMemcpyAsync returns, so the caller may reuse or free `host` at once.
   void upload(Tensor dst, const void* host) override {
     if (dst.bytes() == 0) return;
     CUDA_CHECK(cudaMemcpyAsync(dev(dst), host, dst.bytes(), cudaMemcpyHostToDevice, stream_));
@@ -130,8 +139,7 @@ class CudaBackend final : public Backend {
   void copy(Tensor dst, const Tensor& src) override {
     check(dst.bytes() == src.bytes(), "copy ", src.shape_str(), " into ", dst.shape_str());
     if (src.bytes() == 0) return;
-    CUDA_CHECK(
-        cudaMemcpyAsync(dev(dst), dev(src), src.bytes(), cudaMemcpyDeviceToDevice, stream_));
+    CUDA_CHECK(cudaMemcpyAsync(dev(dst), dev(src), src.bytes(), cudaMemcpyDeviceToDevice, stream_));
   }
   void add(Tensor y, const Tensor& x) override {
     check(y.numel() == x.numel(), "add ", x.shape_str(), " to ", y.shape_str());
@@ -165,8 +173,8 @@ class CudaBackend final : public Backend {
     sum_partials_kernel<<<1, kThreads, 0, stream_>>>(p + chunks, p, chunks);
     LAUNCH_CHECK("sum_partials_kernel");
     double total = 0;
-    CUDA_CHECK(cudaMemcpyAsync(&total, p + chunks, sizeof(double), cudaMemcpyDeviceToHost,
-                               stream_));
+    CUDA_CHECK(
+        cudaMemcpyAsync(&total, p + chunks, sizeof(double), cudaMemcpyDeviceToHost, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));
     return total;
   }
@@ -212,8 +220,8 @@ class CudaBackend final : public Backend {
   void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& table,
                          int64_t vocab_start) override {
     const int64_t T = out.rows(), d = out.cols(), V = table.rows();
-    check(tokens.numel() == T && table.cols() == d, "embedding_forward ", table.shape_str(),
-          " -> ", out.shape_str());
+    check(tokens.numel() == T && table.cols() == d, "embedding_forward ", table.shape_str(), " -> ",
+          out.shape_str());
     if (T * d == 0) return;
     embedding_forward_kernel<<<blocks_for(T * d), kThreads, 0, stream_>>>(
         f32(out), i32(tokens), f32(table), T, d, V, vocab_start);
@@ -236,8 +244,8 @@ class CudaBackend final : public Backend {
     check(y.numel() == T * d && rstd.numel() == T && w.numel() == d, "rmsnorm_forward ",
           x.shape_str());
     if (T == 0) return;
-    rmsnorm_forward_kernel<<<unsigned(T), kThreads, 0, stream_>>>(f32(y), f32(rstd), f32(x),
-                                                                  f32(w), d, eps);
+    rmsnorm_forward_kernel<<<unsigned(T), kThreads, 0, stream_>>>(f32(y), f32(rstd), f32(x), f32(w),
+                                                                  d, eps);
     LAUNCH_CHECK("rmsnorm_forward_kernel");
   }
   void rmsnorm_backward(Tensor dx, Tensor dw, const Tensor& dy, const Tensor& x, const Tensor& w,
@@ -256,9 +264,10 @@ class CudaBackend final : public Backend {
   }
 
   void rope(Tensor x, int heads, const Tensor& pos, double theta, bool inverse) override {
+    check(heads > 0 && x.cols() % heads == 0 && (x.cols() / heads) % 2 == 0 &&
+              pos.numel() == x.rows(),
+          "rope on ", x.shape_str(), " with ", heads, " heads");
     const int64_t T = x.rows(), hd = x.cols() / heads, half = hd / 2;
-    check(x.cols() % heads == 0 && hd % 2 == 0 && pos.numel() == T, "rope on ", x.shape_str(),
-          " with ", heads, " heads");
     if (T * half == 0) return;
     rope_kernel<<<blocks_for(T * half), kThreads, 0, stream_>>>(f32(x), i32(pos), T, heads, hd,
                                                                 theta, inverse ? -1.f : 1.f);
@@ -299,8 +308,7 @@ class CudaBackend final : public Backend {
       const size_t smem = (2 * a.hd + 2 * kAttnThreads) * sizeof(float);
       attention_backward_dkdv_kernel<<<attn_grid(s.sk, s.kv_heads, s.batch), kAttnThreads, smem,
                                        stream_>>>(f32(dk), f32(dv), f32(dout), f32(q), f32(k),
-                                                  f32(v), f32(lse), pD, i32(q_pos), i32(k_pos),
-                                                  a);
+                                                  f32(v), f32(lse), pD, i32(q_pos), i32(k_pos), a);
       LAUNCH_CHECK("attention_backward_dkdv_kernel");
     }
   }
@@ -343,8 +351,8 @@ class CudaBackend final : public Backend {
   void ce_backward(Tensor logits, const Tensor& row_max, const Tensor& stats, const Tensor& targets,
                    int64_t vocab_start, float scale) override {
     const int64_t T = logits.rows(), V = logits.cols();
-    check(stats.numel() == 2 * T && row_max.numel() == T && targets.numel() == T,
-          "ce_backward ", logits.shape_str());
+    check(stats.numel() == 2 * T && row_max.numel() == T && targets.numel() == T, "ce_backward ",
+          logits.shape_str());
     if (T * V == 0) return;
     ce_backward_kernel<<<blocks_for(T * V), kThreads, 0, stream_>>>(
         f32(logits), f32(row_max), f32(stats), i32(targets), T, V, vocab_start, scale);
@@ -358,9 +366,13 @@ class CudaBackend final : public Backend {
     // The same float expressions as the CPU backend.
     const float bc1 = 1.f - std::pow(h.beta1, float(h.step));
     const float bc2 = 1.f - std::pow(h.beta2, float(h.step));
-    const AdamCoeffs c{h.beta1,          h.beta2,         h.eps,
-                       h.grad_scale,     h.lr / bc1,      std::sqrt(bc2),
-                       1.f - h.lr * h.weight_decay};
+    const AdamCoeffs c{.beta1 = h.beta1,
+                       .beta2 = h.beta2,
+                       .eps = h.eps,
+                       .grad_scale = h.grad_scale,
+                       .step_size = h.lr / bc1,
+                       .bc2_sqrt = std::sqrt(bc2),
+                       .decay = 1.f - h.lr * h.weight_decay};
     adamw_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(f32(param), f32(grad), f32(m), f32(v), n,
                                                           c);
     LAUNCH_CHECK("adamw_kernel");
@@ -397,8 +409,12 @@ class CudaBackend final : public Backend {
           q_pos.shape_str(), ", ", k_pos.shape_str());
     check(s.batch <= 65535 && s.heads <= 65535, "attention grid: batch ", s.batch, ", heads ",
           s.heads);
-    return AttnDims{s.sq, s.sk, s.heads, s.kv_heads, s.head_dim,
-                    1.f / std::sqrt(float(s.head_dim))};
+    return AttnDims{.Sq = s.sq,
+                    .Sk = s.sk,
+                    .H = s.heads,
+                    .KV = s.kv_heads,
+                    .hd = s.head_dim,
+                    .scale = 1.f / std::sqrt(float(s.head_dim))};
   }
   // One block per (row, head, batch).
   static dim3 attn_grid(int64_t rows, int heads, int64_t batch) {

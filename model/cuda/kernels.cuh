@@ -10,14 +10,14 @@
 
 namespace tetra::cuda {
 
-constexpr int kThreads = 256;                           // elementwise and per-row kernels
-constexpr int kAttnThreads = 128;                       // attention: a tile of keys or queries
-constexpr int kMaxHeadDim = 512;                        // attention head_dim limit
-constexpr int kAttnCols = kMaxHeadDim / kAttnThreads;   // output columns per attention thread
-constexpr int64_t kSumChunk = 16384;                    // sum_squares: elements per block
+constexpr int kThreads = 256;                          // elementwise and per-row kernels
+constexpr int kAttnThreads = 128;                      // attention: a tile of keys or queries
+constexpr int kMaxHeadDim = 512;                       // attention head_dim limit
+constexpr int kAttnCols = kMaxHeadDim / kAttnThreads;  // output columns per attention thread
+constexpr int64_t kSumChunk = 16384;                   // sum_squares: elements per block
 
 // Grid-stride loop over [0, n) with 64-bit indices.
-#define TETRA_FOR(i, n)                                                 \
+#define TETRA_FOR(i, n)                                                     \
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += int64_t(gridDim.x) * blockDim.x)
 
@@ -81,8 +81,7 @@ __global__ void sum_partials_kernel(double* total, const double* partial, int64_
 
 // src seen as [a, b, block] -> dst [b, a, block]; E is a word of the block (4, 2 or 1 bytes).
 template <typename E>
-__global__ void transpose_blocks_kernel(E* dst, const E* src, int64_t a, int64_t b,
-                                        int64_t block) {
+__global__ void transpose_blocks_kernel(E* dst, const E* src, int64_t a, int64_t b, int64_t block) {
   TETRA_FOR(idx, a * b * block) {
     const int64_t e = idx % block, r = idx / block;  // src block r = i * b + j
     const int64_t i = r / b, j = r % b;
@@ -95,8 +94,8 @@ __global__ void swiglu_forward_kernel(float* h, const float* gate, const float* 
   TETRA_FOR(i, n) h[i] = gate[i] / (1.f + expf(-gate[i])) * up[i];
 }
 // du = dh * silu(g); dg = dh * u * silu'(g), silu'(g) = sig(g) * (1 + g * (1 - sig(g))).
-__global__ void swiglu_backward_kernel(float* dgate, float* dup, const float* dh,
-                                       const float* gate, const float* up, int64_t n) {
+__global__ void swiglu_backward_kernel(float* dgate, float* dup, const float* dh, const float* gate,
+                                       const float* up, int64_t n) {
   TETRA_FOR(i, n) {
     const float d = dh[i], g = gate[i], u = up[i];
     const float sig = 1.f / (1.f + expf(-g));
@@ -209,11 +208,11 @@ __device__ inline float dot(const float* a, const float* b, int n) {
 //   m = max_j s_ij, l = sum_j exp(s_ij - m), lse_i = m + log l,
 //   out_i = sum_j exp(s_ij - m) / l * v_j (masked keys contribute nothing).
 __global__ void attention_forward_kernel(float* out, float* lse, const float* q, const float* k,
-                                         const float* v, const int32_t* q_pos,
-                                         const int32_t* k_pos, AttnDims a) {
+                                         const float* v, const int32_t* q_pos, const int32_t* k_pos,
+                                         AttnDims a) {
   extern __shared__ float smem[];
-  float* qs = smem;          // [hd] the query row
-  float* ps = smem + a.hd;   // [kAttnThreads] probabilities of a tile of keys
+  float* qs = smem;         // [hd] the query row
+  float* ps = smem + a.hd;  // [kAttnThreads] probabilities of a tile of keys
   const int64_t i = blockIdx.x, b = blockIdx.z;
   const int h = blockIdx.y, g = h / (a.H / a.KV), tid = threadIdx.x;
   const int64_t qs_stride = int64_t(a.H) * a.hd, ks_stride = int64_t(a.KV) * a.hd;
@@ -262,11 +261,10 @@ __global__ void attention_forward_kernel(float* out, float* lse, const float* q,
 
 // dQ, one block per (i, h, b): D_i = dO_i . O_i (kept in D for the dK/dV kernel); for visible
 // keys p_ij = exp(s_ij - lse_i), ds_ij = p_ij (dO_i . v_j - D_i); dq_i = scale sum_j ds_ij k_j.
-__global__ void attention_backward_dq_kernel(float* dq, float* D, const float* dout,
-                                             const float* q, const float* k, const float* v,
-                                             const float* out, const float* lse,
-                                             const int32_t* q_pos, const int32_t* k_pos,
-                                             AttnDims a) {
+__global__ void attention_backward_dq_kernel(float* dq, float* D, const float* dout, const float* q,
+                                             const float* k, const float* v, const float* out,
+                                             const float* lse, const int32_t* q_pos,
+                                             const int32_t* k_pos, AttnDims a) {
   extern __shared__ float smem[];
   float* qs = smem;              // [hd] q_i
   float* dos = smem + a.hd;      // [hd] dO_i
@@ -327,10 +325,10 @@ __global__ void attention_backward_dkdv_kernel(float* dk, float* dv, const float
                                                const int32_t* q_pos, const int32_t* k_pos,
                                                AttnDims a) {
   extern __shared__ float smem[];
-  float* ks = smem;                                // [hd] k_j
-  float* vs = smem + a.hd;                         // [hd] v_j
-  float* ps = smem + 2 * a.hd;                     // [kAttnThreads] p of a tile of queries
-  float* dss = smem + 2 * a.hd + kAttnThreads;     // [kAttnThreads] ds of the tile
+  float* ks = smem;                             // [hd] k_j
+  float* vs = smem + a.hd;                      // [hd] v_j
+  float* ps = smem + 2 * a.hd;                  // [kAttnThreads] p of a tile of queries
+  float* dss = smem + 2 * a.hd + kAttnThreads;  // [kAttnThreads] ds of the tile
   const int64_t j = blockIdx.x, b = blockIdx.z;
   const int g = blockIdx.y, group = a.H / a.KV, tid = threadIdx.x;
   const int64_t qs_stride = int64_t(a.H) * a.hd, ks_stride = int64_t(a.KV) * a.hd;

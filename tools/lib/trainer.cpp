@@ -49,11 +49,15 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
   agree(world, [&] {
     layout = resolve_layout(opt.tp, opt.cp, opt.pp, opt.dp, world_size);
     const Coord me = coord_of(layout, rank);
-    check(opt.device == "cpu", "--device ", opt.device,
-          ": this build trains on the CPU backend only");
-    check(opt.dtype == "fp32", "--dtype ", opt.dtype,
-          " needs --device cuda; the CPU computes fp32");
-
+#ifdef TETRA_HAVE_CUDA
+    check(opt.device == "cpu" || world_size == 1, "--device cuda on ", world_size,
+          " ranks needs a device communicator (NCCL), which this build does not have yet; "
+          "it trains on one GPU");
+#else
+    check(opt.device == "cpu", "--device cuda: this build has no CUDA backend (nvcc was not "
+          "found when it was configured)");
+#endif
+    check(opt.dtype == "fp32", "--dtype ", opt.dtype, ": this build computes in fp32 only");
     std::unique_ptr<st::Reader> file;
     cfg_ = opt.model;
     if (!opt.init_from.empty()) {
@@ -102,7 +106,10 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
   resume_path = broadcast_string(world, resume_path);
   grid_ = make_grid(world, layout);
   threads_ = threads_per_rank(grid_.local_ranks);
-  be_ = make_cpu_backend(threads_);
+#ifdef TETRA_HAVE_CUDA
+  if (opt.device == "cuda") be_ = make_cuda_backend(0);
+#endif
+  if (!be_) be_ = make_cpu_backend(threads_);
   params_ = std::make_unique<ShardedParams>(*be_, *grid_.dp_cp, std::move(mine), opt.zero,
                                             opt.sp ? grid_.tp.get() : nullptr);
   const TensorParallel tp{*grid_.tp, opt.sp};
@@ -155,8 +162,16 @@ void Trainer::setup_peak() {
     peak_source_ = "--peak-tflops";
     return;
   }
-  // CPU: the best rate of a square fp32 GEMM with this rank's threads, all ranks probing at
-  // once (they share the cores as they will in training), averaged over the ranks. The
+  // Known GPUs: dense BF16 peak from the table of design.md.
+  for (const auto& [gpu, tflops] : {std::pair{"H100", 989.0}, {"H200", 989.0}, {"A100", 312.0}}) {
+    if (be_->device() == Device::CUDA && be_->name().find(gpu) != std::string::npos) {
+      peak_flops_ = tflops * 1e12;
+      peak_source_ = std::string(gpu) + " dense BF16 peak";
+      return;
+    }
+  }
+  // Otherwise (CPU): the best rate of a square fp32 GEMM with this rank's threads, all ranks
+  // probing at once (they share the cores as they will in training), averaged over the ranks. The
   // best of several calls, not their mean, so that a noisy moment does not lower the peak.
   const int64_t n = 1024;
   Buffer a(*be_, n * n), b(*be_, n * n), c(*be_, n * n);
@@ -170,14 +185,19 @@ void Trainer::setup_peak() {
   for (int reps = 0; reps < 3 || seconds_since(t0) < 0.5; ++reps) {
     const auto t = Clock::now();
     be_->matmul(C, A, false, B, false);
+    be_->synchronize();
     best = std::min(best, seconds_since(t));
   }
   double rate = 2.0 * n * n * n / best;
   grid_.world->all_reduce_host(&rate, 1);
   peak_flops_ = rate / grid_.world->size();
   std::ostringstream os;
-  os << "CPU GEMM probe (" << n << "^3 fp32, " << threads_ << " thread" << (threads_ > 1 ? "s" : "")
-     << " per rank)";
+  if (be_->device() == Device::CPU) {
+    os << "CPU GEMM probe (" << n << "^3 fp32, " << threads_ << " thread"
+       << (threads_ > 1 ? "s" : "") << " per rank)";
+  } else {
+    os << be_->name() << " GEMM probe (" << n << "^3 fp32)";
+  }
   peak_source_ = os.str();
 }
 

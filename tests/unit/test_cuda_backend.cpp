@@ -1,0 +1,413 @@
+// The CUDA backend against the CPU backend (the ground truth): every op runs on the same
+// seeded random inputs on both, and the outputs must agree within fp32 tolerances:
+//   max_i |cpu_i - cuda_i| <= tol * max_i |cpu_i|,
+// tol = 1e-5 for elementwise and row ops, 1e-4 for GEMMs and attention (different summation
+// orders). Each op also runs twice on the CUDA backend and the two runs must agree bit for bit
+// (every CUDA reduction has a fixed order). Attention covers grouped-query heads, head_dim above
+// the kernels' 128-thread tile, more keys than one tile, and context-parallel positions: local
+// queries holding two chunks of the sequence and gathered keys in rank order (not monotonic).
+//
+// Built only with the CUDA backend; on a machine without a GPU every case says so and passes.
+#ifdef TETRA_HAVE_CUDA
+#include <cuda_runtime.h>
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/backend.hpp"
+
+using namespace tetra;
+
+namespace {
+
+bool have_gpu() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return n > 0;
+}
+#define SKIP_WITHOUT_GPU()        \
+  do {                            \
+    if (!have_gpu()) {            \
+      MESSAGE("no GPU: skipped"); \
+      return;                     \
+    }                             \
+  } while (0)
+
+using Floats = std::vector<float>;
+using Ints = std::vector<int32_t>;
+// Named outputs of one run, as doubles (floats convert exactly; sum_squares is a double).
+using Outputs = std::vector<std::pair<std::string, std::vector<double>>>;
+
+Floats randn(int64_t n, uint32_t seed, float sd = 1.f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.f, sd);
+  Floats x(static_cast<size_t>(n));
+  for (float& v : x) v = dist(rng);
+  return x;
+}
+Ints randint(int64_t n, uint32_t seed, int32_t lo, int32_t hi) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(lo, hi - 1);
+  Ints x(static_cast<size_t>(n));
+  for (int32_t& v : x) v = dist(rng);
+  return x;
+}
+Ints iota(int32_t from, int32_t to) {
+  Ints x;
+  for (int32_t i = from; i < to; ++i) x.push_back(i);
+  return x;
+}
+Ints concat(std::initializer_list<Ints> parts) {
+  Ints x;
+  for (const Ints& p : parts) x.insert(x.end(), p.begin(), p.end());
+  return x;
+}
+
+// Inputs uploaded into one backend; the buffers live as long as this object.
+struct Inputs {
+  Backend& be;
+  std::vector<Buffer> keep;
+  explicit Inputs(Backend& b) : be(b) {}
+  Tensor put(const void* host, DType t, std::initializer_list<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    keep.emplace_back(be, n, t);
+    Tensor x = keep.back().view(shape);
+    be.upload(x, host);
+    return x;
+  }
+  Tensor f32(const Floats& h, std::initializer_list<int64_t> shape) {
+    return put(h.data(), DType::F32, shape);
+  }
+  Tensor i32(const Ints& h, std::initializer_list<int64_t> shape) {
+    return put(h.data(), DType::I32, shape);
+  }
+  Tensor zeros(std::initializer_list<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    return f32(Floats(size_t(n), 0.f), shape);
+  }
+};
+
+std::vector<double> get(Backend& be, const Tensor& t) {
+  std::vector<double> out;
+  if (t.dtype == DType::I32) {
+    Ints h(size_t(t.numel()));
+    be.download(h.data(), t);
+    out.assign(h.begin(), h.end());
+  } else {
+    Floats h(size_t(t.numel()));
+    be.download(h.data(), t);
+    out.assign(h.begin(), h.end());
+  }
+  return out;
+}
+
+// Runs `f` on the CPU backend and twice on the CUDA backend: CUDA must match the CPU within
+// tol (relative to the largest CPU magnitude of each output) and itself bit for bit.
+void check_against_cpu(const std::function<Outputs(Backend&)>& f, double tol) {
+  auto cpu = make_cpu_backend(1);
+  auto gpu = make_cuda_backend(0);
+  const Outputs ref = f(*cpu), a = f(*gpu), b = f(*gpu);
+  REQUIRE(ref.size() == a.size());
+  REQUIRE(a.size() == b.size());
+  for (size_t o = 0; o < ref.size(); ++o) {
+    const auto& [name, r] = ref[o];
+    const std::vector<double>&x = a[o].second, &y = b[o].second;
+    REQUIRE(r.size() == x.size());
+    REQUIRE(x.size() == y.size());
+    double mag = 0, err = 0;
+    for (size_t i = 0; i < r.size(); ++i) {
+      mag = std::max(mag, std::abs(r[i]));
+      const double d = std::abs(r[i] - x[i]);
+      err = std::isnan(d) ? std::numeric_limits<double>::infinity() : std::max(err, d);
+    }
+    INFO(name, ": max |cpu - cuda| = ", err, ", max |cpu| = ", mag, ", tol ", tol);
+    CHECK(err <= tol * std::max(mag, 1e-30));
+    CHECK_MESSAGE(std::memcmp(x.data(), y.data(), x.size() * sizeof(double)) == 0, name,
+                  ": two CUDA runs differ");
+  }
+}
+
+Outputs run_elementwise(Backend& be) {
+  Inputs in(be);
+  const int64_t n = 1003;
+  const Tensor a = in.f32(randn(n, 1), {n}), b = in.f32(randn(n, 2), {n}),
+               dh = in.f32(randn(n, 3), {n}), out = in.zeros({n}), dg = in.zeros({n}),
+               du = in.zeros({n});
+  Outputs o;
+  be.fill(out, 0.25f);
+  o.push_back({"fill", get(be, out)});
+  be.add3(out, a, b);
+  o.push_back({"add3", get(be, out)});
+  be.add(out, a);
+  o.push_back({"add", get(be, out)});
+  be.scale(out, -1.5f);
+  o.push_back({"scale", get(be, out)});
+  be.copy(out, b);
+  o.push_back({"copy", get(be, out)});
+  be.swiglu_forward(out, a, b);
+  o.push_back({"swiglu_forward", get(be, out)});
+  be.swiglu_backward(dg, du, dh, a, b);
+  o.push_back({"swiglu_backward dgate", get(be, dg)});
+  o.push_back({"swiglu_backward dup", get(be, du)});
+  // Several sum_squares chunks (and a ragged last one); also an empty tensor.
+  const int64_t big = 3 * 16384 * 4 + 17;
+  o.push_back({"sum_squares", {be.sum_squares(in.f32(randn(big, 4, 3.f), {big}))}});
+  o.push_back({"sum_squares small", {be.sum_squares(a)}});
+  o.push_back({"sum_squares empty", {be.sum_squares(a.flat(0, 0))}});
+  // [a, b, block] -> [b, a, block] with blocks of f32 and of i32.
+  const Tensor src = in.f32(randn(3 * 5 * 7, 5), {3 * 5 * 7}), dst = in.zeros({3 * 5 * 7});
+  be.transpose_blocks(dst, src, 3, 5);
+  o.push_back({"transpose_blocks f32", get(be, dst)});
+  const Tensor isrc = in.i32(iota(0, 4 * 2 * 3), {24}), idst = in.i32(Ints(24, -1), {24});
+  be.transpose_blocks(idst, isrc, 4, 2);
+  o.push_back({"transpose_blocks i32", get(be, idst)});
+  return o;
+}
+
+Outputs run_matmul(Backend& be, int64_t m, int64_t k, int64_t n) {
+  Inputs in(be);
+  Outputs o;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      const std::string tag = std::string("matmul ") + (ta ? "A^T" : "A") + (tb ? " B^T" : " B");
+      const uint32_t seed = uint32_t(10 + 2 * ta + tb);
+      const Tensor A = ta ? in.f32(randn(k * m, seed), {k, m}) : in.f32(randn(m * k, seed), {m, k});
+      const Tensor B =
+          tb ? in.f32(randn(n * k, seed + 7), {n, k}) : in.f32(randn(k * n, seed + 7), {k, n});
+      const Tensor C = in.f32(randn(m * n, seed + 13), {m, n});
+      be.matmul(C, A, ta, B, tb, 0.5f, 0.75f);  // C = 0.5 op(A) op(B) + 0.75 C
+      o.push_back({tag + " alpha 0.5 beta 0.75", get(be, C)});
+      be.matmul(C, A, ta, B, tb, 1.f, 1.f);  // accumulate
+      o.push_back({tag + " beta 1", get(be, C)});
+      be.fill(C, std::numeric_limits<float>::quiet_NaN());  // beta 0 must not read C
+      be.matmul(C, A, ta, B, tb);
+      o.push_back({tag + " beta 0 over NaN", get(be, C)});
+    }
+  return o;
+}
+
+Outputs run_embedding(Backend& be) {
+  Inputs in(be);
+  // A shard of 10 rows starting at 20 out of 40 tokens: about a quarter of the tokens hit it,
+  // several more than once; the shard's first and last rows are hit on purpose.
+  const int64_t T = 50, d = 300, V = 10, start = 20;
+  Ints tok = randint(T, 21, 0, 40);
+  tok[3] = int32_t(start);
+  tok[7] = int32_t(start + V - 1);
+  tok[9] = int32_t(start + V);
+  const Tensor tokens = in.i32(tok, {T}), table = in.f32(randn(V * d, 22), {V, d}),
+               out = in.f32(randn(T * d, 23), {T, d}), dout = in.f32(randn(T * d, 24), {T, d}),
+               dtable = in.f32(randn(V * d, 25), {V, d});
+  be.embedding_forward(out, tokens, table, start);
+  be.embedding_backward(dtable, tokens, dout, start);
+  return {{"embedding_forward", get(be, out)}, {"embedding_backward", get(be, dtable)}};
+}
+
+Outputs run_rmsnorm(Backend& be, int64_t T, int64_t d) {
+  Inputs in(be);
+  Floats w = randn(d, 31, 0.3f);
+  for (float& x : w) x += 1.f;
+  const Tensor x = in.f32(randn(T * d, 32, 2.f), {T, d}), wt = in.f32(w, {d}), y = in.zeros({T, d}),
+               rstd = in.zeros({T}), dy = in.f32(randn(T * d, 33), {T, d}),
+               dx = in.f32(randn(T * d, 34), {T, d}), dw = in.f32(randn(d, 35), {d});
+  be.rmsnorm_forward(y, rstd, x, wt, 1e-5f);
+  be.rmsnorm_backward(dx, dw, dy, x, wt, rstd);
+  return {{"rmsnorm y", get(be, y)},
+          {"rmsnorm rstd", get(be, rstd)},
+          {"rmsnorm dx", get(be, dx)},
+          {"rmsnorm dw (accumulated)", get(be, dw)}};
+}
+
+Outputs run_rope(Backend& be) {
+  Inputs in(be);
+  const int64_t T = 20, heads = 3, hd = 64;
+  Ints pos = randint(T, 41, 0, 200000);
+  pos[0] = 0;
+  const Tensor p = in.i32(pos, {T}), x = in.f32(randn(T * heads * hd, 42), {T, heads * hd}),
+               y = in.f32(randn(T * heads * hd, 43), {T, heads * hd});
+  be.rope(x, int(heads), p, 500000.0, false);
+  be.rope(y, int(heads), p, 10000.0, true);
+  return {{"rope", get(be, x)}, {"rope inverse", get(be, y)}};
+}
+
+struct AttnCase {
+  int64_t batch;
+  int heads, kv_heads, head_dim;
+  Ints q_pos, k_pos;
+};
+
+Outputs run_attention(Backend& be, const AttnCase& c) {
+  Inputs in(be);
+  const int64_t B = c.batch, Sq = int64_t(c.q_pos.size()), Sk = int64_t(c.k_pos.size());
+  const int64_t qw = int64_t(c.heads) * c.head_dim, kw = int64_t(c.kv_heads) * c.head_dim;
+  const AttnShape s{B, Sq, Sk, c.heads, c.kv_heads, c.head_dim};
+  const Tensor q = in.f32(randn(B * Sq * qw, 51), {B * Sq, qw}),
+               k = in.f32(randn(B * Sk * kw, 52), {B * Sk, kw}),
+               v = in.f32(randn(B * Sk * kw, 53), {B * Sk, kw}),
+               dout = in.f32(randn(B * Sq * qw, 54), {B * Sq, qw}), qp = in.i32(c.q_pos, {Sq}),
+               kp = in.i32(c.k_pos, {Sk}), out = in.zeros({B * Sq, qw}),
+               lse = in.zeros({B * c.heads * Sq}),
+               dq = in.f32(randn(B * Sq * qw, 55), {B * Sq, qw}),
+               dk = in.f32(randn(B * Sk * kw, 56), {B * Sk, kw}),
+               dv = in.f32(randn(B * Sk * kw, 57), {B * Sk, kw});
+  be.attention_forward(out, lse, q, k, v, qp, kp, s);
+  be.attention_backward(dq, dk, dv, dout, q, k, v, out, lse, qp, kp, s);
+  return {{"attention out", get(be, out)},
+          {"attention lse", get(be, lse)},
+          {"attention dq", get(be, dq)},
+          {"attention dk", get(be, dk)},
+          {"attention dv", get(be, dv)}};
+}
+
+Outputs run_cross_entropy(Backend& be) {
+  Inputs in(be);
+  const int64_t T = 9, V = 1000, start = 500;
+  Ints tgt = randint(T, 61, 0, 2000);
+  tgt[0] = int32_t(start);
+  tgt[1] = int32_t(start + V - 1);
+  tgt[2] = int32_t(start + V);
+  tgt[3] = int32_t(start - 1);
+  const Tensor logits = in.f32(randn(T * V, 62, 3.f), {T, V}), targets = in.i32(tgt, {T}),
+               row_max = in.zeros({T}), stats = in.zeros({T, 2});
+  be.ce_row_max(row_max, logits);
+  be.ce_stats(stats, logits, row_max, targets, start);
+  be.ce_backward(logits, row_max, stats, targets, start, 1.f / float(T));
+  return {{"ce_row_max", get(be, row_max)},
+          {"ce_stats", get(be, stats)},
+          {"ce_backward", get(be, logits)}};
+}
+
+Outputs run_adamw(Backend& be) {
+  Inputs in(be);
+  const int64_t n = 5000;
+  const Tensor p = in.f32(randn(n, 71), {n}), m = in.zeros({n}), v = in.zeros({n});
+  Outputs o;
+  for (int64_t step = 1; step <= 3; ++step) {
+    const Tensor g = in.f32(randn(n, uint32_t(72 + step), 0.1f), {n});
+    be.adamw(p, g, m, v, Backend::AdamW{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, step});
+    const std::string tag = "adamw step " + std::to_string(step);
+    o.push_back({tag + " param", get(be, p)});
+    o.push_back({tag + " m", get(be, m)});
+    o.push_back({tag + " v", get(be, v)});
+  }
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("cuda backend: elementwise ops, sum_squares, transpose_blocks, swiglu") {
+  SKIP_WITHOUT_GPU();
+  check_against_cpu(run_elementwise, 1e-5);
+}
+
+TEST_CASE("cuda backend: transpose_blocks of bf16 blocks (2-byte words)") {
+  SKIP_WITHOUT_GPU();
+  std::vector<uint16_t> h(3 * 4 * 5);
+  for (size_t i = 0; i < h.size(); ++i) h[i] = uint16_t(1000 + i);
+  std::vector<std::vector<uint16_t>> results;
+  for (int side = 0; side < 2; ++side) {
+    auto be = side == 0 ? make_cpu_backend(1) : make_cuda_backend(0);
+    Buffer src(*be, int64_t(h.size()), DType::BF16), dst(*be, int64_t(h.size()), DType::BF16);
+    be->upload(src.flat(), h.data());
+    be->transpose_blocks(dst.flat(), src.flat(), 3, 4);
+    std::vector<uint16_t> out(h.size());
+    be->download(out.data(), dst.flat());
+    results.push_back(out);
+  }
+  CHECK(results[0] == results[1]);
+}
+
+TEST_CASE("cuda backend: matmul, every transpose, alpha and beta") {
+  SKIP_WITHOUT_GPU();
+  check_against_cpu([](Backend& be) { return run_matmul(be, 37, 53, 29); }, 1e-4);
+  check_against_cpu([](Backend& be) { return run_matmul(be, 300, 513, 200); }, 1e-4);
+}
+
+TEST_CASE("cuda backend: embedding forward and backward on a vocabulary shard") {
+  SKIP_WITHOUT_GPU();
+  check_against_cpu(run_embedding, 1e-5);
+}
+
+TEST_CASE("cuda backend: rmsnorm forward and backward") {
+  SKIP_WITHOUT_GPU();
+  check_against_cpu([](Backend& be) { return run_rmsnorm(be, 33, 300); }, 1e-5);
+  check_against_cpu([](Backend& be) { return run_rmsnorm(be, 5, 64); }, 1e-5);
+}
+
+TEST_CASE("cuda backend: rope forward and inverse at large positions") {
+  SKIP_WITHOUT_GPU();
+  check_against_cpu(run_rope, 1e-5);
+}
+
+TEST_CASE("cuda backend: attention forward and backward") {
+  SKIP_WITHOUT_GPU();
+  SUBCASE("GQA, CP rank 0 of 2: query chunks 0 and 3, all keys in order") {
+    const AttnCase c{2, 4, 2, 16, concat({iota(0, 4), iota(12, 16)}), iota(0, 16)};
+    check_against_cpu([&](Backend& be) { return run_attention(be, c); }, 1e-4);
+  }
+  SUBCASE("GQA group 3, CP rank 1 of 2: keys gathered in rank order (not monotonic)") {
+    const AttnCase c{3,
+                     6,
+                     2,
+                     64,
+                     concat({iota(4, 8), iota(8, 12)}),
+                     concat({iota(0, 4), iota(12, 16), iota(4, 8), iota(8, 12)})};
+    check_against_cpu([&](Backend& be) { return run_attention(be, c); }, 1e-4);
+  }
+  SUBCASE("MQA, head_dim 160, 300 keys (several tiles, several columns per thread)") {
+    const AttnCase c{1, 2, 1, 160, iota(0, 300), iota(0, 300)};
+    check_against_cpu([&](Backend& be) { return run_attention(be, c); }, 1e-4);
+  }
+  SUBCASE("MHA, head_dim 80, CP rank 1 of 4 with 150 keys") {
+    // Sequence of 160 in 8 chunks of 20: rank 1 holds chunks 1 and 6; keys are all 160
+    // positions gathered in rank order (chunks 0,7,1,6,2,5,3,4), truncated to 150 keys so
+    // that the last tile is ragged.
+    Ints keys;
+    for (int ch : {0, 7, 1, 6, 2, 5, 3, 4}) keys = concat({keys, iota(20 * ch, 20 * ch + 20)});
+    keys.resize(150);
+    const AttnCase c{2, 3, 3, 80, concat({iota(20, 40), iota(120, 140)}), keys};
+    check_against_cpu([&](Backend& be) { return run_attention(be, c); }, 1e-4);
+  }
+}
+
+TEST_CASE("cuda backend: vocab-parallel cross-entropy pieces") {
+  SKIP_WITHOUT_GPU();
+  check_against_cpu(run_cross_entropy, 1e-5);
+}
+
+TEST_CASE("cuda backend: adamw over three steps") {
+  SKIP_WITHOUT_GPU();
+  check_against_cpu(run_adamw, 1e-5);
+}
+
+TEST_CASE("cuda backend: errors become tetra::Error and leave the backend usable") {
+  SKIP_WITHOUT_GPU();
+  int count = 0;
+  REQUIRE(cudaGetDeviceCount(&count) == cudaSuccess);
+  CHECK_THROWS_AS(make_cuda_backend(count), Error);
+  auto be = make_cuda_backend(0);
+  CHECK(be->device() == Device::CUDA);
+  CHECK_THROWS_AS(Buffer(*be, int64_t(1) << 50), Error);  // 4 PiB
+  Buffer x(*be, 1000);
+  be->fill(x.flat(), 3.f);
+  Floats h(1000);
+  be->download(h.data(), x.flat());
+  CHECK(h[999] == 3.f);
+  CHECK(be->sum_squares(x.flat()) == doctest::Approx(9000.0));
+}
+
+#endif  // TETRA_HAVE_CUDA
