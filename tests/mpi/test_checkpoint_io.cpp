@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../checkpoint_fixture.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "model/config.hpp"
 #include "model/error.hpp"
@@ -20,6 +21,7 @@
 namespace fs = std::filesystem;
 using namespace tetra;
 using namespace tetra::ckpt;
+using namespace tetra::test;
 
 namespace {
 
@@ -68,61 +70,6 @@ struct SharedTempDir {
   }
 };
 
-ModelConfig tiny_model() {
-  ModelConfig c;
-  c.vocab = 64;
-  c.layers = 2;
-  c.dim = 16;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.ffn_dim = 32;
-  c.seq_len = 8;
-  return c;
-}
-
-// Distinct exact values per element and kind, the same on every rank.
-std::map<std::string, std::vector<float>> make_global(const ModelConfig& cfg, float kind) {
-  std::map<std::string, std::vector<float>> out;
-  float next = 1.0f;
-  for (const UnitLayout& u : make_units(cfg, 1, 0)) {
-    for (const ParamInfo& p : u.params) {
-      for (int64_t i = 0; i < p.numel(); ++i, next += 1.0f) out[p.name].push_back(next + kind);
-    }
-  }
-  return out;
-}
-
-// This rank's share: of each unit's TP-local flat buffer, the contiguous 1/DP that ZeRO
-// gives it, cut into per-tensor segments.
-struct RankShard {
-  std::deque<std::vector<float>> storage;
-  std::vector<Segment> segments;
-};
-
-RankShard shard_of(const ModelConfig& cfg,
-                   const std::vector<std::map<std::string, std::vector<float>>>& g, int tp,
-                   int tp_rank, int dp, int dp_rank) {
-  RankShard out;
-  for (const UnitLayout& u : make_units(cfg, tp, tp_rank)) {
-    const int64_t per = (u.numel + dp - 1) / dp;
-    const int64_t lo = std::min(u.numel, dp_rank * per), hi = std::min(u.numel, lo + per);
-    for (const ParamInfo& p : u.params) {
-      const int64_t b = std::max(lo, p.offset), e = std::min(hi, p.offset + p.numel());
-      if (b >= e) continue;
-      Segment s{p.name, tp_rank, tp, b - p.offset, e - p.offset};
-      const float** dst[3] = {&s.param, &s.adam_m, &s.adam_v};
-      for (int k = 0; k < 3; ++k) {
-        std::vector<float>& local = out.storage.emplace_back();
-        for (int64_t i = s.begin; i < s.end; ++i)
-          local.push_back(g[size_t(k)].at(p.name)[size_t(p.global_index(i, tp_rank))]);
-        *dst[k] = local.data();
-      }
-      out.segments.push_back(s);
-    }
-  }
-  return out;
-}
-
 RunState state_at(int64_t step, const ModelConfig& cfg) {
   RunState s;
   s.step = step;
@@ -156,9 +103,8 @@ TEST_CASE("checkpoint io: TP 2 x DP 2 ranks save together and each reads whole t
   const Ranks ranks;
   if (ranks.comm == MPI_COMM_NULL) return;
   const SharedTempDir tmp(ranks.comm);
-  const ModelConfig cfg = tiny_model();
-  const std::vector<std::map<std::string, std::vector<float>>> global = {
-      make_global(cfg, 0.0f), make_global(cfg, 0.25f), make_global(cfg, 0.5f)};
+  const ModelConfig cfg = checkpoint_model();
+  const Weights global = make_weights(cfg, 0);
   const RankShard mine = shard_of(cfg, global, 2, ranks.rank % 2, 2, ranks.rank / 2);
   const std::string dir = tmp.path + "/ckpt";
 
@@ -180,8 +126,7 @@ TEST_CASE("checkpoint io: TP 2 x DP 2 ranks save together and each reads whole t
   for (const UnitLayout& u : make_units(cfg, 1, 0)) {
     for (const ParamInfo& p : u.params) {
       CAPTURE(p.name);
-      for (int k = 0; k < 3; ++k)
-        CHECK(reader.tensor(p.name, kinds[k]) == global[size_t(k)].at(p.name));
+      for (int k = 0; k < 3; ++k) CHECK(reader.tensor(p.name, kinds[k]) == global.of(k).at(p.name));
     }
   }
 }
@@ -190,9 +135,8 @@ TEST_CASE("checkpoint io: one rank's failure makes every rank throw the same err
   const Ranks ranks;
   if (ranks.comm == MPI_COMM_NULL) return;
   const SharedTempDir tmp(ranks.comm);
-  const ModelConfig cfg = tiny_model();
-  const std::vector<std::map<std::string, std::vector<float>>> global = {
-      make_global(cfg, 0.0f), make_global(cfg, 0.25f), make_global(cfg, 0.5f)};
+  const ModelConfig cfg = checkpoint_model();
+  const Weights global = make_weights(cfg, 0);
   const RankShard mine = shard_of(cfg, global, 2, ranks.rank % 2, 2, ranks.rank / 2);
   const std::string dir = tmp.path + "/ckpt";
   REQUIRE(save_error(ranks.comm, dir, state_at(1, cfg), mine.segments) == "");

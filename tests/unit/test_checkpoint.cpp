@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../checkpoint_fixture.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checksum.hpp"
 #include "checkpoint/json.hpp"
@@ -24,6 +25,7 @@
 namespace fs = std::filesystem;
 using namespace tetra;
 using namespace tetra::ckpt;
+using namespace tetra::test;
 
 namespace {
 
@@ -60,72 +62,6 @@ void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
-ModelConfig tiny_model() {
-  ModelConfig c;
-  c.vocab = 64;
-  c.layers = 2;
-  c.dim = 16;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.ffn_dim = 32;
-  c.seq_len = 8;
-  c.rope_theta = 500000.0;
-  c.norm_eps = 1e-6f;
-  return c;
-}
-
-// Global tensors with a distinct value per element and kind (exact in float), so that any
-// element put in the wrong place shows; `salt` tells two saves apart.
-struct Weights {
-  std::map<std::string, std::vector<float>> param, adam_m, adam_v;
-};
-
-Weights make_weights(const ModelConfig& cfg, int salt) {
-  Weights w;
-  float next = 1.0f;
-  for (const UnitLayout& u : make_units(cfg, 1, 0)) {
-    for (const ParamInfo& p : u.params) {
-      for (int64_t i = 0; i < p.numel(); ++i, next += 1.0f) {
-        w.param[p.name].push_back(next + 0.25f * float(salt));
-        w.adam_m[p.name].push_back(-next);
-        w.adam_v[p.name].push_back(next + 0.5f);
-      }
-    }
-  }
-  return w;
-}
-
-// What one rank of a TP x DP layout stores: of every unit's TP-local flat buffer, its
-// contiguous 1/DP share, as ZeRO cuts it, so shares begin and end inside tensors.
-struct RankShard {
-  std::deque<std::vector<float>> storage;  // what the segments point into
-  std::vector<Segment> segments;
-};
-
-RankShard shard_of(const ModelConfig& cfg, const Weights& w, int tp, int tp_rank, int dp,
-                   int dp_rank) {
-  RankShard out;
-  for (const UnitLayout& u : make_units(cfg, tp, tp_rank)) {
-    const int64_t per = (u.numel + dp - 1) / dp;
-    const int64_t lo = std::min(u.numel, dp_rank * per), hi = std::min(u.numel, lo + per);
-    for (const ParamInfo& p : u.params) {
-      const int64_t b = std::max(lo, p.offset), e = std::min(hi, p.offset + p.numel());
-      if (b >= e) continue;
-      Segment s{p.name, tp_rank, tp, b - p.offset, e - p.offset};
-      const float** dst[3] = {&s.param, &s.adam_m, &s.adam_v};
-      const std::map<std::string, std::vector<float>>* src[3] = {&w.param, &w.adam_m, &w.adam_v};
-      for (int k = 0; k < 3; ++k) {
-        std::vector<float>& local = out.storage.emplace_back();
-        for (int64_t i = s.begin; i < s.end; ++i)
-          local.push_back(src[k]->at(p.name)[size_t(p.global_index(i, tp_rank))]);
-        *dst[k] = local.data();
-      }
-      out.segments.push_back(s);
-    }
-  }
-  return out;
-}
-
 RunState state_at(int64_t step, const ModelConfig& cfg) {
   RunState s;
   s.step = step;
@@ -158,7 +94,7 @@ std::string save_tp2_dp2(const std::string& dir, const RunState& st, const Weigh
 
 // A one-rank checkpoint through the collective entry point.
 std::string save_one(const std::string& dir, int64_t step, int salt, int keep) {
-  const ModelConfig cfg = tiny_model();
+  const ModelConfig cfg = checkpoint_model();
   const RankShard s = shard_of(cfg, make_weights(cfg, salt), 1, 0, 1, 0);
   return save(MPI_COMM_SELF, dir, state_at(step, cfg), s.segments, keep);
 }
@@ -196,7 +132,7 @@ TEST_CASE("checkpoint: CRC-32C gives the standard check value, in any pieces") {
 }
 
 TEST_CASE("checkpoint: the model config round-trips through JSON, every field") {
-  const ModelConfig c = tiny_model();
+  const ModelConfig c = checkpoint_model();
   const json::Value v = json::parse(model_to_json(c).dump());
   CHECK(v.members().size() == 9);
   const ModelConfig back = model_from_json(v, "test");
@@ -229,7 +165,7 @@ TEST_CASE("checkpoint: the model config round-trips through JSON, every field") 
 TEST_CASE("checkpoint: TP 2 x ZeRO DP 2 segments reassemble into the exact tensors") {
   TempDir tmp;
   const std::string dir = tmp.sub("ckpt");  // created by the writer
-  const ModelConfig cfg = tiny_model();
+  const ModelConfig cfg = checkpoint_model();
   const Weights w = make_weights(cfg, 0);
   const RunState st = state_at(7, cfg);
   const std::string path = save_tp2_dp2(dir, st, w, 0);
@@ -289,7 +225,7 @@ TEST_CASE("checkpoint: TP 2 x ZeRO DP 2 segments reassemble into the exact tenso
 
 TEST_CASE("checkpoint: a rank without segments still writes its shard file") {
   TempDir tmp;
-  const ModelConfig cfg = tiny_model();
+  const ModelConfig cfg = checkpoint_model();
   const Weights w = make_weights(cfg, 0);
   const RunState st = state_at(3, cfg);
   const std::string staging = begin_write(tmp.sub("c"), 3);
@@ -307,7 +243,7 @@ TEST_CASE("checkpoint: a rank without segments still writes its shard file") {
 
 TEST_CASE("checkpoint: verify names the file that is corrupt, truncated, missing or malformed") {
   TempDir tmp;
-  const ModelConfig cfg = tiny_model();
+  const ModelConfig cfg = checkpoint_model();
   const std::string path = save_tp2_dp2(tmp.sub("c"), state_at(1, cfg), make_weights(cfg, 0), 0);
   const std::string manifest = path + "/manifest.json";
   std::string expect_file, expect_problem;
@@ -381,7 +317,7 @@ TEST_CASE("checkpoint: verify names the file that is corrupt, truncated, missing
 
 TEST_CASE("checkpoint: a segment missing from a shard file leaves its tensor incomplete") {
   TempDir tmp;
-  const ModelConfig cfg = tiny_model();
+  const ModelConfig cfg = checkpoint_model();
   const std::string q = "model.layers.1.self_attn.q_proj.weight";
   const std::string path = save_tp2_dp2(tmp.sub("c"), state_at(1, cfg), make_weights(cfg, 0), 0, q);
   const std::string problem = verify(path);
@@ -446,7 +382,7 @@ TEST_CASE("checkpoint: keep deletes all but the newest, never the one just writt
 TEST_CASE("checkpoint: saving an existing step again replaces it whole") {
   TempDir tmp;
   const std::string dir = tmp.sub("c");
-  const ModelConfig cfg = tiny_model();
+  const ModelConfig cfg = checkpoint_model();
   save_tp2_dp2(dir, state_at(5, cfg), make_weights(cfg, 1), 0);
   RunState again = state_at(5, cfg);
   again.tokens_seen += 1;
@@ -469,7 +405,7 @@ TEST_CASE("checkpoint: saving an existing step again replaces it whole") {
 
 TEST_CASE("checkpoint: a failed save says why and leaves earlier checkpoints alone") {
   TempDir tmp;
-  const ModelConfig cfg = tiny_model();
+  const ModelConfig cfg = checkpoint_model();
   const RunState st = state_at(1, cfg);
 
   std::string err = error_of([&] { save(MPI_COMM_SELF, "/proc/tetra_ckpt", st, {}, 0); });
