@@ -237,6 +237,7 @@ std::vector<CommStats*> Trainer::comm_stats() {
 
 StepResult Trainer::step() {
   for (CommStats* s : comm_stats()) s->clear();
+  be_->alloc_stats.reset_peak();
   const auto t0 = Clock::now();
   const double tokens = double(opt_.global_batch) * cfg_.seq_len;
   const float loss_scale = float(1.0 / tokens);
@@ -295,6 +296,11 @@ StepResult Trainer::step() {
   r.comm["world"] = grid_.world->stats;
   comm_s += grid_.world->stats.seconds;
   r.comm_share = comm_s / (r.step_ms / 1e3);
+  // The largest peak of backend memory over the ranks (weights, gradients, Adam state,
+  // activations), so that ZeRO stages and pipeline schedules can be compared.
+  double peak = double(be_->alloc_stats.peak);
+  grid_.world->all_reduce_host(&peak, 1, ReduceOp::Max);
+  r.peak_memory_bytes = peak;
   ++step_;
   return r;
 }
@@ -382,7 +388,7 @@ void Trainer::run() {
   });
   const auto t0 = Clock::now();
   const int64_t first_step = step_;  // above 0 after a resume
-  double last_loss = 0, tok_s = 0, mfu = 0, hfu = 0;
+  double last_loss = 0, tok_s = 0, mfu = 0, hfu = 0, peak_memory = 0;
   int timed = 0;
   while (step_ < opt_.steps) {
     const StepResult r = step();
@@ -392,6 +398,7 @@ void Trainer::run() {
       std::printf("checkpoint: step %lld saved to %s in %.3f s\n", (long long)step_,
                   opt_.ckpt_dir.c_str(), save_s);
     last_loss = r.loss;
+    peak_memory = std::max(peak_memory, r.peak_memory_bytes);
     // The first step of a run includes warm-up: leave it out of the averages.
     if (r.step > first_step || opt_.steps - first_step == 1) {
       tok_s += r.tokens_per_s;
@@ -422,6 +429,7 @@ void Trainer::run() {
       j["comm_share"] = json::Value(r.comm_share);
       j["bubble"] = json::Value(r.bubble);
       j["bubble_formula"] = json::Value(r.bubble_formula);
+      j["peak_memory_bytes"] = json::Value(int64_t(r.peak_memory_bytes));
       json::Value bytes = json::Value::object();
       for (const auto& [group, s] : r.comm)
         bytes[group] = json::Value(int64_t(std::llround(s.bytes)));
@@ -438,8 +446,8 @@ void Trainer::run() {
   if (data_->entropy_floor() >= 0)
     std::printf(" (entropy floor %.4f, ln(vocab) %.4f)", data_->entropy_floor(),
                 std::log(double(opt_.data_vocab)));
-  std::printf(" | %.0f tok/s | MFU %.2f%% | HFU %.2f%%\n", tok_s / timed, 100 * mfu / timed,
-              100 * hfu / timed);
+  std::printf(" | %.0f tok/s | MFU %.2f%% | HFU %.2f%% | peak memory per rank %.1f MiB\n",
+              tok_s / timed, 100 * mfu / timed, 100 * hfu / timed, peak_memory / (1 << 20));
   if (!opt_.export_path.empty()) std::printf("exported weights to %s\n", opt_.export_path.c_str());
 }
 

@@ -29,6 +29,7 @@ struct StepResult {
   // ranks) and by the schedule's formula; of the step for gpipe and 1f1b, of the compute
   // for interleaved.
   double bubble = 0, bubble_formula = 0;
+  double peak_memory_bytes = 0;           // most backend memory any rank held during the step
   std::map<std::string, CommStats> comm;  // this rank, this step, per group
 };
 
