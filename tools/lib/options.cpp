@@ -219,6 +219,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   check(o.dtype == "fp32" || o.dtype == "bf16", "--dtype takes fp32 or bf16 (got '", o.dtype, "')");
   check(o.ckpt_every >= 0, "--ckpt-every must not be negative (got ", o.ckpt_every, ")");
   check(o.ckpt_every == 0 || !o.ckpt_dir.empty(), "--ckpt-every needs --ckpt-dir");
+  check(!o.resume.empty(), "--resume takes auto, never or a checkpoint directory");
   check(o.keep >= 1, "--keep must be at least 1 (got ", o.keep, ")");
   check(o.timeout >= 0, "--timeout must not be negative (got ", o.timeout, ")");
   if (o.min_lr < 0) o.min_lr = o.lr / 10;

@@ -90,7 +90,6 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
 
     data_ = data::open_dataset(opt.data, int(opt.data_vocab), S, opt.seed);
     if (!opt.inject_failure.empty()) fault_ = FaultPlan::parse(opt.inject_failure);
-    check(opt.resume == "auto" || opt.resume == "never" || !opt.resume.empty(), "--resume");
     if (!opt.ckpt_dir.empty() && rank == 0) check_writable_dir(opt.ckpt_dir);
     if (rank == 0) resume_path = find_resume_path(opt);
     plan_ = plan_chunks(cfg_.layers, layout.pp, opt.vpp);
