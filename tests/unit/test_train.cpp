@@ -2,6 +2,8 @@
 // export -> --init-from round trips. Runs the Trainer in-process on MPI_COMM_SELF.
 #include <doctest/doctest.h>
 
+#include <stdlib.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -146,4 +148,21 @@ TEST_CASE("train: text files and llm.c token shards feed the same trainer") {
   }
   std::remove(text.c_str());
   std::remove(bin.c_str());
+}
+
+TEST_CASE("train: --inject-failure slow=MS makes a straggler, on the first attempt only") {
+  auto step_ms = [](const char* restart) {
+    if (restart) ::setenv("TETRA_RESTART", restart, 1);
+    Trainer t(tiny({"--inject-failure", "0@2:slow=150"}), MPI_COMM_SELF);
+    std::vector<double> ms;
+    for (int s = 0; s < 4; ++s) ms.push_back(t.step().step_ms);
+    ::unsetenv("TETRA_RESTART");
+    return ms;
+  };
+  const std::vector<double> first = step_ms(nullptr), restarted = step_ms("1");
+  CHECK(first[1] < 150);
+  CHECK(first[2] >= 150);
+  CHECK(first[3] >= 150);
+  CHECK(restarted[2] < 150);
+  CHECK(restarted[3] < 150);
 }
