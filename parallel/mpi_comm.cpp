@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
+#include "parallel/trace.hpp"
 #include "parallel/watchdog.hpp"
 
 namespace tetra {
@@ -29,16 +31,25 @@ void mpi_check(int rc, const char* what, const std::string& group) {
   fail("MPI ", what, " on group ", group, " failed: ", std::string(msg, len));
 }
 
-// Adds one call's bytes and wall time to the stats when it goes out of scope.
+// Adds one call's bytes and wall time to the stats when it goes out of scope, and shows
+// the call as a span on the trace's comm lane ("all_reduce tp").
 class Timed {
  public:
-  Timed(CommStats& s, CommOp op, double bytes) : s_(s), t0_(std::chrono::steady_clock::now()) {
+  Timed(CommStats& s, CommOp op, double bytes, const char* what, const std::string& group)
+      : Timed(s, what, group, bytes) {
     s_.calls += 1;
     s_.by_op[int(op)] += 1;
     s_.bytes += bytes;
   }
   // Time only, for the wait of a call already counted.
-  explicit Timed(CommStats& s) : s_(s), t0_(std::chrono::steady_clock::now()) {}
+  Timed(CommStats& s, const char* what, const std::string& group, double bytes = 0)
+      : s_(s),
+        t0_(std::chrono::steady_clock::now()),
+        span_(trace::Lane::Comm, [&](trace::Event& e) {
+          e.name = std::string(what) + " " + group;
+          e.arg("bytes", int64_t(std::llround(bytes)));
+          e.arg("group", group);
+        }) {}
   ~Timed() {
     s_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   }
@@ -46,17 +57,19 @@ class Timed {
  private:
   CommStats& s_;
   std::chrono::steady_clock::time_point t0_;
+  trace::Span span_;
 };
 
 class MpiRequest final : public Comm::Request {
  public:
-  MpiRequest(MPI_Request r, CommStats& s, const watchdog::Group& g, watchdog::Op op, int peer)
-      : r_(r), s_(s), group_(g), op_(op), peer_(peer) {}
+  MpiRequest(MPI_Request r, CommStats& s, const watchdog::Group& g, watchdog::Op op, int peer,
+             const char* what, const std::string& group_name)
+      : r_(r), s_(s), group_(g), op_(op), peer_(peer), what_(what), group_name_(group_name) {}
   ~MpiRequest() override {
     if (r_ != MPI_REQUEST_NULL) wait();
   }
   void wait() override {
-    Timed t(s_);  // the isend / irecv already counted this call
+    Timed t(s_, what_, group_name_);  // the isend / irecv already counted this call
     watchdog::Call w(group_, op_, peer_);
     MPI_Wait(&r_, MPI_STATUS_IGNORE);
   }
@@ -67,6 +80,8 @@ class MpiRequest final : public Comm::Request {
   const watchdog::Group& group_;
   watchdog::Op op_;
   int peer_;
+  const char* what_;
+  const std::string& group_name_;
 };
 
 class MpiComm final : public Comm {
@@ -83,7 +98,7 @@ class MpiComm final : public Comm {
 
   void all_reduce(Tensor x, ReduceOp op) override {
     if (size_ == 1) return;
-    Timed t(stats, CommOp::AllReduce, 2.0 * (size_ - 1) / size_ * x.bytes());
+    Timed t(stats, CommOp::AllReduce, 2.0 * (size_ - 1) / size_ * x.bytes(), "all_reduce", name_);
     watchdog::Call w(watched_, watchdog::Op::AllReduce);
     mpi_check(MPI_Allreduce(MPI_IN_PLACE, x.ptr, int(x.numel()), mpi_type(x), mpi_op(op), comm_),
               "all_reduce", name_);
@@ -92,7 +107,8 @@ class MpiComm final : public Comm {
     check(in.numel() == out.numel() * size_, "reduce_scatter of ", in.shape_str(), " into ",
           out.shape_str(), " over ", size_, " ranks");
     if (size_ == 1) return copy_local(out, in);
-    Timed t(stats, CommOp::ReduceScatter, double(size_ - 1) / size_ * in.bytes());
+    Timed t(stats, CommOp::ReduceScatter, double(size_ - 1) / size_ * in.bytes(), "reduce_scatter",
+            name_);
     watchdog::Call w(watched_, watchdog::Op::ReduceScatter);
     mpi_check(
         MPI_Reduce_scatter_block(in.ptr, out.ptr, int(out.numel()), mpi_type(in), MPI_SUM, comm_),
@@ -102,7 +118,7 @@ class MpiComm final : public Comm {
     check(out.numel() == in.numel() * size_, "all_gather of ", in.shape_str(), " into ",
           out.shape_str(), " over ", size_, " ranks");
     if (size_ == 1) return copy_local(out, in);
-    Timed t(stats, CommOp::AllGather, double(size_ - 1) / size_ * out.bytes());
+    Timed t(stats, CommOp::AllGather, double(size_ - 1) / size_ * out.bytes(), "all_gather", name_);
     watchdog::Call w(watched_, watchdog::Op::AllGather);
     // A rank's own part may already sit in place inside out (ZeRO's updated shard).
     const bool in_place = in.ptr == static_cast<char*>(out.ptr) + rank_ * in.bytes();
@@ -112,42 +128,45 @@ class MpiComm final : public Comm {
   }
   void broadcast(Tensor x, int root) override {
     if (size_ == 1) return;
-    Timed t(stats, CommOp::Broadcast, rank_ == root ? double(x.bytes()) : 0.0);
+    Timed t(stats, CommOp::Broadcast, rank_ == root ? double(x.bytes()) : 0.0, "broadcast", name_);
     watchdog::Call w(watched_, watchdog::Op::Broadcast);
     mpi_check(MPI_Bcast(x.ptr, int(x.numel()), mpi_type(x), root, comm_), "broadcast", name_);
   }
   void send(const Tensor& x, int peer, int tag) override {
-    Timed t(stats, CommOp::SendRecv, double(x.bytes()));
+    Timed t(stats, CommOp::SendRecv, double(x.bytes()), "send", name_);
     watchdog::Call w(watched_, watchdog::Op::Send, peer);
     mpi_check(MPI_Send(x.ptr, int(x.numel()), mpi_type(x), peer, tag, comm_), "send", name_);
   }
   void recv(Tensor x, int peer, int tag) override {
-    Timed t(stats, CommOp::SendRecv, 0);
+    Timed t(stats, CommOp::SendRecv, 0, "recv", name_);
     watchdog::Call w(watched_, watchdog::Op::Recv, peer);
     mpi_check(MPI_Recv(x.ptr, int(x.numel()), mpi_type(x), peer, tag, comm_, MPI_STATUS_IGNORE),
               "recv", name_);
   }
   std::unique_ptr<Request> isend(const Tensor& x, int peer, int tag) override {
-    Timed t(stats, CommOp::SendRecv, double(x.bytes()));
+    Timed t(stats, CommOp::SendRecv, double(x.bytes()), "isend", name_);
     MPI_Request r;
     mpi_check(MPI_Isend(x.ptr, int(x.numel()), mpi_type(x), peer, tag, comm_, &r), "isend", name_);
-    return std::make_unique<MpiRequest>(r, stats, watched_, watchdog::Op::WaitSend, peer);
+    return std::make_unique<MpiRequest>(r, stats, watched_, watchdog::Op::WaitSend, peer,
+                                        "wait isend", name_);
   }
   std::unique_ptr<Request> irecv(Tensor x, int peer, int tag) override {
-    Timed t(stats, CommOp::SendRecv, 0);
+    Timed t(stats, CommOp::SendRecv, 0, "irecv", name_);
     MPI_Request r;
     mpi_check(MPI_Irecv(x.ptr, int(x.numel()), mpi_type(x), peer, tag, comm_, &r), "irecv", name_);
-    return std::make_unique<MpiRequest>(r, stats, watched_, watchdog::Op::WaitRecv, peer);
+    return std::make_unique<MpiRequest>(r, stats, watched_, watchdog::Op::WaitRecv, peer,
+                                        "wait irecv", name_);
   }
   void barrier() override {
     if (size_ == 1) return;
-    Timed t(stats, CommOp::Barrier, 0);
+    Timed t(stats, CommOp::Barrier, 0, "barrier", name_);
     watchdog::Call w(watched_, watchdog::Op::Barrier);
     mpi_check(MPI_Barrier(comm_), "barrier", name_);
   }
   void all_reduce_host(double* x, int n, ReduceOp op) override {
     if (size_ == 1) return;
-    Timed t(stats, CommOp::AllReduce, 2.0 * (size_ - 1) / size_ * n * sizeof(double));
+    Timed t(stats, CommOp::AllReduce, 2.0 * (size_ - 1) / size_ * n * sizeof(double), "all_reduce",
+            name_);
     watchdog::Call w(watched_, watchdog::Op::AllReduce);
     mpi_check(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, mpi_op(op), comm_), "all_reduce",
               name_);

@@ -1,6 +1,9 @@
 #include "parallel/pipeline.hpp"
 
 #include <chrono>
+#include <string>
+
+#include "parallel/trace.hpp"
 
 namespace tetra {
 namespace {
@@ -35,7 +38,9 @@ void PipelineExecutor::send(Buffer payload, int peer, int t) {
   sends_.push_back(std::move(s));
 }
 
-void PipelineExecutor::receive(Buffer& into, int peer, int t, PipelineStats& stats) {
+void PipelineExecutor::receive(Buffer& into, int peer, Direction d, int chunk_id, int micro_batch,
+                               PipelineStats& stats) {
+  const int t = tag(d, chunk_id, micro_batch);
   if (peer == pp_.rank()) {
     auto it = mailbox_.find(t);
     check(it != mailbox_.end(), "pipeline: message ", t, " to self was never sent");
@@ -44,6 +49,13 @@ void PipelineExecutor::receive(Buffer& into, int peer, int t, PipelineStats& sta
     return;
   }
   into = Buffer(be_, activation_numel_);
+  // The receive also shows on the comm lane; this span marks the same time as bubble.
+  trace::Span span(trace::Lane::Wait, [&](trace::Event& e) {
+    e.name = std::string(d == kActivation ? "wait activation" : "wait grad") + " from pp rank " +
+             std::to_string(peer);
+    e.arg("micro_batch", int64_t(micro_batch));
+    e.arg("chunk", int64_t(chunk_id));
+  });
   const double t0 = now_seconds();
   pp_.recv(into.flat(), peer, t);
   stats.wait_seconds += now_seconds() - t0;
@@ -61,9 +73,17 @@ PipelineStats PipelineExecutor::run(const std::vector<MicroBatch>& mbs, float lo
     ModelChunk& chunk = *chunks_[a.chunk];
     const MicroBatch& mb = mbs[a.micro_batch];
     ChunkState& s = states[{a.micro_batch, a.chunk}];
+    const auto compute = [&](trace::Event& e) {
+      e.name = std::string(a.kind == Action::Forward ? "F" : "B") + " mb" +
+               std::to_string(a.micro_batch) + " chunk" + std::to_string(k);
+      e.arg("micro_batch", int64_t(a.micro_batch));
+      e.arg("chunk", int64_t(k));
+      e.arg("virtual_stage", int64_t(a.chunk));
+    };
     if (a.kind == Action::Forward) {
       Buffer in;
-      if (k > 0) receive(in, prev, tag(kActivation, k, a.micro_batch), stats);
+      if (k > 0) receive(in, prev, kActivation, k, a.micro_batch, stats);
+      trace::Span span(trace::Lane::Compute, compute);  // after the wait, which has its own
       const Tensor in_view = in.flat();
       chunk.forward(s, mb, k > 0 ? &in_view : nullptr);
       if (k == K - 1) {
@@ -75,7 +95,8 @@ PipelineStats PipelineExecutor::run(const std::vector<MicroBatch>& mbs, float lo
       }
     } else {
       Buffer grad;
-      if (k < K - 1) receive(grad, next, tag(kGradient, k, a.micro_batch), stats);
+      if (k < K - 1) receive(grad, next, kGradient, k, a.micro_batch, stats);
+      trace::Span span(trace::Lane::Compute, compute);
       const Tensor grad_view = grad.flat();
       chunk.backward(s, mb, k < K - 1 ? &grad_view : nullptr, loss_scale);
       if (k > 0) send(std::move(s.dx), prev, tag(kGradient, k - 1, a.micro_batch));

@@ -42,7 +42,8 @@ class PipelineExecutor {
   enum Direction { kActivation = 0, kGradient = 1 };
   int tag(Direction d, int chunk_id, int micro_batch) const;
   void send(Buffer payload, int peer, int tag);
-  void receive(Buffer& into, int peer, int tag, PipelineStats& stats);
+  void receive(Buffer& into, int peer, Direction d, int chunk_id, int micro_batch,
+               PipelineStats& stats);
 
   Backend& be_;
   Comm& pp_;

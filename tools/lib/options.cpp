@@ -116,6 +116,10 @@ std::vector<Flag> flags() {
       {"--timeout", "SECONDS", "abort the job when a collective blocks this long [300]",
        dbl(&TrainOptions::timeout)},
       {"--metrics", "FILE", "append one JSON object per step", str(&TrainOptions::metrics)},
+      {"--trace", "FILE", "write a Chrome trace (Perfetto) of compute, comm and waits per rank",
+       str(&TrainOptions::trace)},
+      {"--trace-steps", "N", "steps to trace, after the first (warm-up) step",
+       i64(&TrainOptions::trace_steps)},
       {"--export", "FILE", "write the final weights, whole, as one safetensors file",
        str(&TrainOptions::export_path)},
       {"--peak-tflops", "X", "peak per device for MFU (default: table or CPU probe)",
@@ -159,6 +163,7 @@ std::string train_help() {
       {"--clip", num(d.clip)},
       {"--seed", num(double(d.seed))},
       {"--zero", num(d.zero)},
+      {"--trace-steps", num(double(d.trace_steps))},
       {"--data", d.data},
       {"--device", d.device},
       {"--dtype", d.dtype},
@@ -221,6 +226,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   check(o.ckpt_every == 0 || !o.ckpt_dir.empty(), "--ckpt-every needs --ckpt-dir");
   check(!o.resume.empty(), "--resume takes auto, never or a checkpoint directory");
   check(o.keep >= 1, "--keep must be at least 1 (got ", o.keep, ")");
+  check(o.trace_steps >= 1, "--trace-steps must be at least 1 (got ", o.trace_steps, ")");
   check(o.timeout >= 0, "--timeout must not be negative (got ", o.timeout, ")");
   if (o.min_lr < 0) o.min_lr = o.lr / 10;
   o.model.vocab = padded_vocab(o.data_vocab);

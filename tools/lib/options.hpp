@@ -36,8 +36,9 @@ struct TrainOptions {
   int64_t ckpt_every = 0;
   int keep = 3;
   double timeout = 300;
-  // Output.
-  std::string metrics, export_path;
+  // Output. trace_steps: steps traced after the run's first (warm-up) step.
+  std::string metrics, export_path, trace;
+  int64_t trace_steps = 5;
   double peak_tflops = 0;
   // Which flags the user gave (to check them against --init-from's shapes).
   std::set<std::string> given;

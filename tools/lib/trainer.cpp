@@ -14,6 +14,7 @@
 #include "model/init.hpp"
 #include "optim/schedule.hpp"
 #include "parallel/agree.hpp"
+#include "parallel/trace.hpp"
 #include "tools/lib/trainer_checkpoint.hpp"
 
 namespace tetra {
@@ -238,6 +239,10 @@ StepResult Trainer::step() {
   for (CommStats* s : comm_stats()) s->clear();
   be_->alloc_stats.reset_peak();
   const auto t0 = Clock::now();
+  trace::Span span(trace::Lane::Step, [&](trace::Event& e) {
+    e.name = "step " + std::to_string(step_);
+    e.arg("step", step_);
+  });
   const double tokens = double(opt_.global_batch) * cfg_.seq_len;
   const float loss_scale = float(1.0 / tokens);
 
@@ -259,7 +264,10 @@ StepResult Trainer::step() {
   // One all-reduce over the world for the grad norm and the loss: shards are disjoint over
   // dp_cp and pipeline stages; TP-replicated tensors and the loss count on TP rank 0 only.
   double split = 0, replicated = 0;
-  params_->grad_sum_squares(split, replicated);
+  {
+    trace::Span norm(trace::Lane::Compute, [](trace::Event& e) { e.name = "grad-norm"; });
+    params_->grad_sum_squares(split, replicated);
+  }
   const bool tp0 = grid_.coord.tp == 0;
   const bool last_stage = grid_.coord.pp == grid_.layout.pp - 1;
   double sums[3] = {split + (tp0 ? replicated : 0.0), (tp0 && last_stage) ? loss_sum : 0.0, bubble};
@@ -276,8 +284,11 @@ StepResult Trainer::step() {
   Backend::AdamW h{
       float(r.lr), 0.9f, 0.95f, 1e-8f, float(opt_.weight_decay), clip_scale(r.grad_norm, opt_.clip),
       step_ + 1};
-  params_->adam_step(h);
-  be_->synchronize();
+  {
+    trace::Span adam(trace::Lane::Compute, [](trace::Event& e) { e.name = "adam"; });
+    params_->adam_step(h);
+    be_->synchronize();
+  }
 
   r.step_ms = seconds_since(t0) * 1e3;
   r.tokens_per_s = tokens / (r.step_ms / 1e3);
@@ -381,16 +392,25 @@ void Trainer::run() {
                 (long long)step_, resume_seconds_);
   std::ofstream metrics;
   agree(world_, [&] {
-    if (!root || opt_.metrics.empty()) return;
+    if (!root) return;
+    if (!opt_.trace.empty()) trace::check_writable(opt_.trace);
+    if (opt_.metrics.empty()) return;
     metrics.open(opt_.metrics, std::ios::app);
     check(bool(metrics), "cannot open --metrics file '", opt_.metrics, "'");
   });
   const auto t0 = Clock::now();
   const int64_t first_step = step_;  // above 0 after a resume
+  // Traced: --trace-steps steps after the run's first, which warms up (unless it is alone).
+  const bool tracing = !opt_.trace.empty();
+  const int64_t trace_from = first_step + (opt_.steps - first_step > 1 ? 1 : 0);
+  const int64_t trace_to = std::min(opt_.steps, trace_from + opt_.trace_steps);
+  if (tracing) trace::start(world_);
   double last_loss = 0, tok_s = 0, mfu = 0, hfu = 0, peak_memory = 0;
   int timed = 0;
   while (step_ < opt_.steps) {
+    trace::record(tracing && step_ >= trace_from && step_ < trace_to);
     const StepResult r = step();
+    trace::record(false);
     const bool save = opt_.ckpt_every > 0 && (step_ % opt_.ckpt_every == 0 || step_ == opt_.steps);
     const double save_s = save ? save_checkpoint() : 0.0;
     if (save && root)
@@ -437,6 +457,13 @@ void Trainer::run() {
       metrics.flush();
     }
   }
+  if (tracing) {
+    const Coord& c = grid_.coord;
+    std::ostringstream me;
+    me << "rank " << grid_.rank << " (tp " << c.tp << " cp " << c.cp << " pp " << c.pp << " dp "
+       << c.dp << ")";
+    agree(world_, [&] { trace::write(world_, opt_.trace, me.str()); });
+  }
   if (!opt_.export_path.empty()) export_weights(opt_.export_path);
   if (!root) return;
   timed = std::max(timed, 1);
@@ -448,6 +475,9 @@ void Trainer::run() {
   std::printf(" | %.0f tok/s | MFU %.2f%% | HFU %.2f%% | peak memory per rank %.1f MiB\n",
               tok_s / timed, 100 * mfu / timed, 100 * hfu / timed, peak_memory / (1 << 20));
   if (!opt_.export_path.empty()) std::printf("exported weights to %s\n", opt_.export_path.c_str());
+  if (tracing)
+    std::printf("trace of steps %lld-%lld written to %s\n", (long long)trace_from,
+                (long long)trace_to - 1, opt_.trace.c_str());
 }
 
 }  // namespace tetra

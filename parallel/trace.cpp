@@ -1,0 +1,152 @@
+#include "parallel/trace.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "checkpoint/json.hpp"
+#include "model/error.hpp"
+
+namespace tetra::trace {
+namespace {
+
+struct Recorded {
+  Lane lane;
+  double start_us, dur_us;
+  Event event;
+};
+
+std::vector<Recorded> events;
+double origin_us = 0;
+
+const char* lane_name(Lane lane) {
+  switch (lane) {
+    case Lane::Step:
+      return "step";
+    case Lane::Compute:
+      return "compute";
+    case Lane::Wait:
+      return "wait";
+    case Lane::Comm:
+      return "comm";
+  }
+  return "?";
+}
+
+std::string quoted(const std::string& s) {
+  return json::Value(s).dump();
+}
+
+// Microseconds with nanosecond digits: enough to keep nested spans nested after rounding.
+std::string micros(double us) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", us);
+  return buf;
+}
+
+std::string metadata(const char* what, int pid, int tid, const std::string& name) {
+  return std::string("{\"ph\":\"M\",\"name\":\"") + what + "\",\"pid\":" + std::to_string(pid) +
+         ",\"tid\":" + std::to_string(tid) + ",\"args\":{\"name\":" + quoted(name) + "}}";
+}
+
+// This rank's events as JSON objects, one per line, each followed by a comma.
+std::string serialize(int rank, const std::string& process_name) {
+  std::string out = metadata("process_name", rank, 0, process_name) + ",\n";
+  for (Lane lane : {Lane::Step, Lane::Compute, Lane::Wait, Lane::Comm})
+    out += metadata("thread_name", rank, int(lane), lane_name(lane)) + ",\n";
+  for (const Recorded& r : events) {
+    out += "{\"ph\":\"X\",\"name\":" + quoted(r.event.name) + ",\"cat\":\"" + lane_name(r.lane) +
+           "\",\"pid\":" + std::to_string(rank) + ",\"tid\":" + std::to_string(int(r.lane)) +
+           ",\"ts\":" + micros(r.start_us - origin_us) + ",\"dur\":" + micros(r.dur_us) +
+           ",\"args\":{" + r.event.args + "}},\n";
+  }
+  return out;
+}
+
+void write_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  check(f != nullptr, "cannot write --trace file '", tmp, "': ", std::strerror(errno));
+  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  const int err = errno;
+  if (std::fclose(f) != 0 || !written) {
+    std::remove(tmp.c_str());
+    fail("cannot write --trace file '", tmp, "': ", std::strerror(err));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    std::remove(tmp.c_str());
+    fail("cannot rename '", tmp, "' to --trace file '", path, "': ", std::strerror(e));
+  }
+}
+
+}  // namespace
+
+void Event::arg(const char* key, int64_t value) {
+  args += (args.empty() ? "\"" : ",\"") + std::string(key) + "\":" + std::to_string(value);
+}
+void Event::arg(const char* key, const std::string& value) {
+  args += (args.empty() ? "\"" : ",\"") + std::string(key) + "\":" + quoted(value);
+}
+
+namespace detail {
+
+double now_us() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void add(Lane lane, double start_us, Event&& e) {
+  events.push_back({lane, start_us, now_us() - start_us, std::move(e)});
+}
+
+}  // namespace detail
+
+void record(bool on) {
+  detail::recording = on;
+}
+
+void check_writable(const std::string& path) {
+  // Creates and removes the temporary that write() will use: same directory, same rights.
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  check(fd >= 0, "cannot write --trace file '", path, "': ", std::strerror(errno));
+  ::close(fd);
+  ::unlink(tmp.c_str());
+}
+
+void start(MPI_Comm world) {
+  events.clear();
+  MPI_Barrier(world);
+  origin_us = detail::now_us();
+}
+
+void write(MPI_Comm world, const std::string& path, const std::string& process_name) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  // Plain MPI rather than a Comm: the export is not part of the training it describes.
+  const std::string mine = serialize(rank, process_name);
+  int len = int(mine.size());
+  std::vector<int> lens(size), offsets(size);
+  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, world);
+  std::string all;
+  if (rank == 0) {
+    for (int r = 0; r < size; ++r) offsets[r] = r == 0 ? 0 : offsets[r - 1] + lens[r - 1];
+    all.resize(size_t(offsets[size - 1]) + lens[size - 1]);
+  }
+  MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, 0,
+              world);
+  events.clear();
+  if (rank != 0) return;
+  all.resize(all.size() - 2);  // the last event's ",\n"
+  write_atomically(path, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n" + all + "\n]}\n");
+}
+
+}  // namespace tetra::trace
