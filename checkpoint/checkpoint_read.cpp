@@ -2,6 +2,7 @@
 // Reader assembles whole tensors from the segments of any saved layout.
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <sstream>
 #include <utility>
@@ -72,6 +73,18 @@ std::string find_latest(const std::string& dir, std::vector<std::string>* warnin
   }
   check(!ec, "cannot list checkpoint directory '", dir, "': ", ec.message());
   std::sort(found.rbegin(), found.rend());
+  // `latest` names the newest checkpoint of the current line of training: a run resumed
+  // from an earlier step leaves later, abandoned checkpoints behind. It comes first when it
+  // verifies; the others follow newest first, as fallbacks.
+  std::ifstream latest_file(fs::path(dir) / kLatestFile);
+  std::string latest;
+  std::getline(latest_file, latest);
+  const auto named = parse_step_dir_name(latest);
+  if (named) {
+    auto it =
+        std::find_if(found.begin(), found.end(), [&](const auto& f) { return f.first == *named; });
+    if (it != found.end()) std::rotate(found.begin(), it, it + 1);
+  }
   for (const auto& [step, path] : found) {
     const std::string problem = verify(path);
     if (problem.empty()) return path;

@@ -111,9 +111,14 @@ void prune(const std::string& dir, int64_t written, int keep) {
     const auto step = parse_step_dir_name(e.path().filename().string());
     if (step && e.is_directory(ec)) steps.push_back(*step);
   }
+  // Only the current line of checkpoints is pruned: the one just written and those before
+  // it. Checkpoints of a later step belong to a run that was abandoned by resuming from an
+  // earlier one; they are left alone (never deleted behind the user's back) and `latest`
+  // no longer points at them.
+  steps.erase(std::remove_if(steps.begin(), steps.end(), [&](int64_t s) { return s > written; }),
+              steps.end());
   std::sort(steps.rbegin(), steps.rend());
   for (size_t i = size_t(keep); i < steps.size(); ++i) {
-    if (steps[i] == written) continue;
     const fs::path old = fs::path(dir) / step_dir_name(steps[i]);
     fs::remove(old / kManifestFile, ec);
     if (!ec) fs::remove_all(old, ec);

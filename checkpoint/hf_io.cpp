@@ -1,5 +1,6 @@
 #include "checkpoint/hf_io.hpp"
 
+#include <cstdlib>
 #include <sstream>
 
 #include "model/error.hpp"
@@ -51,9 +52,22 @@ ModelConfig config_from_file(const st::Reader& f, const ModelConfig& flags,
         "': missing tensor 'model.layers.0.input_layernorm.weight'");
   c.layers = layers;
   c.ffn_dim = int(need(f, "model.layers.0.mlp.gate_proj.weight").shape[0]);
+  // Shapes do not tell the head count (q_proj is [heads*head_dim, dim] either way): tetra's
+  // exports say it in the metadata; for other files (transformers writes none) --heads must.
+  check(f.metadata().count("heads") || given.count("--heads"), "init file '", f.path(),
+        "' does not say how many attention heads the model has: pass --heads");
   c.heads = meta_int(f, "heads", flags.heads);
-  c.rope_theta = f.metadata().count("rope_theta") ? std::stod(f.metadata().at("rope_theta"))
-                                                  : flags.rope_theta;
+  c.rope_theta = flags.rope_theta;
+  if (f.metadata().count("rope_theta")) {
+    const std::string& text = f.metadata().at("rope_theta");
+    char* end = nullptr;
+    c.rope_theta = std::strtod(text.c_str(), &end);
+    check(!text.empty() && *end == '\0' && c.rope_theta > 0, "init file '", f.path(),
+          "': metadata rope_theta = '", text, "' is not a positive number");
+    check(!given.count("--rope-theta") || c.rope_theta == flags.rope_theta, "--rope-theta ",
+          flags.rope_theta, " disagrees with the init file '", f.path(), "', which has ",
+          c.rope_theta);
+  }
   check(c.heads > 0 && c.dim % c.heads == 0, "init file '", f.path(), "': dim ", c.dim,
         " is not divisible by ", c.heads, " heads");
   const int64_t kv_rows = need(f, "model.layers.0.self_attn.k_proj.weight").shape[0];

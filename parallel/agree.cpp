@@ -28,7 +28,7 @@ void agree(MPI_Comm comm, const std::function<void()>& f) {
   MPI_Bcast(&len, 1, MPI_INT, first, comm);
   msg.resize(len);
   MPI_Bcast(msg.data(), len, MPI_CHAR, first, comm);
-  throw Error(msg);
+  throw AgreedError(msg);
 }
 
 }  // namespace tetra

@@ -3,10 +3,12 @@
 namespace tetra {
 
 std::vector<int32_t> cp_positions(int64_t S, int cp, int c) {
-  const int64_t n = S / (2 * cp);
+  // Chunk k covers [k*S/(2CP), (k+1)*S/(2CP)): equal chunks when 2*CP divides S (which the
+  // trainer requires for CP > 1), and all of an odd-length sequence when CP = 1.
   std::vector<int32_t> pos;
-  for (int chunk : {c, 2 * cp - 1 - c})
-    for (int64_t i = 0; i < n; ++i) pos.push_back(int32_t(chunk * n + i));
+  for (int64_t chunk : {int64_t(c), int64_t(2 * cp - 1 - c)})
+    for (int64_t p = chunk * S / (2 * cp); p < (chunk + 1) * S / (2 * cp); ++p)
+      pos.push_back(int32_t(p));
   return pos;
 }
 

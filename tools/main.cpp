@@ -9,6 +9,7 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "model/error.hpp"
+#include "parallel/agree.hpp"
 #include "parallel/watchdog.hpp"
 #include "tools/lib/launch.hpp"
 #include "tools/lib/options.hpp"
@@ -31,7 +32,8 @@ int train(const std::vector<std::string>& args, int rank) {
       return 0;
     }
   }
-  const tetra::TrainOptions opt = tetra::parse_train_options(args);
+  tetra::TrainOptions opt;
+  tetra::agree(MPI_COMM_WORLD, [&] { opt = tetra::parse_train_options(args); });
   tetra::watchdog::start(MPI_COMM_WORLD, opt.timeout);
   tetra::Trainer trainer(opt, MPI_COMM_WORLD);
   trainer.run();
@@ -78,14 +80,28 @@ int main(int argc, char** argv) {
     if (cmd == "train") {
       rc = train(args, rank);
     } else if (cmd == "ckpt") {
-      rc = ckpt_command(args, rank);
+      tetra::agree(MPI_COMM_WORLD, [&] { rc = ckpt_command(args, rank); });
     } else if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       if (rank == 0) std::printf("%s", kUsage);
     } else {
-      tetra::fail(cmd.empty() ? "no command given" : "unknown command '" + cmd + "'", "\n", kUsage);
+      tetra::agree(MPI_COMM_WORLD, [&] {
+        tetra::fail(cmd.empty() ? "no command given" : "unknown command '" + cmd + "'", "\n",
+                    kUsage);
+      });
     }
-  } catch (const tetra::Error& e) {
+  } catch (const tetra::AgreedError& e) {  // every rank has it: rank 0 reports
     if (rank == 0) std::fprintf(stderr, "tetra: error: %s\n", e.what());
+    rc = 2;
+  } catch (const std::exception& e) {  // this rank's alone: report it and stop the job
+    int world = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    std::string msg = dynamic_cast<const tetra::Error*>(&e) != nullptr
+                          ? e.what()
+                          : std::string("internal error: ") + e.what();
+    if (world > 1) msg = "rank " + std::to_string(rank) + ": " + msg;
+    std::fprintf(stderr, "tetra: error: %s\n", msg.c_str());
+    std::fflush(stderr);
+    if (world > 1) MPI_Abort(MPI_COMM_WORLD, 2);
     rc = 2;
   }
   MPI_Finalize();

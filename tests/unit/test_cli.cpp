@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/json.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "data/dataset.hpp"
 #include "spawn.hpp"
@@ -18,7 +19,9 @@ namespace {
 using tetra::test::count;
 using tetra::test::tmp_path;
 
-std::string tmp(const std::string& name) { return tmp_path("cli_" + name); }
+std::string tmp(const std::string& name) {
+  return tmp_path("cli_" + name);
+}
 
 // Runs `[mpirun -np N] tetra train ARGS` with a 60 s limit.
 tetra::test::Spawned run(const std::string& args, int ranks = 0) {
@@ -74,6 +77,31 @@ TEST_CASE("cli: flags and model shapes") {
   expect_error("--recompute half", "--recompute takes none or full");
   expect_error("--zero 4", "--zero must be 1, 2 or 3");
   expect_error("--global-batch 6 --micro-batch 4", "is not divisible by DP * micro-batch");
+  expect_error("--lr inf", "--lr takes a finite number");
+  expect_error("--clip nan", "--clip takes a finite number");
+  expect_error("--weight-decay -1", "--weight-decay must not be negative");
+  expect_error("--tp 4294967297", "out of range");
+  expect_error("--inject-failure 3@1", "--inject-failure names rank 3 of 1");
+  expect_error("--inject-failure 0@5", "after the last step (0)");
+  expect_error("--resume=", "--resume takes auto, never or a checkpoint directory");
+}
+
+TEST_CASE("cli: odd sequence lengths and diverging runs still end cleanly") {
+  const std::string model = "--layers 1 --dim 16 --heads 2 --kv-heads 1 --ffn-dim 16 ";
+  CHECK(run(model + "--seq-len 7 --global-batch 2").status == 0);
+  CHECK(run(model + "--seq-len 1 --global-batch 2").status == 0);
+  // A learning rate that makes the run diverge: the metrics record NaN as null.
+  const std::string metrics = tmp("diverge.jsonl");
+  const auto r =
+      run(model + "--seq-len 8 --global-batch 2 --lr 1e30 --steps 3 --metrics " + metrics);
+  CHECK(r.status == 0);
+  std::istringstream lines(tetra::test::slurp(metrics));
+  int records = 0;
+  for (std::string line; std::getline(lines, line); ++records)
+    CHECK_NOTHROW(tetra::json::parse(line));
+  CHECK(records == 3);
+  CHECK(tetra::test::slurp(metrics).find("null") != std::string::npos);
+  std::remove(metrics.c_str());
 }
 
 TEST_CASE("cli: data files") {
@@ -113,7 +141,8 @@ TEST_CASE("cli: init files") {
   expect_error("--init-from /nonexistent/w.safetensors " + shape, "not found");
 
   // A complete tiny model, then variants with one thing wrong.
-  auto write_model = [&](const std::string& skip, const std::string& reshape) {
+  auto write_model = [&](const std::string& skip, const std::string& reshape,
+                         bool say_heads = true) {
     tetra::st::Writer w;
     const int64_t d = 16, f = 16, v = 256;
     auto add = [&](const std::string& name, std::vector<int64_t> s) {
@@ -137,13 +166,21 @@ TEST_CASE("cli: init files") {
     add(p + "mlp.down_proj.weight", {d, f});
     add("model.norm.weight", {d});
     add("lm_head.weight", {v, d});
-    w.set_metadata("heads", "2");
+    if (say_heads) {
+      w.set_metadata("heads", "2");
+      w.set_metadata("rope_theta", "10000");
+    }
     w.write(path);
   };
   write_model("", "");
   CHECK(run("--init-from " + path + " " + shape).status == 0);
   expect_error("--init-from " + path + " --dim 32 " + shape,
                "--dim 32 disagrees with the init file");
+  expect_error("--init-from " + path + " --rope-theta 5 " + shape, "--rope-theta 5 disagrees");
+  // A file that does not say its head count (as transformers writes them) needs --heads.
+  write_model("", "", false);
+  expect_error("--init-from " + path + " " + shape, "pass --heads");
+  CHECK(run("--init-from " + path + " --heads 2 " + shape).status == 0);
   write_model("model.layers.0.mlp.up_proj.weight", "");
   expect_error("--init-from " + path + " " + shape,
                "missing tensor 'model.layers.0.mlp.up_proj.weight'");

@@ -194,3 +194,20 @@ TEST_CASE("resume: a rank that stops answering ends the job through the watchdog
   CHECK(r.err.find("did not arrive") != std::string::npos);
   CHECK(std::regex_search(r.err, std::regex("(rank|ranks that did not arrive:) .*3")));
 }
+
+TEST_CASE("resume: after resuming from an earlier checkpoint, auto follows `latest`") {
+  Dir d("resume_latest");
+  const std::string ck = " --ckpt-dir " + (d / "ck");
+  REQUIRE(spawn(train(1, "--steps 6 --ckpt-every 2" + ck)).status == 0);
+  // Go back to step 2 and train a new line of checkpoints up to step 4.
+  REQUIRE(
+      spawn(train(1, "--steps 4 --ckpt-every 1 --keep 2 --resume " + (d / "ck/step_00000002") + ck))
+          .status == 0);
+  CHECK(slurp(d / "ck/latest") == "step_00000004\n");
+  CHECK(fs::exists(d / "ck/step_00000003"));                // kept: the newest two of this line
+  CHECK(!fs::exists(d / "ck/step_00000002"));               // pruned
+  CHECK(fs::exists(d / "ck/step_00000006/manifest.json"));  // the abandoned line is left alone
+  const Spawned r = spawn(train(1, "--steps 8" + ck));
+  CHECK(r.status == 0);
+  CHECK(r.out.find("resumed from " + (d / "ck/step_00000004")) != std::string::npos);
+}

@@ -1,5 +1,7 @@
 #include "tools/lib/options.hpp"
 
+#include <cmath>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -29,8 +31,15 @@ double to_double(const std::string& flag, const std::string& v) {
   } catch (...) {
     used = 0;
   }
-  check(used == v.size() && !v.empty(), flag, " takes a number (got '", v, "')");
+  check(used == v.size() && !v.empty() && std::isfinite(x), flag, " takes a finite number (got '",
+        v, "')");
   return x;
+}
+
+int to_i32(const std::string& flag, const std::string& v) {
+  const int64_t x = to_int(flag, v);
+  check(x >= INT32_MIN && x <= INT32_MAX, flag, " takes an integer (got '", v, "', out of range)");
+  return int(x);
 }
 
 struct Flag {
@@ -40,7 +49,7 @@ struct Flag {
 
 std::vector<Flag> flags() {
   auto i32 = [](int TrainOptions::*f) {
-    return [f](TrainOptions& o, const std::string& v) { o.*f = int(to_int("", v)); };
+    return [f](TrainOptions& o, const std::string& v) { o.*f = to_i32("", v); };
   };
   auto i64 = [](int64_t TrainOptions::*f) {
     return [f](TrainOptions& o, const std::string& v) { o.*f = to_int("", v); };
@@ -52,7 +61,7 @@ std::vector<Flag> flags() {
     return [f](TrainOptions& o, const std::string& v) { o.*f = v; };
   };
   auto model = [](int ModelConfig::*f) {
-    return [f](TrainOptions& o, const std::string& v) { o.model.*f = int(to_int("", v)); };
+    return [f](TrainOptions& o, const std::string& v) { o.model.*f = to_i32("", v); };
   };
   return {
       {"--tp", "N", "tensor-parallel ranks (Megatron column/row splits)", i32(&TrainOptions::tp)},
@@ -214,6 +223,9 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   check(o.steps > 0, "--steps must be positive (got ", o.steps, ")");
   check(o.warmup >= 0, "--warmup must not be negative (got ", o.warmup, ")");
   check(o.lr > 0, "--lr must be positive (got ", o.lr, ")");
+  check(o.weight_decay >= 0, "--weight-decay must not be negative (got ", o.weight_decay, ")");
+  check(o.clip >= 0, "--clip must not be negative (got ", o.clip, ")");
+  check(o.peak_tflops >= 0, "--peak-tflops must not be negative (got ", o.peak_tflops, ")");
   check(o.data_vocab > 0, "--vocab must be positive (got ", o.data_vocab, ")");
   check(o.vpp >= 1, "--vpp must be at least 1 (got ", o.vpp, ")");
   check(o.zero >= 1 && o.zero <= 3, "--zero must be 1, 2 or 3 (got ", o.zero, ")");
@@ -228,6 +240,8 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   check(o.keep >= 1, "--keep must be at least 1 (got ", o.keep, ")");
   check(o.trace_steps >= 1, "--trace-steps must be at least 1 (got ", o.trace_steps, ")");
   check(o.timeout >= 0, "--timeout must not be negative (got ", o.timeout, ")");
+  check(!o.given.count("--min-lr") || o.min_lr >= 0, "--min-lr must not be negative (got ",
+        o.min_lr, ")");
   if (o.min_lr < 0) o.min_lr = o.lr / 10;
   o.model.vocab = padded_vocab(o.data_vocab);
   return o;

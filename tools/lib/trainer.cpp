@@ -90,7 +90,13 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
           " tokens of a micro-batch on a rank over TP ", layout.tp, ", which does not divide them");
 
     data_ = data::open_dataset(opt.data, int(opt.data_vocab), S, opt.seed);
-    if (!opt.inject_failure.empty()) fault_ = FaultPlan::parse(opt.inject_failure);
+    if (!opt.inject_failure.empty()) {
+      fault_ = FaultPlan::parse(opt.inject_failure);
+      check(fault_.rank < world_size, "--inject-failure names rank ", fault_.rank, " of ",
+            world_size);
+      check(fault_.step < opt.steps, "--inject-failure at step ", fault_.step,
+            ", after the last step (", opt.steps - 1, ")");
+    }
     if (!opt.ckpt_dir.empty() && rank == 0) check_writable_dir(opt.ckpt_dir);
     if (rank == 0) resume_path = find_resume_path(opt);
     plan_ = plan_chunks(cfg_.layers, layout.pp, opt.vpp);
@@ -358,12 +364,15 @@ std::string Trainer::startup_report() const {
     const Coord c = coord_of(l, r);
     os << "  " << std::setw(4) << r << "   " << std::setw(2) << c.tp << " " << std::setw(2) << c.cp
        << " " << std::setw(2) << c.pp << " " << std::setw(2) << c.dp << "   ";
-    // The CP chunks as position ranges: "0-3, 12-15".
+    // The CP chunks as position ranges: "0-15, 48-63" (one range without CP).
     const std::vector<int32_t> pos = cp_positions(cfg_.seq_len, l.cp, c.cp);
-    const size_t half = pos.size() / 2;
     std::ostringstream tokens;
-    tokens << pos.front() << "-" << pos[half - 1];
-    if (l.cp > 1) tokens << ", " << pos[half] << "-" << pos.back();
+    if (l.cp == 1) {
+      tokens << 0 << "-" << cfg_.seq_len - 1;
+    } else {
+      const size_t half = pos.size() / 2;
+      tokens << pos.front() << "-" << pos[half - 1] << ", " << pos[half] << "-" << pos.back();
+    }
     os << std::left << std::setw(26) << tokens.str() << std::right;
     bool first = true;
     for (const ChunkPlan& ch : plan_) {
@@ -382,6 +391,42 @@ std::string Trainer::startup_report() const {
     os << "\n";
   }
   return os.str();
+}
+
+// Rank 0: the step's line on stdout and its record in --metrics.
+void Trainer::report_step(const StepResult& r, std::ofstream& metrics) const {
+  std::printf(
+      "step %5lld | loss %.4f | lr %.2e | gnorm %.3f | %8.0f tok/s | MFU %5.2f%% | "
+      "HFU %5.2f%% | %7.1f ms | comm %4.1f%%",
+      (long long)r.step, r.loss, r.lr, r.grad_norm, r.tokens_per_s, 100 * r.mfu, 100 * r.hfu,
+      r.step_ms, 100 * r.comm_share);
+  if (grid_.layout.pp > 1)
+    std::printf(" | bubble %4.1f%% (formula %4.1f%%)", 100 * r.bubble, 100 * r.bubble_formula);
+  std::printf("\n");
+  std::fflush(stdout);
+  if (metrics.is_open()) {
+    json::Value j = json::Value::object();
+    j["step"] = json::Value(r.step);
+    // A diverged run still gets its record: JSON has no NaN or infinity, so null.
+    auto num = [](double x) { return std::isfinite(x) ? json::Value(x) : json::Value(nullptr); };
+    j["loss"] = num(r.loss);
+    j["lr"] = num(r.lr);
+    j["grad_norm"] = num(r.grad_norm);
+    j["tokens_per_s"] = num(r.tokens_per_s);
+    j["mfu"] = num(r.mfu);
+    j["hfu"] = num(r.hfu);
+    j["step_ms"] = num(r.step_ms);
+    j["comm_share"] = num(r.comm_share);
+    j["bubble"] = num(r.bubble);
+    j["bubble_formula"] = num(r.bubble_formula);
+    j["peak_memory_bytes"] = json::Value(int64_t(r.peak_memory_bytes));
+    json::Value bytes = json::Value::object();
+    for (const auto& [group, s] : r.comm)
+      bytes[group] = json::Value(int64_t(std::llround(s.bytes)));
+    j["comm_bytes"] = bytes;
+    metrics << j.dump() << "\n";
+    metrics.flush();
+  }
 }
 
 void Trainer::run() {
@@ -411,11 +456,6 @@ void Trainer::run() {
     trace::record(tracing && step_ >= trace_from && step_ < trace_to);
     const StepResult r = step();
     trace::record(false);
-    const bool save = opt_.ckpt_every > 0 && (step_ % opt_.ckpt_every == 0 || step_ == opt_.steps);
-    const double save_s = save ? save_checkpoint() : 0.0;
-    if (save && root)
-      std::printf("checkpoint: step %lld saved to %s in %.3f s\n", (long long)step_,
-                  opt_.ckpt_dir.c_str(), save_s);
     last_loss = r.loss;
     peak_memory = std::max(peak_memory, r.peak_memory_bytes);
     // The first step of a run includes warm-up: leave it out of the averages.
@@ -425,36 +465,12 @@ void Trainer::run() {
       hfu += r.hfu;
       ++timed;
     }
-    if (!root) continue;
-    std::printf(
-        "step %5lld | loss %.4f | lr %.2e | gnorm %.3f | %8.0f tok/s | MFU %5.2f%% | "
-        "HFU %5.2f%% | %7.1f ms | comm %4.1f%%",
-        (long long)r.step, r.loss, r.lr, r.grad_norm, r.tokens_per_s, 100 * r.mfu, 100 * r.hfu,
-        r.step_ms, 100 * r.comm_share);
-    if (grid_.layout.pp > 1)
-      std::printf(" | bubble %4.1f%% (formula %4.1f%%)", 100 * r.bubble, 100 * r.bubble_formula);
-    std::printf("\n");
-    std::fflush(stdout);
-    if (metrics) {
-      json::Value j = json::Value::object();
-      j["step"] = json::Value(r.step);
-      j["loss"] = json::Value(r.loss);
-      j["lr"] = json::Value(r.lr);
-      j["grad_norm"] = json::Value(r.grad_norm);
-      j["tokens_per_s"] = json::Value(r.tokens_per_s);
-      j["mfu"] = json::Value(r.mfu);
-      j["hfu"] = json::Value(r.hfu);
-      j["step_ms"] = json::Value(r.step_ms);
-      j["comm_share"] = json::Value(r.comm_share);
-      j["bubble"] = json::Value(r.bubble);
-      j["bubble_formula"] = json::Value(r.bubble_formula);
-      j["peak_memory_bytes"] = json::Value(int64_t(r.peak_memory_bytes));
-      json::Value bytes = json::Value::object();
-      for (const auto& [group, s] : r.comm)
-        bytes[group] = json::Value(int64_t(std::llround(s.bytes)));
-      j["comm_bytes"] = bytes;
-      metrics << j.dump() << "\n";
-      metrics.flush();
+    if (root) report_step(r, metrics);
+    if (opt_.ckpt_every > 0 && (step_ % opt_.ckpt_every == 0 || step_ == opt_.steps)) {
+      const double seconds = save_checkpoint();
+      if (root)
+        std::printf("checkpoint: step %lld saved to %s in %.3f s\n", (long long)step_,
+                    opt_.ckpt_dir.c_str(), seconds);
     }
   }
   if (tracing) {

@@ -5,6 +5,7 @@
 #pragma once
 #include <mpi.h>
 
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -68,6 +69,7 @@ class Trainer {
   void resume_from(const std::string& path);
   // Collective; returns the seconds it took.
   double save_checkpoint();
+  void report_step(const StepResult& r, std::ofstream& metrics) const;
 
   TrainOptions opt_;
   MPI_Comm world_;

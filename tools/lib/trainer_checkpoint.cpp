@@ -53,6 +53,8 @@ void Trainer::resume_from(const std::string& path) {
   const ModelConfig saved = ckpt::model_from_json(r.state().model, path);
   check(ckpt::model_to_json(saved).dump() == ckpt::model_to_json(cfg_).dump(), "checkpoint '", path,
         "' holds another model (", saved.str(), "); this run trains ", cfg_.str());
+  check(r.state().seed == opt_.seed, "checkpoint '", path, "' was written with --seed ",
+        r.state().seed, "; this run has ", opt_.seed, " (the data would differ)");
   check(r.state().global_batch == opt_.global_batch, "checkpoint '", path,
         "' was written with --global-batch ", r.state().global_batch, "; this run has ",
         opt_.global_batch);
