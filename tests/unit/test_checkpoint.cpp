@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../checkpoint_fixture.hpp"
+#include "../test_util.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checksum.hpp"
 #include "checkpoint/json.hpp"
@@ -27,31 +28,10 @@ using namespace tetra;
 using namespace tetra::ckpt;
 using namespace tetra::test;
 
+using tetra::test::error_of;
+using tetra::test::TempDir;
+
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "tetra_ckpt_XXXXXX").string();
-    REQUIRE(::mkdtemp(templ.data()) != nullptr);
-    path = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string sub(const std::string& name) const { return (path / name).string(); }
-};
-
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -164,15 +144,15 @@ TEST_CASE("checkpoint: the model config round-trips through JSON, every field") 
 
 TEST_CASE("checkpoint: TP 2 x ZeRO DP 2 segments reassemble into the exact tensors") {
   TempDir tmp;
-  const std::string dir = tmp.sub("ckpt");  // created by the writer
+  const std::string dir = tmp.file("ckpt");  // created by the writer
   const ModelConfig cfg = checkpoint_model();
   const Weights w = make_weights(cfg, 0);
   const RunState st = state_at(7, cfg);
   const std::string path = save_tp2_dp2(dir, st, w, 0);
 
-  CHECK(path == tmp.sub("ckpt/step_00000007"));
+  CHECK(path == tmp.file("ckpt/step_00000007"));
   CHECK(entries(dir) == std::vector<std::string>{"latest", "step_00000007"});
-  CHECK(read_bytes(tmp.sub("ckpt/latest")) == "step_00000007\n");
+  CHECK(read_bytes(tmp.file("ckpt/latest")) == "step_00000007\n");
   CHECK(entries(path) == std::vector<std::string>{
                              "manifest.json", "rank_00000.safetensors", "rank_00001.safetensors",
                              "rank_00002.safetensors", "rank_00003.safetensors"});
@@ -228,12 +208,12 @@ TEST_CASE("checkpoint: a rank without segments still writes its shard file") {
   const ModelConfig cfg = checkpoint_model();
   const Weights w = make_weights(cfg, 0);
   const RunState st = state_at(3, cfg);
-  const std::string staging = begin_write(tmp.sub("c"), 3);
+  const std::string staging = begin_write(tmp.file("c"), 3);
   std::vector<ShardRecord> shards;
   for (int rank = 0; rank < 2; ++rank)
     shards.push_back(write_shard(staging, rank, cfg, shard_of(cfg, w, 1, 0, 2, rank).segments));
   shards.push_back(write_shard(staging, 2, cfg, {}));
-  const std::string path = finish_write(tmp.sub("c"), st, shards, 0);
+  const std::string path = finish_write(tmp.file("c"), st, shards, 0);
   CHECK(verify(path) == "");
   const st::Reader empty(path + "/rank_00002.safetensors");
   CHECK(empty.names().empty());
@@ -244,7 +224,7 @@ TEST_CASE("checkpoint: a rank without segments still writes its shard file") {
 TEST_CASE("checkpoint: verify names the file that is corrupt, truncated, missing or malformed") {
   TempDir tmp;
   const ModelConfig cfg = checkpoint_model();
-  const std::string path = save_tp2_dp2(tmp.sub("c"), state_at(1, cfg), make_weights(cfg, 0), 0);
+  const std::string path = save_tp2_dp2(tmp.file("c"), state_at(1, cfg), make_weights(cfg, 0), 0);
   const std::string manifest = path + "/manifest.json";
   std::string expect_file, expect_problem;
 
@@ -319,7 +299,8 @@ TEST_CASE("checkpoint: a segment missing from a shard file leaves its tensor inc
   TempDir tmp;
   const ModelConfig cfg = checkpoint_model();
   const std::string q = "model.layers.1.self_attn.q_proj.weight";
-  const std::string path = save_tp2_dp2(tmp.sub("c"), state_at(1, cfg), make_weights(cfg, 0), 0, q);
+  const std::string path =
+      save_tp2_dp2(tmp.file("c"), state_at(1, cfg), make_weights(cfg, 0), 0, q);
   const std::string problem = verify(path);
   CHECK(problem.find("'" + q + "' is incomplete") != std::string::npos);
   CHECK(problem.find("TP rank 1 of 2") != std::string::npos);
@@ -332,7 +313,7 @@ TEST_CASE("checkpoint: a segment missing from a shard file leaves its tensor inc
 
 TEST_CASE("checkpoint: find_latest takes the newest that verifies and ignores .tmp") {
   TempDir tmp;
-  const std::string dir = tmp.sub("c");
+  const std::string dir = tmp.file("c");
   std::vector<std::string> warnings;
   CHECK(find_latest(dir, &warnings) == "");  // no directory yet: a fresh start
   CHECK(warnings.empty());
@@ -363,7 +344,7 @@ TEST_CASE("checkpoint: find_latest takes the newest that verifies and ignores .t
 
 TEST_CASE("checkpoint: keep deletes all but the newest, never the one just written") {
   TempDir tmp;
-  const std::string dir = tmp.sub("c");
+  const std::string dir = tmp.file("c");
   for (int step = 1; step <= 4; ++step) save_one(dir, step, 0, 2);
   CHECK(entries(dir) == std::vector<std::string>{"latest", "step_00000003", "step_00000004"});
   CHECK(read_bytes(dir + "/latest") == "step_00000004\n");
@@ -381,7 +362,7 @@ TEST_CASE("checkpoint: keep deletes all but the newest, never the one just writt
 
 TEST_CASE("checkpoint: saving an existing step again replaces it whole") {
   TempDir tmp;
-  const std::string dir = tmp.sub("c");
+  const std::string dir = tmp.file("c");
   const ModelConfig cfg = checkpoint_model();
   save_tp2_dp2(dir, state_at(5, cfg), make_weights(cfg, 1), 0);
   RunState again = state_at(5, cfg);
@@ -411,12 +392,12 @@ TEST_CASE("checkpoint: a failed save says why and leaves earlier checkpoints alo
   std::string err = error_of([&] { save(MPI_COMM_SELF, "/proc/tetra_ckpt", st, {}, 0); });
   CHECK(err.find("cannot write checkpoint directory '/proc/tetra_ckpt'") == 0);
 
-  write_bytes(tmp.sub("file"), "x");  // a parent that is a file blocks even root
-  err = error_of([&] { save(MPI_COMM_SELF, tmp.sub("file/ckpt"), st, {}, 0); });
-  CHECK(err.find("cannot write checkpoint directory '" + tmp.sub("file/ckpt") + "'") == 0);
+  write_bytes(tmp.file("file"), "x");  // a parent that is a file blocks even root
+  err = error_of([&] { save(MPI_COMM_SELF, tmp.file("file/ckpt"), st, {}, 0); });
+  CHECK(err.find("cannot write checkpoint directory '" + tmp.file("file/ckpt") + "'") == 0);
   CHECK(err.find("Not a directory") != std::string::npos);
 
-  const std::string dir = tmp.sub("c");
+  const std::string dir = tmp.file("c");
   save_one(dir, 1, 0, 1);
   const float x = 1.0f;
   const std::vector<Segment> bad = {{"model.layers.7.mlp.up_proj.weight", 0, 1, 0, 1, &x, &x, &x}};

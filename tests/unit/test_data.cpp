@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../test_util.hpp"
 #include "data/dataset.hpp"
 #include "data/hash.hpp"
 #include "model/error.hpp"
@@ -22,19 +23,10 @@ using tetra::data::fill_batch;
 using tetra::data::open_dataset;
 using tetra::data::write_bin_shard;
 
-namespace {
+using tetra::test::error_of;
+using tetra::test::TempDir;
 
-// A fresh directory under the system temp dir, removed with everything in it at scope end.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    std::string templ = (std::filesystem::temp_directory_path() / "tetra_data_XXXXXX").string();
-    REQUIRE(mkdtemp(templ.data()) != nullptr);
-    path = templ;
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+namespace {
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;

@@ -6,26 +6,15 @@
 #include <limits>
 #include <string>
 
+#include "../test_util.hpp"
 #include "checkpoint/json.hpp"
 #include "model/error.hpp"
 
 using tetra::json::parse;
 using tetra::json::Value;
 
-namespace {
-
-// The message of the tetra::Error that fn throws, or "" when it throws nothing.
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const tetra::Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-}  // namespace
+using tetra::test::error_of;
+using tetra::test::TempDir;
 
 TEST_CASE("json: parses scalars, arrays and nested objects") {
   const Value v = parse(R"( {"a": [1, -2.5, true, false, null, "s"], "b": {"c": {}, "d": []}} )");

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../test_util.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "model/error.hpp"
 
@@ -23,33 +24,10 @@ using tetra::st::float_to_bf16;
 using tetra::st::Reader;
 using tetra::st::Writer;
 
+using tetra::test::error_of;
+using tetra::test::TempDir;
+
 namespace {
-
-// A fresh directory per test, removed with everything in it at the end.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "tetra_st_XXXXXX").string();
-    REQUIRE(::mkdtemp(templ.data()) != nullptr);
-    path = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const tetra::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
