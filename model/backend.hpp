@@ -25,6 +25,19 @@ struct AttnShape {
   int heads, kv_heads, head_dim;
 };
 
+// The sizes of C [m, n] = op(A) [m, k] op(B) [k, n]; throws tetra::Error naming the
+// shapes when they do not fit. Every backend's matmul starts here.
+struct GemmDims {
+  int64_t m, n, k;
+};
+inline GemmDims gemm_dims(const Tensor& C, const Tensor& A, bool ta, const Tensor& B, bool tb) {
+  const int64_t m = ta ? A.cols() : A.rows(), k = ta ? A.rows() : A.cols();
+  const int64_t kb = tb ? B.cols() : B.rows(), n = tb ? B.rows() : B.cols();
+  check(k == kb && C.rows() == m && C.cols() == n, "matmul ", A.shape_str(), (ta ? "^T" : ""),
+        " x ", B.shape_str(), (tb ? "^T" : ""), " -> ", C.shape_str());
+  return {m, n, k};
+}
+
 class Backend {
  public:
   virtual ~Backend() = default;

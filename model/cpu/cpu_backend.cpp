@@ -128,10 +128,7 @@ class CpuBackend final : public Backend {
 
   void matmul(Tensor C, const Tensor& A, bool ta, const Tensor& B, bool tb, float alpha,
               float beta) override {
-    const int64_t m = ta ? A.cols() : A.rows(), k = ta ? A.rows() : A.cols();
-    const int64_t kb = tb ? B.cols() : B.rows(), n = tb ? B.rows() : B.cols();
-    check(k == kb && C.rows() == m && C.cols() == n, "matmul ", A.shape_str(), (ta ? "^T" : ""),
-          " x ", B.shape_str(), (tb ? "^T" : ""), " -> ", C.shape_str());
+    gemm_dims(C, A, ta, B, tb);
     MapMat c = mat(C);
     CMapMat a = cmat(A), b = cmat(B);
     if (beta == 0.f)

@@ -199,10 +199,7 @@ class CudaBackend final : public Backend {
   // transposed iff trans_a), and ldc = n. beta = 0 does not read C, like the CPU's setZero.
   void matmul(Tensor C, const Tensor& A, bool ta, const Tensor& B, bool tb, float alpha,
               float beta) override {
-    const int64_t m = ta ? A.cols() : A.rows(), k = ta ? A.rows() : A.cols();
-    const int64_t kb = tb ? B.cols() : B.rows(), n = tb ? B.rows() : B.cols();
-    check(k == kb && C.rows() == m && C.cols() == n, "matmul ", A.shape_str(), (ta ? "^T" : ""),
-          " x ", B.shape_str(), (tb ? "^T" : ""), " -> ", C.shape_str());
+    const auto [m, n, k] = gemm_dims(C, A, ta, B, tb);
     if (m == 0 || n == 0) return;
     if (k == 0) {  // an empty sum: C = beta C
       if (beta == 0.f)
