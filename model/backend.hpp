@@ -135,7 +135,9 @@ class Backend {
 
 std::unique_ptr<Backend> make_cpu_backend(int threads);
 #ifdef TETRA_HAVE_CUDA
-std::unique_ptr<Backend> make_cuda_backend(int device);
+// The GPU of a node-local rank: local_rank modulo the GPUs visible, so that ranks beyond the
+// GPU count share them. Throws when no GPU is visible.
+std::unique_ptr<Backend> make_cuda_backend(int local_rank);
 #endif
 
 // Owns memory from a backend; hands out views. Movable, not copyable.

@@ -1,6 +1,8 @@
 // A communicator for one group of ranks (tp, cp, pp, dp or dp_cp). Collectives work on
-// tensors in the backend's memory: MPI on host memory now, NCCL on device memory later,
-// behind this same interface. Every call adds its bytes and seconds to the group's
+// tensors in the backend's memory. The MPI communicator hands host tensors to MPI as they
+// are and stages any other memory (a GPU's) through host buffers by the backend's own
+// copies; a size-1 group copies through the backend too. Host code never reads or writes
+// backend memory itself. Every call adds its bytes and seconds to the group's
 // counters, which the metrics and the trace read.
 //
 // Bytes are counted as a ring algorithm moves them out of each rank, so that the numbers
@@ -13,6 +15,10 @@
 #include <vector>
 
 #include "model/tensor.hpp"
+
+namespace tetra {
+class Backend;
+}
 
 namespace tetra {
 
@@ -57,11 +63,16 @@ class Comm {
   // All-reduce of host doubles (loss sums, norms): small, counted like the rest.
   virtual void all_reduce_host(double* x, int n, ReduceOp op = ReduceOp::Sum) = 0;
 
+  // The backend whose memory the tensors live in: needed for tensors that are not in host
+  // memory, and for local copies. Set once the backend exists (Grid::bind_backend).
+  void bind_backend(Backend* be) { be_ = be; }
+
   CommStats stats;
 
  protected:
   explicit Comm(std::string name) : name_(std::move(name)) {}
   std::string name_;
+  Backend* be_ = nullptr;
 };
 
 }  // namespace tetra

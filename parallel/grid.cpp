@@ -48,6 +48,11 @@ std::unique_ptr<Comm> split(MPI_Comm world, int color, int key, const std::strin
 
 }  // namespace
 
+void Grid::bind_backend(Backend& be) {
+  for (Comm* c : {world.get(), tp.get(), cp.get(), pp.get(), dp.get(), dp_cp.get()})
+    c->bind_backend(&be);
+}
+
 Grid make_grid(MPI_Comm world, const Layout& l) {
   Grid g;
   g.layout = l;
@@ -66,6 +71,7 @@ Grid make_grid(MPI_Comm world, const Layout& l) {
   MPI_Comm node;
   MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, g.rank, MPI_INFO_NULL, &node);
   MPI_Comm_size(node, &g.local_ranks);
+  MPI_Comm_rank(node, &g.local_rank);
   MPI_Comm_free(&node);
   return g;
 }

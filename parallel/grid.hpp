@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "model/backend.hpp"
 #include "parallel/comm.hpp"
 
 namespace tetra {
@@ -38,8 +39,11 @@ struct Grid {
   int rank = 0;
   Coord coord;
   std::unique_ptr<Comm> world, tp, cp, pp, dp, dp_cp;
-  // Ranks of this process's node (MPI shared-memory split), for threads per rank.
-  int local_ranks = 1;
+  // This process's place among the ranks of its node (MPI shared-memory split): threads
+  // per rank on CPU, and the GPU it drives.
+  int local_rank = 0, local_ranks = 1;
+  // Tells every group which backend's memory its tensors live in.
+  void bind_backend(Backend& be);
 };
 
 // Collective over `world`: every rank must call it with the same layout.

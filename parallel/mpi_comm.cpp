@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "model/backend.hpp"
 
 #include "parallel/trace.hpp"
 #include "parallel/watchdog.hpp"
@@ -11,7 +15,6 @@ namespace tetra {
 namespace {
 
 MPI_Datatype mpi_type(const Tensor& t) {
-  check(t.device == Device::CPU, "the MPI communicator needs host tensors");
   switch (t.dtype) {
     case DType::F32:
       return MPI_FLOAT;
@@ -30,6 +33,33 @@ void mpi_check(int rc, const char* what, const std::string& group) {
   MPI_Error_string(rc, msg, &len);
   fail("MPI ", what, " on group ", group, " failed: ", std::string(msg, len));
 }
+
+// A tensor as MPI sees it: host memory as it is; any other memory (a GPU's) through a host
+// copy made by the backend. `read` fills the copy first; commit() writes it back.
+class HostView {
+ public:
+  HostView(Backend* be, const Tensor& t, bool read) : be_(be), t_(t) {
+    if (t.device == Device::CPU) {
+      ptr_ = t.ptr;
+      return;
+    }
+    check(be != nullptr, "the MPI communicator was given device memory but no backend");
+    host_.resize(t.bytes());
+    ptr_ = host_.data();
+    if (read) be->download(ptr_, t);
+  }
+  void* ptr() const { return ptr_; }
+  bool staged() const { return !host_.empty(); }
+  void commit() {
+    if (staged()) be_->upload(t_, host_.data());
+  }
+
+ private:
+  Backend* be_;
+  Tensor t_;
+  void* ptr_ = nullptr;
+  std::vector<char> host_;
+};
 
 // Adds one call's bytes and wall time to the stats when it goes out of scope, and shows
 // the call as a span on the trace's comm lane ("all_reduce tp").
@@ -62,9 +92,19 @@ class Timed {
 
 class MpiRequest final : public Comm::Request {
  public:
-  MpiRequest(MPI_Request r, CommStats& s, const watchdog::Group& g, watchdog::Op op, int peer,
-             const char* what, const std::string& group_name)
-      : r_(r), s_(s), group_(g), op_(op), peer_(peer), what_(what), group_name_(group_name) {}
+  // staging: the host copy MPI reads or writes, which must outlive the request; a receive
+  // commits it to the backend's memory once the data is in.
+  MpiRequest(MPI_Request r, std::unique_ptr<HostView> staging, CommStats& s,
+             const watchdog::Group& g, watchdog::Op op, int peer, const char* what,
+             const std::string& group_name)
+      : r_(r),
+        staging_(std::move(staging)),
+        s_(s),
+        group_(g),
+        op_(op),
+        peer_(peer),
+        what_(what),
+        group_name_(group_name) {}
   // A request nobody waited for is completed here; a destructor must not throw.
   ~MpiRequest() override {
     if (r_ != MPI_REQUEST_NULL) MPI_Wait(&r_, MPI_STATUS_IGNORE);
@@ -73,10 +113,12 @@ class MpiRequest final : public Comm::Request {
     Timed t(s_, what_, group_name_);  // the isend / irecv already counted this call
     watchdog::Call w(group_, op_, peer_);
     mpi_check(MPI_Wait(&r_, MPI_STATUS_IGNORE), what_, group_name_);
+    if (op_ == watchdog::Op::WaitRecv) staging_->commit();
   }
 
  private:
   MPI_Request r_;
+  std::unique_ptr<HostView> staging_;
   CommStats& s_;
   const watchdog::Group& group_;
   watchdog::Op op_;
@@ -101,8 +143,10 @@ class MpiComm final : public Comm {
     if (size_ == 1) return;
     Timed t(stats, CommOp::AllReduce, 2.0 * (size_ - 1) / size_ * x.bytes(), "all_reduce", name_);
     watchdog::Call w(watched_, watchdog::Op::AllReduce);
-    mpi_check(MPI_Allreduce(MPI_IN_PLACE, x.ptr, int(x.numel()), mpi_type(x), mpi_op(op), comm_),
+    HostView h(be_, x, true);
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, h.ptr(), int(x.numel()), mpi_type(x), mpi_op(op), comm_),
               "all_reduce", name_);
+    h.commit();
   }
   void reduce_scatter(Tensor out, const Tensor& in) override {
     check(in.numel() == out.numel() * size_, "reduce_scatter of ", in.shape_str(), " into ",
@@ -111,9 +155,11 @@ class MpiComm final : public Comm {
     Timed t(stats, CommOp::ReduceScatter, double(size_ - 1) / size_ * in.bytes(), "reduce_scatter",
             name_);
     watchdog::Call w(watched_, watchdog::Op::ReduceScatter);
-    mpi_check(
-        MPI_Reduce_scatter_block(in.ptr, out.ptr, int(out.numel()), mpi_type(in), MPI_SUM, comm_),
-        "reduce_scatter", name_);
+    HostView hi(be_, in, true), ho(be_, out, false);
+    mpi_check(MPI_Reduce_scatter_block(hi.ptr(), ho.ptr(), int(out.numel()), mpi_type(in), MPI_SUM,
+                                       comm_),
+              "reduce_scatter", name_);
+    ho.commit();
   }
   void all_gather(Tensor out, const Tensor& in) override {
     check(out.numel() == in.numel() * size_, "all_gather of ", in.shape_str(), " into ",
@@ -121,42 +167,54 @@ class MpiComm final : public Comm {
     if (size_ == 1) return copy_local(out, in);
     Timed t(stats, CommOp::AllGather, double(size_ - 1) / size_ * out.bytes(), "all_gather", name_);
     watchdog::Call w(watched_, watchdog::Op::AllGather);
-    // A rank's own part may already sit in place inside out (ZeRO's updated shard).
-    const bool in_place = in.ptr == static_cast<char*>(out.ptr) + rank_ * in.bytes();
-    mpi_check(MPI_Allgather(in_place ? MPI_IN_PLACE : in.ptr, int(in.numel()), mpi_type(in),
-                            out.ptr, int(in.numel()), mpi_type(in), comm_),
+    // A rank's own part may already sit in place inside out (ZeRO's updated shard); a staged
+    // in is a copy of its own, so only host memory can alias.
+    HostView hi(be_, in, true), ho(be_, out, false);
+    const bool in_place = hi.ptr() == static_cast<char*>(ho.ptr()) + rank_ * in.bytes();
+    mpi_check(MPI_Allgather(in_place ? MPI_IN_PLACE : hi.ptr(), int(in.numel()), mpi_type(in),
+                            ho.ptr(), int(in.numel()), mpi_type(in), comm_),
               "all_gather", name_);
+    ho.commit();
   }
   void broadcast(Tensor x, int root) override {
     if (size_ == 1) return;
     Timed t(stats, CommOp::Broadcast, rank_ == root ? double(x.bytes()) : 0.0, "broadcast", name_);
     watchdog::Call w(watched_, watchdog::Op::Broadcast);
-    mpi_check(MPI_Bcast(x.ptr, int(x.numel()), mpi_type(x), root, comm_), "broadcast", name_);
+    HostView h(be_, x, rank_ == root);
+    mpi_check(MPI_Bcast(h.ptr(), int(x.numel()), mpi_type(x), root, comm_), "broadcast", name_);
+    h.commit();
   }
   void send(const Tensor& x, int peer, int tag) override {
     Timed t(stats, CommOp::SendRecv, double(x.bytes()), "send", name_);
     watchdog::Call w(watched_, watchdog::Op::Send, peer);
-    mpi_check(MPI_Send(x.ptr, int(x.numel()), mpi_type(x), peer, tag, comm_), "send", name_);
+    HostView h(be_, x, true);
+    mpi_check(MPI_Send(h.ptr(), int(x.numel()), mpi_type(x), peer, tag, comm_), "send", name_);
   }
   void recv(Tensor x, int peer, int tag) override {
     Timed t(stats, CommOp::SendRecv, 0, "recv", name_);
     watchdog::Call w(watched_, watchdog::Op::Recv, peer);
-    mpi_check(MPI_Recv(x.ptr, int(x.numel()), mpi_type(x), peer, tag, comm_, MPI_STATUS_IGNORE),
+    HostView h(be_, x, false);
+    mpi_check(MPI_Recv(h.ptr(), int(x.numel()), mpi_type(x), peer, tag, comm_, MPI_STATUS_IGNORE),
               "recv", name_);
+    h.commit();
   }
   std::unique_ptr<Request> isend(const Tensor& x, int peer, int tag) override {
     Timed t(stats, CommOp::SendRecv, double(x.bytes()), "isend", name_);
     MPI_Request r;
-    mpi_check(MPI_Isend(x.ptr, int(x.numel()), mpi_type(x), peer, tag, comm_, &r), "isend", name_);
-    return std::make_unique<MpiRequest>(r, stats, watched_, watchdog::Op::WaitSend, peer,
-                                        "wait isend", name_);
+    auto h = std::make_unique<HostView>(be_, x, true);
+    mpi_check(MPI_Isend(h->ptr(), int(x.numel()), mpi_type(x), peer, tag, comm_, &r), "isend",
+              name_);
+    return std::make_unique<MpiRequest>(r, std::move(h), stats, watched_, watchdog::Op::WaitSend,
+                                        peer, "wait isend", name_);
   }
   std::unique_ptr<Request> irecv(Tensor x, int peer, int tag) override {
     Timed t(stats, CommOp::SendRecv, 0, "irecv", name_);
     MPI_Request r;
-    mpi_check(MPI_Irecv(x.ptr, int(x.numel()), mpi_type(x), peer, tag, comm_, &r), "irecv", name_);
-    return std::make_unique<MpiRequest>(r, stats, watched_, watchdog::Op::WaitRecv, peer,
-                                        "wait irecv", name_);
+    auto h = std::make_unique<HostView>(be_, x, false);
+    mpi_check(MPI_Irecv(h->ptr(), int(x.numel()), mpi_type(x), peer, tag, comm_, &r), "irecv",
+              name_);
+    return std::make_unique<MpiRequest>(r, std::move(h), stats, watched_, watchdog::Op::WaitRecv,
+                                        peer, "wait irecv", name_);
   }
   void barrier() override {
     if (size_ == 1) return;
@@ -175,9 +233,13 @@ class MpiComm final : public Comm {
 
  private:
   static MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::Max ? MPI_MAX : MPI_SUM; }
-  static void copy_local(Tensor out, const Tensor& in) {
-    if (out.ptr != in.ptr)
-      std::copy_n(static_cast<const char*>(in.ptr), in.bytes(), static_cast<char*>(out.ptr));
+  // A group of one: the result is the input, copied by the backend that owns the memory.
+  void copy_local(Tensor out, const Tensor& in) {
+    if (out.ptr == in.ptr) return;
+    if (be_) return be_->copy(out, in);
+    check(in.device == Device::CPU && out.device == Device::CPU,
+          "the MPI communicator was given device memory but no backend");
+    std::memcpy(out.ptr, in.ptr, in.bytes());
   }
 
   MPI_Comm comm_;

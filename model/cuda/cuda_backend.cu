@@ -436,8 +436,13 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(int device) {
-  return std::make_unique<CudaBackend>(device);
+std::unique_ptr<Backend> make_cuda_backend(int local_rank) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) cudaGetLastError();
+  check(err == cudaSuccess && count > 0, "--device cuda: no GPU is visible (",
+        err == cudaSuccess ? "none found" : cudaGetErrorString(err), ")");
+  return std::make_unique<CudaBackend>(local_rank % count);
 }
 
 }  // namespace tetra

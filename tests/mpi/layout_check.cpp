@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 namespace tetra::test {
@@ -21,6 +22,9 @@ RunResult run_on(int ranks, const std::vector<std::string>& args, int steps) {
   if (sub != MPI_COMM_NULL) {
     std::vector<std::string> all = tiny_model();
     all.insert(all.end(), args.begin(), args.end());
+    // TETRA_TEST_DEVICE=cuda runs every layout and its reference on the GPU (tools/gpu_check.sh).
+    if (const char* device = std::getenv("TETRA_TEST_DEVICE"))
+      all.insert(all.end(), {"--device", device});
     all.insert(all.end(), {"--steps", std::to_string(steps)});
     {
       Trainer t(parse_train_options(all), sub);

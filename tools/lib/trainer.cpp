@@ -50,12 +50,9 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
   agree(world, [&] {
     layout = resolve_layout(opt.tp, opt.cp, opt.pp, opt.dp, world_size);
     const Coord me = coord_of(layout, rank);
-#ifdef TETRA_HAVE_CUDA
-    check(opt.device == "cpu" || world_size == 1, "--device cuda on ", world_size,
-          " ranks needs a device communicator (NCCL), which this build does not have yet; "
-          "it trains on one GPU");
-#else
-    check(opt.device == "cpu", "--device cuda: this build has no CUDA backend (nvcc was not "
+#ifndef TETRA_HAVE_CUDA
+    check(opt.device == "cpu",
+          "--device cuda: this build has no CUDA backend (nvcc was not "
           "found when it was configured)");
 #endif
     check(opt.dtype == "fp32", "--dtype ", opt.dtype, ": this build computes in fp32 only");
@@ -113,9 +110,11 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
   grid_ = make_grid(world, layout);
   threads_ = threads_per_rank(grid_.local_ranks);
 #ifdef TETRA_HAVE_CUDA
-  if (opt.device == "cuda") be_ = make_cuda_backend(0);
+  // One rank per GPU where there are enough; ranks beyond that share them round robin.
+  if (opt.device == "cuda") agree(world, [&] { be_ = make_cuda_backend(grid_.local_rank); });
 #endif
   if (!be_) be_ = make_cpu_backend(threads_);
+  grid_.bind_backend(*be_);
   params_ = std::make_unique<ShardedParams>(*be_, *grid_.dp_cp, std::move(mine), opt.zero,
                                             opt.sp ? grid_.tp.get() : nullptr);
   const TensorParallel tp{*grid_.tp, opt.sp};
@@ -168,11 +167,12 @@ void Trainer::setup_peak() {
     peak_source_ = "--peak-tflops";
     return;
   }
-  // Known GPUs: dense BF16 peak from the table of design.md.
-  for (const auto& [gpu, tflops] : {std::pair{"H100", 989.0}, {"H200", 989.0}, {"A100", 312.0}}) {
+  // Known GPUs (SXM parts): the dense peak of the precision the run computes in. The CUDA
+  // backend computes in fp32 without TF32, so its peak is the fp32 FMA rate.
+  for (const auto& [gpu, tflops] : {std::pair{"H100", 67.0}, {"H200", 67.0}, {"A100", 19.5}}) {
     if (be_->device() == Device::CUDA && be_->name().find(gpu) != std::string::npos) {
       peak_flops_ = tflops * 1e12;
-      peak_source_ = std::string(gpu) + " dense BF16 peak";
+      peak_source_ = std::string(gpu) + " dense FP32 peak";
       return;
     }
   }
