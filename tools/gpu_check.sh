@@ -17,13 +17,8 @@
 #
 #   bash tools/gpu_check.sh [OUTDIR] [PHASE...]     (default OUTDIR /tmp/gpu_check, all phases)
 set -uo pipefail
+self=$(realpath "$0")
 cd "$(dirname "$0")/.."
-out=$(realpath -m "${1:-/tmp/gpu_check}")
-shift || true
-only=" $* "
-mkdir -p "$out"
-report=$out/gpu_check.txt
-: >"$report"
 
 if [ -d .gpu/openmpi ]; then
   export OPAL_PREFIX=$PWD/.gpu/openmpi
@@ -43,7 +38,9 @@ phase() {
   shift 2
   if [ "$only" != "  " ] && [[ "$only" != *" $name "* ]]; then return; fi
   local t0=$SECONDS rc
-  timeout --kill-after=10 "$limit" "$@" >"$out/$name.log" 2>&1
+  # The phase runs in a fresh copy of this script, so that timeout can stop it whole.
+  GPU_CHECK_OUT=$out timeout --kill-after=10 "$limit" bash "$self" --run-phase "$@" \
+    >"$out/$name.log" 2>&1
   rc=$?
   local result=PASS
   [ $rc -eq 77 ] && result=SKIP
@@ -131,6 +128,20 @@ bench() {
     --global-batch 8 --steps 20)
   "$TETRA" train "${args[@]}" --device cuda | tail -2 || return 1
 }
+
+if [ "${1:-}" = --run-phase ]; then
+  out=$GPU_CHECK_OUT
+  shift
+  "$@"
+  exit
+fi
+
+out=$(realpath -m "${1:-/tmp/gpu_check}")
+shift || true
+only=" $* "
+mkdir -p "$out"
+report=$out/gpu_check.txt
+: >"$report"
 
 phase build 240 build
 if [ ! -x "$TETRA" ]; then
