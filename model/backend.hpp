@@ -61,6 +61,12 @@ class Backend {
   virtual void download(void* host, const Tensor& src) = 0;
   // Blocks until queued work is done (no-op on CPU).
   virtual void synchronize() {}
+  // The CUDA stream (a cudaStream_t) the backend queues its work on, for communicators that
+  // queue theirs in the same order (NCCL); null on CPU.
+  virtual void* stream() { return nullptr; }
+  // Names the physical device across processes (a GPU's UUID), so that ranks can tell
+  // whether they share one; empty on CPU.
+  virtual std::string device_uuid() const { return ""; }
 
   // Elementwise.
   virtual void fill(Tensor x, float value) = 0;

@@ -45,6 +45,7 @@ class Comm {
   };
 
   virtual ~Comm() = default;
+  virtual const char* kind() const = 0;  // "mpi" or "nccl"
   virtual int rank() const = 0;
   virtual int size() const = 0;
   const std::string& name() const { return name_; }
@@ -64,7 +65,7 @@ class Comm {
   virtual void all_reduce_host(double* x, int n, ReduceOp op = ReduceOp::Sum) = 0;
 
   // The backend whose memory the tensors live in: needed for tensors that are not in host
-  // memory, and for local copies. Set once the backend exists (Grid::bind_backend).
+  // memory, and for local copies (make_grid sets it).
   void bind_backend(Backend* be) { be_ = be; }
 
   CommStats stats;

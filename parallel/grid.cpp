@@ -1,9 +1,12 @@
 #include "parallel/grid.hpp"
 
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include "model/error.hpp"
 #include "parallel/mpi_comm.hpp"
+#include "parallel/nccl_comm.hpp"
 
 namespace tetra {
 
@@ -38,41 +41,75 @@ Layout resolve_layout(int tp, int cp, int pp, int dp, int world) {
   return Layout{tp, cp, pp, dp};
 }
 
-namespace {
-
-std::unique_ptr<Comm> split(MPI_Comm world, int color, int key, const std::string& name) {
-  MPI_Comm c;
-  MPI_Comm_split(world, color, key, &c);
-  return make_mpi_comm(c, name);
+NodeRank node_rank(MPI_Comm world) {
+  MPI_Comm node;
+  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  NodeRank n;
+  MPI_Comm_rank(node, &n.rank);
+  MPI_Comm_size(node, &n.size);
+  MPI_Comm_free(&node);
+  return n;
 }
 
-}  // namespace
-
-void Grid::bind_backend(Backend& be) {
-  for (Comm* c : {world.get(), tp.get(), cp.get(), pp.get(), dp.get(), dp_cp.get()})
-    c->bind_backend(&be);
+bool shares_device(MPI_Comm comm, const Backend& be) {
+  constexpr int kLen = 64;
+  std::string id = be.device_uuid();
+  if (id.empty()) return false;
+  // The machine's name too: UUIDs are unique anyway, but that makes it plain.
+  char host[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  MPI_Get_processor_name(host, &len);
+  id = (std::string(host, len) + "/" + id).substr(0, kLen);
+  id.resize(kLen, '\0');
+  int n = 1;
+  MPI_Comm_size(comm, &n);
+  std::vector<char> all(size_t(n) * kLen);
+  MPI_Allgather(id.data(), kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, comm);
+  std::set<std::string> seen;
+  for (int r = 0; r < n; ++r) seen.insert(std::string(&all[size_t(r) * kLen], kLen));
+  return int(seen.size()) < n;
 }
 
-Grid make_grid(MPI_Comm world, const Layout& l) {
+std::string Grid::comm_kinds() const {
+  std::ostringstream os;
+  os << "tp " << tp->kind() << ", cp " << cp->kind() << ", pp " << pp->kind() << ", dp_cp "
+     << dp_cp->kind();
+  return os.str();
+}
+
+Grid make_grid(MPI_Comm world, const Layout& l, Backend& be, bool nccl) {
   Grid g;
   g.layout = l;
   MPI_Comm_rank(world, &g.rank);
   g.coord = coord_of(l, g.rank);
   const Coord& c = g.coord;
+  const bool nccl_possible = nccl && have_nccl() && be.device() == Device::CUDA;
   // The color names every coordinate except the group's own; the key orders the group.
-  g.tp = split(world, rank_of(l, {0, c.cp, c.pp, c.dp}), c.tp, "tp");
-  g.cp = split(world, rank_of(l, {c.tp, 0, c.pp, c.dp}), c.cp, "cp");
-  g.pp = split(world, rank_of(l, {c.tp, c.cp, 0, c.dp}), c.pp, "pp");
-  g.dp = split(world, rank_of(l, {c.tp, c.cp, c.pp, 0}), c.dp, "dp");
-  g.dp_cp = split(world, rank_of(l, {c.tp, 0, c.pp, 0}), c.cp + l.cp * c.dp, "dp_cp");
+  const auto split = [&](int color, int key, const std::string& name) {
+    MPI_Comm comm;
+    MPI_Comm_split(world, color, key, &comm);
+    std::unique_ptr<Comm> made;
+    if (nccl_possible && !shares_device(comm, be)) {
+      made = make_nccl_comm(comm, name, be);
+    } else {
+      made = make_mpi_comm(comm, name);
+      made->bind_backend(&be);
+    }
+    return made;
+  };
+  g.tp = split(rank_of(l, {0, c.cp, c.pp, c.dp}), c.tp, "tp");
+  g.cp = split(rank_of(l, {c.tp, 0, c.pp, c.dp}), c.cp, "cp");
+  g.pp = split(rank_of(l, {c.tp, c.cp, 0, c.dp}), c.pp, "pp");
+  g.dp = split(rank_of(l, {c.tp, c.cp, c.pp, 0}), c.dp, "dp");
+  g.dp_cp = split(rank_of(l, {c.tp, 0, c.pp, 0}), c.cp + l.cp * c.dp, "dp_cp");
+  // world carries host values only (barriers, the GEMM probe's rate), always over MPI.
   MPI_Comm dup;
   MPI_Comm_dup(world, &dup);
   g.world = make_mpi_comm(dup, "world");
-  MPI_Comm node;
-  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, g.rank, MPI_INFO_NULL, &node);
-  MPI_Comm_size(node, &g.local_ranks);
-  MPI_Comm_rank(node, &g.local_rank);
-  MPI_Comm_free(&node);
+  g.world->bind_backend(&be);
+  const NodeRank n = node_rank(world);
+  g.local_rank = n.rank;
+  g.local_ranks = n.size;
   return g;
 }
 

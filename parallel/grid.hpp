@@ -42,11 +42,23 @@ struct Grid {
   // This process's place among the ranks of its node (MPI shared-memory split): threads
   // per rank on CPU, and the GPU it drives.
   int local_rank = 0, local_ranks = 1;
-  // Tells every group which backend's memory its tensors live in.
-  void bind_backend(Backend& be);
+  // "tp nccl, cp mpi, ...": the communicator each group got.
+  std::string comm_kinds() const;
 };
 
-// Collective over `world`: every rank must call it with the same layout.
-Grid make_grid(MPI_Comm world, const Layout& layout);
+// The rank of this process among the ranks of its machine, and their number. Collective.
+struct NodeRank {
+  int rank = 0, size = 1;
+};
+NodeRank node_rank(MPI_Comm world);
+
+// Whether two ranks of `comm` compute on the same device (a GPU shared by several ranks).
+// Collective over comm.
+bool shares_device(MPI_Comm comm, const Backend& be);
+
+// Collective over `world`: every rank must call it with the same layout. Every group's
+// tensors live in be's memory. With nccl, a group whose ranks each have a GPU of their own
+// gets an NCCL communicator (where the build has NCCL); every other group MPI.
+Grid make_grid(MPI_Comm world, const Layout& layout, Backend& be, bool nccl = false);
 
 }  // namespace tetra

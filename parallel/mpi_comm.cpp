@@ -8,7 +8,7 @@
 
 #include "model/backend.hpp"
 
-#include "parallel/trace.hpp"
+#include "parallel/timed.hpp"
 #include "parallel/watchdog.hpp"
 
 namespace tetra {
@@ -61,35 +61,6 @@ class HostView {
   std::vector<char> host_;
 };
 
-// Adds one call's bytes and wall time to the stats when it goes out of scope, and shows
-// the call as a span on the trace's comm lane ("all_reduce tp").
-class Timed {
- public:
-  Timed(CommStats& s, CommOp op, double bytes, const char* what, const std::string& group)
-      : Timed(s, what, group, bytes) {
-    s_.calls += 1;
-    s_.by_op[int(op)] += 1;
-    s_.bytes += bytes;
-  }
-  // Time only, for the wait of a call already counted.
-  Timed(CommStats& s, const char* what, const std::string& group, double bytes = 0)
-      : s_(s),
-        t0_(std::chrono::steady_clock::now()),
-        span_(trace::Lane::Comm, [&](trace::Event& e) {
-          e.name = std::string(what) + " " + group;
-          e.arg("bytes", int64_t(std::llround(bytes)));
-          e.arg("group", group);
-        }) {}
-  ~Timed() {
-    s_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-  }
-
- private:
-  CommStats& s_;
-  std::chrono::steady_clock::time_point t0_;
-  trace::Span span_;
-};
-
 class MpiRequest final : public Comm::Request {
  public:
   // staging: the host copy MPI reads or writes, which must outlive the request; a receive
@@ -136,6 +107,7 @@ class MpiComm final : public Comm {
   ~MpiComm() override {
     if (comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_SELF) MPI_Comm_free(&comm_);
   }
+  const char* kind() const override { return "mpi"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 

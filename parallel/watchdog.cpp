@@ -209,6 +209,8 @@ std::string describe(const State& st, const Snapshot& s, int64_t now) {
   return os.str();
 }
 
+std::atomic<void (*)()> abort_hook{nullptr};
+
 // The watchdog thread: looks at this rank's call a few times per timeout and, when it has
 // waited too long, reports it and ends the job. It calls no MPI function but MPI_Abort.
 void watch(State& st) {
@@ -227,6 +229,7 @@ void watch(State& st) {
     if (st.first->fired.exchange(1) != 0) return;
     std::fprintf(stderr, "tetra: error: watchdog: %s\n", report.c_str());
     std::fflush(stderr);
+    if (auto hook = abort_hook.load()) hook();
     MPI_Abort(MPI_COMM_WORLD, 3);
     _exit(3);  // not reached; if it were, mpirun would still end the job on this exit
   }
@@ -238,6 +241,10 @@ int stop_at_finalize(MPI_Comm, int, void*, void*) {
 }
 
 }  // namespace
+
+void set_abort_hook(void (*hook)()) {
+  abort_hook.store(hook);
+}
 
 void start(MPI_Comm world, double timeout_seconds) {
   if (timeout_seconds <= 0) return;

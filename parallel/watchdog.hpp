@@ -31,6 +31,11 @@ struct Board;  // a rank's progress board, in watchdog.cpp
 void start(MPI_Comm world, double timeout_seconds);
 void stop();
 
+// Called by the reporting rank after its report and before MPI_Abort: the NCCL
+// communicators abort themselves here (ncclCommAbort), so that no GPU stays spinning in a
+// collective. One hook; null clears it.
+void set_abort_hook(void (*hook)());
+
 enum class Op : uint8_t {
   AllReduce,
   ReduceScatter,

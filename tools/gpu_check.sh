@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # The GPU check: one command for a machine with a GPU, CUDA and Python but no MPI, Eigen,
 # doctest or network. Run tools/gpu_bundle.sh first where the registries are reachable and
-# bring .gpu/ along. Builds with the CUDA backend, then runs each phase under its own time
-# limit and prints one table (also written to OUTDIR/gpu_check.txt, with a log per phase):
+# bring .gpu/ along. Builds with the CUDA backend (and NCCL, from the CUDA toolkit or the
+# machine's PyPI nvidia-nccl package), then runs each phase under its own time limit and
+# prints one table (also written to OUTDIR/gpu_check.txt, with a log per phase):
 #   build     cmake + build of tetra, unit_tests and layout_tests
-#   ops       every CUDA op against the CPU backend, each run twice for bit-equality
+#   ops       every CUDA op against the CPU backend, each run twice for bit-equality, and the
+#             NCCL communicator's calls on a group of one (tests/unit/test_nccl.cpp)
+#   train     one GPU against the CPU: 8 steps, per-step losses within 2e-4 relative; two
+#             GPU runs bitwise equal; the final weights of both, tensor by tensor (printed)
+#   errors    --device cuda with no GPU visible, --comm nccl with two ranks on one GPU: one
+#             error line each, exit 2
+#   bench     tokens/s and MFU of the benchmark model (dim 512, 8 layers, seq 256)
+#   nccl      NCCL in every group of a one-rank run (losses bitwise equal to the MPI path's);
+#             --comm auto mixing NCCL (groups of one) and MPI (groups sharing the GPU) in
+#             TP 2 and DP 2 runs, against one GPU
+#   layouts   the DP, TP, PP, CP and 4D layout tests, every rank on the one GPU (MPI path)
 #   memcheck  compute-sanitizer memcheck over the op tests
 #   racecheck compute-sanitizer racecheck over the op tests
-#   train     one GPU against the CPU: 8 steps, per-step losses within 2e-4 relative; two
-#             GPU runs bitwise equal
-#   errors    --device cuda with no GPU visible: one error line, exit 2
-#   layouts   the DP, TP, PP, CP and 4D layout tests, every rank on the one GPU (MPI path)
-#   nccl      NCCL communicators: SKIP, this build has no NCCL code yet
-#   bench     tokens/s and MFU of the benchmark model (dim 512, 8 layers, seq 256)
 # A phase whose feature is missing says SKIP, never PASS.
 #
 #   bash tools/gpu_check.sh [OUTDIR] [PHASE...]     (default OUTDIR /tmp/gpu_check, all phases)
@@ -26,9 +31,17 @@ if [ -d .gpu/openmpi ]; then
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
+export OMPI_MCA_osc=^ucx  # the wheel's UCX one-sided component complains where UCX is absent
 B=$PWD/build-gpu
 T=$B/tests/unit_tests
 TETRA=$B/tetra
+OPS=--source-file='*test_cuda_backend.cpp,*test_nccl.cpp'
+# The layout tests' model (tests/mpi/layout_check.cpp), 5 steps.
+TINY=(--layers 4 --dim 64 --heads 8 --kv-heads 4 --ffn-dim 128 --seq-len 16 --peak-tflops 1
+  --lr 1e-2 --warmup 2 --steps 5 --global-batch 8 --micro-batch 1)
+# The model of the loss comparisons.
+SMALL=(--dim 128 --layers 4 --heads 8 --kv-heads 4 --ffn-dim 384 --seq-len 64 --global-batch 8
+  --steps 8 --peak-tflops 1)
 
 rows=()
 # phase NAME LIMIT_S COMMAND...: runs COMMAND with its output in OUTDIR/NAME.log; exit 0 is
@@ -58,13 +71,13 @@ build() {
   cmake -S . -B "$B" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=native -DCMAKE_PREFIX_PATH="$PWD/.gpu/deb/usr" || return 1
   cmake --build "$B" -j"$(nproc)" --target tetra unit_tests layout_tests || return 1
-  echo "built with $(nvcc --version | tail -1)"
+  echo "built with $(nvcc --version | tail -1); NCCL: $(grep '^NCCL_LIBRARY:' "$B/CMakeCache.txt")"
 }
 
 ops() {
+  local log
   for run in 1 2; do
-    local log
-    log=$("$T" --source-file='*test_cuda_backend.cpp' 2>&1)
+    log=$("$T" "$OPS" 2>&1)
     echo "$log"
     echo "$log" | grep -q "no GPU: skipped" && { echo "no GPU seen"; return 1; }
     echo "$log" | grep -q "Status: SUCCESS" || return 1
@@ -74,14 +87,11 @@ ops() {
 
 sanitizer() {
   command -v compute-sanitizer >/dev/null || { echo "compute-sanitizer not found"; return 77; }
-  compute-sanitizer --tool "$1" --error-exitcode 1 "$T" --source-file='*test_cuda_backend.cpp' \
-    || return 1
+  # The case that provokes CUDA errors on purpose (a 4 PiB allocation) is left out.
+  compute-sanitizer --tool "$1" --error-exitcode 1 "$T" "$OPS" \
+    --test-case-exclude='*errors become*' || return 1
   echo "$1: no errors over the op tests"
 }
-
-# The demo-sized model of the loss comparison.
-SMALL=(--dim 128 --layers 4 --heads 8 --kv-heads 4 --ffn-dim 384 --seq-len 64 --global-batch 8
-       --steps 8 --peak-tflops 1)
 
 train() {
   local d=$out/train
@@ -89,9 +99,28 @@ train() {
   "$TETRA" train "${SMALL[@]}" --device cuda --metrics "$d/gpu1.jsonl" >"$d/gpu1.txt" || return 1
   "$TETRA" train "${SMALL[@]}" --device cuda --metrics "$d/gpu2.jsonl" >"$d/gpu2.txt" || return 1
   "$TETRA" train "${SMALL[@]}" --device cpu --metrics "$d/cpu.jsonl" >"$d/cpu.txt" || return 1
+  # The layout tests' model after 5 steps on each: how far fp32 GPU and CPU drift apart.
+  "$TETRA" train "${TINY[@]}" --device cuda --export "$d/tiny_gpu.st" >/dev/null || return 1
+  "$TETRA" train "${TINY[@]}" --device cpu --export "$d/tiny_cpu.st" >/dev/null || return 1
   python3 - "$d" <<'EOF'
-import json, sys
+import json, struct, sys
+from array import array
 d = sys.argv[1]
+
+def tensors(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = json.loads(raw[8:8 + n])
+    return {k: array("f", raw[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]])
+            for k, t in head.items() if k != "__metadata__"}
+
+g, c = tensors(f"{d}/tiny_gpu.st"), tensors(f"{d}/tiny_cpu.st")
+rel = sorted(((sum((x - y) ** 2 for x, y in zip(g[k], c[k])) /
+               max(sum(y * y for y in c[k]), 1e-30)) ** 0.5, k) for k in c)
+print("layout-test model after 5 steps, largest ||W_gpu - W_cpu|| / ||W_cpu||:")
+for r, k in rel[::-1][:4]:
+    print(f"  {r:.2e} {k}")
+
 load = lambda n: [json.loads(l)["loss"] for l in open(f"{d}/{n}.jsonl")]
 g1, g2, c = load("gpu1"), load("gpu2"), load("cpu")
 worst = max(abs(a - b) / abs(b) for a, b in zip(g1, c))
@@ -104,29 +133,68 @@ sys.exit(0 if ok else 1)
 EOF
 }
 
-errors() {
-  local msg rc
-  msg=$(CUDA_VISIBLE_DEVICES= "$TETRA" train "${SMALL[@]}" --device cuda 2>&1)
+# expect_error WHAT COMMAND...: the command must exit 2 with exactly one "tetra: error:" line.
+expect_error() {
+  local what=$1 msg rc
+  shift
+  msg=$("$@" 2>&1)
   rc=$?
-  echo "$msg"
-  [ $rc -eq 2 ] && [ "$(echo "$msg" | grep -c '^tetra: error:')" -eq 1 ] || return 1
-  echo "no GPU visible: exit 2, one error line"
+  echo "$msg" | grep '^tetra: error:'
+  [ $rc -eq 2 ] && [ "$(echo "$msg" | grep -c '^tetra: error:')" -eq 1 ] ||
+    { echo "$what: exit $rc"; return 1; }
 }
 
-layouts() {
-  (cd "$B" && TETRA_TEST_DEVICE=cuda ctest --output-on-failure -R '^(dp_zero|tp|pp|cp_4d)$') ||
+has_nccl() { grep -q '^NCCL_LIBRARY:FILEPATH=/' "$B/CMakeCache.txt"; }
+
+errors() {
+  expect_error "no GPU" env CUDA_VISIBLE_DEVICES= "$TETRA" train "${SMALL[@]}" --device cuda ||
     return 1
-}
-
-nccl() {
-  echo "this build has no NCCL communicator"
-  return 77
+  expect_error "nccl shared" mpirun -np 2 "$TETRA" train "${SMALL[@]}" --device cuda \
+    --comm nccl --tp 2 || return 1
+  echo "no GPU visible; --comm nccl on 2 ranks sharing the GPU: exit 2, one error line each"
 }
 
 bench() {
   local args=(--dim 512 --layers 8 --heads 8 --kv-heads 4 --ffn-dim 1536 --seq-len 256
     --global-batch 8 --steps 20)
   "$TETRA" train "${args[@]}" --device cuda | tail -2 || return 1
+}
+
+# losses FILE: the per-step losses of a --metrics file, one per line, as written.
+losses() { python3 -c 'import json,sys; [print(json.loads(l)["loss"]) for l in open(sys.argv[1])]' "$1"; }
+
+nccl() {
+  has_nccl || { echo "this build found no NCCL"; return 77; }
+  local d=$out/nccl layout
+  rm -rf "$d" && mkdir -p "$d"
+  "$TETRA" train "${SMALL[@]}" --device cuda --comm nccl --metrics "$d/nccl.jsonl" \
+    >"$d/nccl.txt" || return 1
+  "$TETRA" train "${SMALL[@]}" --device cuda --comm mpi --metrics "$d/mpi.jsonl" \
+    >"$d/mpi.txt" || return 1
+  grep communicators "$d/nccl.txt"
+  grep -q "communicators: tp nccl, cp nccl, pp nccl, dp_cp nccl" "$d/nccl.txt" || return 1
+  [ "$(losses "$d/nccl.jsonl")" = "$(losses "$d/mpi.jsonl")" ] ||
+    { echo "NCCL and MPI losses differ"; return 1; }
+  echo "1 rank, NCCL in every group: losses bitwise equal to the MPI path"
+  for layout in "--tp 2" "--dp 2 --zero 3"; do
+    # shellcheck disable=SC2086
+    mpirun -np 2 "$TETRA" train "${SMALL[@]}" --device cuda $layout --metrics "$d/mix.jsonl" \
+      >"$d/mix.txt" || return 1
+    grep communicators "$d/mix.txt"
+    python3 - "$d/mix.jsonl" "$d/mpi.jsonl" "$layout" <<'EOF' || return 1
+import json, sys
+a, b = ([json.loads(l)["loss"] for l in open(f)] for f in sys.argv[1:3])
+worst = max(abs(x - y) / abs(y) for x, y in zip(a, b))
+print(f"{sys.argv[3]} on one GPU, --comm auto: max rel loss gap to 1 rank {worst:.2e} (limit 1e-5)")
+sys.exit(0 if len(a) == len(b) and worst <= 1e-5 else 1)
+EOF
+    rm -f "$d/mix.jsonl"
+  done
+}
+
+layouts() {
+  (cd "$B" && TETRA_TEST_ARGS="--device cuda --comm mpi" \
+    ctest --output-on-failure -R '^(dp_zero|tp|pp|cp_4d)$') || return 1
 }
 
 if [ "${1:-}" = --run-phase ]; then
@@ -153,10 +221,10 @@ phase ops 60 ops
 phase train 60 train
 phase errors 30 errors
 phase bench 60 bench
-phase layouts 180 layouts
-phase nccl 10 nccl
-phase memcheck 90 sanitizer memcheck
-phase racecheck 90 sanitizer racecheck
+phase nccl 90 nccl
+phase layouts 150 layouts
+phase memcheck 60 sanitizer memcheck
+phase racecheck 60 sanitizer racecheck
 
 {
   echo "tetra GPU check, $(date -u +%FT%TZ), $(nvidia-smi -L 2>/dev/null | head -1)"

@@ -129,6 +129,15 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  void* stream() override { return stream_; }
+  std::string device_uuid() const override {
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+    char hex[2 * sizeof(prop.uuid.bytes) + 1];
+    for (size_t i = 0; i < sizeof(prop.uuid.bytes); ++i)
+      std::snprintf(hex + 2 * i, 3, "%02x", unsigned(static_cast<unsigned char>(prop.uuid.bytes[i])));
+    return std::string("GPU-") + hex;
+  }
 
   void fill(Tensor x, float value) override {
     const int64_t n = x.numel();

@@ -22,9 +22,12 @@ RunResult run_on(int ranks, const std::vector<std::string>& args, int steps) {
   if (sub != MPI_COMM_NULL) {
     std::vector<std::string> all = tiny_model();
     all.insert(all.end(), args.begin(), args.end());
-    // TETRA_TEST_DEVICE=cuda runs every layout and its reference on the GPU (tools/gpu_check.sh).
-    if (const char* device = std::getenv("TETRA_TEST_DEVICE"))
-      all.insert(all.end(), {"--device", device});
+    // TETRA_TEST_ARGS adds flags to every layout and its reference: tools/gpu_check.sh runs the
+    // layouts on the GPU with "--device cuda --comm mpi".
+    if (const char* extra = std::getenv("TETRA_TEST_ARGS")) {
+      std::istringstream words(extra);
+      for (std::string w; words >> w;) all.push_back(w);
+    }
     all.insert(all.end(), {"--steps", std::to_string(steps)});
     {
       Trainer t(parse_train_options(all), sub);

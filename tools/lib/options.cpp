@@ -112,6 +112,10 @@ std::vector<Flag> flags() {
        str(&TrainOptions::init_from)},
       {"--device", "cpu|cuda", "where each rank computes", str(&TrainOptions::device)},
       {"--dtype", "fp32|bf16", "compute precision (bf16 needs cuda)", str(&TrainOptions::dtype)},
+      {"--comm", "auto|nccl|mpi",
+       "device collectives: auto = NCCL for groups whose ranks each have a GPU of their own, "
+       "else MPI through host memory",
+       str(&TrainOptions::comm)},
       {"--ckpt-dir", "DIR", "write sharded checkpoints here", str(&TrainOptions::ckpt_dir)},
       {"--ckpt-every", "N", "checkpoint every N steps and after the last (0: never)",
        i64(&TrainOptions::ckpt_every)},
@@ -176,6 +180,7 @@ std::string train_help() {
       {"--data", d.data},
       {"--device", d.device},
       {"--dtype", d.dtype},
+      {"--comm", d.comm},
   };
   for (const Flag& f : flags()) {
     std::string left = "  " + f.name + " " + f.arg;
@@ -234,6 +239,9 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   check(o.device == "cpu" || o.device == "cuda", "--device takes cpu or cuda (got '", o.device,
         "')");
   check(o.dtype == "fp32" || o.dtype == "bf16", "--dtype takes fp32 or bf16 (got '", o.dtype, "')");
+  check(o.comm == "auto" || o.comm == "nccl" || o.comm == "mpi",
+        "--comm takes auto, nccl or mpi (got '", o.comm, "')");
+  check(o.comm != "nccl" || o.device == "cuda", "--comm nccl needs --device cuda");
   check(o.ckpt_every >= 0, "--ckpt-every must not be negative (got ", o.ckpt_every, ")");
   check(o.ckpt_every == 0 || !o.ckpt_dir.empty(), "--ckpt-every needs --ckpt-dir");
   check(!o.resume.empty(), "--resume takes auto, never or a checkpoint directory");

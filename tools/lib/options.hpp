@@ -29,7 +29,7 @@ struct TrainOptions {
   // Input.
   std::string data = "synthetic", init_from;
   // Device.
-  std::string device = "cpu", dtype = "fp32";
+  std::string device = "cpu", dtype = "fp32", comm = "auto";
   // Checkpoints and faults. resume: "auto" (newest complete checkpoint in ckpt_dir that
   // verifies, if any), "never", or a checkpoint directory.
   std::string ckpt_dir, resume = "auto", inject_failure;

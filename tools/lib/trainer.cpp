@@ -14,6 +14,7 @@
 #include "model/init.hpp"
 #include "optim/schedule.hpp"
 #include "parallel/agree.hpp"
+#include "parallel/nccl_comm.hpp"
 #include "parallel/trace.hpp"
 #include "tools/lib/trainer_checkpoint.hpp"
 
@@ -107,14 +108,24 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
   });
 
   resume_path = broadcast_string(world, resume_path);
-  grid_ = make_grid(world, layout);
-  threads_ = threads_per_rank(grid_.local_ranks);
+  const NodeRank node = node_rank(world);
+  threads_ = threads_per_rank(node.size);
 #ifdef TETRA_HAVE_CUDA
   // One rank per GPU where there are enough; ranks beyond that share them round robin.
-  if (opt.device == "cuda") agree(world, [&] { be_ = make_cuda_backend(grid_.local_rank); });
+  if (opt.device == "cuda") agree(world, [&] { be_ = make_cuda_backend(node.rank); });
 #endif
   if (!be_) be_ = make_cpu_backend(threads_);
-  grid_.bind_backend(*be_);
+  const bool shared = shares_device(world, *be_);
+  agree(world, [&] {
+    check(opt.comm != "nccl" || have_nccl(),
+          "--comm nccl: this build has no NCCL (it was not "
+          "found when tetra was configured); use --comm mpi");
+    check(opt.comm != "nccl" || !shared, "--comm nccl: ", world_size,
+          " ranks share this "
+          "machine's GPUs, and NCCL needs a GPU of its own for every rank; use --comm mpi (or "
+          "auto, which takes NCCL only for groups whose ranks each have one)");
+  });
+  grid_ = make_grid(world, layout, *be_, opt.comm != "mpi");
   params_ = std::make_unique<ShardedParams>(*be_, *grid_.dp_cp, std::move(mine), opt.zero,
                                             opt.sp ? grid_.tp.get() : nullptr);
   const TensorParallel tp{*grid_.tp, opt.sp};
@@ -357,6 +368,7 @@ std::string Trainer::startup_report() const {
      << micro_batches_ << " micro-batch" << (micro_batches_ > 1 ? "es" : "") << " of "
      << micro_batch_ << " per DP rank\n";
   os << "  data: " << data_->describe() << "\n";
+  os << "  device: " << be_->name() << "; communicators: " << grid_.comm_kinds() << "\n";
   os << "  peak: " << std::setprecision(1) << peak_flops_ / 1e9 << " GFLOP/s per rank, "
      << peak_source_ << "\n";
   os << "  rank   tp cp pp dp   tokens of each sequence   layers\n";

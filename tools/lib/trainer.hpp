@@ -73,8 +73,9 @@ class Trainer {
 
   TrainOptions opt_;
   MPI_Comm world_;
-  Grid grid_;
+  // The backend outlives the communicators, which queue work on its stream.
   std::unique_ptr<Backend> be_;
+  Grid grid_;
   ModelConfig cfg_;
   std::unique_ptr<data::Dataset> data_;
   std::vector<ChunkPlan> plan_;
