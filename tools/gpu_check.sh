@@ -87,8 +87,9 @@ ops() {
 
 sanitizer() {
   command -v compute-sanitizer >/dev/null || { echo "compute-sanitizer not found"; return 77; }
-  # The case that provokes CUDA errors on purpose (a 4 PiB allocation) is left out.
-  compute-sanitizer --tool "$1" --error-exitcode 1 "$T" "$OPS" \
+  # Memory and race errors only: tetra's own CUDA API errors already fail the tests (they
+  # throw), and NCCL's set-up probes kernel images with calls that fail by design.
+  compute-sanitizer --tool "$1" --report-api-errors no --error-exitcode 1 "$T" "$OPS" \
     --test-case-exclude='*errors become*' || return 1
   echo "$1: no errors over the op tests"
 }
@@ -157,7 +158,10 @@ errors() {
 bench() {
   local args=(--dim 512 --layers 8 --heads 8 --kv-heads 4 --ffn-dim 1536 --seq-len 256
     --global-batch 8 --steps 20)
-  "$TETRA" train "${args[@]}" --device cuda | tail -2 || return 1
+  local log
+  log=$("$TETRA" train "${args[@]}" --device cuda) || return 1
+  echo "$log" | tail -3
+  echo "dim-512 model, 1 GPU: $(echo "$log" | grep '^summary' | grep -o '[0-9]* tok/s | MFU [0-9.]*%')"
 }
 
 # losses FILE: the per-step losses of a --metrics file, one per line, as written.
