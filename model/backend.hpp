@@ -140,6 +140,9 @@ class Backend {
 };
 
 std::unique_ptr<Backend> make_cpu_backend(int threads);
+// The CPU backend behind pointers host code cannot follow: a test configuration that
+// crashes wherever host code touches backend memory, as it would on a GPU.
+std::unique_ptr<Backend> make_guarded_cpu_backend(int threads);
 #ifdef TETRA_HAVE_CUDA
 // The GPU of a node-local rank: local_rank modulo the GPUs visible, so that ranks beyond the
 // GPU count share them. Throws when no GPU is visible.

@@ -11,7 +11,8 @@
 
 namespace tetra {
 
-enum class Device { CPU, CUDA };
+// Guarded: host memory that only its backend may touch (model/cpu/guarded_backend.cpp).
+enum class Device { CPU, CUDA, Guarded };
 enum class DType { F32, BF16, I32 };
 
 inline size_t dtype_size(DType t) {

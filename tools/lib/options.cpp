@@ -110,7 +110,10 @@ std::vector<Flag> flags() {
        str(&TrainOptions::data)},
       {"--init-from", "FILE", "start from a Hugging Face Llama safetensors file",
        str(&TrainOptions::init_from)},
-      {"--device", "cpu|cuda", "where each rank computes", str(&TrainOptions::device)},
+      {"--device", "cpu|cuda|guarded-cpu",
+       "where each rank computes; guarded-cpu: the CPU backend with memory host code cannot "
+       "touch, a test configuration",
+       str(&TrainOptions::device)},
       {"--dtype", "fp32|bf16", "compute precision (bf16 needs cuda)", str(&TrainOptions::dtype)},
       {"--comm", "auto|nccl|mpi",
        "device collectives: auto = NCCL for groups whose ranks each have a GPU of their own, "
@@ -236,8 +239,8 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   check(o.zero >= 1 && o.zero <= 3, "--zero must be 1, 2 or 3 (got ", o.zero, ")");
   check(o.schedule == "gpipe" || o.schedule == "1f1b" || o.schedule == "interleaved",
         "--schedule takes gpipe, 1f1b or interleaved (got '", o.schedule, "')");
-  check(o.device == "cpu" || o.device == "cuda", "--device takes cpu or cuda (got '", o.device,
-        "')");
+  check(o.device == "cpu" || o.device == "cuda" || o.device == "guarded-cpu",
+        "--device takes cpu, cuda or guarded-cpu (got '", o.device, "')");
   check(o.dtype == "fp32" || o.dtype == "bf16", "--dtype takes fp32 or bf16 (got '", o.dtype, "')");
   check(o.comm == "auto" || o.comm == "nccl" || o.comm == "mpi",
         "--comm takes auto, nccl or mpi (got '", o.comm, "')");

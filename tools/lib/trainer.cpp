@@ -52,7 +52,7 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
     layout = resolve_layout(opt.tp, opt.cp, opt.pp, opt.dp, world_size);
     const Coord me = coord_of(layout, rank);
 #ifndef TETRA_HAVE_CUDA
-    check(opt.device == "cpu",
+    check(opt.device != "cuda",
           "--device cuda: this build has no CUDA backend (nvcc was not "
           "found when it was configured)");
 #endif
@@ -114,6 +114,7 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
   // One rank per GPU where there are enough; ranks beyond that share them round robin.
   if (opt.device == "cuda") agree(world, [&] { be_ = make_cuda_backend(node.rank); });
 #endif
+  if (opt.device == "guarded-cpu") be_ = make_guarded_cpu_backend(threads_);
   if (!be_) be_ = make_cpu_backend(threads_);
   const bool shared = shares_device(world, *be_);
   agree(world, [&] {
@@ -209,7 +210,7 @@ void Trainer::setup_peak() {
   grid_.world->all_reduce_host(&rate, 1);
   peak_flops_ = rate / grid_.world->size();
   std::ostringstream os;
-  if (be_->device() == Device::CPU) {
+  if (be_->device() != Device::CUDA) {
     os << "CPU GEMM probe (" << n << "^3 fp32, " << threads_ << " thread"
        << (threads_ > 1 ? "s" : "") << " per rank)";
   } else {
