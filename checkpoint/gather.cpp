@@ -2,7 +2,7 @@
 
 namespace tetra {
 
-std::map<std::string, std::vector<float>> gather_full(const Grid& grid, ShardedParams& params,
+std::map<std::string, std::vector<float>> gather_full(const Grid& grid, ZeroParams& params,
                                                       const ModelConfig& cfg,
                                                       const UnitPlacement& place, bool grads) {
   const Layout& l = grid.layout;

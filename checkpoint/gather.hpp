@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "model/config.hpp"
-#include "parallel/fsdp.hpp"
+#include "parallel/zero.hpp"
 #include "parallel/grid.hpp"
 
 namespace tetra {
@@ -21,7 +21,7 @@ struct UnitPlacement {
 
 // Collective over the whole grid. Returns the full tensors on world rank 0, nothing
 // elsewhere. grads = true gathers the reduced gradients of the last step instead.
-std::map<std::string, std::vector<float>> gather_full(const Grid& grid, ShardedParams& params,
+std::map<std::string, std::vector<float>> gather_full(const Grid& grid, ZeroParams& params,
                                                       const ModelConfig& cfg,
                                                       const UnitPlacement& place, bool grads);
 

@@ -3,7 +3,7 @@
 namespace tetra {
 
 ModelChunk::ModelChunk(Backend& be, const TensorParallel& tp, const ContextParallel& cp,
-                       const ModelConfig& cfg, ShardedParams& params, std::vector<int> units,
+                       const ModelConfig& cfg, ZeroParams& params, std::vector<int> units,
                        bool recompute)
     : be_(be),
       tp_(tp),
@@ -36,7 +36,7 @@ void ModelChunk::forward(ChunkState& s, const MicroBatch& mb, const Tensor* x_in
   }
   for (int u : units_) {
     const UnitLayout& l = params_.layout(u);
-    params_.acquire(u);
+    params_.gather_weights(u);
     const Tensor w = params_.weights(u);
     if (l.kind == UnitLayout::Kind::Embedding) {
       Buffer partial(be_, T * d);
@@ -64,7 +64,7 @@ void ModelChunk::forward(ChunkState& s, const MicroBatch& mb, const Tensor* x_in
       s.loss_sum = VocabParallelCrossEntropy::forward(
           be_, tp_.comm, s.logits.view({T, V}), mb.targets, s.row_max.flat(), s.ce_stats.flat());
     }
-    params_.release(u);
+    params_.release_weights(u);
   }
 }
 
@@ -78,7 +78,7 @@ void ModelChunk::backward(ChunkState& s, const MicroBatch& mb, const Tensor* dou
   for (auto it = units_.rbegin(); it != units_.rend(); ++it) {
     const int u = *it;
     const UnitLayout& l = params_.layout(u);
-    params_.acquire(u);
+    params_.gather_weights(u);
     const Tensor w = params_.weights(u), dw = params_.grads(u);
     if (l.kind == UnitLayout::Kind::Head) {
       const int64_t V = l.params[kLmHead].local_shape[0];
@@ -112,8 +112,9 @@ void ModelChunk::backward(ChunkState& s, const MicroBatch& mb, const Tensor* dou
       VocabParallelEmbedding::backward(be_, tp_, param_view(dw, l.params[0]), mb.tokens,
                                        full.view({T, d}));
     }
-    params_.release(u);
-    params_.backward_done(u);
+    params_.release_weights(u);
+    // The data-parallel gradient sync, per unit, as soon as its last micro-batch is done.
+    if (params_.last_backward(u)) params_.reduce_scatter_grads(u);
   }
   if (!has_embedding()) s.dx = std::move(grad);
   s.xs.clear();

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "model/block.hpp"
-#include "parallel/fsdp.hpp"
+#include "parallel/zero.hpp"
 
 namespace tetra {
 
@@ -32,7 +32,7 @@ class ModelChunk {
  public:
   // units: indices into params of this chunk's units, in model order.
   ModelChunk(Backend& be, const TensorParallel& tp, const ContextParallel& cp,
-             const ModelConfig& cfg, ShardedParams& params, std::vector<int> units, bool recompute);
+             const ModelConfig& cfg, ZeroParams& params, std::vector<int> units, bool recompute);
 
   bool has_embedding() const;
   bool has_head() const;
@@ -53,7 +53,7 @@ class ModelChunk {
   TensorParallel tp_;
   ContextParallel cp_;
   const ModelConfig& cfg_;
-  ShardedParams& params_;
+  ZeroParams& params_;
   std::vector<int> units_;
   bool recompute_;
 };

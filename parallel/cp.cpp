@@ -12,6 +12,17 @@ std::vector<int32_t> cp_positions(int64_t S, int cp, int c) {
   return pos;
 }
 
+void cp_slice(const int32_t* seqs, int64_t b, int64_t S, const std::vector<int32_t>& pos,
+              int32_t* tokens, int32_t* targets) {
+  const int64_t n = int64_t(pos.size());
+  for (int64_t i = 0; i < b; ++i) {
+    for (int64_t t = 0; t < n; ++t) {
+      tokens[i * n + t] = seqs[i * (S + 1) + pos[t]];
+      targets[i * n + t] = seqs[i * (S + 1) + pos[t] + 1];
+    }
+  }
+}
+
 int64_t causal_pairs(const std::vector<int32_t>& query_pos, const std::vector<int32_t>& key_pos) {
   int64_t n = 0;
   for (int32_t q : query_pos)

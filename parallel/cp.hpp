@@ -21,6 +21,11 @@ namespace tetra {
 // chunk c, then chunk 2*CP-1-c).
 std::vector<int32_t> cp_positions(int64_t S, int cp, int c);
 
+// The rank's share of b sequences of S + 1 tokens (seqs [b, S+1]): tokens[i, t] =
+// seqs[i, pos[t]] and targets[i, t] = seqs[i, pos[t] + 1], both [b, pos.size()].
+void cp_slice(const int32_t* seqs, int64_t b, int64_t S, const std::vector<int32_t>& pos,
+              int32_t* tokens, int32_t* targets);
+
 // Query-key pairs a CP rank scores under the causal mask, per sequence: the attention work
 // that the chunk pairing balances.
 int64_t causal_pairs(const std::vector<int32_t>& query_pos, const std::vector<int32_t>& key_pos);

@@ -2,7 +2,7 @@
 // compared with central finite differences of an independent double-precision reference
 // forward written below with plain loops (the math of design.md): op by op (embedding,
 // RMSNorm, RoPE, grouped-query causal attention, SwiGLU, vocab-parallel cross-entropy) and
-// for a whole tiny model run through ShardedParams + ModelChunk exactly as the trainer runs
+// for a whole tiny model run through ZeroParams + ModelChunk exactly as the trainer runs
 // it. Inputs and weights are random with O(1) activations (not the 0.02 init, whose
 // gradients are tiny).
 //
@@ -29,7 +29,7 @@
 #include "model/backend.hpp"
 #include "model/chunk.hpp"
 #include "model/config.hpp"
-#include "parallel/fsdp.hpp"
+#include "parallel/zero.hpp"
 #include "parallel/mpi_comm.hpp"
 #include "parallel/tp.hpp"
 
@@ -424,7 +424,7 @@ struct Tiny {
   ModelConfig cfg;
   int micro_batches = 2, b = 2;
   std::vector<UnitLayout> units;
-  std::vector<Floats> weights;  // per unit, flat as ShardedParams::load takes them
+  std::vector<Floats> weights;  // per unit, flat as ZeroParams::load takes them
   I32 tokens, targets;          // [G*S]
   Tiny() {
     cfg.vocab = 32, cfg.layers = 2, cfg.dim = 16, cfg.heads = 4, cfg.kv_heads = 2;
@@ -461,7 +461,7 @@ struct StepOut {
 StepOut run_step(const Tiny& m, bool recompute) {
   auto be = make_cpu_backend(1);
   auto tp = self_comm("tp"), cp = self_comm("cp"), dp_cp = self_comm("dp_cp");
-  ShardedParams params(*be, *dp_cp, m.units, 1);
+  ZeroParams params(*be, *dp_cp, m.units, 1);
   for (size_t u = 0; u < m.units.size(); ++u) params.load(int(u), m.weights[u]);
   std::vector<int> all(m.units.size());
   std::iota(all.begin(), all.end(), 0);

@@ -12,7 +12,9 @@
 #include "checkpoint/hf_io.hpp"
 #include "checkpoint/json.hpp"
 #include "model/init.hpp"
-#include "optim/schedule.hpp"
+#include "optim/adamw.hpp"
+#include "optim/clip.hpp"
+#include "optim/lr_schedule.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/nccl_comm.hpp"
 #include "parallel/trace.hpp"
@@ -44,17 +46,14 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
 
   // Everything that can reject the input runs first, on every rank, before any collective;
   // agree() then makes every rank stop together with rank 0's (or the first) message.
-  Layout layout;
   std::vector<UnitLayout> mine;
   std::vector<std::vector<float>> init;
   std::string resume_path;
   agree(world, [&] {
-    layout = resolve_layout(opt.tp, opt.cp, opt.pp, opt.dp, world_size);
-    const Coord me = coord_of(layout, rank);
 #ifndef TETRA_HAVE_CUDA
     check(opt.device != "cuda",
-          "--device cuda: this build has no CUDA backend (nvcc was not "
-          "found when it was configured)");
+          "--device cuda: this build has no CUDA backend (nvcc was not found when it was "
+          "configured)");
 #endif
     check(opt.dtype == "fp32", "--dtype ", opt.dtype, ": this build computes in fp32 only");
     std::unique_ptr<st::Reader> file;
@@ -66,28 +65,8 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
             " is larger than the init file's vocabulary ", cfg_.vocab);
     }
     cfg_.validate();
-    const int S = cfg_.seq_len;
-    check(layout.cp == 1 || S % (2 * layout.cp) == 0, "--seq-len ", S,
-          " is not divisible by 2*CP = ", 2 * layout.cp);
-
-    const int per_dp = opt.global_batch / layout.dp;
-    check(opt.global_batch % layout.dp == 0, "--global-batch ", opt.global_batch,
-          " is not divisible by DP ", layout.dp);
-    micro_batch_ = opt.micro_batch;
-    if (micro_batch_ == 0)
-      micro_batch_ = per_dp % layout.pp == 0 ? std::max(1, per_dp / layout.pp) : 1;
-    check(per_dp % micro_batch_ == 0, "--global-batch ", opt.global_batch,
-          " is not divisible by DP * micro-batch = ", layout.dp, " * ", micro_batch_);
-    micro_batches_ = per_dp / micro_batch_;
-    // --vpp above 1 without --schedule means the interleaved schedule.
-    schedule_ = parse_schedule(opt.vpp > 1 && !opt.given.count("--schedule") ? "interleaved"
-                                                                             : opt.schedule);
-    check_schedule(schedule_, layout.pp, opt.vpp, micro_batches_);
-    const int64_t tokens = int64_t(micro_batch_) * S / layout.cp;
-    check(!opt.sp || tokens % layout.tp == 0, "--sp splits the ", tokens,
-          " tokens of a micro-batch on a rank over TP ", layout.tp, ", which does not divide them");
-
-    data_ = data::open_dataset(opt.data, int(opt.data_vocab), S, opt.seed);
+    plan_ = plan_run(opt, cfg_, world_size, rank);
+    data_ = data::open_dataset(opt.data, int(opt.data_vocab), cfg_.seq_len, opt.seed);
     if (!opt.inject_failure.empty()) {
       fault_ = FaultPlan::parse(opt.inject_failure);
       check(fault_.rank < world_size, "--inject-failure names rank ", fault_.rank, " of ",
@@ -97,40 +76,20 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
     }
     if (!opt.ckpt_dir.empty() && rank == 0) check_writable_dir(opt.ckpt_dir);
     if (rank == 0) resume_path = find_resume_path(opt);
-    plan_ = plan_chunks(cfg_.layers, layout.pp, opt.vpp);
-    place_ = place_units(plan_, cfg_.layers, me.pp);
-    std::vector<UnitLayout> all = make_units(cfg_, layout.tp, me.tp);
+    // This rank's units (its pipeline stage's, its TP slice), initialized or read.
+    std::vector<UnitLayout> all = make_units(cfg_, plan_.layout.tp, plan_.coord.tp);
     for (size_t g = 0; g < all.size(); ++g) {
-      if (place_.local_unit[g] < 0) continue;
-      init.push_back(file ? read_unit(*file, all[g], me.tp) : init_unit(all[g], opt.seed, me.tp));
+      if (plan_.place.local_unit[g] < 0) continue;
+      init.push_back(file ? read_unit(*file, all[g], plan_.coord.tp)
+                          : init_unit(all[g], opt.seed, plan_.coord.tp));
       mine.push_back(std::move(all[g]));
     }
   });
-
   resume_path = broadcast_string(world, resume_path);
-  const NodeRank node = node_rank(world);
-  threads_ = threads_per_rank(node.size);
-#ifdef TETRA_HAVE_CUDA
-  // One rank per GPU where there are enough; ranks beyond that share them round robin.
-  if (opt.device == "cuda") agree(world, [&] { be_ = make_cuda_backend(node.rank); });
-#endif
-  if (opt.device == "guarded-cpu") be_ = make_guarded_cpu_backend(threads_);
-  if (!be_) be_ = make_cpu_backend(threads_);
-  const bool shared = shares_device(world, *be_);
-  agree(world, [&] {
-    check(opt.comm != "nccl" || have_nccl(),
-          "--comm nccl: this build has no NCCL (it was not "
-          "found when tetra was configured); use --comm mpi");
-    check(opt.comm != "nccl" || !shared, "--comm nccl: ", world_size,
-          " ranks share this "
-          "machine's GPUs, and NCCL needs a GPU of its own for every rank; use --comm mpi (or "
-          "auto, which takes NCCL only for groups whose ranks each have one)");
-  });
-  grid_ = make_grid(world, layout, *be_, opt.comm != "mpi");
-  params_ = std::make_unique<ShardedParams>(*be_, *grid_.dp_cp, std::move(mine), opt.zero,
-                                            opt.sp ? grid_.tp.get() : nullptr);
-  const TensorParallel tp{*grid_.tp, opt.sp};
-  const ContextParallel cp{*grid_.cp};
+
+  make_backend_and_grid();
+  params_ = std::make_unique<ZeroParams>(*be_, *grid_.dp_cp, std::move(mine), opt.zero,
+                                         opt.sp ? grid_.tp.get() : nullptr);
   for (size_t u = 0; u < init.size(); ++u) params_->load(int(u), init[u]);
   init.clear();
   if (!resume_path.empty()) {
@@ -138,37 +97,57 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
     agree(world, [&] { resume_from(resume_path); });
     resume_seconds_ = seconds_since(t0);
   }
+  make_pipeline();
+  setup_peak();
+}
 
-  for (const ChunkPlan& c : plan_) {
+void Trainer::make_backend_and_grid() {
+  const NodeRank node = node_rank(world_);
+  threads_ = threads_per_rank(node.size);
+#ifdef TETRA_HAVE_CUDA
+  // One rank per GPU where there are enough; ranks beyond that share them round robin.
+  if (opt_.device == "cuda") agree(world_, [&] { be_ = make_cuda_backend(node.rank); });
+#endif
+  if (opt_.device == "guarded-cpu") be_ = make_guarded_cpu_backend(threads_);
+  if (!be_) be_ = make_cpu_backend(threads_);
+  const bool shared = shares_device(world_, *be_);
+  agree(world_, [&] {
+    check(opt_.comm != "nccl" || have_nccl(),
+          "--comm nccl: this build has no NCCL (it was not found when tetra was configured); "
+          "use --comm mpi");
+    check(opt_.comm != "nccl" || !shared, "--comm nccl: ", plan_.layout.world(),
+          " ranks share this machine's GPUs, and NCCL needs a GPU of its own for every rank; "
+          "use --comm mpi (or auto, which takes NCCL only for groups whose ranks each have one)");
+  });
+  grid_ = make_grid(world_, plan_.layout, *be_, opt_.comm != "mpi");
+}
+
+void Trainer::make_pipeline() {
+  const TensorParallel tp{*grid_.tp, opt_.sp};
+  const ContextParallel cp{*grid_.cp};
+  for (const ChunkPlan& c : plan_.chunks) {
     if (c.stage != grid_.coord.pp) continue;
     std::vector<int> local;
-    for (int g : c.units) local.push_back(place_.local_unit[g]);
+    for (int g : c.units) local.push_back(plan_.place.local_unit[g]);
     chunks_.push_back(std::make_unique<ModelChunk>(*be_, tp, cp, cfg_, *params_, std::move(local),
-                                                   opt.recompute));
+                                                   opt_.recompute));
   }
-
-  std::vector<ModelChunk*> mine_chunks;
-  for (auto& c : chunks_) mine_chunks.push_back(c.get());
-  const int64_t rows = tp.local_rows(int64_t(micro_batch_) * cfg_.seq_len / layout.cp);
-  executor_ = std::make_unique<PipelineExecutor>(*be_, *grid_.pp, std::move(mine_chunks), schedule_,
-                                                 micro_batches_, rows * cfg_.dim);
+  std::vector<ModelChunk*> mine;
+  for (auto& c : chunks_) mine.push_back(c.get());
+  const int64_t rows = tp.local_rows(plan_.local_tokens());
+  executor_ = std::make_unique<PipelineExecutor>(*be_, *grid_.pp, std::move(mine), plan_.schedule,
+                                                 plan_.micro_batches, rows * cfg_.dim);
 
   // Positions are the same every step: RoPE angles per token, queries and keys per sequence.
-  const std::vector<int32_t> seq = cp_positions(cfg_.seq_len, layout.cp, grid_.coord.cp);
-  local_seq_ = int64_t(seq.size());
-  std::vector<int32_t> keys, tokens;
-  for (int c = 0; c < layout.cp; ++c) {
-    const std::vector<int32_t> p = cp_positions(cfg_.seq_len, layout.cp, c);
-    keys.insert(keys.end(), p.begin(), p.end());
-  }
-  for (int i = 0; i < micro_batch_; ++i) tokens.insert(tokens.end(), seq.begin(), seq.end());
-  seq_pos_ = Buffer(*be_, int64_t(seq.size()), DType::I32);
-  key_pos_ = Buffer(*be_, int64_t(keys.size()), DType::I32);
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < plan_.micro_batch; ++i)
+    tokens.insert(tokens.end(), plan_.seq_pos.begin(), plan_.seq_pos.end());
+  seq_pos_ = Buffer(*be_, int64_t(plan_.seq_pos.size()), DType::I32);
+  key_pos_ = Buffer(*be_, int64_t(plan_.key_pos.size()), DType::I32);
   token_pos_ = Buffer(*be_, int64_t(tokens.size()), DType::I32);
-  be_->upload(seq_pos_.flat(), seq.data());
-  be_->upload(key_pos_.flat(), keys.data());
+  be_->upload(seq_pos_.flat(), plan_.seq_pos.data());
+  be_->upload(key_pos_.flat(), plan_.key_pos.data());
   be_->upload(token_pos_.flat(), tokens.data());
-  setup_peak();
 }
 
 Trainer::~Trainer() = default;
@@ -220,28 +199,23 @@ void Trainer::setup_peak() {
 }
 
 MicroBatch Trainer::make_micro_batch(int64_t step, int j, Buffer& tokens, Buffer& targets) {
-  const int S = cfg_.seq_len, b = micro_batch_;
+  const int S = cfg_.seq_len, b = plan_.micro_batch;
   const int per_dp = opt_.global_batch / grid_.layout.dp;
   std::vector<int32_t> seqs(size_t(b) * (S + 1));
   data::fill_batch(*data_, step, opt_.global_batch, grid_.coord.dp * per_dp + j * b, b, S,
                    seqs.data());
-  const std::vector<int32_t> pos = cp_positions(S, grid_.layout.cp, grid_.coord.cp);
-  std::vector<int32_t> in(size_t(b) * local_seq_), out(in.size());
-  for (int i = 0; i < b; ++i) {
-    for (int64_t t = 0; t < local_seq_; ++t) {
-      in[i * local_seq_ + t] = seqs[i * (S + 1) + pos[t]];
-      out[i * local_seq_ + t] = seqs[i * (S + 1) + pos[t] + 1];
-    }
-  }
-  tokens = Buffer(*be_, int64_t(in.size()), DType::I32);
-  targets = Buffer(*be_, int64_t(out.size()), DType::I32);
+  const int64_t local = plan_.local_tokens();
+  std::vector<int32_t> in(static_cast<size_t>(local)), out(in.size());
+  cp_slice(seqs.data(), b, S, plan_.seq_pos, in.data(), out.data());
+  tokens = Buffer(*be_, local, DType::I32);
+  targets = Buffer(*be_, local, DType::I32);
   be_->upload(tokens.flat(), in.data());
   be_->upload(targets.flat(), out.data());
   MicroBatch mb;
   mb.tokens = tokens.flat();
   mb.targets = targets.flat();
   mb.pos.batch = b;
-  mb.pos.seq = local_seq_;
+  mb.pos.seq = int64_t(plan_.seq_pos.size());
   mb.pos.token_pos = token_pos_.flat();
   mb.pos.seq_pos = seq_pos_.flat();
   mb.pos.key_pos = key_pos_.flat();
@@ -253,6 +227,9 @@ std::vector<CommStats*> Trainer::comm_stats() {
           &grid_.dp->stats, &grid_.dp_cp->stats, &grid_.world->stats};
 }
 
+// One step, in the phases of the seed: forward and backward over the micro-batches (with
+// the data-parallel gradient sync started inside backward), the totals, clipping and the
+// sharded optimizer step, the ZeRO-1/2 weight regather, the metrics.
 StepResult Trainer::step() {
   for (CommStats* s : comm_stats()) s->clear();
   be_->alloc_stats.reset_peak();
@@ -262,54 +239,71 @@ StepResult Trainer::step() {
     e.arg("step", step_);
   });
   const double tokens = double(opt_.global_batch) * cfg_.seq_len;
-  const float loss_scale = float(1.0 / tokens);
 
-  params_->begin_step(micro_batches_);
-  std::vector<Buffer> data(2 * micro_batches_);
+  // Forward and backward of every micro-batch in the schedule's order; each unit's
+  // gradients are reduce-scattered over dp_cp as soon as its last backward is done
+  // (ModelChunk::backward -> ZeroParams::reduce_scatter_grads). The loss is pre-divided by
+  // the global token count, so the reduced gradients are the mean's.
+  params_->begin_step(plan_.micro_batches);
+  std::vector<Buffer> data(2 * plan_.micro_batches);
   std::vector<MicroBatch> mbs;
-  for (int j = 0; j < micro_batches_; ++j)
+  for (int j = 0; j < plan_.micro_batches; ++j)
     mbs.push_back(make_micro_batch(step_, j, data[2 * j], data[2 * j + 1]));
-  const PipelineStats pipe = executor_->run(mbs, loss_scale);
+  const PipelineStats pipe = executor_->run(mbs, float(1.0 / tokens));
   fault_.during_step(grid_.rank, step_);
-  const double loss_sum = pipe.loss_sum;
-  // This rank's bubble in the form the schedule's formula uses: of the step for gpipe and
-  // 1f1b, of the compute for interleaved.
-  const double busy = pipe.seconds - pipe.wait_seconds;
-  const double bubble = schedule_ == ScheduleKind::Interleaved
-                            ? (busy > 0 ? pipe.wait_seconds / busy : 0.0)
-                            : (pipe.seconds > 0 ? pipe.wait_seconds / pipe.seconds : 0.0);
 
-  // One all-reduce over the world for the grad norm and the loss: shards are disjoint over
-  // dp_cp and pipeline stages; TP-replicated tensors and the loss count on TP rank 0 only.
-  double split = 0, replicated = 0;
-  {
-    trace::Span norm(trace::Lane::Compute, [](trace::Event& e) { e.name = "grad-norm"; });
-    params_->grad_sum_squares(split, replicated);
-  }
-  const bool tp0 = grid_.coord.tp == 0;
-  const bool last_stage = grid_.coord.pp == grid_.layout.pp - 1;
-  double sums[3] = {split + (tp0 ? replicated : 0.0), (tp0 && last_stage) ? loss_sum : 0.0, bubble};
-  grid_.world->all_reduce_host(sums, 3);
+  const StepTotals totals = reduce_totals(pipe);
 
-  StepResult r;
-  r.step = step_;
-  r.loss = sums[1] / tokens;
-  r.grad_norm = std::sqrt(sums[0]);
-  r.bubble = sums[2] / grid_.world->size();
-  r.bubble_formula = bubble_formula(schedule_, grid_.layout.pp, opt_.vpp, micro_batches_);
-  LrSchedule sched{opt_.lr, opt_.min_lr, opt_.warmup, opt_.steps};
-  r.lr = sched.at(step_);
-  Backend::AdamW h{
-      float(r.lr), 0.9f, 0.95f, 1e-8f, float(opt_.weight_decay), clip_scale(r.grad_norm, opt_.clip),
-      step_ + 1};
+  // Clipping and the optimizer step on this rank's shards, then the updated shards
+  // all-gathered into the full weights (ZeRO-1/2; ZeRO-3 gathers at each use).
+  const double lr = LrSchedule{opt_.lr, opt_.min_lr, opt_.warmup, opt_.steps}.at(step_);
   {
     trace::Span adam(trace::Lane::Compute, [](trace::Event& e) { e.name = "adam"; });
-    params_->adam_step(h);
+    const AdamWConfig adamw{lr, 0.9, 0.95, 1e-8, opt_.weight_decay};
+    adamw_step(*params_, *be_, adamw, clip_scale(totals.grad_norm, opt_.clip), step_ + 1);
+    params_->all_gather_weights();
     be_->synchronize();
   }
 
-  r.step_ms = seconds_since(t0) * 1e3;
-  r.tokens_per_s = tokens / (r.step_ms / 1e3);
+  StepResult r = measure(totals, pipe, seconds_since(t0), tokens);
+  r.lr = lr;
+  ++step_;
+  return r;
+}
+
+// The loss, the global gradient norm and the bubble, in one all-reduce over the world:
+// gradient shards are disjoint over dp_cp and pipeline stages; the loss counts on the last
+// stage's TP rank 0 only.
+Trainer::StepTotals Trainer::reduce_totals(const PipelineStats& pipe) {
+  // This rank's bubble in the form the schedule's formula uses: of the step for gpipe and
+  // 1f1b, of the compute for interleaved.
+  const double busy = pipe.seconds - pipe.wait_seconds;
+  const double bubble = plan_.schedule == ScheduleKind::Interleaved
+                            ? (busy > 0 ? pipe.wait_seconds / busy : 0.0)
+                            : (pipe.seconds > 0 ? pipe.wait_seconds / pipe.seconds : 0.0);
+  const bool tp0 = grid_.coord.tp == 0;
+  const bool last_stage = grid_.coord.pp == grid_.layout.pp - 1;
+  double grad_sq = 0;
+  {
+    trace::Span norm(trace::Lane::Compute, [](trace::Event& e) { e.name = "grad-norm"; });
+    grad_sq = local_grad_sum_squares(*params_, *be_, tp0);
+  }
+  double sums[3] = {grad_sq, (tp0 && last_stage) ? pipe.loss_sum : 0.0, bubble};
+  grid_.world->all_reduce_host(sums, 3);
+  const double tokens = double(opt_.global_batch) * cfg_.seq_len;
+  return {sums[1] / tokens, std::sqrt(sums[0]), sums[2] / grid_.world->size()};
+}
+
+StepResult Trainer::measure(const StepTotals& totals, const PipelineStats& pipe, double seconds,
+                            double tokens) {
+  StepResult r;
+  r.step = step_;
+  r.loss = totals.loss;
+  r.grad_norm = totals.grad_norm;
+  r.bubble = totals.bubble;
+  r.bubble_formula = bubble_formula(plan_.schedule, grid_.layout.pp, opt_.vpp, plan_.micro_batches);
+  r.step_ms = seconds * 1e3;
+  r.tokens_per_s = tokens / seconds;
   const double world = grid_.world->size();
   r.mfu = r.tokens_per_s * model_flops_per_token(cfg_) / (world * peak_flops_);
   r.hfu = opt_.recompute
@@ -323,22 +317,21 @@ StepResult Trainer::step() {
   }
   r.comm["world"] = grid_.world->stats;
   comm_s += grid_.world->stats.seconds;
-  r.comm_share = comm_s / (r.step_ms / 1e3);
+  r.comm_share = comm_s / seconds;
   // The largest peak of backend memory over the ranks (weights, gradients, Adam state,
   // activations), so that ZeRO stages and pipeline schedules can be compared.
   double peak = double(be_->alloc_stats.peak);
   grid_.world->all_reduce_host(&peak, 1, ReduceOp::Max);
   r.peak_memory_bytes = peak;
-  ++step_;
   return r;
 }
 
 std::map<std::string, std::vector<float>> Trainer::full_weights() {
-  return gather_full(grid_, *params_, cfg_, place_, false);
+  return gather_full(grid_, *params_, cfg_, plan_.place, false);
 }
 
 std::map<std::string, std::vector<float>> Trainer::full_grads() {
-  return gather_full(grid_, *params_, cfg_, place_, true);
+  return gather_full(grid_, *params_, cfg_, plan_.place, true);
 }
 
 void Trainer::export_weights(const std::string& path) {
@@ -366,8 +359,8 @@ std::string Trainer::startup_report() const {
      << cfg_.total_params() / 1e6 << "M parameters (" << cfg_.matmul_params() / 1e6
      << "M in matmuls)\n";
   os << "  batch: " << opt_.global_batch << " sequences x " << cfg_.seq_len << " tokens; "
-     << micro_batches_ << " micro-batch" << (micro_batches_ > 1 ? "es" : "") << " of "
-     << micro_batch_ << " per DP rank\n";
+     << plan_.micro_batches << " micro-batch" << (plan_.micro_batches > 1 ? "es" : "") << " of "
+     << plan_.micro_batch << " per DP rank\n";
   os << "  data: " << data_->describe() << "\n";
   os << "  device: " << be_->name() << "; communicators: " << grid_.comm_kinds() << "\n";
   os << "  peak: " << std::setprecision(1) << peak_flops_ / 1e9 << " GFLOP/s per rank, "
@@ -388,7 +381,7 @@ std::string Trainer::startup_report() const {
     }
     os << std::left << std::setw(26) << tokens.str() << std::right;
     bool first = true;
-    for (const ChunkPlan& ch : plan_) {
+    for (const ChunkPlan& ch : plan_.chunks) {
       if (ch.stage != c.pp) continue;
       int lo = -1, hi = -1;
       for (int g : ch.units)

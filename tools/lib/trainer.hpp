@@ -18,6 +18,7 @@
 #include "parallel/pipeline_layout.hpp"
 #include "tools/lib/faults.hpp"
 #include "tools/lib/options.hpp"
+#include "tools/lib/run_plan.hpp"
 
 namespace tetra {
 
@@ -54,15 +55,27 @@ class Trainer {
 
   const Grid& grid() const { return grid_; }
   const ModelConfig& model() const { return cfg_; }
-  ShardedParams& params() { return *params_; }
+  ZeroParams& params() { return *params_; }
   Backend& backend() { return *be_; }
-  int micro_batches() const { return micro_batches_; }
-  int micro_batch() const { return micro_batch_; }
+  int micro_batches() const { return plan_.micro_batches; }
+  int micro_batch() const { return plan_.micro_batch; }
+  const RunPlan& plan() const { return plan_; }
   double peak_flops() const { return peak_flops_; }  // per rank
   std::string startup_report() const;
 
  private:
+  // Construction, after the plan: the backend and the process grid with its communicators,
+  // then this stage's model chunks and the pipeline executor.
+  void make_backend_and_grid();
+  void make_pipeline();
   void setup_peak();
+  // The step's totals over every rank.
+  struct StepTotals {
+    double loss, grad_norm, bubble;
+  };
+  StepTotals reduce_totals(const PipelineStats& pipe);
+  StepResult measure(const StepTotals& totals, const PipelineStats& pipe, double seconds,
+                     double tokens);
   MicroBatch make_micro_batch(int64_t step, int j, Buffer& tokens, Buffer& targets);
   std::vector<CommStats*> comm_stats();
   // Loads weights, Adam state and the step from a checkpoint of any layout.
@@ -78,15 +91,11 @@ class Trainer {
   Grid grid_;
   ModelConfig cfg_;
   std::unique_ptr<data::Dataset> data_;
-  std::vector<ChunkPlan> plan_;
-  UnitPlacement place_;
-  std::unique_ptr<ShardedParams> params_;
+  RunPlan plan_;
+  std::unique_ptr<ZeroParams> params_;
   std::vector<std::unique_ptr<ModelChunk>> chunks_;  // this stage's, in virtual-stage order
-  ScheduleKind schedule_ = ScheduleKind::OneFOneB;
   std::unique_ptr<PipelineExecutor> executor_;
-  int micro_batch_ = 1, micro_batches_ = 1;
   Buffer token_pos_, seq_pos_, key_pos_;  // positions of this rank's tokens (constant)
-  int64_t local_seq_ = 0;
   int64_t step_ = 0;
   double peak_flops_ = 0;
   std::string peak_source_;

@@ -97,7 +97,7 @@ double Trainer::save_checkpoint() {
   l["vpp"] = opt_.vpp;
   l["zero"] = opt_.zero;
   l["sp"] = opt_.sp;
-  l["schedule"] = schedule_name(schedule_);
+  l["schedule"] = schedule_name(plan_.schedule);
   st.layout = l;
   const auto slices = params_->owned_slices();
   std::vector<ckpt::Segment> segments;

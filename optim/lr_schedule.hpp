@@ -1,4 +1,4 @@
-// Learning-rate schedule and gradient clipping, as design.md's conventions state them.
+// The learning-rate schedule of docs/design.md's conventions: linear warmup, then cosine.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -20,13 +20,5 @@ struct LrSchedule {
     return min_lr + 0.5 * (lr - min_lr) * (1.0 + std::cos(M_PI * t));
   }
 };
-
-// torch.nn.utils.clip_grad_norm_: gradients are scaled by clip / (norm + 1e-6) when that is
-// below 1; clip <= 0 turns clipping off.
-inline float clip_scale(double grad_norm, double clip) {
-  if (clip <= 0) return 1.f;
-  const double s = clip / (grad_norm + 1e-6);
-  return s < 1.0 ? float(s) : 1.f;
-}
 
 }  // namespace tetra

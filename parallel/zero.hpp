@@ -1,7 +1,7 @@
-// Data parallelism with ZeRO / FSDP sharding over the dp_cp group (the N ranks that hold
-// the same weights). Each unit (embedding, block, head) keeps its TP-local parameters in
-// one flat buffer of n elements, padded to np = ceil(n/N)*N and split into N shards of
-// s = np/N; rank r owns elements [r*s, (r+1)*s).
+// Data parallelism with ZeRO sharding (stage 3 is what PyTorch calls FSDP) over the dp_cp
+// group (the N ranks that hold the same weights). Each unit (embedding, block, head) keeps its
+// TP-local parameters in one flat buffer of n elements, padded to np = ceil(n/N)*N and split into N
+// shards of s = np/N; rank r owns elements [r*s, (r+1)*s).
 //
 //            persistent per rank                      transient
 //   ZeRO-1   weights np, grads np + s, Adam 2s         -
@@ -11,8 +11,8 @@
 //
 // Gradients are summed (the loss is already divided by the global token count) by one
 // reduce-scatter per unit per step, issued when the unit's last micro-batch backward is
-// done; AdamW updates the shard; ZeRO-1/2 all-gather the updated weights, ZeRO-3 gathers
-// them before each forward and each backward instead.
+// done; AdamW (optim/adamw.hpp) updates the shard; ZeRO-1/2 then all-gather the updated
+// weights, ZeRO-3 gathers them before each forward and each backward instead.
 #pragma once
 #include <vector>
 
@@ -26,14 +26,14 @@ struct MemoryBytes {
   int64_t params = 0, grads = 0, adam = 0;  // persistent, this rank
 };
 
-class ShardedParams {
+class ZeroParams {
  public:
   // units: the units this rank holds (its pipeline chunks), TP-local layouts.
   // sequence_parallel: the TP group under --sp, where each TP rank sees only its share of
   // the tokens, so the gradients of TP-replicated weights (norms) are partial and are
   // all-reduced over it before the dp_cp reduce-scatter; nullptr otherwise.
-  ShardedParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> units, int zero_stage,
-                Comm* sequence_parallel = nullptr);
+  ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> units, int zero_stage,
+             Comm* sequence_parallel = nullptr);
 
   int size() const { return int(units_.size()); }
   const UnitLayout& layout(int u) const { return units_[u].layout; }
@@ -46,27 +46,38 @@ class ShardedParams {
   // over dp_cp).
   std::vector<float> gather_to_host(int u);
 
-  // Forward / backward bracket for one unit: gather (ZeRO-3) and release.
-  void acquire(int u);
-  void release(int u);
-  Tensor weights(int u) const;  // valid between acquire and release under ZeRO-3
+  // Forward / backward bracket for one unit: the ZeRO-3 all-gather of its weights, and
+  // freeing them again (both no-ops under ZeRO-1/2, which keep the full weights).
+  void gather_weights(int u);
+  void release_weights(int u);
+  Tensor weights(int u) const;  // valid between gather_weights and release_weights
   Tensor grads(int u);          // full accumulator for this step, allocated on first use
 
   void begin_step(int micro_batches);
-  // Call after each micro-batch's backward of unit u; after the last one it reduce-scatters
-  // the unit's gradients into this rank's shard.
-  void backward_done(int u);
+  // Counts the backwards of unit u; true after the step's last micro-batch, when the
+  // unit's gradients are complete and can be reduce-scattered.
+  bool last_backward(int u);
+  // The data-parallel gradient sync of unit u: its full gradients reduce-scattered over
+  // dp_cp into this rank's shard (summed first over TP under --sp for replicated weights).
+  void reduce_scatter_grads(int u);
+  // ZeRO-1/2, after the optimizer step: every rank's updated shard all-gathered into the
+  // full weights. ZeRO-3 gathers at each use instead (a no-op here).
+  void all_gather_weights();
 
-  // Sum of squared gradient entries in this rank's shards, split into parameters that TP
-  // splits (count on every TP rank) and those it replicates (count on one).
-  void grad_sum_squares(double& split, double& replicated) const;
-  // The gradient shard of unit u, reduced (valid after backward_done for every micro-batch).
-  Tensor grad_shard(int u) const;
+  // This rank's shard of unit u (s elements each): master weights, reduced gradients
+  // (valid after reduce_scatter_grads) and Adam moments; segments are the parameters that
+  // lie in it, as [begin, end) offsets within the shard.
+  struct Segment {
+    const ParamInfo* param;
+    int64_t begin, end;
+  };
+  struct Shard {
+    Tensor weights, grads, adam_m, adam_v;
+    std::vector<Segment> segments;
+  };
+  Shard shard(int u);
   // Full reduced gradient of unit u on the host (all-gathers the shards; for tests).
   std::vector<float> gather_grads_to_host(int u);
-
-  // AdamW on every shard, then (ZeRO-1/2) all-gather the updated weights.
-  void adam_step(const Backend::AdamW& h);
 
   MemoryBytes persistent_bytes() const;
 

@@ -1,11 +1,11 @@
-#include "parallel/fsdp.hpp"
+#include "parallel/zero.hpp"
 
 #include <algorithm>
 
 namespace tetra {
 
-ShardedParams::ShardedParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> units,
-                             int zero_stage, Comm* sequence_parallel)
+ZeroParams::ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> units, int zero_stage,
+                       Comm* sequence_parallel)
     : be_(be), comm_(dp_cp), sp_tp_(sequence_parallel), zero_(zero_stage) {
   check(zero_ >= 1 && zero_ <= 3, "--zero must be 1, 2 or 3 (got ", zero_, ")");
   const int N = comm_.size();
@@ -30,11 +30,11 @@ ShardedParams::ShardedParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> u
   }
 }
 
-Tensor ShardedParams::master_shard(Unit& u) {
+Tensor ZeroParams::master_shard(Unit& u) {
   return zero_ < 3 ? u.weights.flat(comm_.rank() * u.shard, u.shard) : u.weight_shard.flat();
 }
 
-void ShardedParams::load(int i, const std::vector<float>& host) {
+void ZeroParams::load(int i, const std::vector<float>& host) {
   Unit& u = units_[i];
   check(int64_t(host.size()) == u.layout.numel, "unit ", u.layout.name, ": ", host.size(),
         " values for ", u.layout.numel, " parameters");
@@ -47,33 +47,33 @@ void ShardedParams::load(int i, const std::vector<float>& host) {
   }
 }
 
-std::vector<float> ShardedParams::gather_to_host(int i) {
-  acquire(i);
+std::vector<float> ZeroParams::gather_to_host(int i) {
+  gather_weights(i);
   std::vector<float> host(units_[i].padded);
   be_.download(host.data(), units_[i].weights.flat());
-  release(i);
+  release_weights(i);
   host.resize(units_[i].layout.numel);
   return host;
 }
 
-void ShardedParams::acquire(int i) {
+void ZeroParams::gather_weights(int i) {
   if (zero_ < 3) return;
   Unit& u = units_[i];
   u.weights = Buffer(be_, u.padded);
   comm_.all_gather(u.weights.flat(), u.weight_shard.flat());
 }
 
-void ShardedParams::release(int i) {
+void ZeroParams::release_weights(int i) {
   if (zero_ == 3) units_[i].weights.reset();
 }
 
-Tensor ShardedParams::weights(int i) const {
+Tensor ZeroParams::weights(int i) const {
   const Unit& u = units_[i];
-  check(!u.weights.empty(), "unit ", u.layout.name, " used outside acquire/release");
+  check(!u.weights.empty(), "unit ", u.layout.name, " used outside gather_weights/release_weights");
   return u.weights.flat(0, u.layout.numel);
 }
 
-Tensor ShardedParams::grads(int i) {
+Tensor ZeroParams::grads(int i) {
   Unit& u = units_[i];
   if (u.grads.empty()) {
     u.grads = Buffer(be_, u.padded);
@@ -82,7 +82,7 @@ Tensor ShardedParams::grads(int i) {
   return u.grads.flat(0, u.layout.numel);
 }
 
-void ShardedParams::begin_step(int micro_batches) {
+void ZeroParams::begin_step(int micro_batches) {
   micro_batches_ = micro_batches;
   for (Unit& u : units_) {
     u.backward_calls = 0;
@@ -90,9 +90,12 @@ void ShardedParams::begin_step(int micro_batches) {
   }
 }
 
-void ShardedParams::backward_done(int i) {
+bool ZeroParams::last_backward(int i) {
+  return ++units_[i].backward_calls == micro_batches_;
+}
+
+void ZeroParams::reduce_scatter_grads(int i) {
   Unit& u = units_[i];
-  if (++u.backward_calls < micro_batches_) return;
   if (sp_tp_ && sp_tp_->size() > 1)
     for (const ParamInfo& p : u.layout.params)
       if (p.tp_dim < 0) sp_tp_->all_reduce(u.grads.flat(p.offset, p.numel()));
@@ -101,7 +104,7 @@ void ShardedParams::backward_done(int i) {
 }
 
 template <typename F>
-void ShardedParams::for_each_segment(const Unit& u, F f) const {
+void ZeroParams::for_each_segment(const Unit& u, F f) const {
   const int64_t lo = comm_.rank() * u.shard, hi = lo + u.shard;
   for (const ParamInfo& p : u.layout.params) {
     const int64_t b = std::max(lo, p.offset), e = std::min(hi, p.offset + p.numel());
@@ -109,21 +112,16 @@ void ShardedParams::for_each_segment(const Unit& u, F f) const {
   }
 }
 
-void ShardedParams::grad_sum_squares(double& split, double& replicated) const {
-  split = replicated = 0;
-  for (const Unit& u : units_) {
-    for_each_segment(u, [&](const ParamInfo& p, int64_t b, int64_t e) {
-      const double s = be_.sum_squares(u.grad_shard.flat(b, e - b));
-      (p.tp_dim >= 0 ? split : replicated) += s;
-    });
-  }
+ZeroParams::Shard ZeroParams::shard(int i) {
+  Unit& u = units_[i];
+  Shard s{master_shard(u), u.grad_shard.flat(), u.adam_m.flat(), u.adam_v.flat(), {}};
+  for_each_segment(u, [&](const ParamInfo& p, int64_t b, int64_t e) {
+    s.segments.push_back({&p, b, e});
+  });
+  return s;
 }
 
-Tensor ShardedParams::grad_shard(int i) const {
-  return units_[i].grad_shard.flat();
-}
-
-std::vector<float> ShardedParams::gather_grads_to_host(int i) {
+std::vector<float> ZeroParams::gather_grads_to_host(int i) {
   Unit& u = units_[i];
   Buffer full(be_, u.padded);
   comm_.all_gather(full.flat(), u.grad_shard.flat());
@@ -133,20 +131,12 @@ std::vector<float> ShardedParams::gather_grads_to_host(int i) {
   return host;
 }
 
-void ShardedParams::adam_step(const Backend::AdamW& h) {
-  for (Unit& u : units_) {
-    Tensor w = master_shard(u);
-    for_each_segment(u, [&](const ParamInfo& p, int64_t b, int64_t e) {
-      Backend::AdamW hp = h;
-      if (!p.decay()) hp.weight_decay = 0.f;
-      be_.adamw(w.flat(b, e - b), u.grad_shard.flat(b, e - b), u.adam_m.flat(b, e - b),
-                u.adam_v.flat(b, e - b), hp);
-    });
-    if (zero_ < 3) comm_.all_gather(u.weights.flat(), w);
-  }
+void ZeroParams::all_gather_weights() {
+  if (zero_ == 3) return;
+  for (Unit& u : units_) comm_.all_gather(u.weights.flat(), master_shard(u));
 }
 
-MemoryBytes ShardedParams::persistent_bytes() const {
+MemoryBytes ZeroParams::persistent_bytes() const {
   MemoryBytes m;
   for (const Unit& u : units_) {
     m.params += int64_t(zero_ < 3 ? u.weights.bytes() : u.weight_shard.bytes());
@@ -156,7 +146,7 @@ MemoryBytes ShardedParams::persistent_bytes() const {
   return m;
 }
 
-std::vector<ShardedParams::OwnedSlice> ShardedParams::owned_slices() const {
+std::vector<ZeroParams::OwnedSlice> ZeroParams::owned_slices() const {
   std::vector<OwnedSlice> out;
   for (const Unit& u : units_) {
     const int64_t lo = comm_.rank() * u.shard;
@@ -174,8 +164,8 @@ std::vector<ShardedParams::OwnedSlice> ShardedParams::owned_slices() const {
   return out;
 }
 
-void ShardedParams::load_state(int i, const std::vector<float>& weights,
-                               const std::vector<float>& adam_m, const std::vector<float>& adam_v) {
+void ZeroParams::load_state(int i, const std::vector<float>& weights,
+                            const std::vector<float>& adam_m, const std::vector<float>& adam_v) {
   load(i, weights);
   Unit& u = units_[i];
   check(int64_t(adam_m.size()) == u.layout.numel && int64_t(adam_v.size()) == u.layout.numel,
