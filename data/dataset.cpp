@@ -1,5 +1,5 @@
 // The three data sources (synthetic, llm.c .bin shard, text file) and the sampler that
-// maps a step's batch positions to sequences (design.md, "Data").
+// maps a step's batch positions to sequences (docs/design.md, "Sequence order").
 #include "data/dataset.hpp"
 
 #include <algorithm>

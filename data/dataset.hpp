@@ -6,7 +6,7 @@
 //                  token count), then that many uint16 tokens
 //   any other PATH a text file; its bytes are the tokens (byte tokenizer, 256 symbols)
 //
-// Sequence order (design.md, to the letter): a source of T tokens holds K = floor((T-1)/S)
+// Sequence order (docs/design.md, to the letter): a source of T tokens holds K = floor((T-1)/S)
 // sequences; sequence k is tokens k*S .. k*S+S inclusive (S inputs and their S shifted
 // targets); step s takes sequences (s*G + j) mod K for j = 0 .. G-1.
 #pragma once

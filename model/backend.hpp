@@ -1,7 +1,7 @@
 // The Backend: every numerical operation the model and optimizer need, on tensors that live
 // in the backend's memory. Layer code calls these and never asks which backend it has; the
-// CPU backend (fp32, Eigen, OpenMP) is the ground truth, the CUDA backend ([7/9]) will sit
-// behind the same calls with bf16 storage and fp32 master weights.
+// CPU backend (fp32, Eigen, OpenMP) is the ground truth, the CUDA backend (model/cuda/) sits
+// behind the same calls.
 //
 // Conventions: row-major; a token-major activation is [T, width] with T = batch * seq;
 // weights are [out, in] as in Hugging Face, so a linear layer is y = x W^T.
@@ -119,7 +119,7 @@ class Backend {
                                const Tensor& up) = 0;
 
   // Vocab-parallel cross-entropy in three local pieces, with reductions over the tensor
-  // parallel group between them (see model/layers.cpp, VocabParallelCrossEntropy):
+  // parallel group between them (VocabParallelCrossEntropy in parallel/tp.hpp):
   //   row_max[T]            = max_v logits[t, v]                   (then all-reduce max)
   //   stats[T, 2]           = (sum_v exp(logits - row_max), logits[t, target - vocab_start]
   //                            or 0 when the target is not in this shard)  (then all-reduce sum)

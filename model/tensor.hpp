@@ -1,5 +1,5 @@
 // Tensors are views: a pointer, a shape, a dtype and the device the pointer lives on. They
-// never own memory; a Buffer does (see buffer.hpp). Layer code passes views to Backend ops,
+// never own memory; a Buffer does (model/backend.hpp). Layer code passes views to Backend ops,
 // so the same code runs on host memory (CPU backend) and device memory (CUDA backend).
 #pragma once
 #include <array>

@@ -1,4 +1,4 @@
-// The learning-rate schedule of docs/design.md's conventions: linear warmup, then cosine.
+// The learning-rate schedule (docs/design.md, conventions): linear warmup, then cosine.
 #pragma once
 #include <algorithm>
 #include <cmath>

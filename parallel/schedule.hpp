@@ -64,7 +64,7 @@ struct BubbleForms {
 };
 BubbleForms bubble_forms(ScheduleKind kind, int pp, int vpp, int micro_batches);
 
-// The form design.md reports: gpipe and 1f1b: of_step, (p - 1) / (m + p - 1);
+// The form the step line reports: gpipe and 1f1b: of_step, (p - 1) / (m + p - 1);
 // interleaved: of_compute, (p - 1) / (V m).
 double bubble_formula(ScheduleKind kind, int pp, int vpp, int micro_batches);
 

@@ -1,4 +1,4 @@
-// [5/9] Context parallelism alone and composed with TP, PP and DP, up to the full
+// Context parallelism alone and composed with TP, PP and DP, up to the full
 // TP 2 x CP 2 x PP 2 x DP 2 on 16 ranks, against a single rank.
 #include <doctest/doctest.h>
 

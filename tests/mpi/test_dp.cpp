@@ -1,4 +1,4 @@
-// [2/9] Data parallelism with ZeRO-1/2/3 against a single rank: losses, step-0 gradients and
+// Data parallelism with ZeRO-1/2/3 against a single rank: losses, step-0 gradients and
 // final weights; the ring byte volume of every step; the per-rank persistent memory.
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-// [4/9] Pipeline parallelism: every schedule, PP 2 and 4, V 1 and 2, m in {PP, 2PP, 4PP},
+// Pipeline parallelism: every schedule, PP 2 and 4, V 1 and 2, m in {PP, 2PP, 4PP},
 // alone and with TP 2 or DP 2 (ZeRO 1, 2, 3), against a single rank.
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-// [3/9] Tensor parallelism, with and without sequence parallelism, alone and with DP under
+// Tensor parallelism, with and without sequence parallelism, alone and with DP under
 // ZeRO 1 and 3, against a single rank; the collective pattern per block; logits never
 // gathered.
 #include <doctest/doctest.h>

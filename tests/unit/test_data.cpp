@@ -1,4 +1,4 @@
-// Data sources and the sampler: sequence order exactly as design.md states it, the text
+// Data sources and the sampler: sequence order exactly as docs/design.md states it, the text
 // and .bin readers with their error messages, and the synthetic chain's determinism and
 // entropy floor.
 #include <doctest/doctest.h>
@@ -64,7 +64,7 @@ std::vector<int32_t> tokens_of(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("data: .bin shard follows design.md's sequence order, with wrap-around mod K") {
+TEST_CASE("data: .bin shard follows the contract's sequence order, with wrap-around mod K") {
   TempDir dir;
   const std::string path = dir.file("order.bin");
   // T = 23 tokens 100..122; S = 4 gives K = floor(22/4) = 5, sequence k = tokens 4k..4k+4.

@@ -1,4 +1,4 @@
-// [6/9] A failure costs time, never correctness and never data: supervised runs killed
+// A failure costs time, never correctness and never data: supervised runs killed
 // between checkpoints or while writing one end with weights bitwise equal to an
 // uninterrupted run; a corrupt checkpoint is named and skipped; a checkpoint resumes at
 // another layout; bad checkpoints are refused with one message. Runs the real binary.

@@ -229,7 +229,7 @@ TEST_CASE("schedule: in-flight micro-batches stay within the schedule's bound") 
 // V m (f + b) + (PP-1)(f + b); all three schedules reach that bound exactly, for any ratio of
 // b to f. Every rank computes V m (f + b), so each idles (PP-1)(f + b): with stage costs
 // tf = V f and tb = V b that is idle / step = (PP-1) / (m + PP-1) for V = 1 and
-// idle / compute = (PP-1) / (V m) for interleaved, the formulas of design.md.
+// idle / compute = (PP-1) / (V m) for interleaved, the formulas of parallel/schedule.hpp.
 TEST_CASE("schedule: simulated bubble equals the formula with equal stage costs") {
   for (double ratio : {2.0, 1.0, 3.0, 0.5}) {
     for (const Case& c : all_cases()) {
