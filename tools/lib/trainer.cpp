@@ -18,6 +18,7 @@
 #include "parallel/agree.hpp"
 #include "parallel/nccl_comm.hpp"
 #include "parallel/trace.hpp"
+#include "tools/lib/peak.hpp"
 #include "tools/lib/trainer_checkpoint.hpp"
 
 namespace tetra {
@@ -98,7 +99,9 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
     resume_seconds_ = seconds_since(t0);
   }
   make_pipeline();
-  setup_peak();
+  const Peak peak = find_peak(*be_, *grid_.world, opt.peak_tflops, threads_);
+  peak_flops_ = peak.flops;
+  peak_source_ = peak.source;
 }
 
 void Trainer::make_backend_and_grid() {
@@ -151,52 +154,6 @@ void Trainer::make_pipeline() {
 }
 
 Trainer::~Trainer() = default;
-
-void Trainer::setup_peak() {
-  if (opt_.peak_tflops > 0) {
-    peak_flops_ = opt_.peak_tflops * 1e12;
-    peak_source_ = "--peak-tflops";
-    return;
-  }
-  // Known GPUs (SXM parts): the dense peak of the precision the run computes in. The CUDA
-  // backend computes in fp32 without TF32, so its peak is the fp32 FMA rate.
-  for (const auto& [gpu, tflops] : {std::pair{"H100", 67.0}, {"H200", 67.0}, {"A100", 19.5}}) {
-    if (be_->device() == Device::CUDA && be_->name().find(gpu) != std::string::npos) {
-      peak_flops_ = tflops * 1e12;
-      peak_source_ = std::string(gpu) + " dense FP32 peak";
-      return;
-    }
-  }
-  // Otherwise (CPU): the best rate of a square fp32 GEMM with this rank's threads, all ranks
-  // probing at once (they share the cores as they will in training), averaged over the ranks. The
-  // best of several calls, not their mean, so that a noisy moment does not lower the peak.
-  const int64_t n = 1024;
-  Buffer a(*be_, n * n), b(*be_, n * n), c(*be_, n * n);
-  be_->fill(a.flat(), 0.5f);
-  be_->fill(b.flat(), 0.25f);
-  Tensor A = a.view({n, n}), B = b.view({n, n}), C = c.view({n, n});
-  be_->matmul(C, A, false, B, false);  // warm-up
-  grid_.world->barrier();
-  double best = 1e30;
-  const auto t0 = Clock::now();
-  for (int reps = 0; reps < 3 || seconds_since(t0) < 0.5; ++reps) {
-    const auto t = Clock::now();
-    be_->matmul(C, A, false, B, false);
-    be_->synchronize();
-    best = std::min(best, seconds_since(t));
-  }
-  double rate = 2.0 * n * n * n / best;
-  grid_.world->all_reduce_host(&rate, 1);
-  peak_flops_ = rate / grid_.world->size();
-  std::ostringstream os;
-  if (be_->device() != Device::CUDA) {
-    os << "CPU GEMM probe (" << n << "^3 fp32, " << threads_ << " thread"
-       << (threads_ > 1 ? "s" : "") << " per rank)";
-  } else {
-    os << be_->name() << " GEMM probe (" << n << "^3 fp32)";
-  }
-  peak_source_ = os.str();
-}
 
 MicroBatch Trainer::make_micro_batch(int64_t step, int j, Buffer& tokens, Buffer& targets) {
   const int S = cfg_.seq_len, b = plan_.micro_batch;

@@ -68,7 +68,6 @@ class Trainer {
   // then this stage's model chunks and the pipeline executor.
   void make_backend_and_grid();
   void make_pipeline();
-  void setup_peak();
   // The step's totals over every rank.
   struct StepTotals {
     double loss, grad_norm, bubble;

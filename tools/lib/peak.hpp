@@ -1,0 +1,20 @@
+// The peak FLOP/s per rank that MFU and HFU divide by: --peak-tflops when given, else the
+// dense peak of a known GPU in the precision the run computes in, else (CPU, or an unknown
+// GPU) a GEMM probe measured at start-up on every rank at once.
+#pragma once
+#include <string>
+
+#include "model/backend.hpp"
+#include "parallel/comm.hpp"
+
+namespace tetra {
+
+struct Peak {
+  double flops = 0;    // per rank
+  std::string source;  // said in the start-up report
+};
+
+// Collective over world (the probe runs on every rank at once, as training will).
+Peak find_peak(Backend& be, Comm& world, double peak_tflops, int threads);
+
+}  // namespace tetra
