@@ -1,7 +1,10 @@
-// One transformer block, forward and backward side by side:
+// One transformer block, built from Megatron's tensor-parallel layers (parallel/tp.hpp):
 //   h   = x + o( attention( rope(q(n1)), rope(k(n1)), v(n1) ) ),  n1 = rmsnorm(x) * w_in
 //   out = h + down( silu(gate(n2)) * up(n2) ),                    n2 = rmsnorm(h) * w_post
-// with q, k, v, gate, up column-parallel and o, down row-parallel over TP.
+// (the attention half and the MLP half).
+// q, k, v: one ColumnParallelLinear over three weight slices; gate, up: one over two; o and
+// down: RowParallelLinear. The layers make all the TP communication; CP gathers K and V
+// around attention (parallel/cp.hpp).
 // Shapes on one rank: T tokens of the micro-batch on this rank (CP already cut the
 // sequence), Tl = T, or T/TP under --sp, rows of the residual stream; Hl = heads/TP,
 // KVl = kv_heads/TP, Fl = ffn/TP, hd = head_dim:
@@ -33,8 +36,9 @@ struct BlockContext {
   const TokenPositions& pos;
 };
 
-// Everything forward keeps for backward (x, the block input, is kept by the caller). Under
-// CP, k and v hold every CP rank's keys and values [B * CP * Sl, KVl*hd].
+// Everything forward keeps for backward (x, the block input, is kept by the caller). n1 and
+// n2 are the column layers' inputs on all T tokens. Under CP, k and v hold every CP rank's
+// keys and values [B * CP * Sl, KVl*hd].
 struct BlockActs {
   Buffer rstd1, n1, q, k, v, attn, lse, h, rstd2, n2, gate, up, act;
   void clear() { *this = BlockActs{}; }

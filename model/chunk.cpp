@@ -25,11 +25,13 @@ BlockContext ModelChunk::block_ctx(const MicroBatch& mb) const {
   return BlockContext{be_, tp_, cp_, cfg_, mb.pos};
 }
 
-void ModelChunk::forward(ChunkState& s, const MicroBatch& mb, const Tensor* x_in) {
+ChunkOutput ModelChunk::forward(int id, const MicroBatch& mb, const Tensor* x_in) {
   const int64_t T = mb.pos.tokens(), Tl = tp_.local_rows(T), d = cfg_.dim;
   const BlockContext ctx = block_ctx(mb);
-  s.xs.clear();
-  s.acts.clear();
+  const auto [it, fresh] = states_.try_emplace(id);
+  check(fresh, "ModelChunk: forward of micro-batch ", id, " twice before its backward");
+  State& s = it->second;
+  ChunkOutput y;
   if (!has_embedding()) {
     s.xs.emplace_back(be_, Tl * d);
     be_.copy(s.xs[0].flat(), *x_in);
@@ -39,10 +41,9 @@ void ModelChunk::forward(ChunkState& s, const MicroBatch& mb, const Tensor* x_in
     params_.gather_weights(u);
     const Tensor w = params_.weights(u);
     if (l.kind == UnitLayout::Kind::Embedding) {
-      Buffer partial(be_, T * d);
-      VocabParallelEmbedding::forward(be_, tp_, partial.view({T, d}), mb.tokens,
-                                      param_view(w, l.params[0]));
-      s.xs.push_back(tp_.reduce(be_, std::move(partial)));
+      // x [Tl, d] = the rows of the tokens, from the TP ranks' vocabulary shards.
+      const VocabParallelEmbedding embed(be_, tp_, param_view(w, l.params[0]));
+      s.xs.push_back(embed.forward(mb.tokens));
     } else if (l.kind == UnitLayout::Kind::Block) {
       s.acts.emplace_back();
       Buffer out(be_, Tl * d);
@@ -51,47 +52,51 @@ void ModelChunk::forward(ChunkState& s, const MicroBatch& mb, const Tensor* x_in
       s.xs.push_back(std::move(out));
     } else {  // final norm, LM head, vocab-parallel cross-entropy
       const int64_t V = l.params[kLmHead].local_shape[0];
+      // n [Tl, d] = rmsnorm(x) * w_final.
       Buffer n(be_, Tl * d);
       s.head_rstd = Buffer(be_, Tl);
       be_.rmsnorm_forward(n.view({Tl, d}), s.head_rstd.flat(), s.xs.back().view({Tl, d}),
                           param_view(w, l.params[kFinalNorm]), cfg_.norm_eps);
-      s.head_n = tp_.gather(be_, std::move(n));
-      s.logits = Buffer(be_, T * V);
+      // logits [T, V/TP] = n W_head^T: this rank's vocabulary shard, never gathered.
+      const ColumnParallelLinear lm_head(be_, tp_, {param_view(w, l.params[kLmHead])});
+      s.head_n = lm_head.forward(std::move(n), {&s.logits});
       s.row_max = Buffer(be_, T);
       s.ce_stats = Buffer(be_, 2 * T);
-      ColumnParallelLinear::forward(be_, s.logits.view({T, V}), s.head_n.view({T, d}),
-                                    param_view(w, l.params[kLmHead]));
-      s.loss_sum = VocabParallelCrossEntropy::forward(
+      y.loss_sum = VocabParallelCrossEntropy::forward(
           be_, tp_.comm, s.logits.view({T, V}), mb.targets, s.row_max.flat(), s.ce_stats.flat());
     }
     params_.release_weights(u);
   }
+  if (!has_head()) y.activation = s.xs.back().view({Tl, d});
+  return y;
 }
 
-void ModelChunk::backward(ChunkState& s, const MicroBatch& mb, const Tensor* dout,
-                          float loss_scale) {
+Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, float loss_scale) {
   const int64_t T = mb.pos.tokens(), Tl = tp_.local_rows(T), d = cfg_.dim;
   const BlockContext ctx = block_ctx(mb);
+  const auto it = states_.find(id);
+  check(it != states_.end(), "ModelChunk: backward of micro-batch ", id, " before its forward");
+  State& s = it->second;
   Buffer grad(be_, Tl * d);  // dL/d(current activation) [Tl, d], walking backwards
   if (!has_head()) be_.copy(grad.flat(), *dout);
   int block = int(s.acts.size());
-  for (auto it = units_.rbegin(); it != units_.rend(); ++it) {
-    const int u = *it;
+  for (auto u_it = units_.rbegin(); u_it != units_.rend(); ++u_it) {
+    const int u = *u_it;
     const UnitLayout& l = params_.layout(u);
     params_.gather_weights(u);
     const Tensor w = params_.weights(u), dw = params_.grads(u);
     if (l.kind == UnitLayout::Kind::Head) {
       const int64_t V = l.params[kLmHead].local_shape[0];
+      // dlogits [T, V/TP] = loss_scale * (softmax - onehot(target)), over the logits.
       const Tensor dlogits = s.logits.view({T, V});
       VocabParallelCrossEntropy::backward(be_, tp_.comm, dlogits, mb.targets, s.row_max.flat(),
                                           s.ce_stats.flat(), loss_scale);
-      Buffer dn(be_, T * d);
-      ColumnParallelLinear::backward(be_, dn.view({T, d}), param_view(dw, l.params[kLmHead]),
-                                     dlogits, s.head_n.view({T, d}),
-                                     param_view(w, l.params[kLmHead]), false);
-      const Buffer dn_local = tp_.reduce(be_, std::move(dn));
+      // dn [Tl, d] = dlogits W_head, summed over TP; dW_head += dlogits^T n.
+      const ColumnParallelLinear lm_head(be_, tp_, {param_view(w, l.params[kLmHead])},
+                                         {param_view(dw, l.params[kLmHead])});
+      const Buffer dn = lm_head.backward(s.head_n.view({T, d}), {dlogits});
       be_.rmsnorm_backward(grad.view({Tl, d}), param_view(dw, l.params[kFinalNorm]),
-                           dn_local.view({Tl, d}), s.xs.back().view({Tl, d}),
+                           dn.view({Tl, d}), s.xs.back().view({Tl, d}),
                            param_view(w, l.params[kFinalNorm]), s.head_rstd.flat());
       s.logits.reset();
       s.head_n.reset();
@@ -108,17 +113,17 @@ void ModelChunk::backward(ChunkState& s, const MicroBatch& mb, const Tensor* dou
       a.clear();
       grad = std::move(dx);
     } else {
-      const Buffer full = tp_.gather(be_, std::move(grad));
-      VocabParallelEmbedding::backward(be_, tp_, param_view(dw, l.params[0]), mb.tokens,
-                                       full.view({T, d}));
+      const VocabParallelEmbedding embed(be_, tp_, param_view(w, l.params[0]),
+                                         param_view(dw, l.params[0]));
+      embed.backward(mb.tokens, std::move(grad));
     }
     params_.release_weights(u);
     // The data-parallel gradient sync, per unit, as soon as its last micro-batch is done.
     if (params_.last_backward(u)) params_.reduce_scatter_grads(u);
   }
-  if (!has_embedding()) s.dx = std::move(grad);
-  s.xs.clear();
-  s.acts.clear();
+  states_.erase(it);
+  if (has_embedding()) return Buffer();
+  return grad;
 }
 
 }  // namespace tetra

@@ -2,10 +2,11 @@
 // (with one stage and no pipelining, the whole model). The first chunk of the model also
 // embeds the tokens; the last also applies the final norm, the LM head and the loss.
 //
-// Per micro-batch the chunk keeps its activations in a ChunkState until backward. Under
+// Per micro-batch the chunk keeps its activations from forward until backward. Under
 // --recompute full it keeps only each block's input and runs the block's forward again
 // right before its backward, so the step computes the same numbers in the same order.
 #pragma once
+#include <map>
 #include <vector>
 
 #include "model/block.hpp"
@@ -19,13 +20,11 @@ struct MicroBatch {
   TokenPositions pos;
 };
 
-// Shapes as in block.hpp: the residual stream has Tl rows (T, or T/TP under --sp).
-struct ChunkState {
-  std::vector<Buffer> xs;  // xs[0] chunk input, xs[i+1] output of block i; [Tl, d] each
-  std::vector<BlockActs> acts;
-  Buffer head_n, head_rstd, logits, row_max, ce_stats;  // last chunk only; logits [T, V/TP]
-  Buffer dx;            // dL/d(chunk input) after backward, [T, d] (sent to the previous stage)
-  double loss_sum = 0;  // sum of per-token losses (last chunk)
+// What a chunk's forward gives the pipeline: its output, to send to the next chunk, or on
+// the chunk with the head the loss.
+struct ChunkOutput {
+  Tensor activation;    // [Tl, d], valid until the micro-batch's backward; empty with the head
+  double loss_sum = 0;  // sum of the micro-batch's per-token losses (the chunk with the head)
 };
 
 class ModelChunk {
@@ -38,15 +37,25 @@ class ModelChunk {
   bool has_head() const;
   const std::vector<int>& units() const { return units_; }
 
-  // x_in: the previous stage's output [Tl, d] (ignored by the chunk that embeds).
-  // Afterwards s.xs.back() is this chunk's output [Tl, d] (unless it has the head).
-  void forward(ChunkState& s, const MicroBatch& mb, const Tensor* x_in);
-  // dout: gradient of this chunk's output (ignored by the chunk with the head, which starts
-  // from the loss, scaled by loss_scale = 1 / tokens in the global batch). Fills s.dx
-  // (unless it embeds) and frees the activations.
-  void backward(ChunkState& s, const MicroBatch& mb, const Tensor* dout, float loss_scale);
+  // Forward of micro-batch `id`, whose activations the chunk keeps until its backward.
+  // x_in: the previous chunk's output [Tl, d] (null for the chunk that embeds).
+  ChunkOutput forward(int id, const MicroBatch& mb, const Tensor* x_in);
+  // Backward of micro-batch `id`. dout: gradient of this chunk's output [Tl, d] (null for
+  // the chunk with the head, which starts from the loss, scaled by loss_scale = 1 / tokens
+  // in the global batch). Returns dL/d(chunk input) [Tl, d], to send to the previous chunk
+  // (empty for the chunk that embeds), and frees the micro-batch's activations.
+  Buffer backward(int id, const MicroBatch& mb, const Tensor* dout, float loss_scale);
 
  private:
+  // One micro-batch's activations between its forward and its backward. Shapes as in
+  // block.hpp: the residual stream has Tl rows (T, or T/TP under --sp).
+  struct State {
+    std::vector<Buffer> xs;  // xs[0] chunk input, xs[i+1] output of block i; [Tl, d] each
+    std::vector<BlockActs> acts;
+    Buffer head_n;                     // the final norm's output on all T tokens [T, d]
+    Buffer head_rstd;                  // [Tl]
+    Buffer logits, row_max, ce_stats;  // [T, V/TP], [T], [T, 2]
+  };
   BlockContext block_ctx(const MicroBatch& mb) const;
 
   Backend& be_;
@@ -56,6 +65,7 @@ class ModelChunk {
   ZeroParams& params_;
   std::vector<int> units_;
   bool recompute_;
+  std::map<int, State> states_;  // by micro-batch id, from forward to backward
 };
 
 }  // namespace tetra

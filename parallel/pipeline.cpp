@@ -66,13 +66,11 @@ PipelineStats PipelineExecutor::run(const std::vector<MicroBatch>& mbs, float lo
   const double t0 = now_seconds();
   const int P = pp_.size(), r = pp_.rank(), K = P * int(chunks_.size());
   const int prev = (r - 1 + P) % P, next = (r + 1) % P;
-  std::map<std::pair<int, int>, ChunkState> states;  // (micro-batch, virtual stage)
 
   for (const Action& a : actions_) {
     const int k = a.chunk * P + r;  // model chunk id
     ModelChunk& chunk = *chunks_[a.chunk];
     const MicroBatch& mb = mbs[a.micro_batch];
-    ChunkState& s = states[{a.micro_batch, a.chunk}];
     const auto compute = [&](trace::Event& e) {
       e.name = std::string(a.kind == Action::Forward ? "F" : "B") + " mb" +
                std::to_string(a.micro_batch) + " chunk" + std::to_string(k);
@@ -85,12 +83,12 @@ PipelineStats PipelineExecutor::run(const std::vector<MicroBatch>& mbs, float lo
       if (k > 0) receive(in, prev, kActivation, k, a.micro_batch, stats);
       trace::Span span(trace::Lane::Compute, compute);  // after the wait, which has its own
       const Tensor in_view = in.flat();
-      chunk.forward(s, mb, k > 0 ? &in_view : nullptr);
+      const ChunkOutput y = chunk.forward(a.micro_batch, mb, k > 0 ? &in_view : nullptr);
       if (k == K - 1) {
-        stats.loss_sum += s.loss_sum;
+        stats.loss_sum += y.loss_sum;
       } else {
         Buffer out(be_, activation_numel_);
-        be_.copy(out.flat(), s.xs.back().flat());
+        be_.copy(out.flat(), y.activation);
         send(std::move(out), next, tag(kActivation, k + 1, a.micro_batch));
       }
     } else {
@@ -98,9 +96,8 @@ PipelineStats PipelineExecutor::run(const std::vector<MicroBatch>& mbs, float lo
       if (k < K - 1) receive(grad, next, kGradient, k, a.micro_batch, stats);
       trace::Span span(trace::Lane::Compute, compute);
       const Tensor grad_view = grad.flat();
-      chunk.backward(s, mb, k < K - 1 ? &grad_view : nullptr, loss_scale);
-      if (k > 0) send(std::move(s.dx), prev, tag(kGradient, k - 1, a.micro_batch));
-      states.erase({a.micro_batch, a.chunk});
+      Buffer dx = chunk.backward(a.micro_batch, mb, k < K - 1 ? &grad_view : nullptr, loss_scale);
+      if (k > 0) send(std::move(dx), prev, tag(kGradient, k - 1, a.micro_batch));
     }
   }
   for (PendingSend& s : sends_) s.request->wait();

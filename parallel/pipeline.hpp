@@ -9,8 +9,11 @@
 // simulates every valid PP, V, m). Each message has its own tag (kind, chunk,
 // micro-batch), so matching never depends on arrival order. With one pipeline rank and
 // V > 1 the "messages" go through a local mailbox.
+//
+// A chunk is a stage behind two calls: forward gives its output (or the loss), backward
+// takes the output's gradient and gives the input's. Each chunk keeps its own activations
+// from a micro-batch's forward to its backward.
 #pragma once
-#include <functional>
 #include <map>
 #include <memory>
 #include <vector>

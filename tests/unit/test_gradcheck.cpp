@@ -29,9 +29,9 @@
 #include "model/backend.hpp"
 #include "model/chunk.hpp"
 #include "model/config.hpp"
-#include "parallel/zero.hpp"
 #include "parallel/mpi_comm.hpp"
 #include "parallel/tp.hpp"
+#include "parallel/zero.hpp"
 
 using namespace tetra;
 
@@ -484,10 +484,8 @@ StepOut run_step(const Tiny& m, bool recompute) {
     mb.tokens = tok.flat();
     mb.targets = tgt.flat();
     mb.pos = TokenPositions{m.b, S, token_pos.flat(), seq_pos.flat(), key_pos.flat()};
-    ChunkState st;
-    chunk.forward(st, mb, nullptr);
-    r.loss += st.loss_sum;
-    chunk.backward(st, mb, nullptr, float(1.0 / double(m.tokens_per_step())));
+    r.loss += chunk.forward(j, mb, nullptr).loss_sum;
+    chunk.backward(j, mb, nullptr, float(1.0 / double(m.tokens_per_step())));
   }
   r.loss /= double(m.tokens_per_step());
   for (size_t u = 0; u < m.units.size(); ++u)
