@@ -7,17 +7,11 @@
 #include <vector>
 
 #include "model/config.hpp"
-#include "parallel/zero.hpp"
 #include "parallel/grid.hpp"
+#include "parallel/pipeline_layout.hpp"
+#include "parallel/zero.hpp"
 
 namespace tetra {
-
-// unit_stage[g]: the pipeline rank that holds global unit g (embedding 0, blocks 1..L,
-// head L+1); local_unit[g]: its index in params on that stage, or -1 elsewhere.
-struct UnitPlacement {
-  std::vector<int> unit_stage;
-  std::vector<int> local_unit;
-};
 
 // Collective over the whole grid. Returns the full tensors on world rank 0, nothing
 // elsewhere. grads = true gathers the reduced gradients of the last step instead.

@@ -6,9 +6,14 @@
 #pragma once
 #include <vector>
 
-#include "checkpoint/gather.hpp"
-
 namespace tetra {
+
+// unit_stage[g]: the pipeline rank that holds global unit g (embedding 0, blocks 1..L,
+// head L+1); local_unit[g]: its index in params on that stage, or -1 elsewhere.
+struct UnitPlacement {
+  std::vector<int> unit_stage;
+  std::vector<int> local_unit;
+};
 
 struct ChunkPlan {
   int stage = 0;           // pipeline rank

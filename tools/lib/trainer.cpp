@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "checkpoint/gather.hpp"
 #include "checkpoint/hf_io.hpp"
 #include "checkpoint/json.hpp"
 #include "model/init.hpp"
