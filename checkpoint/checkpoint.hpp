@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/json.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "model/config.hpp"
+#include "util/json.hpp"
 
 namespace tetra::ckpt {
 
@@ -47,13 +47,13 @@ struct RunState {
   // and the global batch G; stored explicitly so that a reader can check it.
   int64_t sampler_step = 0;
   int global_batch = 0;
-  json::Value model;   // ModelConfig as JSON (model_to_json)
-  json::Value layout;  // {"tp","cp","pp","dp","vpp","zero","sp","schedule"}: informational
+  json model;   // ModelConfig as JSON (model_to_json)
+  json layout;  // {"tp","cp","pp","dp","vpp","zero","sp","schedule"}: informational
 };
 
-json::Value model_to_json(const ModelConfig& c);
+json model_to_json(const ModelConfig& c);
 // Throws tetra::Error naming `what` if a field is missing or malformed.
-ModelConfig model_from_json(const json::Value& v, const std::string& what);
+ModelConfig model_from_json(const json& v, const std::string& what);
 
 // Collective over `world`: every rank passes its segments (possibly none). Writes
 // dir/step_<8 digits>/ as described above (creating dir if needed, and replacing an

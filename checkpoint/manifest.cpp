@@ -15,34 +15,30 @@ namespace tetra::ckpt {
 namespace {
 
 // Member `key` of object `v`. Messages name the key only: callers add the file.
-const json::Value& member(const json::Value& v, const std::string& key) {
+const json& member(const json& v, const std::string& key) {
   check(v.is_object(), "expected an object with \"", key, "\", got ", v.dump());
-  check(v.has(key), "missing \"", key, "\"");
+  check(v.contains(key), "missing \"", key, "\"");
   return v.at(key);
 }
 
-int64_t int_member(const json::Value& v, const std::string& key, int64_t lo, int64_t hi) {
-  const json::Value& x = member(v, key);
-  int64_t i = 0;
-  try {
-    i = x.as_int();
-  } catch (const Error&) {
-    fail("\"", key, "\" is ", x.dump(), ", not an integer");
-  }
-  check(i >= lo && i <= hi, "\"", key, "\" is ", i, ", outside [", lo, ", ", hi, "]");
-  return i;
+int64_t int_member(const json& v, const std::string& key, int64_t lo, int64_t hi) {
+  const json& x = member(v, key);
+  const std::optional<int64_t> i = json_int(x);
+  check(i.has_value(), "\"", key, "\" is ", x.dump(), ", not an integer");
+  check(*i >= lo && *i <= hi, "\"", key, "\" is ", *i, ", outside [", lo, ", ", hi, "]");
+  return *i;
 }
 
-double number_member(const json::Value& v, const std::string& key) {
-  const json::Value& x = member(v, key);
+double number_member(const json& v, const std::string& key) {
+  const json& x = member(v, key);
   check(x.is_number(), "\"", key, "\" is ", x.dump(), ", not a number");
-  return x.as_double();
+  return x.get<double>();
 }
 
-const std::string& string_member(const json::Value& v, const std::string& key) {
-  const json::Value& x = member(v, key);
+const std::string& string_member(const json& v, const std::string& key) {
+  const json& x = member(v, key);
   check(x.is_string(), "\"", key, "\" is ", x.dump(), ", not a string");
-  return x.as_string();
+  return x.get_ref<const std::string&>();
 }
 
 uint32_t parse_crc(const std::string& hex) {
@@ -53,24 +49,24 @@ uint32_t parse_crc(const std::string& hex) {
   return crc;
 }
 
-RunState run_state(const json::Value& m) {
+RunState run_state(const json& m) {
   RunState s;
   s.step = int_member(m, "step", 0, INT64_MAX);
   s.tokens_seen = int_member(m, "tokens_seen", 0, INT64_MAX);
   s.seed = uint64_t(int_member(m, "seed", INT64_MIN, INT64_MAX));  // see manifest_json
-  const json::Value& sampler = member(m, "sampler");
+  const json& sampler = member(m, "sampler");
   s.sampler_step = int_member(sampler, "step", 0, INT64_MAX);
   s.global_batch = int(int_member(sampler, "global_batch", 0, INT_MAX));
   s.model = member(m, "model");
   model_from_json(s.model, "model");
-  if (m.has("layout")) s.layout = m.at("layout");
+  if (m.contains("layout")) s.layout = m.at("layout");
   return s;
 }
 
 }  // namespace
 
-json::Value model_to_json(const ModelConfig& c) {
-  json::Value v = json::Value::object();
+json model_to_json(const ModelConfig& c) {
+  json v = json::object();
   v["vocab"] = c.vocab;
   v["layers"] = c.layers;
   v["dim"] = c.dim;
@@ -84,7 +80,7 @@ json::Value model_to_json(const ModelConfig& c) {
   return v;
 }
 
-ModelConfig model_from_json(const json::Value& v, const std::string& what) {
+ModelConfig model_from_json(const json& v, const std::string& what) {
   ModelConfig c;
   with_context(what, [&] {
     c.vocab = int_member(v, "vocab", 1, INT64_MAX);
@@ -137,9 +133,9 @@ std::string segment_tensor(const std::string& name, int tp_rank, int64_t begin, 
 }
 
 std::string segments_metadata(const std::vector<Segment>& segments) {
-  json::Value list = json::Value::array();
+  json list = json::array();
   for (const Segment& s : segments) {
-    json::Value e = json::Value::object();
+    json e = json::object();
     e["name"] = s.name;
     e["tp_rank"] = s.tp_rank;
     e["tp_size"] = s.tp_size;
@@ -155,10 +151,11 @@ std::vector<SegmentRange> read_segments(const st::Reader& file) {
   with_context("checkpoint file '" + file.path() + "'", [&] {
     const auto it = file.metadata().find("segments");
     check(it != file.metadata().end(), "no \"segments\" metadata: not a tetra checkpoint shard");
-    json::Value list;
-    with_context("\"segments\" metadata", [&] { list = json::parse(it->second); });
+    json list;
+    const std::string problem = parse_json(it->second, list);
+    check(problem.empty(), "\"segments\" metadata: ", problem);
     check(list.is_array(), "\"segments\" metadata is not a JSON array");
-    for (const json::Value& e : list.items()) {
+    for (const json& e : list) {
       SegmentRange s;
       s.name = string_member(e, "name");
       s.tp_size = int(int_member(e, "tp_size", 1, INT_MAX));
@@ -178,8 +175,8 @@ std::vector<SegmentRange> read_segments(const st::Reader& file) {
   return out;
 }
 
-json::Value manifest_json(const RunState& state, const std::vector<ShardRecord>& shards) {
-  json::Value m = json::Value::object();
+json manifest_json(const RunState& state, const std::vector<ShardRecord>& shards) {
+  json m = json::object();
   m["format"] = kFormatName;
   m["version"] = kFormatVersion;
   m["step"] = state.step;
@@ -193,9 +190,9 @@ json::Value manifest_json(const RunState& state, const std::vector<ShardRecord>&
   m["layout"] = state.layout;
   m["world_size"] = static_cast<int64_t>(shards.size());
   m["checksum"] = kChecksumAlgorithm;
-  m["shards"] = json::Value::array();
+  m["shards"] = json::array();
   for (const ShardRecord& s : shards) {
-    json::Value e = json::Value::object();
+    json e = json::object();
     e["file"] = s.file;
     e["bytes"] = s.bytes;
     e["checksum"] = crc_hex(s.crc32c);
@@ -217,9 +214,11 @@ Manifest read_manifest(const std::string& checkpoint_dir) {
   text << in.rdbuf();
   check(!in.bad(), where, ": read failed");
 
+  json m;
+  const std::string problem = parse_json(text.str(), m);
+  check(problem.empty(), where, ": ", problem);
   Manifest out;
   with_context(where, [&] {
-    const json::Value m = json::parse(text.str());
     const std::string& format = string_member(m, "format");
     check(format == kFormatName, "format is \"", format, "\", not \"", kFormatName, "\"");
     const int64_t version = int_member(m, "version", 1, INT64_MAX);
@@ -230,11 +229,11 @@ Manifest read_manifest(const std::string& checkpoint_dir) {
     out.state = run_state(m);
 
     const int64_t world = int_member(m, "world_size", 1, INT_MAX);
-    const json::Value& shards = member(m, "shards");
+    const json& shards = member(m, "shards");
     check(shards.is_array() && int64_t(shards.size()) == world, "\"shards\" must list ", world,
           " files, one per rank");
     for (int r = 0; r < int(world); ++r) {
-      const json::Value& e = shards.at(size_t(r));
+      const json& e = shards.at(size_t(r));
       ShardRecord s;
       s.file = string_member(e, "file");
       // Fixed names also keep a manifest from pointing outside its directory.

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.hpp"
-#include "checkpoint/json.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "model/error.hpp"
+#include "util/json.hpp"
 
 namespace tetra::ckpt {
 
@@ -65,7 +65,7 @@ void with_context(const std::string& where, F&& f) {
   }
 }
 
-json::Value manifest_json(const RunState& state, const std::vector<ShardRecord>& shards);
+json manifest_json(const RunState& state, const std::vector<ShardRecord>& shards);
 // Reads and checks checkpoint_dir/manifest.json. Throws tetra::Error naming the file.
 Manifest read_manifest(const std::string& checkpoint_dir);
 

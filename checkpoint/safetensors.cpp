@@ -12,8 +12,8 @@
 #include <filesystem>
 #include <optional>
 
-#include "checkpoint/json.hpp"
 #include "model/error.hpp"
+#include "util/json.hpp"
 
 namespace tetra::st {
 
@@ -65,14 +65,9 @@ std::optional<int64_t> checked_numel(const std::vector<int64_t>& shape) {
 }
 
 // A non-negative integer from the header, or nullopt for anything else.
-std::optional<int64_t> index_value(const json::Value& v) {
-  if (!v.is_number()) return std::nullopt;
-  try {
-    const int64_t i = v.as_int();
-    return i >= 0 ? std::optional(i) : std::nullopt;
-  } catch (const Error&) {
-    return std::nullopt;  // a fraction or beyond int64
-  }
+std::optional<int64_t> index_value(const json& v) {
+  const std::optional<int64_t> i = json_int(v);
+  return i && *i >= 0 ? i : std::nullopt;
 }
 
 // Closes the descriptor on every path out of a function.
@@ -120,20 +115,20 @@ bool write_all(int fd, const void* buf, size_t n) {
 }
 
 // Validates one header entry; `where` names the file and tensor for error messages.
-TensorInfo parse_entry(const std::string& where, const std::string& name, const json::Value& v,
+TensorInfo parse_entry(const std::string& where, const std::string& name, const json& v,
                        uint64_t data_size) {
   check(v.is_object(), where, ": expected an object with dtype, shape and data_offsets");
   for (const char* key : {"dtype", "shape", "data_offsets"}) {
-    check(v.has(key), where, ": missing \"", key, "\"");
+    check(v.contains(key), where, ": missing \"", key, "\"");
   }
   TensorInfo t;
   t.name = name;
   check(v.at("dtype").is_string(), where, ": \"dtype\" is not a string");
-  t.dtype = v.at("dtype").as_string();
+  t.dtype = v.at("dtype").get<std::string>();
 
-  const json::Value& shape = v.at("shape");
+  const json& shape = v.at("shape");
   check(shape.is_array(), where, ": \"shape\" is not an array");
-  for (const json::Value& d : shape.items()) {
+  for (const json& d : shape) {
     const auto dim = index_value(d);
     check(dim.has_value(), where, ": shape ", shape.dump(), " has a dimension that is not a ",
           "non-negative integer");
@@ -142,7 +137,7 @@ TensorInfo parse_entry(const std::string& where, const std::string& name, const 
   const auto numel = checked_numel(t.shape);
   check(numel.has_value(), where, ": shape ", shape_text(t.shape), " has too many elements");
 
-  const json::Value& offsets = v.at("data_offsets");
+  const json& offsets = v.at("data_offsets");
   const bool pair = offsets.is_array() && offsets.size() == 2;
   const auto begin = pair ? index_value(offsets.at(0)) : std::nullopt;
   const auto end = pair ? index_value(offsets.at(1)) : std::nullopt;
@@ -193,23 +188,20 @@ Reader::Reader(const std::string& path) : path_(path) {
   std::string text(n, '\0');
   read_at(f, text.data(), n, 8, path);
 
-  json::Value header;
-  try {
-    header = json::parse(text);
-  } catch (const Error& e) {
-    fail(where, ": header is not valid: ", e.what());
-  }
+  json header;
+  const std::string problem = parse_json(text, header);
+  check(problem.empty(), where, ": header is not valid: ", problem);
   check(header.is_object(), where, ": header is not a JSON object");
   data_start_ = 8 + n;
-  for (const auto& [name, v] : header.members()) {
+  for (const auto& [name, v] : header.items()) {
     if (name != "__metadata__") {
       tensors_[name] = parse_entry(where + ": tensor '" + name + "'", name, v, size - data_start_);
       continue;
     }
     check(v.is_object(), where, ": __metadata__ is not an object");
-    for (const auto& [key, value] : v.members()) {
+    for (const auto& [key, value] : v.items()) {
       check(value.is_string(), where, ": __metadata__ value of '", key, "' is not a string");
-      metadata_[key] = value.as_string();
+      metadata_[key] = value.get<std::string>();
     }
   }
 }
@@ -288,17 +280,14 @@ void Writer::set_metadata(const std::string& key, const std::string& value) {
 void Writer::write(const std::string& path) const {
   // Tensors are stored back to back in the order added, as the format requires no gaps;
   // F32 sizes keep each one 4-byte aligned after the 8-byte aligned data section start.
-  json::Value header = json::Value::object();
+  json header = json::object();
   uint64_t offset = 0;
   for (const Entry& e : entries_) {
-    json::Value t = json::Value::object();
-    t["dtype"] = "F32";
-    t["shape"] = json::Value::array();
-    for (int64_t d : e.shape) t["shape"].push_back(d);
     const uint64_t bytes = e.data.size() * sizeof(float);
-    t["data_offsets"].push_back(offset);
-    t["data_offsets"].push_back(offset + bytes);
-    header[e.name] = std::move(t);
+    json& t = header[e.name];
+    t["dtype"] = "F32";
+    t["shape"] = e.shape;
+    t["data_offsets"] = json::array({offset, offset + bytes});
     offset += bytes;
   }
   for (const auto& [key, value] : metadata_) header["__metadata__"][key] = value;

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <vector>
 
-#include "checkpoint/json.hpp"
 #include "model/error.hpp"
+#include "util/json.hpp"
 
 namespace tetra::trace {
 namespace {
@@ -39,7 +39,7 @@ const char* lane_name(Lane lane) {
 }
 
 std::string quoted(const std::string& s) {
-  return json::Value(s).dump();
+  return json(s).dump();
 }
 
 // Microseconds with nanosecond digits: enough to keep nested spans nested after rounding.

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "model/error.hpp"
+#include "util/json.hpp"
 
 namespace tetra::test {
 
@@ -40,6 +41,21 @@ std::string error_of(Fn&& fn) {
     return e.what();
   }
   return "";
+}
+
+// text parsed as JSON; a failed check with the parser's message when it is not JSON.
+inline json parsed_json(const std::string& text) {
+  json v;
+  const std::string problem = parse_json(text, v);
+  REQUIRE_MESSAGE(problem.empty(), problem);
+  return v;
+}
+
+// v as an int64; a failed check when it is not an integer.
+inline int64_t int_of(const json& v) {
+  const std::optional<int64_t> i = json_int(v);
+  REQUIRE_MESSAGE(i.has_value(), v.dump(), " is not an integer");
+  return *i;
 }
 
 }  // namespace tetra::test

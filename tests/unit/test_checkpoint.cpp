@@ -18,7 +18,6 @@
 #include "../test_util.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checksum.hpp"
-#include "checkpoint/json.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "model/config.hpp"
 #include "model/error.hpp"
@@ -113,8 +112,8 @@ TEST_CASE("checkpoint: CRC-32C gives the standard check value, in any pieces") {
 
 TEST_CASE("checkpoint: the model config round-trips through JSON, every field") {
   const ModelConfig c = checkpoint_model();
-  const json::Value v = json::parse(model_to_json(c).dump());
-  CHECK(v.members().size() == 9);
+  const json v = parsed_json(model_to_json(c).dump());
+  CHECK(v.size() == 9);
   const ModelConfig back = model_from_json(v, "test");
   CHECK(back.vocab == c.vocab);
   CHECK(back.layers == c.layers);
@@ -126,17 +125,17 @@ TEST_CASE("checkpoint: the model config round-trips through JSON, every field") 
   CHECK(back.rope_theta == c.rope_theta);
   CHECK(back.norm_eps == c.norm_eps);  // bit for bit, though stored as a double
 
-  const json::Value full = model_to_json(c);
-  json::Value missing = json::Value::object();
-  for (const auto& [key, value] : full.members())
+  const json full = model_to_json(c);
+  json missing = json::object();
+  for (const auto& [key, value] : full.items())
     if (key != "kv_heads") missing[key] = value;
   const std::string err = error_of([&] { model_from_json(missing, "ckpt/x"); });
   CHECK(err.find("ckpt/x") == 0);
   CHECK(err.find("\"kv_heads\"") != std::string::npos);
-  json::Value fraction = model_to_json(c);
+  json fraction = model_to_json(c);
   fraction["dim"] = 16.5;
   CHECK(error_of([&] { model_from_json(fraction, "m"); }).find("\"dim\"") != std::string::npos);
-  json::Value invalid = model_to_json(c);
+  json invalid = model_to_json(c);
   invalid["heads"] = 3;
   CHECK(error_of([&] { model_from_json(invalid, "m"); }).find("not divisible") !=
         std::string::npos);
@@ -158,25 +157,25 @@ TEST_CASE("checkpoint: TP 2 x ZeRO DP 2 segments reassemble into the exact tenso
                              "rank_00002.safetensors", "rank_00003.safetensors"});
   CHECK(verify(path) == "");
 
-  const json::Value m = json::parse(read_bytes(path + "/manifest.json"));
-  CHECK(m.at("format").as_string() == "tetra-checkpoint");
-  CHECK(m.at("version").as_int() == 1);
-  CHECK(m.at("checksum").as_string() == "crc32c");
-  CHECK(m.at("world_size").as_int() == 4);
-  CHECK(m.at("sampler").at("global_batch").as_int() == 8);
+  const json m = parsed_json(read_bytes(path + "/manifest.json"));
+  CHECK(m.at("format").get<std::string>() == "tetra-checkpoint");
+  CHECK(int_of(m.at("version")) == 1);
+  CHECK(m.at("checksum").get<std::string>() == "crc32c");
+  CHECK(int_of(m.at("world_size")) == 4);
+  CHECK(int_of(m.at("sampler").at("global_batch")) == 8);
   REQUIRE(m.at("shards").size() == 4);
   for (int r = 0; r < 4; ++r) {
-    const json::Value& s = m.at("shards").at(size_t(r));
-    const std::string file = path + "/" + s.at("file").as_string();
-    CHECK(s.at("file").as_string() == "rank_0000" + std::to_string(r) + ".safetensors");
-    CHECK(s.at("bytes").as_int() == int64_t(fs::file_size(file)));
+    const json& s = m.at("shards").at(size_t(r));
+    const std::string file = path + "/" + s.at("file").get<std::string>();
+    CHECK(s.at("file").get<std::string>() == "rank_0000" + std::to_string(r) + ".safetensors");
+    CHECK(int_of(s.at("bytes")) == int64_t(fs::file_size(file)));
     const std::string bytes = read_bytes(file);
-    CHECK(s.at("checksum").as_string() == crc_hex(crc32c(bytes.data(), bytes.size())));
+    CHECK(s.at("checksum").get<std::string>() == crc_hex(crc32c(bytes.data(), bytes.size())));
     // The segment list is metadata: a reader never has to take tensor names apart.
-    const json::Value segs = json::parse(st::Reader(file).metadata().at("segments"));
+    const json segs = parsed_json(st::Reader(file).metadata().at("segments"));
     CHECK(segs.size() * 3 == st::Reader(file).names().size());
-    CHECK(segs.at(0).at("tp_size").as_int() == 2);
-    CHECK(segs.at(0).at("tp_rank").as_int() == r % 2);
+    CHECK(int_of(segs.at(0).at("tp_size")) == 2);
+    CHECK(int_of(segs.at(0).at("tp_rank")) == r % 2);
   }
 
   const Reader r(path);
@@ -255,9 +254,9 @@ TEST_CASE("checkpoint: verify names the file that is corrupt, truncated, missing
     expect_problem = "invalid JSON";
   }
   SUBCASE("a manifest without its shard list") {
-    json::Value m = json::parse(read_bytes(manifest));
-    json::Value without = json::Value::object();
-    for (const auto& [key, value] : m.members())
+    json m = parsed_json(read_bytes(manifest));
+    json without = json::object();
+    for (const auto& [key, value] : m.items())
       if (key != "shards") without[key] = value;
     write_bytes(manifest, without.dump());
     expect_file = manifest;
@@ -272,10 +271,10 @@ TEST_CASE("checkpoint: verify names the file that is corrupt, truncated, missing
     const std::string file = path + "/rank_00000.safetensors";
     const std::string junk = "this is not a safetensors file";
     write_bytes(file, junk);
-    json::Value m = json::parse(read_bytes(manifest));
-    json::Value shards = json::Value::array();
+    json m = parsed_json(read_bytes(manifest));
+    json shards = json::array();
     for (size_t i = 0; i < m.at("shards").size(); ++i) {
-      json::Value s = m.at("shards").at(i);
+      json s = m.at("shards").at(i);
       if (i == 0) {
         s["bytes"] = int64_t(junk.size());
         s["checksum"] = crc_hex(crc32c(junk.data(), junk.size()));

@@ -1,5 +1,5 @@
 // `tetra train --trace`: the Chrome trace of a 4-rank PP 2 x DP 2 interleaved run, read
-// back with tetra's JSON parser. Runs the real `tetra` binary.
+// back with tetra's JSON parsing. Runs the real `tetra` binary.
 #include <doctest/doctest.h>
 
 #include <cstdio>
@@ -9,13 +9,15 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/json.hpp"
+#include "../test_util.hpp"
 #include "spawn.hpp"
 
 namespace {
 
-using tetra::json::Value;
+using tetra::json;
 using tetra::test::count;
+using tetra::test::int_of;
+using tetra::test::parsed_json;
 using tetra::test::tmp_path;
 
 const std::string kModel =
@@ -25,7 +27,7 @@ const std::string kModel =
 struct Span {
   std::string name, lane;
   double ts = 0, dur = 0;
-  Value args;
+  json args;
 };
 
 }  // namespace
@@ -40,21 +42,21 @@ TEST_CASE("trace: spans of every rank, for the traced steps only") {
   REQUIRE(r.status == 0);
   const std::string text = tetra::test::slurp(path);
   std::remove(path.c_str());
-  const Value trace = tetra::json::parse(text);
-  CHECK(trace.at("displayTimeUnit").as_string() == "ms");
+  const json trace = parsed_json(text);
+  CHECK(trace.at("displayTimeUnit").get<std::string>() == "ms");
 
   std::map<int, std::string> processes;
   std::map<int, std::vector<Span>> spans;  // by rank
-  for (const Value& e : trace.at("traceEvents").items()) {
-    const int pid = int(e.at("pid").as_int());
-    if (e.at("ph").as_string() == "M") {
-      if (e.at("name").as_string() == "process_name")
-        processes[pid] = e.at("args").at("name").as_string();
+  for (const json& e : trace.at("traceEvents")) {
+    const int pid = int(int_of(e.at("pid")));
+    if (e.at("ph").get<std::string>() == "M") {
+      if (e.at("name").get<std::string>() == "process_name")
+        processes[pid] = e.at("args").at("name").get<std::string>();
       continue;
     }
-    REQUIRE(e.at("ph").as_string() == "X");
-    spans[pid].push_back({e.at("name").as_string(), e.at("cat").as_string(), e.at("ts").as_double(),
-                          e.at("dur").as_double(), e.at("args")});
+    REQUIRE(e.at("ph").get<std::string>() == "X");
+    spans[pid].push_back({e.at("name").get<std::string>(), e.at("cat").get<std::string>(),
+                          e.at("ts").get<double>(), e.at("dur").get<double>(), e.at("args")});
   }
   REQUIRE(processes.size() == 4);
   CHECK(processes[0] == "rank 0 (tp 0 cp 0 pp 0 dp 0)");
@@ -87,7 +89,7 @@ TEST_CASE("trace: spans of every rank, for the traced steps only") {
       if (s.lane == "wait") ++waits;
       if (s.lane == "comm") {
         ++comm;
-        comm_with_bytes += s.args.at("bytes").as_int() > 0;
+        comm_with_bytes += int_of(s.args.at("bytes")) > 0;
         CHECK(s.args.at("group").is_string());
       }
     }
@@ -126,10 +128,11 @@ TEST_CASE("trace: the traced steps end with the run") {
       tetra::test::tetra_bin() + kModel + " --steps 3 --trace-steps 5 --trace " + path, 60);
   CAPTURE(r.err);
   REQUIRE(r.status == 0);
-  const Value trace = tetra::json::parse(tetra::test::slurp(path));
+  const json trace = parsed_json(tetra::test::slurp(path));
   std::remove(path.c_str());
   std::set<std::string> steps;
-  for (const Value& e : trace.at("traceEvents").items())
-    if (e.has("cat") && e.at("cat").as_string() == "step") steps.insert(e.at("name").as_string());
+  for (const json& e : trace.at("traceEvents"))
+    if (e.contains("cat") && e.at("cat").get<std::string>() == "step")
+      steps.insert(e.at("name").get<std::string>());
   CHECK(steps == std::set<std::string>{"step 1", "step 2"});
 }

@@ -15,8 +15,8 @@
 #include <map>
 #include <optional>
 
-#include "checkpoint/json.hpp"
 #include "model/error.hpp"
+#include "util/json.hpp"
 
 extern char** environ;
 
@@ -145,13 +145,14 @@ class MetricsTail {
     std::vector<StepTime> steps;
     size_t begin = 0;
     for (size_t nl; (nl = text.find('\n', begin)) < complete; begin = nl + 1) {
-      try {
-        const json::Value v = json::parse(text.substr(begin, nl - begin));
-        if (v.is_object() && v.has("step") && v.has("step_ms"))
-          steps.push_back({v.at("step").as_int(), v.at("step_ms").as_double()});
-      } catch (const Error&) {
-        // Not a step record (a torn line, a stray print): it times no step.
-      }
+      // Anything else (a torn line, a stray print, a step that took no finite time) times
+      // no step.
+      json v;
+      if (!parse_json(text.substr(begin, nl - begin), v).empty() || !v.is_object()) continue;
+      const std::optional<int64_t> step =
+          v.contains("step") ? json_int(v.at("step")) : std::nullopt;
+      if (step && v.contains("step_ms") && v.at("step_ms").is_number())
+        steps.push_back({*step, v.at("step_ms").get<double>()});
     }
     return steps;
   }

@@ -11,7 +11,6 @@
 
 #include "checkpoint/gather.hpp"
 #include "checkpoint/hf_io.hpp"
-#include "checkpoint/json.hpp"
 #include "model/init.hpp"
 #include "optim/adamw.hpp"
 #include "optim/clip.hpp"
@@ -21,6 +20,7 @@
 #include "parallel/trace.hpp"
 #include "tools/lib/peak.hpp"
 #include "tools/lib/trainer_checkpoint.hpp"
+#include "util/json.hpp"
 
 namespace tetra {
 namespace {
@@ -369,10 +369,11 @@ void Trainer::report_step(const StepResult& r, std::ofstream& metrics) const {
   std::printf("\n");
   std::fflush(stdout);
   if (metrics.is_open()) {
-    json::Value j = json::Value::object();
-    j["step"] = json::Value(r.step);
-    // A diverged run still gets its record: JSON has no NaN or infinity, so null.
-    auto num = [](double x) { return std::isfinite(x) ? json::Value(x) : json::Value(nullptr); };
+    json j = json::object();
+    j["step"] = r.step;
+    // A diverged run still gets its record: JSON has no NaN or infinity, so null. Finite
+    // values are written with the digits that read back to the same double.
+    auto num = [](double x) { return std::isfinite(x) ? json(x) : json(nullptr); };
     j["loss"] = num(r.loss);
     j["lr"] = num(r.lr);
     j["grad_norm"] = num(r.grad_norm);
@@ -383,10 +384,9 @@ void Trainer::report_step(const StepResult& r, std::ofstream& metrics) const {
     j["comm_share"] = num(r.comm_share);
     j["bubble"] = num(r.bubble);
     j["bubble_formula"] = num(r.bubble_formula);
-    j["peak_memory_bytes"] = json::Value(int64_t(r.peak_memory_bytes));
-    json::Value bytes = json::Value::object();
-    for (const auto& [group, s] : r.comm)
-      bytes[group] = json::Value(int64_t(std::llround(s.bytes)));
+    j["peak_memory_bytes"] = int64_t(r.peak_memory_bytes);
+    json bytes = json::object();
+    for (const auto& [group, s] : r.comm) bytes[group] = int64_t(std::llround(s.bytes));
     j["comm_bytes"] = bytes;
     metrics << j.dump() << "\n";
     metrics.flush();

@@ -10,6 +10,7 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "tools/lib/trainer.hpp"
+#include "util/json.hpp"
 
 namespace tetra {
 
@@ -51,7 +52,7 @@ std::string broadcast_string(MPI_Comm comm, std::string s) {
 void Trainer::resume_from(const std::string& path) {
   const ckpt::Reader r(path);
   const ModelConfig saved = ckpt::model_from_json(r.state().model, path);
-  check(ckpt::model_to_json(saved).dump() == ckpt::model_to_json(cfg_).dump(), "checkpoint '", path,
+  check(ckpt::model_to_json(saved) == ckpt::model_to_json(cfg_), "checkpoint '", path,
         "' holds another model (", saved.str(), "); this run trains ", cfg_.str());
   check(r.state().seed == opt_.seed, "checkpoint '", path, "' was written with --seed ",
         r.state().seed, "; this run has ", opt_.seed, " (the data would differ)");
@@ -89,7 +90,7 @@ double Trainer::save_checkpoint() {
   st.sampler_step = step_;
   st.global_batch = opt_.global_batch;
   st.model = ckpt::model_to_json(cfg_);
-  json::Value l = json::Value::object();
+  json l = json::object();
   l["tp"] = grid_.layout.tp;
   l["cp"] = grid_.layout.cp;
   l["pp"] = grid_.layout.pp;
