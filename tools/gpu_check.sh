@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check: one command for a machine with a GPU, CUDA and Python but no MPI, Eigen,
-# doctest or network. Run tools/gpu_bundle.sh first where the registries are reachable and
-# bring .gpu/ along. Builds with the CUDA backend (and NCCL, from the CUDA toolkit or the
+# doctest, CLI11 or network. Run tools/gpu_bundle.sh first where the registries are reachable
+# and bring .gpu/ along. Builds with the CUDA backend (and NCCL, from the CUDA toolkit or the
 # machine's PyPI nvidia-nccl package), then runs each phase under its own time limit and
 # prints one table (also written to OUTDIR/gpu_check.txt, with a log per phase):
 #   build     cmake + build of tetra, unit_tests and layout_tests
