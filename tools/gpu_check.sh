@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check: one command for a machine with a GPU, CUDA and Python but no MPI, Eigen,
-# doctest, nlohmann-json or network. Run tools/gpu_bundle.sh first where the registries are reachable and
-# bring .gpu/ along. Builds with the CUDA backend (and NCCL, from the CUDA toolkit or the
-# machine's PyPI nvidia-nccl package), then runs each phase under its own time limit and
+# doctest, nlohmann-json, CLI11 or network. Run tools/gpu_bundle.sh first where the registries
+# are reachable and bring .gpu/ along. Builds with the CUDA backend (and NCCL, from the CUDA
+# toolkit or the machine's PyPI nvidia-nccl package), then runs each phase under its own time limit and
 # prints one table (also written to OUTDIR/gpu_check.txt, with a log per phase):
 #   build     cmake + build of tetra, unit_tests and layout_tests
 #   ops       every CUDA op against the CPU backend, each run twice for bit-equality, and the

@@ -20,7 +20,12 @@ RunResult run_on(int ranks, const std::vector<std::string>& args, int steps) {
   MPI_Comm_split(MPI_COMM_WORLD, rank < ranks ? 0 : MPI_UNDEFINED, rank, &sub);
   RunResult r;
   if (sub != MPI_COMM_NULL) {
-    std::vector<std::string> all = tiny_model();
+    // The tiny model's flags less those the layout sets itself (a flag may be given once).
+    std::vector<std::string> all;
+    const std::vector<std::string> model = tiny_model();
+    for (size_t i = 0; i + 1 < model.size(); i += 2)
+      if (std::find(args.begin(), args.end(), model[i]) == args.end())
+        all.insert(all.end(), {model[i], model[i + 1]});
     all.insert(all.end(), args.begin(), args.end());
     // TETRA_TEST_ARGS adds flags to every layout and its reference: tools/gpu_check.sh runs the
     // layouts on the GPU with "--device cuda --comm mpi".

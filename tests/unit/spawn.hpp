@@ -35,6 +35,19 @@ inline int count(const std::string& text, const std::string& what) {
   return n;
 }
 
+// DEFAULTS ("--flag value" pairs) less the flags ARGS give, then ARGS: tetra refuses a flag
+// given twice, so a test's own value must replace the default rather than follow it.
+inline std::string with_defaults(const std::string& defaults, const std::string& args) {
+  std::istringstream words(args);
+  std::string given = " ";
+  for (std::string w; words >> w;) given += w.substr(0, w.find('=')) + " ";
+  std::istringstream pairs(defaults);
+  std::string out;
+  for (std::string flag, value; pairs >> flag >> value;)
+    if (given.find(" " + flag + " ") == std::string::npos) out += flag + " " + value + " ";
+  return out + args;
+}
+
 // The tetra binary and mpirun with as many ranks as asked, oversubscribing the cores.
 inline std::string tetra_bin() {
   return TETRA_BINARY;

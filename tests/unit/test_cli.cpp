@@ -18,16 +18,18 @@ namespace {
 
 using tetra::test::count;
 using tetra::test::tmp_path;
+using tetra::test::with_defaults;
 
 std::string tmp(const std::string& name) {
   return tmp_path("cli_" + name);
 }
 
-// Runs `[mpirun -np N] tetra train ARGS` with a 60 s limit.
+// Runs `[mpirun -np N] tetra train ARGS` with a 60 s limit, one step and a fixed peak unless
+// ARGS say otherwise.
 tetra::test::Spawned run(const std::string& args, int ranks = 0) {
   return tetra::test::spawn((ranks > 0 ? tetra::test::mpirun(ranks) : std::string()) +
-                                tetra::test::tetra_bin() + " train --steps 1 --peak-tflops 1 " +
-                                args,
+                                tetra::test::tetra_bin() + " train " +
+                                tetra::test::with_defaults("--steps 1 --peak-tflops 1", args),
                             60);
 }
 
@@ -83,7 +85,9 @@ TEST_CASE("cli: flags and model shapes") {
   expect_error("--tp 4294967297", "out of range");
   expect_error("--inject-failure 3@1", "--inject-failure names rank 3 of 1");
   expect_error("--inject-failure 0@5", "after the last step (0)");
-  expect_error("--resume=", "--resume takes auto, never or a checkpoint directory");
+  expect_error("--resume \"\"", "--resume takes auto, never or a checkpoint directory");
+  expect_error("--resume=", "--resume needs a value");
+  expect_error("--steps 2 --steps 3", "--steps is given more than once");
 }
 
 TEST_CASE("cli: odd sequence lengths and diverging runs still end cleanly") {
@@ -200,23 +204,30 @@ TEST_CASE("cli: init files") {
 
 TEST_CASE("cli: layouts under mpirun stop every rank with one message") {
   const std::string model = "--layers 2 --dim 32 --heads 4 --kv-heads 2 --ffn-dim 32 --seq-len 8 ";
-  expect_error(model + "--tp 3", "does not divide the 4 ranks", 4);
-  expect_error(model + "--tp 2 --dp 3", "must equal the number of ranks (4)", 4);
-  expect_error(model + "--dp 4 --global-batch 6", "--global-batch 6 is not divisible by DP 4", 4);
-  expect_error(model + "--dp 2 --global-batch 4 --micro-batch 4",
+  expect_error(with_defaults(model, "--tp 3"), "does not divide the 4 ranks", 4);
+  expect_error(with_defaults(model, "--tp 2 --dp 3"), "must equal the number of ranks (4)", 4);
+  expect_error(with_defaults(model, "--dp 4 --global-batch 6"),
+               "--global-batch 6 is not divisible by DP 4", 4);
+  expect_error(with_defaults(model, "--dp 2 --global-batch 4 --micro-batch 4"),
                "is not divisible by DP * micro-batch = 2 * 4", 2);
-  expect_error(model + "--zero 0", "--zero must be 1, 2 or 3", 2);
-  expect_error(model + "--tp 4 --heads 6 --dim 48 --kv-heads 2",
+  expect_error(with_defaults(model, "--zero 0"), "--zero must be 1, 2 or 3", 2);
+  expect_error(with_defaults(model, "--tp 4 --heads 6 --dim 48 --kv-heads 2"),
                "--heads 6 is not divisible by TP 4", 4);
-  expect_error(model + "--tp 4 --heads 4 --kv-heads 2", "--kv-heads 2 is not divisible by TP 4", 4);
-  expect_error(model + "--tp 4 --heads 4 --kv-heads 4 --ffn-dim 30",
+  expect_error(with_defaults(model, "--tp 4 --heads 4 --kv-heads 2"),
+               "--kv-heads 2 is not divisible by TP 4", 4);
+  expect_error(with_defaults(model, "--tp 4 --heads 4 --kv-heads 4 --ffn-dim 30"),
                "--ffn-dim 30 is not divisible by TP 4", 4);
-  expect_error(model + "--tp 2 --sp --global-batch 1 --seq-len 7", "which does not divide them", 2);
-  expect_error(model + "--pp 2 --global-batch 2 --micro-batch 2", "fewer than PP = 2 stages", 2);
-  expect_error(model + "--pp 2 --schedule interleaved --global-batch 5 --micro-batch 1",
+  expect_error(with_defaults(model, "--tp 2 --sp --global-batch 1 --seq-len 7"),
+               "which does not divide them", 2);
+  expect_error(with_defaults(model, "--pp 2 --global-batch 2 --micro-batch 2"),
+               "fewer than PP = 2 stages", 2);
+  expect_error(
+      with_defaults(model, "--pp 2 --schedule interleaved --global-batch 5 --micro-batch 1"),
+      "interleaved", 2);
+  expect_error(with_defaults(model, "--pp 2 --vpp 2 --global-batch 4"),
+               "4 chunks is more than the 2 layers", 2);
+  expect_error(with_defaults(model, "--pp 2 --vpp 2 --schedule 1f1b --layers 4 --global-batch 4"),
                "interleaved", 2);
-  expect_error(model + "--pp 2 --vpp 2 --global-batch 4", "4 chunks is more than the 2 layers", 2);
-  expect_error(model + "--pp 2 --vpp 2 --schedule 1f1b --layers 4 --global-batch 4", "interleaved",
-               2);
-  expect_error(model + "--cp 2 --seq-len 6", "--seq-len 6 is not divisible by 2*CP = 4", 2);
+  expect_error(with_defaults(model, "--cp 2 --seq-len 6"),
+               "--seq-len 6 is not divisible by 2*CP = 4", 2);
 }

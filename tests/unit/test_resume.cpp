@@ -30,7 +30,8 @@ struct Dir {
 };
 
 std::string train(int ranks, const std::string& args) {
-  return (ranks > 1 ? mpirun(ranks) : std::string()) + tetra_bin() + " train" + kModel + args;
+  return (ranks > 1 ? mpirun(ranks) : std::string()) + tetra_bin() + " train " +
+         with_defaults(kModel, args);
 }
 
 // Losses by step from a metrics file (the last record of each step wins).

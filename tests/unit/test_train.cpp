@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -20,11 +21,16 @@ using namespace tetra;
 
 namespace {
 
+// The tiny model's flags, less those `extra` gives itself (a flag may be given only once).
 TrainOptions tiny(std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {"--layers",       "2", "--dim",     "32", "--heads",   "4",
-                                   "--kv-heads",     "2", "--ffn-dim", "64", "--seq-len", "16",
-                                   "--global-batch", "4", "--steps",   "6",  "--warmup",  "2",
-                                   "--peak-tflops",  "1"};
+  const std::vector<std::string> model = {
+      "--layers",  "2",  "--dim",         "32", "--heads",        "4", "--kv-heads", "2",
+      "--ffn-dim", "64", "--seq-len",     "16", "--global-batch", "4", "--steps",    "6",
+      "--warmup",  "2",  "--peak-tflops", "1"};
+  std::vector<std::string> args;
+  for (size_t i = 0; i + 1 < model.size(); i += 2)
+    if (std::find(extra.begin(), extra.end(), model[i]) == extra.end())
+      args.insert(args.end(), {model[i], model[i + 1]});
   args.insert(args.end(), extra.begin(), extra.end());
   return parse_train_options(args);
 }

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +15,7 @@
 #include <optional>
 
 #include "model/error.hpp"
+#include "tools/lib/options.hpp"
 #include "util/json.hpp"
 
 extern char** environ;
@@ -23,57 +23,10 @@ extern char** environ;
 namespace tetra {
 namespace {
 
-const char* kLaunchUsage =
-    "usage: tetra launch [--restarts N] [--quiet] -- COMMAND ARGS...\n\n"
-    "Runs COMMAND; when it fails, reruns it with --resume auto. Attempt k sees\n"
-    "TETRA_RESTART=k. Step times come from the command's --metrics file (a temporary one\n"
-    "is added when it has none); the summary gives lost steps and goodput.\n\n"
-    "  --restarts N   reruns allowed after failures (default 3)\n"
-    "  --quiet        no notes on stderr between attempts (the summary is still printed)\n";
-
-struct LaunchOptions {
-  int restarts = 3;
-  bool quiet = false;
-  bool help = false;
-  std::vector<std::string> command;
-};
-
 // A command that cannot be started at all: rerunning it cannot help.
 struct StartError : Error {
   using Error::Error;
 };
-
-LaunchOptions parse_launch_options(const std::vector<std::string>& args) {
-  LaunchOptions o;
-  size_t i = 0;
-  for (; i < args.size() && args[i] != "--"; ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      o.help = true;
-      return o;
-    }
-    if (a == "--quiet") {
-      o.quiet = true;
-    } else if (a == "--restarts" || a.rfind("--restarts=", 0) == 0) {
-      std::string v;
-      if (a == "--restarts") {
-        check(i + 1 < args.size(), "--restarts needs a value (N)");
-        v = args[++i];
-      } else {
-        v = a.substr(a.find('=') + 1);
-      }
-      const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), o.restarts);
-      check(ec == std::errc() && end == v.data() + v.size() && o.restarts >= 0,
-            "--restarts takes a non-negative integer (got '", v, "')");
-    } else {
-      fail("unknown launch flag '", a, "'\n", kLaunchUsage);
-    }
-  }
-  check(i < args.size(), "tetra launch needs '--' before the command\n", kLaunchUsage);
-  o.command.assign(args.begin() + i + 1, args.end());
-  check(!o.command.empty(), "no command after '--'\n", kLaunchUsage);
-  return o;
-}
 
 // Where the command gives a flag the supervisor reads or rewrites. The trainer accepts both
 // `--flag V` and `--flag=V`, so the value is either the next token or the tail of this one.
@@ -82,7 +35,8 @@ struct FlagSpot {
   size_t offset = 0;  // where the value starts in it
 };
 
-// The last occurrence wins, as in the trainer's parser. cmd[0] is the program, not a flag.
+// The last occurrence, should there be several (the trainer refuses that with exit status 2,
+// which ends the supervision). cmd[0] is the program, not a flag.
 std::optional<FlagSpot> find_flag(const std::vector<std::string>& cmd, const std::string& flag) {
   std::optional<FlagSpot> spot;
   for (size_t i = 1; i < cmd.size(); ++i) {
@@ -313,11 +267,14 @@ int run_launch(const std::vector<std::string>& args) {
   std::optional<FlagSpot> resume;
   std::string metrics_path;
   try {
-    opt = parse_launch_options(args);
-    if (opt.help) {
-      std::printf("%s", kLaunchUsage);
+    std::vector<std::string> line = {"launch"};
+    line.insert(line.end(), args.begin(), args.end());
+    const CommandLine cli = parse_command_line(line);
+    if (!cli.help.empty()) {
+      std::printf("%s", cli.help.c_str());
       return 0;
     }
+    opt = cli.launch;
     base = opt.command;
     if (const auto spot = find_flag(base, "--metrics")) {
       metrics_path = base[spot->index].substr(spot->offset);

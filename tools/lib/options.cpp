@@ -1,261 +1,410 @@
 #include "tools/lib/options.hpp"
 
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <charconv>
 #include <cmath>
-#include <cstdint>
-#include <functional>
-#include <map>
-#include <sstream>
+#include <limits>
+#include <type_traits>
+#include <utility>
 
 #include "model/error.hpp"
 
 namespace tetra {
 namespace {
 
-int64_t to_int(const std::string& flag, const std::string& v) {
-  size_t used = 0;
-  int64_t x = 0;
-  try {
-    x = std::stoll(v, &used);
-  } catch (...) {
-    used = 0;
+// Value checks, as CLI11 validators that word a refusal the way tetra always has. CLI11
+// reports it as "--flag: <words>"; reworded() below makes that "--flag <words>".
+
+// Whole numbers in base 10 that fit T. The value goes on to CLI11 spelled canonically:
+// CLI11's own conversion would read "010" as octal and "0x10" as hexadecimal.
+template <typename T>
+CLI::Validator integer() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        T x{};
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+        if (ec == std::errc::result_out_of_range)
+          return "takes an integer (got '" + s + "', out of range)";
+        if (ec != std::errc() || end != s.data() + s.size())
+          return "takes an integer (got '" + s + "')";
+        s = std::to_string(x);
+        return {};
+      },
+      "");
+}
+
+// Finite numbers, read as CLI11 then reads them.
+CLI::Validator finite() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        double x = 0;
+        if (!s.empty() && CLI::detail::lexical_cast(s, x) && std::isfinite(x)) return {};
+        return "takes a finite number (got '" + s + "')";
+      },
+      "");
+}
+
+// What `v` (a CLI11 range) accepts; a refusal reads "must be positive (got 0)".
+CLI::Validator rule(const CLI::Validator& v, const std::string& words) {
+  return CLI::Validator(
+      [v, words](std::string& s) -> std::string {
+        return v(std::as_const(s)).empty() ? std::string() : words + " (got " + s + ")";
+      },
+      "");
+}
+
+// One of `values` (CLI::IsMember); a refusal lists them: "takes none or full (got 'x')".
+CLI::Validator one_of(const std::vector<std::string>& values) {
+  std::string list;
+  for (size_t i = 0; i < values.size(); ++i)
+    list += (i == 0 ? "" : i + 1 < values.size() ? ", " : " or ") + values[i];
+  return CLI::Validator(
+      [member = CLI::IsMember(values), list](std::string& s) -> std::string {
+        return member(std::as_const(s)).empty() ? std::string()
+                                                : "takes " + list + " (got '" + s + "')";
+      },
+      "");
+}
+
+const CLI::Validator kPositive = rule(CLI::PositiveNumber, "must be positive");
+const CLI::Validator kNonNegative = rule(CLI::NonNegativeNumber, "must not be negative");
+const CLI::Validator kAtLeast1 =
+    rule(CLI::Range(1.0, std::numeric_limits<double>::max()), "must be at least 1");
+
+// Adds `--name METAVAR` writing into `field`, its value checked against the field's type and
+// its default read off the field for --help ("" for an empty string: the option is off).
+template <typename T>
+CLI::Option* add(CLI::App& app, const std::string& name, T& field, const std::string& metavar,
+                 const std::string& help) {
+  CLI::Option* opt = app.add_option(name, field, help)->type_name(metavar)->capture_default_str();
+  if constexpr (std::is_floating_point_v<T>) {
+    opt->check(finite());
+  } else if constexpr (std::is_integral_v<T>) {
+    // An unsigned field (the seed) takes any int64, a negative one wrapping around.
+    opt->transform(integer<std::make_signed_t<T>>());
   }
-  check(used == v.size() && !v.empty(), flag, " takes an integer (got '", v, "')");
-  return x;
+  if (opt->get_default_str().empty()) opt->default_str("\"\"");
+  return opt;
 }
 
-double to_double(const std::string& flag, const std::string& v) {
-  size_t used = 0;
-  double x = 0;
-  try {
-    x = std::stod(v, &used);
-  } catch (...) {
-    used = 0;
+// Adds `--name a|b|c` taking one of `values`.
+CLI::Option* add_choice(CLI::App& app, const std::string& name, std::string& field,
+                        const std::vector<std::string>& values, const std::string& help) {
+  std::string metavar;
+  for (const std::string& v : values) metavar += (metavar.empty() ? "" : "|") + v;
+  return add(app, name, field, metavar, help)->check(one_of(values));
+}
+
+// Adds a switch: given once, without a value, it turns `field` on.
+CLI::Option* add_switch(CLI::App& app, const std::string& name, bool& field,
+                        const std::string& help) {
+  return app.add_flag(name, field, help)
+      ->multi_option_policy(CLI::MultiOptionPolicy::Throw)
+      ->disable_flag_override()
+      ->default_str("off");
+}
+
+void add_train_options(CLI::App& app, TrainOptions& o) {
+  app.option_defaults()->group("Layout");
+  add(app, "--tp", o.tp, "N", "tensor-parallel ranks (Megatron column/row splits)")
+      ->check(kAtLeast1);
+  add(app, "--cp", o.cp, "N", "context-parallel ranks (sequence cut into 2*CP chunks)")
+      ->check(kAtLeast1);
+  add(app, "--pp", o.pp, "N", "pipeline stages")->check(kAtLeast1);
+  add(app, "--dp", o.dp, "N", "data-parallel ranks (0: world / (TP*CP*PP))")->check(kNonNegative);
+  add_switch(app, "--sp", o.sp,
+             "sequence parallelism: norms and residuals split over TP along the tokens");
+  add(app, "--vpp", o.vpp, "V", "virtual pipeline stages per rank (interleaved schedule)")
+      ->check(kAtLeast1);
+  add_choice(app, "--schedule", o.schedule, {"gpipe", "1f1b", "interleaved"}, "pipeline schedule");
+
+  app.option_defaults()->group("Model");
+  add(app, "--layers", o.model.layers, "L", "transformer blocks")->check(kPositive);
+  add(app, "--dim", o.model.dim, "D", "model width")->check(kPositive);
+  add(app, "--heads", o.model.heads, "H", "attention heads")->check(kPositive);
+  add(app, "--kv-heads", o.model.kv_heads, "K", "key/value heads (grouped-query attention)")
+      ->check(kPositive);
+  add(app, "--ffn-dim", o.model.ffn_dim, "F", "SwiGLU hidden width")->check(kPositive);
+  add(app, "--seq-len", o.model.seq_len, "S", "tokens per sequence")->check(kPositive);
+  add(app, "--rope-theta", o.model.rope_theta, "X", "RoPE base")->check(kPositive);
+
+  app.option_defaults()->group("Batch");
+  add(app, "--micro-batch", o.micro_batch, "B", "sequences per micro-batch (0: G / (DP*PP))")
+      ->check(kNonNegative);
+  add(app, "--global-batch", o.global_batch, "G",
+      "sequences per step, over all data-parallel ranks")
+      ->check(kPositive);
+  add(app, "--vocab", o.data_vocab, "V",
+      "token vocabulary of the data (the model pads it to a multiple of 128)")
+      ->check(kPositive);
+
+  app.option_defaults()->group("Optimisation");
+  add(app, "--steps", o.steps, "N", "optimizer steps")->check(kPositive);
+  add(app, "--lr", o.lr, "X", "peak learning rate")->check(kPositive);
+  add(app, "--min-lr", o.min_lr, "X", "final learning rate of the cosine")
+      ->check(kNonNegative)
+      ->default_str("lr/10");
+  add(app, "--warmup", o.warmup, "N", "linear warmup steps")->check(kNonNegative);
+  add(app, "--weight-decay", o.weight_decay, "X", "AdamW decay on 2-D tensors")
+      ->check(kNonNegative);
+  add(app, "--clip", o.clip, "X", "global gradient-norm clip (0: off)")->check(kNonNegative);
+  add(app, "--seed", o.seed, "N", "seed of the weights and the synthetic data");
+  add(app, "--zero", o.zero, "1|2|3",
+      "ZeRO stage: shard Adam state (1), + gradients (2), + weights (3)")
+      ->check(rule(CLI::Range(1, 3), "must be 1, 2 or 3"));
+  app.add_option_function<std::string>(
+         "--recompute", [&o](const std::string& v) { o.recompute = v == "full"; },
+         "recompute each block's forward during backward")
+      ->type_name("none|full")
+      ->check(one_of({"none", "full"}))
+      ->default_str(o.recompute ? "full" : "none");
+
+  app.option_defaults()->group("Input");
+  add(app, "--data", o.data, "SRC", "synthetic, a text file, or an llm.c .bin token shard");
+  add(app, "--init-from", o.init_from, "FILE", "start from a Hugging Face Llama safetensors file");
+
+  app.option_defaults()->group("Device");
+  add_choice(app, "--device", o.device, {"cpu", "cuda", "guarded-cpu"},
+             "where each rank computes; guarded-cpu: the CPU backend with memory host code "
+             "cannot touch, a test configuration");
+  add_choice(app, "--dtype", o.dtype, {"fp32", "bf16"}, "compute precision (bf16 needs cuda)");
+  add_choice(app, "--comm", o.comm, {"auto", "nccl", "mpi"},
+             "device collectives: auto = NCCL for groups whose ranks each have a GPU of their "
+             "own, else MPI through host memory");
+
+  app.option_defaults()->group("Checkpoints and faults");
+  add(app, "--ckpt-dir", o.ckpt_dir, "DIR", "write sharded checkpoints here");
+  add(app, "--ckpt-every", o.ckpt_every, "N",
+      "checkpoint every N steps and after the last (0: never)")
+      ->check(kNonNegative);
+  add(app, "--keep", o.keep, "K", "keep the newest K checkpoints")->check(kAtLeast1);
+  add(app, "--resume", o.resume, "auto|never|DIR",
+      "auto: continue from the newest checkpoint in --ckpt-dir that verifies")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            return s.empty() ? "takes auto, never or a checkpoint directory" : "";
+          },
+          ""));
+  add(app, "--inject-failure", o.inject_failure, "R@S[:MODE]",
+      "fail rank R at step S, first attempt only: kill, ckpt, hang, slow=MS");
+  add(app, "--timeout", o.timeout, "SECONDS", "abort the job when a collective blocks this long")
+      ->check(kNonNegative);
+
+  app.option_defaults()->group("Output");
+  add(app, "--metrics", o.metrics, "FILE", "append one JSON object per step");
+  add(app, "--trace", o.trace, "FILE",
+      "write a Chrome trace (Perfetto) of compute, comm and waits per rank");
+  add(app, "--trace-steps", o.trace_steps, "N", "steps to trace, after the first (warm-up) step")
+      ->check(kAtLeast1);
+  add(app, "--export", o.export_path, "FILE",
+      "write the final weights, whole, as one safetensors file");
+  add(app, "--peak-tflops", o.peak_tflops, "X",
+      "peak per device for MFU (0: a table of known GPUs, else a CPU probe)")
+      ->check(kNonNegative);
+}
+
+void add_launch_options(CLI::App& app, LaunchOptions& o) {
+  add(app, "--restarts", o.restarts, "N", "reruns allowed after failures")->check(kNonNegative);
+  add_switch(app, "--quiet", o.quiet,
+             "no notes on stderr between attempts (the summary is still printed)");
+}
+
+// CLI11's help layout, but a switch shows its default too ("--sp [off]"), so that every
+// flag in --help carries its default.
+class Formatter : public CLI::Formatter {
+ public:
+  std::string make_option_opts(const CLI::Option* opt) const override {
+    if (opt->get_expected_max() != 0 || opt->get_default_str().empty())
+      return CLI::Formatter::make_option_opts(opt);
+    return " [" + opt->get_default_str() + "]";
   }
-  check(used == v.size() && !v.empty() && std::isfinite(x), flag, " takes a finite number (got '",
-        v, "')");
-  return x;
-}
-
-int to_i32(const std::string& flag, const std::string& v) {
-  const int64_t x = to_int(flag, v);
-  check(x >= INT32_MIN && x <= INT32_MAX, flag, " takes an integer (got '", v, "', out of range)");
-  return int(x);
-}
-
-struct Flag {
-  std::string name, arg, help;
-  std::function<void(TrainOptions&, const std::string&)> set;
 };
 
-std::vector<Flag> flags() {
-  auto i32 = [](int TrainOptions::*f) {
-    return [f](TrainOptions& o, const std::string& v) { o.*f = to_i32("", v); };
-  };
-  auto i64 = [](int64_t TrainOptions::*f) {
-    return [f](TrainOptions& o, const std::string& v) { o.*f = to_int("", v); };
-  };
-  auto dbl = [](double TrainOptions::*f) {
-    return [f](TrainOptions& o, const std::string& v) { o.*f = to_double("", v); };
-  };
-  auto str = [](std::string TrainOptions::*f) {
-    return [f](TrainOptions& o, const std::string& v) { o.*f = v; };
-  };
-  auto model = [](int ModelConfig::*f) {
-    return [f](TrainOptions& o, const std::string& v) { o.model.*f = to_i32("", v); };
-  };
-  return {
-      {"--tp", "N", "tensor-parallel ranks (Megatron column/row splits)", i32(&TrainOptions::tp)},
-      {"--cp", "N", "context-parallel ranks (sequence cut into 2*CP chunks)",
-       i32(&TrainOptions::cp)},
-      {"--pp", "N", "pipeline stages", i32(&TrainOptions::pp)},
-      {"--dp", "N", "data-parallel ranks (default: world / (TP*CP*PP))", i32(&TrainOptions::dp)},
-      {"--sp", "", "sequence parallelism: norms and residuals split over TP along the tokens",
-       nullptr},
-      {"--vpp", "V", "virtual pipeline stages per rank (interleaved schedule)",
-       i32(&TrainOptions::vpp)},
-      {"--schedule", "S", "pipeline schedule: gpipe, 1f1b or interleaved",
-       str(&TrainOptions::schedule)},
-      {"--layers", "L", "transformer blocks", model(&ModelConfig::layers)},
-      {"--dim", "D", "model width", model(&ModelConfig::dim)},
-      {"--heads", "H", "attention heads", model(&ModelConfig::heads)},
-      {"--kv-heads", "K", "key/value heads (grouped-query attention)",
-       model(&ModelConfig::kv_heads)},
-      {"--ffn-dim", "F", "SwiGLU hidden width", model(&ModelConfig::ffn_dim)},
-      {"--seq-len", "S", "tokens per sequence", model(&ModelConfig::seq_len)},
-      {"--rope-theta", "X", "RoPE base",
-       [](TrainOptions& o, const std::string& v) { o.model.rope_theta = to_double("", v); }},
-      {"--micro-batch", "B", "sequences per micro-batch (default: G / (DP*PP))",
-       i32(&TrainOptions::micro_batch)},
-      {"--global-batch", "G", "sequences per step, over all data-parallel ranks",
-       i32(&TrainOptions::global_batch)},
-      {"--vocab", "V", "token vocabulary of the data (the model pads it to a multiple of 128)",
-       i64(&TrainOptions::data_vocab)},
-      {"--steps", "N", "optimizer steps", i64(&TrainOptions::steps)},
-      {"--lr", "X", "peak learning rate", dbl(&TrainOptions::lr)},
-      {"--min-lr", "X", "final learning rate of the cosine (default lr/10)",
-       dbl(&TrainOptions::min_lr)},
-      {"--warmup", "N", "linear warmup steps", i64(&TrainOptions::warmup)},
-      {"--weight-decay", "X", "AdamW decay on 2-D tensors", dbl(&TrainOptions::weight_decay)},
-      {"--clip", "X", "global gradient-norm clip (0: off)", dbl(&TrainOptions::clip)},
-      {"--seed", "N", "seed of the weights and the synthetic data",
-       [](TrainOptions& o, const std::string& v) { o.seed = uint64_t(to_int("", v)); }},
-      {"--zero", "1|2|3", "ZeRO stage: shard Adam state (1), + gradients (2), + weights (3)",
-       i32(&TrainOptions::zero)},
-      {"--recompute", "none|full", "recompute each block's forward during backward",
-       [](TrainOptions& o, const std::string& v) {
-         check(v == "none" || v == "full", "--recompute takes none or full (got '", v, "')");
-         o.recompute = v == "full";
-       }},
-      {"--data", "SRC", "synthetic, a text file, or an llm.c .bin token shard",
-       str(&TrainOptions::data)},
-      {"--init-from", "FILE", "start from a Hugging Face Llama safetensors file",
-       str(&TrainOptions::init_from)},
-      {"--device", "cpu|cuda|guarded-cpu",
-       "where each rank computes; guarded-cpu: the CPU backend with memory host code cannot "
-       "touch, a test configuration",
-       str(&TrainOptions::device)},
-      {"--dtype", "fp32|bf16", "compute precision (bf16 needs cuda)", str(&TrainOptions::dtype)},
-      {"--comm", "auto|nccl|mpi",
-       "device collectives: auto = NCCL for groups whose ranks each have a GPU of their own, "
-       "else MPI through host memory",
-       str(&TrainOptions::comm)},
-      {"--ckpt-dir", "DIR", "write sharded checkpoints here", str(&TrainOptions::ckpt_dir)},
-      {"--ckpt-every", "N", "checkpoint every N steps and after the last (0: never)",
-       i64(&TrainOptions::ckpt_every)},
-      {"--keep", "K", "keep the newest K checkpoints [3]", i32(&TrainOptions::keep)},
-      {"--resume", "auto|never|DIR",
-       "auto: continue from the newest checkpoint in --ckpt-dir that verifies [auto]",
-       str(&TrainOptions::resume)},
-      {"--inject-failure", "R@S[:MODE]",
-       "fail rank R at step S, first attempt only: kill, ckpt, hang, slow=MS",
-       str(&TrainOptions::inject_failure)},
-      {"--timeout", "SECONDS", "abort the job when a collective blocks this long [300]",
-       dbl(&TrainOptions::timeout)},
-      {"--metrics", "FILE", "append one JSON object per step", str(&TrainOptions::metrics)},
-      {"--trace", "FILE", "write a Chrome trace (Perfetto) of compute, comm and waits per rank",
-       str(&TrainOptions::trace)},
-      {"--trace-steps", "N", "steps to trace, after the first (warm-up) step",
-       i64(&TrainOptions::trace_steps)},
-      {"--export", "FILE", "write the final weights, whole, as one safetensors file",
-       str(&TrainOptions::export_path)},
-      {"--peak-tflops", "X", "peak per device for MFU (default: table or CPU probe)",
-       dbl(&TrainOptions::peak_tflops)},
-  };
+// Settings every (sub)command shares. Extras are allowed so that tetra, not CLI11, words the
+// error for an unknown flag (see leftover()); options refuse a second value.
+void configure(CLI::App& app) {
+  app.allow_extras();
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::Throw);
+}
+
+// The subcommands given, outermost first: {tetra, train} or {tetra, ckpt, verify}.
+std::vector<const CLI::App*> chain(const CLI::App& app) {
+  std::vector<const CLI::App*> apps = {&app};
+  while (!apps.back()->get_subcommands().empty())
+    apps.push_back(apps.back()->get_subcommands().front());
+  return apps;
+}
+
+std::string path_of(const std::vector<const CLI::App*>& apps) {
+  std::string path;
+  for (const CLI::App* a : apps) path += (path.empty() ? "" : " ") + a->get_name();
+  return path;
+}
+
+// The first argument no (sub)command took, innermost command first (an unknown flag stays
+// with the subcommand it follows, a stray word may go up to its parent); empty if none.
+std::string leftover(const std::vector<const CLI::App*>& apps) {
+  for (auto a = apps.rbegin(); a != apps.rend(); ++a)
+    if (!(*a)->remaining().empty()) return (*a)->remaining().front();
+  return {};
+}
+
+std::string unexpected(const std::vector<const CLI::App*>& apps, const std::string& arg) {
+  const bool wants_command = apps.back()->get_require_subcommand_min() > 0;
+  const std::string kind = arg.rfind('-', 0) == 0 ? "unknown flag"
+                           : wants_command        ? "unknown command"
+                                                  : "unexpected argument";
+  return kind + " '" + arg + "' (see " + path_of(apps) + " --help)";
+}
+
+// Whether CLI11's message is about option `opt`: it starts with the option's name, with or
+// without its dashes ("--dim: ...", "sp was given ..."). The rest of the message follows.
+bool about(const std::string& what, const CLI::Option& opt, std::string& rest) {
+  for (const std::string& name : {opt.get_name(), opt.get_name().substr(2)}) {
+    if (what.rfind(name + ": ", 0) == 0)
+      rest = what.substr(name.size() + 2);
+    else if (what.rfind(name + " ", 0) == 0)
+      rest = what.substr(name.size() + 1);
+    else
+      continue;
+    return true;
+  }
+  return false;
+}
+
+// CLI11's error in tetra's words, naming the flag: "--dim takes an integer (got 'x')",
+// "--dim needs a value (D)", "--dim is given more than once".
+std::string reworded(const CLI::App& app, const CLI::ParseError& e) {
+  const std::string what = e.what();
+  const std::vector<const CLI::App*> apps = chain(app);
+  for (const CLI::App* a : apps) {
+    for (const CLI::Option* opt :
+         a->get_options([](const CLI::Option* o) { return !o->get_positional(); })) {
+      const std::string name = opt->get_name();
+      std::string rest;
+      if (!about(what, *opt, rest)) continue;
+      if (dynamic_cast<const CLI::ValidationError*>(&e)) return name + " " + rest;
+      if (dynamic_cast<const CLI::ArgumentMismatch*>(&e)) {
+        if (opt->count() > 1) return name + " is given more than once";
+        if (opt->get_expected_max() == 0) return name + " takes no value";
+        return name + " needs a value (" + opt->get_type_name() + ")";
+      }
+    }
+  }
+  if (dynamic_cast<const CLI::RequiredError*>(&e)) {
+    if (const std::string arg = leftover(apps); !arg.empty()) return unexpected(apps, arg);
+    const CLI::App& last = *apps.back();
+    if (last.get_require_subcommand_min() > 0) {
+      if (apps.size() == 1) return "no command given (see tetra --help)";
+      std::string names;
+      for (const CLI::App* sub : last.get_subcommands([](const CLI::App*) { return true; }))
+        names += (names.empty() ? "" : " or ") + sub->get_name();
+      return path_of(apps) + " needs a command: " + names;
+    }
+    for (const CLI::Option* opt : last.get_options())
+      if (opt->get_positional() && opt->count() == 0)
+        return path_of(apps) + " needs " + opt->get_name();
+  }
+  return path_of(apps) + ": " + what;
 }
 
 }  // namespace
 
-std::string train_help() {
-  std::ostringstream os;
-  os << "usage: [mpirun -np N] tetra train [flags]\n\n"
-        "Trains a Llama-style model on N ranks laid out as TP x CP x PP x DP\n"
-        "(rank = tp + TP*(cp + CP*(pp + PP*dp))); the product must equal N.\n\nflags [default]:\n";
-  // Defaults read off a default TrainOptions, so the help cannot drift from the code.
-  const TrainOptions d;
-  auto num = [](double x) {
-    std::ostringstream n;
-    n << x;
-    return n.str();
-  };
-  const std::map<std::string, std::string> defaults = {
-      {"--tp", num(d.tp)},
-      {"--cp", num(d.cp)},
-      {"--pp", num(d.pp)},
-      {"--vpp", num(d.vpp)},
-      {"--schedule", d.schedule},
-      {"--layers", num(d.model.layers)},
-      {"--dim", num(d.model.dim)},
-      {"--heads", num(d.model.heads)},
-      {"--kv-heads", num(d.model.kv_heads)},
-      {"--ffn-dim", num(d.model.ffn_dim)},
-      {"--seq-len", num(d.model.seq_len)},
-      {"--rope-theta", num(d.model.rope_theta)},
-      {"--global-batch", num(d.global_batch)},
-      {"--vocab", num(double(d.data_vocab))},
-      {"--steps", num(double(d.steps))},
-      {"--lr", num(d.lr)},
-      {"--warmup", num(double(d.warmup))},
-      {"--weight-decay", num(d.weight_decay)},
-      {"--clip", num(d.clip)},
-      {"--seed", num(double(d.seed))},
-      {"--zero", num(d.zero)},
-      {"--trace-steps", num(double(d.trace_steps))},
-      {"--data", d.data},
-      {"--device", d.device},
-      {"--dtype", d.dtype},
-      {"--comm", d.comm},
-  };
-  for (const Flag& f : flags()) {
-    std::string left = "  " + f.name + " " + f.arg;
-    left.resize(std::max<size_t>(left.size() + 1, 28), ' ');
-    auto it = defaults.find(f.name);
-    os << left << f.help << (it != defaults.end() ? " [" + it->second + "]" : "") << "\n";
+std::unique_ptr<CLI::App> make_app(CommandLine& into) {
+  auto app = std::make_unique<CLI::App>(
+      "tetra trains Llama-style transformers on N ranks laid out as TP x CP x PP x DP.", "tetra");
+  auto formatter = std::make_shared<Formatter>();
+  formatter->column_width(42);
+  app->formatter(formatter);
+  configure(*app);
+  app->require_subcommand(1);
+
+  CLI::App* train =
+      app->add_subcommand("train", "train a model on N ranks laid out as TP x CP x PP x DP");
+  configure(*train);
+  train->footer(
+      "[mpirun -np N] tetra train [OPTIONS]: the ranks are laid out as TP x CP x PP x DP\n"
+      "(rank = tp + TP*(cp + CP*(pp + PP*dp))); the product must equal N.");
+  add_train_options(*train, into.train);
+
+  CLI::App* launch = app->add_subcommand(
+      "launch", "supervise a training command: rerun it with --resume auto after a failure");
+  configure(*launch);
+  launch->footer(
+      "tetra launch [--restarts N] [--quiet] -- COMMAND ARGS...\n"
+      "Runs COMMAND; when it fails, reruns it with --resume auto. Attempt k sees\n"
+      "TETRA_RESTART=k. Step times come from the command's --metrics file (a temporary one\n"
+      "is added when it has none); the summary gives lost steps and goodput.\n"
+      "Example: tetra launch --restarts 3 -- mpirun -np 16 build/tetra train ...");
+  add_launch_options(*launch, into.launch);
+
+  CLI::App* ckpt =
+      app->add_subcommand("ckpt", "inspect DIR | verify DIR: describe or check a checkpoint");
+  configure(*ckpt);
+  ckpt->require_subcommand(1);
+  const std::pair<const char*, const char*> actions[] = {
+      {"inspect", "describe a checkpoint: step, model, layout, shards"},
+      {"verify", "check a checkpoint's files against its manifest"}};
+  for (const auto& [name, help] : actions) {
+    CLI::App* action = ckpt->add_subcommand(name, help);
+    configure(*action);
+    action
+        ->add_option("DIR", into.ckpt.dir,
+                     "a checkpoint (step_...) or a checkpoint directory, meaning its newest "
+                     "complete checkpoint")
+        ->type_name("")
+        ->required();
   }
-  return os.str();
+  return app;
+}
+
+CommandLine parse_command_line(std::vector<std::string> args) {
+  CommandLine cli;
+  // What follows launch's first "--" is the command to supervise, not tetra's to read.
+  bool separated = false;
+  if (!args.empty() && args[0] == "launch") {
+    const auto dash = std::find(args.begin(), args.end(), "--");
+    separated = dash != args.end();
+    if (separated) {
+      cli.launch.command.assign(dash + 1, args.end());
+      args.erase(dash, args.end());
+    }
+  }
+  const std::unique_ptr<CLI::App> app = make_app(cli);
+  std::reverse(args.begin(), args.end());  // CLI11 takes them last first
+  try {
+    app->parse(args);
+  } catch (const CLI::CallForHelp&) {
+    cli.help = app->help();
+    return cli;
+  } catch (const CLI::ParseError& e) {
+    fail(reworded(*app, e));
+  }
+  const std::vector<const CLI::App*> apps = chain(*app);
+  if (const std::string arg = leftover(apps); !arg.empty()) fail(unexpected(apps, arg));
+  cli.command = apps[1]->get_name();
+  if (cli.command == "train") {
+    TrainOptions& o = cli.train;
+    for (const CLI::Option* opt : apps[1]->get_options())
+      if (opt->count() > 0) o.given.insert(opt->get_name());
+    check(o.comm != "nccl" || o.device == "cuda", "--comm nccl needs --device cuda");
+    check(o.ckpt_every == 0 || !o.ckpt_dir.empty(), "--ckpt-every needs --ckpt-dir");
+    if (!o.given.count("--min-lr")) o.min_lr = o.lr / 10;
+    o.model.vocab = padded_vocab(o.data_vocab);
+  } else if (cli.command == "launch") {
+    check(separated, "tetra launch needs '--' before the command (see tetra launch --help)");
+    check(!cli.launch.command.empty(), "no command after '--' (see tetra launch --help)");
+  } else if (cli.command == "ckpt") {
+    cli.ckpt.action = apps[2]->get_name();
+  }
+  return cli;
 }
 
 TrainOptions parse_train_options(const std::vector<std::string>& args) {
-  TrainOptions o;
-  const std::vector<Flag> table = flags();
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string name = args[i], value;
-    const size_t eq = name.find('=');
-    const bool inline_value = eq != std::string::npos;
-    if (inline_value) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    }
-    const Flag* flag = nullptr;
-    for (const Flag& f : table)
-      if (f.name == name) flag = &f;
-    check(flag != nullptr, "unknown flag '", name, "' (see tetra train --help)");
-    o.given.insert(name);
-    if (!flag->set) {  // a switch
-      check(!inline_value, name, " takes no value");
-      o.sp = true;
-      continue;
-    }
-    if (!inline_value) {
-      check(i + 1 < args.size(), name, " needs a value (", flag->arg, ")");
-      value = args[++i];
-    }
-    try {
-      flag->set(o, value);
-    } catch (const Error& e) {
-      const std::string msg = e.what();
-      fail(msg.rfind(" takes", 0) == 0 ? name + msg : msg);
-    }
-  }
-  check(o.global_batch > 0, "--global-batch must be positive (got ", o.global_batch, ")");
-  check(o.micro_batch >= 0, "--micro-batch must be positive (got ", o.micro_batch, ")");
-  check(o.steps > 0, "--steps must be positive (got ", o.steps, ")");
-  check(o.warmup >= 0, "--warmup must not be negative (got ", o.warmup, ")");
-  check(o.lr > 0, "--lr must be positive (got ", o.lr, ")");
-  check(o.weight_decay >= 0, "--weight-decay must not be negative (got ", o.weight_decay, ")");
-  check(o.clip >= 0, "--clip must not be negative (got ", o.clip, ")");
-  check(o.peak_tflops >= 0, "--peak-tflops must not be negative (got ", o.peak_tflops, ")");
-  check(o.data_vocab > 0, "--vocab must be positive (got ", o.data_vocab, ")");
-  check(o.vpp >= 1, "--vpp must be at least 1 (got ", o.vpp, ")");
-  check(o.zero >= 1 && o.zero <= 3, "--zero must be 1, 2 or 3 (got ", o.zero, ")");
-  check(o.schedule == "gpipe" || o.schedule == "1f1b" || o.schedule == "interleaved",
-        "--schedule takes gpipe, 1f1b or interleaved (got '", o.schedule, "')");
-  check(o.device == "cpu" || o.device == "cuda" || o.device == "guarded-cpu",
-        "--device takes cpu, cuda or guarded-cpu (got '", o.device, "')");
-  check(o.dtype == "fp32" || o.dtype == "bf16", "--dtype takes fp32 or bf16 (got '", o.dtype, "')");
-  check(o.comm == "auto" || o.comm == "nccl" || o.comm == "mpi",
-        "--comm takes auto, nccl or mpi (got '", o.comm, "')");
-  check(o.comm != "nccl" || o.device == "cuda", "--comm nccl needs --device cuda");
-  check(o.ckpt_every >= 0, "--ckpt-every must not be negative (got ", o.ckpt_every, ")");
-  check(o.ckpt_every == 0 || !o.ckpt_dir.empty(), "--ckpt-every needs --ckpt-dir");
-  check(!o.resume.empty(), "--resume takes auto, never or a checkpoint directory");
-  check(o.keep >= 1, "--keep must be at least 1 (got ", o.keep, ")");
-  check(o.trace_steps >= 1, "--trace-steps must be at least 1 (got ", o.trace_steps, ")");
-  check(o.timeout >= 0, "--timeout must not be negative (got ", o.timeout, ")");
-  check(!o.given.count("--min-lr") || o.min_lr >= 0, "--min-lr must not be negative (got ",
-        o.min_lr, ")");
-  if (o.min_lr < 0) o.min_lr = o.lr / 10;
-  o.model.vocab = padded_vocab(o.data_vocab);
-  return o;
+  std::vector<std::string> all = {"train"};
+  all.insert(all.end(), args.begin(), args.end());
+  return parse_command_line(all).train;
 }
 
 }  // namespace tetra

@@ -1,11 +1,17 @@
-// `tetra train` flags (design.md's CLI contract) and their parsing.
+// The command line of `tetra` (design.md's CLI contract): the options of each subcommand and
+// the one CLI11 app that parses them and prints their --help.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "model/config.hpp"
+
+namespace CLI {
+class App;
+}
 
 namespace tetra {
 
@@ -40,13 +46,42 @@ struct TrainOptions {
   std::string metrics, export_path, trace;
   int64_t trace_steps = 5;
   double peak_tflops = 0;
-  // Which flags the user gave (to check them against --init-from's shapes).
+  // Which flags the user gave, by long name ("--heads"): to check them against
+  // --init-from's shapes, and to tell a default --schedule from a chosen one.
   std::set<std::string> given;
 };
 
-// Parses the flags after `tetra train`. Throws tetra::Error for an unknown flag, a missing
-// or malformed value, or a value out of range.
+// `tetra launch [--restarts N] [--quiet] -- COMMAND ARGS...`.
+struct LaunchOptions {
+  int restarts = 3;
+  bool quiet = false;
+  std::vector<std::string> command;  // everything after the first "--"
+};
+
+// `tetra ckpt inspect|verify DIR`.
+struct CkptOptions {
+  std::string action;  // "inspect" or "verify"
+  std::string dir;
+};
+
+struct CommandLine {
+  std::string command;  // "train", "launch" or "ckpt"; empty when help was asked for
+  std::string help;     // the --help text asked for, else empty
+  TrainOptions train;
+  LaunchOptions launch;
+  CkptOptions ckpt;
+};
+
+// Parses tetra's arguments (argv without the program name). Throws tetra::Error with a
+// one-line message naming the flag for an unknown flag, a missing, repeated or malformed
+// value, a value out of range, or flags that contradict each other.
+CommandLine parse_command_line(std::vector<std::string> args);
+
+// parse_command_line({"train", args...}).train, for callers that build flag lists.
 TrainOptions parse_train_options(const std::vector<std::string>& args);
-std::string train_help();
+
+// The CLI11 app behind parse_command_line: subcommands train, launch and ckpt (inspect,
+// verify), whose options write into `into`. Tests walk it to check every flag's --help.
+std::unique_ptr<CLI::App> make_app(CommandLine& into);
 
 }  // namespace tetra
