@@ -14,7 +14,7 @@ double now_seconds() {
 
 }  // namespace
 
-PipelineExecutor::PipelineExecutor(Backend& be, Comm& pp, std::vector<ModelChunk*> chunks,
+PipelineExecutor::PipelineExecutor(Backend& be, Comm& pp, std::vector<PipelineStage*> chunks,
                                    ScheduleKind kind, int micro_batches, int64_t activation_numel)
     : be_(be),
       pp_(pp),
@@ -69,7 +69,7 @@ PipelineStats PipelineExecutor::run(const std::vector<MicroBatch>& mbs, float lo
 
   for (const Action& a : actions_) {
     const int k = a.chunk * P + r;  // model chunk id
-    ModelChunk& chunk = *chunks_[a.chunk];
+    PipelineStage& chunk = *chunks_[a.chunk];
     const MicroBatch& mb = mbs[a.micro_batch];
     const auto compute = [&](trace::Event& e) {
       e.name = std::string(a.kind == Action::Forward ? "F" : "B") + " mb" +
@@ -83,7 +83,7 @@ PipelineStats PipelineExecutor::run(const std::vector<MicroBatch>& mbs, float lo
       if (k > 0) receive(in, prev, kActivation, k, a.micro_batch, stats);
       trace::Span span(trace::Lane::Compute, compute);  // after the wait, which has its own
       const Tensor in_view = in.flat();
-      const ChunkOutput y = chunk.forward(a.micro_batch, mb, k > 0 ? &in_view : nullptr);
+      const StageOutput y = chunk.forward(a.micro_batch, mb, k > 0 ? &in_view : nullptr);
       if (k == K - 1) {
         stats.loss_sum += y.loss_sum;
       } else {

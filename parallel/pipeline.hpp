@@ -18,10 +18,30 @@
 #include <memory>
 #include <vector>
 
-#include "model/chunk.hpp"
+#include "model/backend.hpp"
+#include "model/batch.hpp"
+#include "parallel/comm.hpp"
 #include "parallel/schedule.hpp"
 
 namespace tetra {
+
+// What a stage's forward gives the pipeline: its output, to send to the next chunk, or on
+// the chunk with the head the loss.
+struct StageOutput {
+  Tensor activation;    // [Tl, d], valid until the micro-batch's backward; empty with the head
+  double loss_sum = 0;  // sum of the micro-batch's per-token losses (the chunk with the head)
+};
+
+// One model chunk as the executor sees it (transformer/chunk.hpp's ModelChunk).
+class PipelineStage {
+ public:
+  virtual ~PipelineStage() = default;
+  // Forward of micro-batch `id`; x_in is the previous chunk's output (null on the first).
+  virtual StageOutput forward(int id, const MicroBatch& mb, const Tensor* x_in) = 0;
+  // Backward of micro-batch `id`; dout is the output's gradient (null on the chunk with the
+  // head). Returns the input's gradient (empty on the first chunk).
+  virtual Buffer backward(int id, const MicroBatch& mb, const Tensor* dout, float loss_scale) = 0;
+};
 
 struct PipelineStats {
   double loss_sum = 0;      // over the micro-batches whose loss this rank computed
@@ -33,7 +53,7 @@ class PipelineExecutor {
  public:
   // chunks[v]: this rank's chunk of virtual stage v (model chunk v * PP + rank).
   // activation_numel: elements of one activation or gradient sent between chunks.
-  PipelineExecutor(Backend& be, Comm& pp, std::vector<ModelChunk*> chunks, ScheduleKind kind,
+  PipelineExecutor(Backend& be, Comm& pp, std::vector<PipelineStage*> chunks, ScheduleKind kind,
                    int micro_batches, int64_t activation_numel);
 
   // Runs one step; micro_batches[j] is micro-batch j (valid for the whole call).
@@ -50,7 +70,7 @@ class PipelineExecutor {
 
   Backend& be_;
   Comm& pp_;
-  std::vector<ModelChunk*> chunks_;
+  std::vector<PipelineStage*> chunks_;
   int micro_batches_;
   int64_t activation_numel_;
   std::vector<Action> actions_;

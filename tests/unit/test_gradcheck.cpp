@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "model/backend.hpp"
-#include "model/chunk.hpp"
+#include "transformer/chunk.hpp"
 #include "model/config.hpp"
 #include "parallel/mpi_comm.hpp"
 #include "parallel/tp.hpp"

@@ -136,7 +136,7 @@ void Trainer::make_pipeline() {
     chunks_.push_back(std::make_unique<ModelChunk>(*be_, tp, cp, cfg_, *params_, std::move(local),
                                                    opt_.recompute));
   }
-  std::vector<ModelChunk*> mine;
+  std::vector<PipelineStage*> mine;
   for (auto& c : chunks_) mine.push_back(c.get());
   const int64_t rows = tp.local_rows(plan_.local_tokens());
   executor_ = std::make_unique<PipelineExecutor>(*be_, *grid_.pp, std::move(mine), plan_.schedule,

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "data/dataset.hpp"
-#include "model/chunk.hpp"
+#include "transformer/chunk.hpp"
 #include "parallel/grid.hpp"
 #include "parallel/pipeline.hpp"
 #include "parallel/pipeline_layout.hpp"

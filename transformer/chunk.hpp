@@ -9,25 +9,13 @@
 #include <map>
 #include <vector>
 
-#include "model/block.hpp"
+#include "parallel/pipeline.hpp"
 #include "parallel/zero.hpp"
+#include "transformer/block.hpp"
 
 namespace tetra {
 
-struct MicroBatch {
-  Tensor tokens;   // [T] i32 inputs on this rank
-  Tensor targets;  // [T] i32, the next token of each input
-  TokenPositions pos;
-};
-
-// What a chunk's forward gives the pipeline: its output, to send to the next chunk, or on
-// the chunk with the head the loss.
-struct ChunkOutput {
-  Tensor activation;    // [Tl, d], valid until the micro-batch's backward; empty with the head
-  double loss_sum = 0;  // sum of the micro-batch's per-token losses (the chunk with the head)
-};
-
-class ModelChunk {
+class ModelChunk final : public PipelineStage {
  public:
   // units: indices into params of this chunk's units, in model order.
   ModelChunk(Backend& be, const TensorParallel& tp, const ContextParallel& cp,
@@ -39,12 +27,12 @@ class ModelChunk {
 
   // Forward of micro-batch `id`, whose activations the chunk keeps until its backward.
   // x_in: the previous chunk's output [Tl, d] (null for the chunk that embeds).
-  ChunkOutput forward(int id, const MicroBatch& mb, const Tensor* x_in);
+  StageOutput forward(int id, const MicroBatch& mb, const Tensor* x_in) override;
   // Backward of micro-batch `id`. dout: gradient of this chunk's output [Tl, d] (null for
   // the chunk with the head, which starts from the loss, scaled by loss_scale = 1 / tokens
   // in the global batch). Returns dL/d(chunk input) [Tl, d], to send to the previous chunk
   // (empty for the chunk that embeds), and frees the micro-batch's activations.
-  Buffer backward(int id, const MicroBatch& mb, const Tensor* dout, float loss_scale);
+  Buffer backward(int id, const MicroBatch& mb, const Tensor* dout, float loss_scale) override;
 
  private:
   // One micro-batch's activations between its forward and its backward. Shapes as in

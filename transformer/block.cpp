@@ -1,6 +1,6 @@
 // The block as two halves, each one's forward next to its backward. Shapes as in block.hpp;
 // every TP collective happens inside a layer of parallel/tp.hpp.
-#include "model/block.hpp"
+#include "transformer/block.hpp"
 
 namespace tetra {
 

@@ -11,21 +11,12 @@
 //   x, h, out [Tl, d];  n1, n2 [T, d];  q [T, Hl*hd];  k, v [T, KVl*hd];  gate, up, act [T, Fl].
 #pragma once
 #include "model/backend.hpp"
+#include "model/batch.hpp"
 #include "model/config.hpp"
 #include "parallel/cp.hpp"
 #include "parallel/tp.hpp"
 
 namespace tetra {
-
-// Where the tokens of a micro-batch sit in their sequences, for RoPE and the causal mask.
-struct TokenPositions {
-  int64_t batch = 0;  // sequences in the micro-batch
-  int64_t seq = 0;    // tokens of each sequence on this rank
-  Tensor token_pos;   // [batch*seq] i32, global position of each token (RoPE)
-  Tensor seq_pos;     // [seq] i32, positions of one sequence's local tokens (queries)
-  Tensor key_pos;     // [keys] i32, positions of the keys attention sees
-  int64_t tokens() const { return batch * seq; }
-};
 
 // What the parallel dimensions give a block.
 struct BlockContext {

@@ -1,4 +1,4 @@
-#include "model/chunk.hpp"
+#include "transformer/chunk.hpp"
 
 namespace tetra {
 
@@ -25,13 +25,13 @@ BlockContext ModelChunk::block_ctx(const MicroBatch& mb) const {
   return BlockContext{be_, tp_, cp_, cfg_, mb.pos};
 }
 
-ChunkOutput ModelChunk::forward(int id, const MicroBatch& mb, const Tensor* x_in) {
+StageOutput ModelChunk::forward(int id, const MicroBatch& mb, const Tensor* x_in) {
   const int64_t T = mb.pos.tokens(), Tl = tp_.local_rows(T), d = cfg_.dim;
   const BlockContext ctx = block_ctx(mb);
   const auto [it, fresh] = states_.try_emplace(id);
   check(fresh, "ModelChunk: forward of micro-batch ", id, " twice before its backward");
   State& s = it->second;
-  ChunkOutput y;
+  StageOutput y;
   if (!has_embedding()) {
     s.xs.emplace_back(be_, Tl * d);
     be_.copy(s.xs[0].flat(), *x_in);
