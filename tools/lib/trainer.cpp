@@ -19,8 +19,8 @@
 #include "parallel/nccl_comm.hpp"
 #include "parallel/trace.hpp"
 #include "tools/lib/peak.hpp"
+#include "tools/lib/report.hpp"
 #include "tools/lib/trainer_checkpoint.hpp"
-#include "util/json.hpp"
 
 namespace tetra {
 namespace {
@@ -308,89 +308,9 @@ void Trainer::export_weights(const std::string& path) {
 }
 
 std::string Trainer::startup_report() const {
-  std::ostringstream os;
-  const Layout& l = grid_.layout;
-  os << "tetra train: " << l.world() << " rank" << (l.world() > 1 ? "s" : "") << ", " << l.str()
-     << (opt_.sp ? " with SP" : "") << ", ZeRO-" << opt_.zero
-     << (opt_.recompute ? ", recompute full" : "") << "\n";
-  os << "  model: " << cfg_.str() << "; " << std::fixed << std::setprecision(2)
-     << cfg_.total_params() / 1e6 << "M parameters (" << cfg_.matmul_params() / 1e6
-     << "M in matmuls)\n";
-  os << "  batch: " << opt_.global_batch << " sequences x " << cfg_.seq_len << " tokens; "
-     << plan_.micro_batches << " micro-batch" << (plan_.micro_batches > 1 ? "es" : "") << " of "
-     << plan_.micro_batch << " per DP rank\n";
-  os << "  data: " << data_->describe() << "\n";
-  os << "  device: " << be_->name() << "; communicators: " << grid_.comm_kinds() << "\n";
-  os << "  peak: " << std::setprecision(1) << peak_flops_ / 1e9 << " GFLOP/s per rank, "
-     << peak_source_ << "\n";
-  os << "  rank   tp cp pp dp   tokens of each sequence   layers\n";
-  for (int r = 0; r < l.world(); ++r) {
-    const Coord c = coord_of(l, r);
-    os << "  " << std::setw(4) << r << "   " << std::setw(2) << c.tp << " " << std::setw(2) << c.cp
-       << " " << std::setw(2) << c.pp << " " << std::setw(2) << c.dp << "   ";
-    // The CP chunks as position ranges: "0-15, 48-63" (one range without CP).
-    const std::vector<int32_t> pos = cp_positions(cfg_.seq_len, l.cp, c.cp);
-    std::ostringstream tokens;
-    if (l.cp == 1) {
-      tokens << 0 << "-" << cfg_.seq_len - 1;
-    } else {
-      const size_t half = pos.size() / 2;
-      tokens << pos.front() << "-" << pos[half - 1] << ", " << pos[half] << "-" << pos.back();
-    }
-    os << std::left << std::setw(26) << tokens.str() << std::right;
-    bool first = true;
-    for (const ChunkPlan& ch : plan_.chunks) {
-      if (ch.stage != c.pp) continue;
-      int lo = -1, hi = -1;
-      for (int g : ch.units)
-        if (g >= 1 && g <= cfg_.layers) {
-          if (lo < 0) lo = g - 1;
-          hi = g - 1;
-        }
-      os << (first ? "" : ", ") << (ch.units.front() == 0 ? "embed+" : "");
-      if (lo >= 0) os << lo << "-" << hi;
-      os << (ch.units.back() == cfg_.layers + 1 ? "+head" : "");
-      first = false;
-    }
-    os << "\n";
-  }
-  return os.str();
-}
-
-// Rank 0: the step's line on stdout and its record in --metrics.
-void Trainer::report_step(const StepResult& r, std::ofstream& metrics) const {
-  std::printf(
-      "step %5lld | loss %.4f | lr %.2e | gnorm %.3f | %8.0f tok/s | MFU %5.2f%% | "
-      "HFU %5.2f%% | %7.1f ms | comm %4.1f%%",
-      (long long)r.step, r.loss, r.lr, r.grad_norm, r.tokens_per_s, 100 * r.mfu, 100 * r.hfu,
-      r.step_ms, 100 * r.comm_share);
-  if (grid_.layout.pp > 1)
-    std::printf(" | bubble %4.1f%% (formula %4.1f%%)", 100 * r.bubble, 100 * r.bubble_formula);
-  std::printf("\n");
-  std::fflush(stdout);
-  if (metrics.is_open()) {
-    json j = json::object();
-    j["step"] = r.step;
-    // A diverged run still gets its record: JSON has no NaN or infinity, so null. Finite
-    // values are written with the digits that read back to the same double.
-    auto num = [](double x) { return std::isfinite(x) ? json(x) : json(nullptr); };
-    j["loss"] = num(r.loss);
-    j["lr"] = num(r.lr);
-    j["grad_norm"] = num(r.grad_norm);
-    j["tokens_per_s"] = num(r.tokens_per_s);
-    j["mfu"] = num(r.mfu);
-    j["hfu"] = num(r.hfu);
-    j["step_ms"] = num(r.step_ms);
-    j["comm_share"] = num(r.comm_share);
-    j["bubble"] = num(r.bubble);
-    j["bubble_formula"] = num(r.bubble_formula);
-    j["peak_memory_bytes"] = int64_t(r.peak_memory_bytes);
-    json bytes = json::object();
-    for (const auto& [group, s] : r.comm) bytes[group] = int64_t(std::llround(s.bytes));
-    j["comm_bytes"] = bytes;
-    metrics << j.dump() << "\n";
-    metrics.flush();
-  }
+  return tetra::startup_report(
+      opt_, cfg_, plan_,
+      {data_->describe(), be_->name(), grid_.comm_kinds(), peak_source_, peak_flops_});
 }
 
 void Trainer::run() {
@@ -399,13 +319,11 @@ void Trainer::run() {
   if (root && !resumed_from_.empty())
     std::printf("resumed from %s at step %lld (loaded in %.3f s)\n", resumed_from_.c_str(),
                 (long long)step_, resume_seconds_);
-  std::ofstream metrics;
+  std::unique_ptr<RunReport> report;
   agree(world_, [&] {
     if (!root) return;
     if (!opt_.trace.empty()) trace::check_writable(opt_.trace);
-    if (opt_.metrics.empty()) return;
-    metrics.open(opt_.metrics, std::ios::app);
-    check(bool(metrics), "cannot open --metrics file '", opt_.metrics, "'");
+    report = std::make_unique<RunReport>(opt_.metrics);
   });
   const auto t0 = Clock::now();
   const int64_t first_step = step_;  // above 0 after a resume
@@ -414,22 +332,13 @@ void Trainer::run() {
   const int64_t trace_from = first_step + (opt_.steps - first_step > 1 ? 1 : 0);
   const int64_t trace_to = std::min(opt_.steps, trace_from + opt_.trace_steps);
   if (tracing) trace::start(world_);
-  double last_loss = 0, tok_s = 0, mfu = 0, hfu = 0, peak_memory = 0;
-  int timed = 0;
   while (step_ < opt_.steps) {
     trace::record(tracing && step_ >= trace_from && step_ < trace_to);
     const StepResult r = step();
     trace::record(false);
-    last_loss = r.loss;
-    peak_memory = std::max(peak_memory, r.peak_memory_bytes);
-    // The first step of a run includes warm-up: leave it out of the averages.
-    if (r.step > first_step || opt_.steps - first_step == 1) {
-      tok_s += r.tokens_per_s;
-      mfu += r.mfu;
-      hfu += r.hfu;
-      ++timed;
-    }
-    if (root) report_step(r, metrics);
+    // The first step of a run includes warm-up: left out of the averages.
+    if (root)
+      report->step(r, grid_.layout.pp > 1, r.step > first_step || opt_.steps - first_step == 1);
     if (opt_.ckpt_every > 0 && (step_ % opt_.ckpt_every == 0 || step_ == opt_.steps)) {
       const double seconds = save_checkpoint();
       if (root)
@@ -446,14 +355,8 @@ void Trainer::run() {
   }
   if (!opt_.export_path.empty()) export_weights(opt_.export_path);
   if (!root) return;
-  timed = std::max(timed, 1);
-  std::printf("summary: steps %lld-%lld in %.1f s | final loss %.4f", (long long)first_step,
-              (long long)opt_.steps - 1, seconds_since(t0), last_loss);
-  if (data_->entropy_floor() >= 0)
-    std::printf(" (entropy floor %.4f, ln(vocab) %.4f)", data_->entropy_floor(),
-                std::log(double(opt_.data_vocab)));
-  std::printf(" | %.0f tok/s | MFU %.2f%% | HFU %.2f%% | peak memory per rank %.1f MiB\n",
-              tok_s / timed, 100 * mfu / timed, 100 * hfu / timed, peak_memory / (1 << 20));
+  report->summary(first_step, opt_.steps - 1, seconds_since(t0), data_->entropy_floor(),
+                  std::log(double(opt_.data_vocab)));
   if (!opt_.export_path.empty()) std::printf("exported weights to %s\n", opt_.export_path.c_str());
   if (tracing)
     std::printf("trace of steps %lld-%lld written to %s\n", (long long)trace_from,

@@ -12,28 +12,16 @@
 #include <vector>
 
 #include "data/dataset.hpp"
-#include "transformer/chunk.hpp"
 #include "parallel/grid.hpp"
 #include "parallel/pipeline.hpp"
 #include "parallel/pipeline_layout.hpp"
 #include "tools/lib/faults.hpp"
 #include "tools/lib/options.hpp"
+#include "tools/lib/report.hpp"
 #include "tools/lib/run_plan.hpp"
+#include "transformer/chunk.hpp"
 
 namespace tetra {
-
-struct StepResult {
-  int64_t step = 0;
-  double loss = 0, lr = 0, grad_norm = 0;
-  double step_ms = 0, tokens_per_s = 0, mfu = 0, hfu = 0;
-  double comm_share = 0;  // rank 0's time in communication (bubble excluded) / step time
-  // Pipeline bubble, measured (time blocked on activations or gradients, averaged over the
-  // ranks) and by the schedule's formula; of the step for gpipe and 1f1b, of the compute
-  // for interleaved.
-  double bubble = 0, bubble_formula = 0;
-  double peak_memory_bytes = 0;           // most backend memory any rank held during the step
-  std::map<std::string, CommStats> comm;  // this rank, this step, per group
-};
 
 class Trainer {
  public:
@@ -81,7 +69,6 @@ class Trainer {
   void resume_from(const std::string& path);
   // Collective; returns the seconds it took.
   double save_checkpoint();
-  void report_step(const StepResult& r, std::ofstream& metrics) const;
 
   TrainOptions opt_;
   MPI_Comm world_;

@@ -1,0 +1,54 @@
+// What a run tells its user, on rank 0: the start-up table (who holds what), one line per
+// step on stdout and one JSON object per step in --metrics, and the summary line.
+#pragma once
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "model/config.hpp"
+#include "parallel/comm.hpp"
+#include "tools/lib/options.hpp"
+#include "tools/lib/run_plan.hpp"
+
+namespace tetra {
+
+struct StepResult {
+  int64_t step = 0;
+  double loss = 0, lr = 0, grad_norm = 0;
+  double step_ms = 0, tokens_per_s = 0, mfu = 0, hfu = 0;
+  double comm_share = 0;  // rank 0's time in communication (bubble excluded) / step time
+  // Pipeline bubble, measured (time blocked on activations or gradients, averaged over the
+  // ranks) and by the schedule's formula; of the step for gpipe and 1f1b, of the compute
+  // for interleaved.
+  double bubble = 0, bubble_formula = 0;
+  double peak_memory_bytes = 0;           // most backend memory any rank held during the step
+  std::map<std::string, CommStats> comm;  // this rank, this step, per group
+};
+
+// The start-up table: the run, the model, the batch, the data, the device and its
+// communicators, the peak, then every rank's coordinates, sequence positions and layers.
+struct StartupFacts {
+  std::string data, device, communicators, peak_source;
+  double peak_flops = 0;
+};
+std::string startup_report(const TrainOptions& opt, const ModelConfig& cfg, const RunPlan& plan,
+                           const StartupFacts& facts);
+
+class RunReport {
+ public:
+  // Appends to --metrics when metrics_path is not empty; throws tetra::Error when it cannot.
+  explicit RunReport(const std::string& metrics_path);
+  // The step's line and JSON record. timed: counts in the summary's averages (the first
+  // step of a run warms up and does not, unless it is the only one).
+  void step(const StepResult& r, bool pipelined, bool timed);
+  void summary(int64_t first_step, int64_t last_step, double seconds, double entropy_floor,
+               double ln_vocab) const;
+
+ private:
+  std::ofstream metrics_;
+  double last_loss_ = 0, tokens_per_s_ = 0, mfu_ = 0, hfu_ = 0, peak_memory_ = 0;
+  int timed_ = 0;
+};
+
+}  // namespace tetra
