@@ -1,10 +1,10 @@
 // Gradient checks of the fp32 CPU backend and the layer code. Every analytic gradient is
 // compared with central finite differences of an independent double-precision reference
-// forward written below with plain loops (the math of design.md): op by op (embedding,
-// RMSNorm, RoPE, grouped-query causal attention, SwiGLU, vocab-parallel cross-entropy) and
-// for a whole tiny model run through ZeroParams + ModelChunk exactly as the trainer runs
-// it. Inputs and weights are random with O(1) activations (not the 0.02 init, whose
-// gradients are tiny).
+// forward written below with plain loops (the math of docs/design.md's conventions): op by op
+// (embedding, RMSNorm, RoPE, grouped-query causal attention, SwiGLU, vocab-parallel cross-entropy)
+// and for a whole tiny model run through ZeroParams + ModelChunk exactly as the trainer runs it.
+// Inputs and weights are random with O(1) activations (not the 0.02 init, whose gradients are
+// tiny).
 //
 // Error measure (check_grad): with g the fp32 analytic gradient and f the double central
 // difference (step 1e-5), every entry of every checked tensor must satisfy
@@ -27,11 +27,11 @@
 #include <vector>
 
 #include "model/backend.hpp"
-#include "transformer/chunk.hpp"
 #include "model/config.hpp"
 #include "parallel/mpi_comm.hpp"
 #include "parallel/tp.hpp"
 #include "parallel/zero.hpp"
+#include "transformer/chunk.hpp"
 
 using namespace tetra;
 

@@ -87,7 +87,7 @@ TEST_CASE("options: each subcommand's --help lists every flag it defines, with i
       CHECK(help_line(r.out, name).find(shown) != std::string::npos);
     }
   }
-  // The flags of design.md's CLI contract, all there under their names.
+  // The flags of the CLI contract (docs/design.md), all there under their names.
   CHECK(train_flags ==
         std::set<std::string>{"--tp",         "--cp",           "--pp",          "--dp",
                               "--sp",         "--vpp",          "--schedule",    "--layers",

@@ -1,5 +1,5 @@
-// The command line of `tetra` (design.md's CLI contract): the options of each subcommand and
-// the one CLI11 app that parses them and prints their --help.
+// The command line of `tetra` (the CLI contract of docs/design.md): the options of each subcommand
+// and the one CLI11 app that parses them and prints their --help.
 #pragma once
 #include <cstdint>
 #include <memory>
