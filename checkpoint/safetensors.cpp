@@ -1,5 +1,7 @@
 #include "checkpoint/safetensors.hpp"
 
+#include "util/bf16.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include <optional>
 
 #include "model/error.hpp"
+#include "util/bf16.hpp"
 #include "util/json.hpp"
 
 namespace tetra::st {
@@ -328,18 +331,6 @@ void Writer::write(const std::string& path) const {
   if (dfd >= 0) ::close(dfd);
   check(synced, "safetensors file '", path, "': written, but fsync of directory '", dir,
         "' failed: ", std::strerror(err));
-}
-
-float bf16_to_float(uint16_t b) {
-  return std::bit_cast<float>(uint32_t(b) << 16);
-}
-
-uint16_t float_to_bf16(float f) {
-  const uint32_t bits = std::bit_cast<uint32_t>(f);
-  // Truncating a NaN whose payload sits in the low half would give infinity: keep it quiet.
-  if (std::isnan(f)) return uint16_t((bits >> 16) | 0x0040);
-  // Round to nearest, ties to even: add just under half an ulp, plus the low kept bit.
-  return uint16_t((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
 }
 
 }  // namespace tetra::st

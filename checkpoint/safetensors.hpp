@@ -64,8 +64,5 @@ class Writer {
   std::map<std::string, std::string> metadata_;
 };
 
-// bf16 <-> float (round to nearest even), shared with the CUDA backend's host side.
-float bf16_to_float(uint16_t b);
-uint16_t float_to_bf16(float f);
 
 }  // namespace tetra::st

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/backend.hpp"
+#include "util/bf16.hpp"
 
 #include "parallel/timed.hpp"
 #include "parallel/watchdog.hpp"
@@ -24,6 +25,32 @@ MPI_Datatype mpi_type(const Tensor& t) {
       return MPI_UINT16_T;
   }
   return MPI_BYTE;
+}
+
+// MPI has no bf16 type: bf16 travels as MPI_UINT16_T, which MPI's own SUM and MAX would
+// treat as integers. These reduce the values instead: each pair widened to float, summed
+// (or compared) and rounded back to bf16, so a reduction over N ranks rounds N - 1 times.
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = float_to_bf16(bf16_to_float(a[i]) + bf16_to_float(b[i]));
+}
+void bf16_max(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i)
+    if (bf16_to_float(a[i]) > bf16_to_float(b[i])) b[i] = a[i];
+}
+
+// The reduction for a tensor's dtype; the bf16 operations are made once, on first use.
+MPI_Op mpi_op(ReduceOp op, DType t) {
+  if (t != DType::BF16) return op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
+  static MPI_Op sum = MPI_OP_NULL, max = MPI_OP_NULL;
+  if (sum == MPI_OP_NULL) {
+    MPI_Op_create(bf16_sum, 1, &sum);
+    MPI_Op_create(bf16_max, 1, &max);
+  }
+  return op == ReduceOp::Max ? max : sum;
 }
 
 void mpi_check(int rc, const char* what, const std::string& group) {
@@ -116,7 +143,8 @@ class MpiComm final : public Comm {
     Timed t(stats, CommOp::AllReduce, 2.0 * (size_ - 1) / size_ * x.bytes(), "all_reduce", name_);
     watchdog::Call w(watched_, watchdog::Op::AllReduce);
     HostView h(be_, x, true);
-    mpi_check(MPI_Allreduce(MPI_IN_PLACE, h.ptr(), int(x.numel()), mpi_type(x), mpi_op(op), comm_),
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, h.ptr(), int(x.numel()), mpi_type(x), mpi_op(op, x.dtype),
+                            comm_),
               "all_reduce", name_);
     h.commit();
   }
@@ -128,8 +156,8 @@ class MpiComm final : public Comm {
             name_);
     watchdog::Call w(watched_, watchdog::Op::ReduceScatter);
     HostView hi(be_, in, true), ho(be_, out, false);
-    mpi_check(MPI_Reduce_scatter_block(hi.ptr(), ho.ptr(), int(out.numel()), mpi_type(in), MPI_SUM,
-                                       comm_),
+    mpi_check(MPI_Reduce_scatter_block(hi.ptr(), ho.ptr(), int(out.numel()), mpi_type(in),
+                                       mpi_op(ReduceOp::Sum, in.dtype), comm_),
               "reduce_scatter", name_);
     ho.commit();
   }
@@ -199,12 +227,12 @@ class MpiComm final : public Comm {
     Timed t(stats, CommOp::AllReduce, 2.0 * (size_ - 1) / size_ * n * sizeof(double), "all_reduce",
             name_);
     watchdog::Call w(watched_, watchdog::Op::AllReduce);
-    mpi_check(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, mpi_op(op), comm_), "all_reduce",
-              name_);
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, op == ReduceOp::Max ? MPI_MAX : MPI_SUM,
+                            comm_),
+              "all_reduce", name_);
   }
 
  private:
-  static MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::Max ? MPI_MAX : MPI_SUM; }
   // A group of one: the result is the input, copied by the backend that owns the memory.
   void copy_local(Tensor out, const Tensor& in) {
     if (out.ptr == in.ptr) return;

@@ -17,10 +17,11 @@
 #include "../test_util.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "model/error.hpp"
+#include "util/bf16.hpp"
 
 namespace fs = std::filesystem;
-using tetra::st::bf16_to_float;
-using tetra::st::float_to_bf16;
+using tetra::bf16_to_float;
+using tetra::float_to_bf16;
 using tetra::st::Reader;
 using tetra::st::Writer;
 
