@@ -1,7 +1,8 @@
 // tetra: the command-line program. `tetra train [flags]` trains, `tetra ckpt` inspects or
 // verifies checkpoints, `tetra launch` supervises a training command (tools/lib/options.hpp
 // parses them all); every input error ends with one "tetra: error: ..." line from rank 0 and
-// exit status 2 on every rank.
+// exit status 2 on every rank, a diverged run (a non-finite loss or gradient norm) likewise
+// with exit status 65.
 #include <mpi.h>
 
 #include <cstdio>
@@ -68,6 +69,9 @@ int main(int argc, char** argv) {
     } else if (cli.command == "ckpt") {
       tetra::agree(MPI_COMM_WORLD, [&] { ckpt_command(cli.ckpt, rank); });
     }
+  } catch (const tetra::DivergedError& e) {  // every rank has it: rank 0 reports
+    if (rank == 0) std::fprintf(stderr, "tetra: error: %s\n", e.what());
+    rc = 65;                               // EX_DATAERR: the numbers went wrong, not the input
   } catch (const tetra::AgreedError& e) {  // every rank has it: rank 0 reports
     if (rank == 0) std::fprintf(stderr, "tetra: error: %s\n", e.what());
     rc = 2;

@@ -325,6 +325,9 @@ int run_launch(const std::vector<std::string>& args) {
     } else if (WIFEXITED(status) && rc == 2) {
       // tetra's exit status for bad input: a rerun would fail the same way.
       stop = "the input was rejected";
+    } else if (WIFEXITED(status) && rc == 65) {
+      // Training diverged; resuming is bit-exact, so a rerun would diverge again.
+      stop = "the run diverged";
     } else if (attempt >= opt.restarts) {
       stop = "no restarts left";
     }

@@ -391,6 +391,8 @@ CommandLine parse_command_line(std::vector<std::string> args) {
     check(o.comm != "nccl" || o.device == "cuda", "--comm nccl needs --device cuda");
     check(o.ckpt_every == 0 || !o.ckpt_dir.empty(), "--ckpt-every needs --ckpt-dir");
     if (!o.given.count("--min-lr")) o.min_lr = o.lr / 10;
+    check(o.min_lr <= o.lr, "--min-lr ", o.min_lr, " is above --lr ", o.lr,
+          ": the schedule would climb after the warmup");
     o.model.vocab = padded_vocab(o.data_vocab);
   } else if (cli.command == "launch") {
     check(separated, "tetra launch needs '--' before the command (see tetra launch --help)");

@@ -211,6 +211,12 @@ StepResult Trainer::step() {
   fault_.during_step(grid_.rank, step_);
 
   const StepTotals totals = reduce_totals(pipe);
+  if (!std::isfinite(totals.loss) || !std::isfinite(totals.grad_norm)) {
+    std::ostringstream os;
+    os << "step " << step_ << " diverged: loss " << totals.loss << ", gradient norm "
+       << totals.grad_norm << "; stopped before its update, so no checkpoint holds it";
+    throw DivergedError(os.str());
+  }
 
   // Clipping and the optimizer step on this rank's shards, then the updated shards
   // all-gathered into the full weights (ZeRO-1/2; ZeRO-3 gathers at each use).

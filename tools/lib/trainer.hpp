@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "data/dataset.hpp"
+#include "parallel/agree.hpp"
 #include "parallel/grid.hpp"
 #include "parallel/pipeline.hpp"
 #include "parallel/pipeline_layout.hpp"
@@ -22,6 +23,14 @@
 #include "transformer/chunk.hpp"
 
 namespace tetra {
+
+// A step whose loss or gradient norm is not finite: training stopped before that step's
+// update, so no checkpoint holds its weights. Every rank sees the same totals, so every
+// rank throws it; the program exits 65, which tetra launch does not restart (resuming is
+// bit-exact, so a rerun would diverge again).
+struct DivergedError : AgreedError {
+  using AgreedError::AgreedError;
+};
 
 class Trainer {
  public:
