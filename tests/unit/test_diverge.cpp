@@ -4,7 +4,10 @@
 // no restart by tetra launch (resuming is bit-exact, so a rerun would diverge again).
 #include <doctest/doctest.h>
 
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "spawn.hpp"
@@ -51,4 +54,28 @@ TEST_CASE("guards: tetra launch does not restart a diverged run") {
   CHECK(s.status == 65);
   CHECK(count(s.err, "the run diverged, not restarting") == 1);
   CHECK(count(s.err, "attempt 2") == 0);
+}
+
+TEST_CASE("guards: a NaN in the --init-from file stops the run at step 0, with nothing saved") {
+  const std::string model = tmp_path("nan_init.safetensors"), dir = tmp_path("nan_ckpt");
+  std::filesystem::remove_all(dir);
+  const std::string shape =
+      " --dim 32 --layers 1 --heads 2 --kv-heads 1 --ffn-dim 64 --seq-len 16 --global-batch 2";
+  REQUIRE(spawn(tetra_bin() + " train --steps 1" + shape + " --export " + model).status == 0);
+  // The data follow the 8-byte header length and the header; the first tensor by name is
+  // lm_head.weight, whose first row then makes every token's logits NaN.
+  std::string bytes = slurp(model);
+  uint64_t header = 0;
+  std::memcpy(&header, bytes.data(), 8);
+  const uint32_t nan = 0x7FC00000;
+  for (int i = 0; i < 32; ++i) std::memcpy(&bytes[8 + header + 4 * i], &nan, 4);
+  std::ofstream(model, std::ios::binary) << bytes;
+
+  const Spawned s = spawn(tetra_bin() + " train --steps 3" + shape + " --init-from " + model +
+                          " --ckpt-dir " + dir + " --ckpt-every 1");
+  CHECK(s.status == 65);
+  CHECK(count(s.err, "step 0 diverged: loss nan") == 1);
+  CHECK_FALSE(std::filesystem::exists(dir + "/step_00000001"));
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(model);
 }

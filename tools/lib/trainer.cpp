@@ -212,10 +212,16 @@ StepResult Trainer::step() {
 
   const StepTotals totals = reduce_totals(pipe);
   if (!std::isfinite(totals.loss) || !std::isfinite(totals.grad_norm)) {
-    std::ostringstream os;
-    os << "step " << step_ << " diverged: loss " << totals.loss << ", gradient norm "
-       << totals.grad_norm << "; stopped before its update, so no checkpoint holds it";
-    throw DivergedError(os.str());
+    // NaN prints as "nan" whatever its sign bit (the stream would say "-nan" for some).
+    const auto show = [](double x) {
+      std::ostringstream os;
+      if (std::isnan(x)) return std::string("nan");
+      os << x;
+      return os.str();
+    };
+    throw DivergedError("step " + std::to_string(step_) + " diverged: loss " + show(totals.loss) +
+                        ", gradient norm " + show(totals.grad_norm) +
+                        "; stopped before its update, so no checkpoint holds it");
   }
 
   // Clipping and the optimizer step on this rank's shards, then the updated shards
