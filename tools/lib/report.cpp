@@ -1,8 +1,10 @@
 #include "tools/lib/report.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <iomanip>
 #include <sstream>
 
@@ -62,7 +64,7 @@ std::string startup_report(const TrainOptions& opt, const ModelConfig& cfg, cons
   return os.str();
 }
 
-RunReport::RunReport(const std::string& metrics_path) {
+RunReport::RunReport(const std::string& metrics_path) : metrics_path_(metrics_path) {
   if (metrics_path.empty()) return;
   metrics_.open(metrics_path, std::ios::app);
   check(bool(metrics_), "cannot open --metrics file '", metrics_path, "'");
@@ -108,6 +110,9 @@ void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
     j["comm_bytes"] = bytes;
     metrics_ << j.dump() << "\n";
     metrics_.flush();
+    // A full disk must stop the run, not drop its metrics without a word.
+    check(bool(metrics_), "cannot write --metrics file '", metrics_path_,
+          "': ", std::strerror(errno));
   }
 }
 

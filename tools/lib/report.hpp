@@ -46,6 +46,7 @@ class RunReport {
                double ln_vocab) const;
 
  private:
+  std::string metrics_path_;
   std::ofstream metrics_;
   double last_loss_ = 0, tokens_per_s_ = 0, mfu_ = 0, hfu_ = 0, peak_memory_ = 0;
   int timed_ = 0;

@@ -21,6 +21,7 @@
 #include "tools/lib/peak.hpp"
 #include "tools/lib/report.hpp"
 #include "tools/lib/trainer_checkpoint.hpp"
+#include "util/output_file.hpp"
 
 namespace tetra {
 namespace {
@@ -76,7 +77,17 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
       check(fault_.step < opt.steps, "--inject-failure at step ", fault_.step,
             ", after the last step (", opt.steps - 1, ")");
     }
-    if (!opt.ckpt_dir.empty() && rank == 0) check_writable_dir(opt.ckpt_dir);
+    if (rank == 0) {
+      // Every output path before step 0: a typo or a device must not cost the run.
+      for (const auto& [flag, path] : {std::pair{"--export", &opt.export_path},
+                                       {"--trace", &opt.trace},
+                                       {"--metrics", &opt.metrics}}) {
+        if (path->empty()) continue;
+        const std::string problem = output_file_problem(*path);
+        check(problem.empty(), "cannot write ", flag, " file '", *path, "': ", problem);
+      }
+      if (!opt.ckpt_dir.empty()) check_writable_dir(opt.ckpt_dir);
+    }
     if (rank == 0) resume_path = find_resume_path(opt);
     // This rank's units (its pipeline stage's, its TP slice), initialized or read.
     std::vector<UnitLayout> all = make_units(cfg_, plan_.layout.tp, plan_.coord.tp);
