@@ -100,9 +100,10 @@ void install(const std::string& tmp, const std::string& final_dir, const std::st
   fs::remove_all(old, ec);
 }
 
-// Deletes complete checkpoints beyond the newest `keep`, never `written`. The manifest
-// goes first: a deletion cut short by a crash leaves a directory that no longer verifies,
-// not one that looks complete and is not.
+// Deletes complete checkpoints beyond the newest `keep`, never `written`, and never one
+// that does not verify: it may still be salvageable, and deciding that is the user's. The
+// manifest goes first: a deletion cut short by a crash leaves a directory that no longer
+// verifies, not one that looks complete and is not.
 void prune(const std::string& dir, int64_t written, int keep) {
   if (keep <= 0) return;
   std::vector<int64_t> steps;
@@ -120,6 +121,7 @@ void prune(const std::string& dir, int64_t written, int keep) {
   std::sort(steps.rbegin(), steps.rend());
   for (size_t i = size_t(keep); i < steps.size(); ++i) {
     const fs::path old = fs::path(dir) / step_dir_name(steps[i]);
+    if (!verify(old.string()).empty()) continue;
     fs::remove(old / kManifestFile, ec);
     if (!ec) fs::remove_all(old, ec);
     // The new checkpoint is complete: a leftover old one wastes space, it breaks nothing.

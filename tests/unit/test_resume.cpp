@@ -212,3 +212,43 @@ TEST_CASE("resume: after resuming from an earlier checkpoint, auto follows `late
   CHECK(r.status == 0);
   CHECK(r.out.find("resumed from " + (d / "ck/step_00000004")) != std::string::npos);
 }
+
+TEST_CASE("resume: when nothing verifies, auto refuses; --keep never prunes what does not verify") {
+  Dir d("resume_none");
+  const std::string ck = d / "ck";
+  REQUIRE(spawn(train(1, "--steps 2 --ckpt-dir " + ck + " --ckpt-every 1 --keep 5")).status == 0);
+  // Flip a byte in every checkpoint's shard.
+  for (const std::string step : {"step_00000001", "step_00000002"}) {
+    std::fstream f(ck + "/" + step + "/rank_00000.safetensors",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-100, std::ios::end);
+    f.put('\x55');
+  }
+  const Spawned refused = spawn(train(1, "--steps 4 --ckpt-dir " + ck + " --resume auto"));
+  CHECK(refused.status == 2);
+  CHECK(count(refused.err, "tetra: error:") == 1);
+  CHECK(count(refused.err, "no checkpoint in '" + ck + "' verifies") == 1);
+  CHECK(count(refused.err, ck + "/step_00000001") > 0);  // each one named, with its problem
+  CHECK(count(refused.err, ck + "/step_00000002") > 0);
+  CHECK(count(refused.err, "--resume never") == 1);
+  CHECK(count(refused.out, "step ") == 0);
+
+  // Starting over on purpose writes steps 1 to 4 with --keep 1; the corrupt checkpoints of
+  // steps 1 and 2 are replaced by the new ones, so corrupt step 2 again and write up to 6:
+  // pruning deletes the valid 3 to 5 and leaves the corrupt 2.
+  REQUIRE(spawn(train(1, "--steps 4 --ckpt-dir " + ck + " --ckpt-every 1 --resume never")).status ==
+          0);
+  {
+    std::fstream f(ck + "/step_00000002/rank_00000.safetensors",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-100, std::ios::end);
+    f.put('\x55');
+  }
+  const Spawned more =
+      spawn(train(1, "--steps 6 --ckpt-dir " + ck + " --ckpt-every 1 --keep 1 --resume auto"));
+  CHECK(more.status == 0);
+  CHECK(fs::exists(ck + "/step_00000002"));
+  CHECK_FALSE(fs::exists(ck + "/step_00000003"));
+  CHECK_FALSE(fs::exists(ck + "/step_00000005"));
+  CHECK(fs::exists(ck + "/step_00000006"));
+}

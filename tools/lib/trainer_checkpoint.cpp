@@ -37,6 +37,14 @@ std::string find_resume_path(const TrainOptions& opt) {
   if (opt.ckpt_dir.empty()) return "";
   std::vector<std::string> warnings;
   const std::string path = ckpt::find_latest(opt.ckpt_dir, &warnings);
+  // Checkpoints exist but none verifies: starting over would hide that (and --keep would
+  // then prune them), so stop and say why each failed.
+  if (path.empty() && !warnings.empty()) {
+    std::string why;
+    for (const std::string& w : warnings) why += (why.empty() ? "" : "; ") + w;
+    fail("--resume auto: no checkpoint in '", opt.ckpt_dir, "' verifies (", why,
+         "); pass --resume never to start from step 0, keeping them");
+  }
   for (const std::string& w : warnings) std::fprintf(stderr, "tetra: warning: %s\n", w.c_str());
   return path;
 }
