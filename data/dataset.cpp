@@ -198,6 +198,14 @@ void check_vocab(const std::string& path, const std::vector<uint16_t>& tokens, i
         " at position ", bad - tokens.begin(), " is not below --vocab ", vocab);
 }
 
+// Whether the file begins with the llm.c shard magic number (false when it cannot be read:
+// reading it as text then says why).
+bool starts_with_magic(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  int32_t first = 0;
+  return f.read(reinterpret_cast<char*>(&first), sizeof first) && first == kMagic;
+}
+
 }  // namespace
 
 std::unique_ptr<Dataset> open_dataset(const std::string& spec, int vocab, int seq_len,
@@ -205,7 +213,9 @@ std::unique_ptr<Dataset> open_dataset(const std::string& spec, int vocab, int se
   check(vocab >= 1, "data: --vocab must be positive (got ", vocab, ")");
   check(seq_len >= 1, "data: --seq-len must be positive (got ", seq_len, ")");
   if (spec == "synthetic") return std::make_unique<Synthetic>(vocab, seq_len, seed);
-  const bool bin = spec.ends_with(".bin");
+  // A shard is known by its name or by its header's magic number, whatever the name says: a
+  // shard named .txt would otherwise be read as text, header included.
+  const bool bin = spec.ends_with(".bin") || starts_with_magic(spec);
   std::vector<uint16_t> tokens = bin ? read_bin(spec) : read_text(spec);
   check_vocab(spec, tokens, vocab);
   return std::make_unique<TokenFile>(spec, bin ? "llm.c shard" : "text file", std::move(tokens),

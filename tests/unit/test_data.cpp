@@ -102,6 +102,16 @@ TEST_CASE("data: .bin shard uses only the header's token count") {
   CHECK(batch(*ds, 0, 4, 3, 1, 2) == std::vector<int32_t>{6, 7, 8});
 }
 
+TEST_CASE("data: a shard is known by its magic number, whatever its name") {
+  TempDir dir;
+  const std::string path = dir.file("shard.txt");
+  write_raw_shard(path, 20240520, 1, 9, {0, 1, 2, 3, 4, 5, 6, 7, 8});
+  const auto ds = open_dataset(path, 16, 2, 0);
+  CHECK(ds->num_sequences() == 4);  // the 9 tokens, not the 1 KiB header read as bytes
+  CHECK(batch(*ds, 0, 4, 3, 1, 2) == std::vector<int32_t>{6, 7, 8});
+  CHECK(ds->describe().find("llm.c shard") != std::string::npos);
+}
+
 TEST_CASE("data: a text file's bytes are its tokens") {
   TempDir dir;
   const std::string path = dir.file("corpus.txt");
