@@ -80,10 +80,15 @@ std::string find_latest(const std::string& dir, std::vector<std::string>* warnin
   std::string latest;
   std::getline(latest_file, latest);
   const auto named = parse_step_dir_name(latest);
-  if (named) {
-    auto it =
-        std::find_if(found.begin(), found.end(), [&](const auto& f) { return f.first == *named; });
-    if (it != found.end()) std::rotate(found.begin(), it, it + 1);
+  const auto it = std::find_if(found.begin(), found.end(),
+                               [&](const auto& f) { return named && f.first == *named; });
+  if (it != found.end()) {
+    std::rotate(found.begin(), it, it + 1);
+  } else if (latest_file.is_open() && warnings) {
+    // A `latest` that names nothing here was edited or damaged: say so rather than ignore it.
+    warnings->push_back("'" + (fs::path(dir) / kLatestFile).string() + "' names '" + latest +
+                        "', which is not a checkpoint in '" + dir +
+                        "'; taking the newest that verifies");
   }
   for (const auto& [step, path] : found) {
     const std::string problem = verify(path);

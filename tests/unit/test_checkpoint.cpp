@@ -341,6 +341,19 @@ TEST_CASE("checkpoint: find_latest takes the newest that verifies and ignores .t
   CHECK(warnings.size() == 3);
 }
 
+TEST_CASE("checkpoint: a `latest` that names no checkpoint here is reported, not obeyed") {
+  TempDir tmp;
+  const std::string dir = tmp.file("c");
+  for (int step = 1; step <= 2; ++step) save_one(dir, step, step, 0);
+  for (const std::string bad : {"step_00000007", "garbage"}) {
+    write_bytes(dir + "/latest", bad + "\n");
+    std::vector<std::string> warnings;
+    CHECK(find_latest(dir, &warnings) == dir + "/step_00000002");
+    REQUIRE(warnings.size() == 1);
+    CHECK(warnings[0].find("names '" + bad + "', which is not a checkpoint") != std::string::npos);
+  }
+}
+
 TEST_CASE("checkpoint: keep deletes all but the newest, never the one just written") {
   TempDir tmp;
   const std::string dir = tmp.file("c");

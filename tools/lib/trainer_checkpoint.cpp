@@ -2,6 +2,7 @@
 // units from a checkpoint written at any layout, and saving this rank's shards.
 #include "tools/lib/trainer_checkpoint.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -39,7 +40,9 @@ std::string find_resume_path(const TrainOptions& opt) {
   const std::string path = ckpt::find_latest(opt.ckpt_dir, &warnings);
   // Checkpoints exist but none verifies: starting over would hide that (and --keep would
   // then prune them), so stop and say why each failed.
-  if (path.empty() && !warnings.empty()) {
+  const bool skipped = std::any_of(warnings.begin(), warnings.end(),
+                                   [](const std::string& w) { return w.starts_with("skipping "); });
+  if (path.empty() && skipped) {
     std::string why;
     for (const std::string& w : warnings) why += (why.empty() ? "" : "; ") + w;
     fail("--resume auto: no checkpoint in '", opt.ckpt_dir, "' verifies (", why,
