@@ -15,4 +15,4 @@ layout=()
 for a in "$@"; do
   case $a in --tp | --tp=* | --cp | --cp=* | --pp | --pp=* | --dp | --dp=*) layout=() ;; esac
 done
-exec mpirun -np "$ranks" build/tetra train "${layout[@]}" "$@"
+exec mpirun --bind-to none -np "$ranks" build/tetra train "${layout[@]}" "$@"

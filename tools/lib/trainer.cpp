@@ -1,5 +1,7 @@
 #include "tools/lib/trainer.hpp"
 
+#include <sched.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -31,13 +33,24 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-int threads_per_rank(int local_ranks) {
+// Threads per rank: OMP_NUM_THREADS when set, else the cores this rank may run on (its
+// affinity). mpirun binds a rank to one core when it starts at most two, and to a socket or
+// nothing otherwise; ranks that all see every core share them. More threads than cores
+// only time-slice, so that is said once.
+int threads_per_rank(int local_ranks, bool warn) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int all = std::max(1, int(std::thread::hardware_concurrency()));
+  const int mine = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : all;
+  int threads = std::max(1, mine >= all ? all / std::max(1, local_ranks) : mine);
   if (const char* env = std::getenv("OMP_NUM_THREADS")) {
     const int n = std::atoi(env);
-    if (n > 0) return n;
+    if (n > 0) threads = n;
   }
-  const int cores = int(std::thread::hardware_concurrency());
-  return std::max(1, cores / std::max(1, local_ranks));
+  if (warn && threads > mine)
+    std::fprintf(stderr, "tetra: warning: %d threads per rank, but a rank may run on %d core%s\n",
+                 threads, mine, mine > 1 ? "s" : "");
+  return threads;
 }
 
 }  // namespace
@@ -118,7 +131,8 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
 
 void Trainer::make_backend_and_grid() {
   const NodeRank node = node_rank(world_);
-  threads_ = threads_per_rank(node.size);
+  threads_ = threads_per_rank(
+      node.size, plan_.coord.tp + plan_.coord.cp + plan_.coord.pp + plan_.coord.dp == 0);
 #ifdef TETRA_HAVE_CUDA
   // One rank per GPU where there are enough; ranks beyond that share them round robin.
   if (opt_.device == "cuda") agree(world_, [&] { be_ = make_cuda_backend(node.rank); });
