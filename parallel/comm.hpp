@@ -17,10 +17,8 @@
 #include "model/tensor.hpp"
 
 namespace tetra {
-class Backend;
-}
 
-namespace tetra {
+class Backend;
 
 enum class ReduceOp { Sum, Max };
 

@@ -107,9 +107,6 @@ Grid make_grid(MPI_Comm world, const Layout& l, Backend& be, bool nccl) {
   MPI_Comm_dup(world, &dup);
   g.world = make_mpi_comm(dup, "world");
   g.world->bind_backend(&be);
-  const NodeRank n = node_rank(world);
-  g.local_rank = n.rank;
-  g.local_ranks = n.size;
   return g;
 }
 

@@ -39,9 +39,6 @@ struct Grid {
   int rank = 0;
   Coord coord;
   std::unique_ptr<Comm> world, tp, cp, pp, dp, dp_cp;
-  // This process's place among the ranks of its node (MPI shared-memory split): threads
-  // per rank on CPU, and the GPU it drives.
-  int local_rank = 0, local_ranks = 1;
   // "tp nccl, cp mpi, ...": the communicator each group got.
   std::string comm_kinds() const;
 };

@@ -1,16 +1,12 @@
 #include "parallel/mpi_comm.hpp"
 
-#include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "model/backend.hpp"
-#include "util/bf16.hpp"
-
 #include "parallel/timed.hpp"
 #include "parallel/watchdog.hpp"
+#include "util/bf16.hpp"
 
 namespace tetra {
 namespace {
@@ -62,37 +58,44 @@ void mpi_check(int rc, const char* what, const std::string& group) {
 }
 
 // A tensor as MPI sees it: host memory as it is; any other memory (a GPU's) through a host
-// copy made by the backend. `read` fills the copy first; commit() writes it back.
+// copy made by the backend in `scratch`, which grows as needed and is reused from call to
+// call. `read` fills the copy first; commit() writes it back.
 class HostView {
  public:
-  HostView(Backend* be, const Tensor& t, bool read) : be_(be), t_(t) {
+  HostView(Backend* be, const Tensor& t, bool read, std::vector<char>& scratch) : be_(be), t_(t) {
     if (t.device == Device::CPU) {
       ptr_ = t.ptr;
       return;
     }
     check(be != nullptr, "the MPI communicator was given device memory but no backend");
-    host_.resize(t.bytes());
-    ptr_ = host_.data();
+    if (scratch.size() < t.bytes()) scratch.resize(t.bytes());
+    ptr_ = staged_ = scratch.data();
     if (read) be->download(ptr_, t);
   }
   void* ptr() const { return ptr_; }
-  bool staged() const { return !host_.empty(); }
   void commit() {
-    if (staged()) be_->upload(t_, host_.data());
+    if (staged_) be_->upload(t_, staged_);
   }
 
  private:
   Backend* be_;
   Tensor t_;
   void* ptr_ = nullptr;
-  std::vector<char> host_;
+  char* staged_ = nullptr;  // the host copy, when the tensor is not host memory
+};
+
+// The staging memory and view of a non-blocking call, which must live until its wait.
+struct Staging {
+  std::vector<char> scratch;
+  HostView view;
+  Staging(Backend* be, const Tensor& t, bool read) : view(be, t, read, scratch) {}
 };
 
 class MpiRequest final : public Comm::Request {
  public:
   // staging: the host copy MPI reads or writes, which must outlive the request; a receive
   // commits it to the backend's memory once the data is in.
-  MpiRequest(MPI_Request r, std::unique_ptr<HostView> staging, CommStats& s,
+  MpiRequest(MPI_Request r, std::unique_ptr<Staging> staging, CommStats& s,
              const watchdog::Group& g, watchdog::Op op, int peer, const char* what,
              const std::string& group_name)
       : r_(r),
@@ -111,12 +114,12 @@ class MpiRequest final : public Comm::Request {
     Timed t(s_, what_, group_name_);  // the isend / irecv already counted this call
     watchdog::Call w(group_, op_, peer_);
     mpi_check(MPI_Wait(&r_, MPI_STATUS_IGNORE), what_, group_name_);
-    if (op_ == watchdog::Op::WaitRecv) staging_->commit();
+    if (op_ == watchdog::Op::WaitRecv) staging_->view.commit();
   }
 
  private:
   MPI_Request r_;
-  std::unique_ptr<HostView> staging_;
+  std::unique_ptr<Staging> staging_;
   CommStats& s_;
   const watchdog::Group& group_;
   watchdog::Op op_;
@@ -142,7 +145,7 @@ class MpiComm final : public Comm {
     if (size_ == 1) return;
     Timed t(stats, CommOp::AllReduce, 2.0 * (size_ - 1) / size_ * x.bytes(), "all_reduce", name_);
     watchdog::Call w(watched_, watchdog::Op::AllReduce);
-    HostView h(be_, x, true);
+    HostView h(be_, x, true, stage_in_);
     mpi_check(MPI_Allreduce(MPI_IN_PLACE, h.ptr(), int(x.numel()), mpi_type(x), mpi_op(op, x.dtype),
                             comm_),
               "all_reduce", name_);
@@ -155,7 +158,7 @@ class MpiComm final : public Comm {
     Timed t(stats, CommOp::ReduceScatter, double(size_ - 1) / size_ * in.bytes(), "reduce_scatter",
             name_);
     watchdog::Call w(watched_, watchdog::Op::ReduceScatter);
-    HostView hi(be_, in, true), ho(be_, out, false);
+    HostView hi(be_, in, true, stage_in_), ho(be_, out, false, stage_out_);
     mpi_check(MPI_Reduce_scatter_block(hi.ptr(), ho.ptr(), int(out.numel()), mpi_type(in),
                                        mpi_op(ReduceOp::Sum, in.dtype), comm_),
               "reduce_scatter", name_);
@@ -169,7 +172,7 @@ class MpiComm final : public Comm {
     watchdog::Call w(watched_, watchdog::Op::AllGather);
     // A rank's own part may already sit in place inside out (ZeRO's updated shard); a staged
     // in is a copy of its own, so only host memory can alias.
-    HostView hi(be_, in, true), ho(be_, out, false);
+    HostView hi(be_, in, true, stage_in_), ho(be_, out, false, stage_out_);
     const bool in_place = hi.ptr() == static_cast<char*>(ho.ptr()) + rank_ * in.bytes();
     mpi_check(MPI_Allgather(in_place ? MPI_IN_PLACE : hi.ptr(), int(in.numel()), mpi_type(in),
                             ho.ptr(), int(in.numel()), mpi_type(in), comm_),
@@ -180,20 +183,20 @@ class MpiComm final : public Comm {
     if (size_ == 1) return;
     Timed t(stats, CommOp::Broadcast, rank_ == root ? double(x.bytes()) : 0.0, "broadcast", name_);
     watchdog::Call w(watched_, watchdog::Op::Broadcast);
-    HostView h(be_, x, rank_ == root);
+    HostView h(be_, x, rank_ == root, stage_in_);
     mpi_check(MPI_Bcast(h.ptr(), int(x.numel()), mpi_type(x), root, comm_), "broadcast", name_);
     h.commit();
   }
   void send(const Tensor& x, int peer, int tag) override {
     Timed t(stats, CommOp::SendRecv, double(x.bytes()), "send", name_);
     watchdog::Call w(watched_, watchdog::Op::Send, peer);
-    HostView h(be_, x, true);
+    HostView h(be_, x, true, stage_in_);
     mpi_check(MPI_Send(h.ptr(), int(x.numel()), mpi_type(x), peer, tag, comm_), "send", name_);
   }
   void recv(Tensor x, int peer, int tag) override {
     Timed t(stats, CommOp::SendRecv, 0, "recv", name_);
     watchdog::Call w(watched_, watchdog::Op::Recv, peer);
-    HostView h(be_, x, false);
+    HostView h(be_, x, false, stage_in_);
     mpi_check(MPI_Recv(h.ptr(), int(x.numel()), mpi_type(x), peer, tag, comm_, MPI_STATUS_IGNORE),
               "recv", name_);
     h.commit();
@@ -201,8 +204,8 @@ class MpiComm final : public Comm {
   std::unique_ptr<Request> isend(const Tensor& x, int peer, int tag) override {
     Timed t(stats, CommOp::SendRecv, double(x.bytes()), "isend", name_);
     MPI_Request r;
-    auto h = std::make_unique<HostView>(be_, x, true);
-    mpi_check(MPI_Isend(h->ptr(), int(x.numel()), mpi_type(x), peer, tag, comm_, &r), "isend",
+    auto h = std::make_unique<Staging>(be_, x, true);
+    mpi_check(MPI_Isend(h->view.ptr(), int(x.numel()), mpi_type(x), peer, tag, comm_, &r), "isend",
               name_);
     return std::make_unique<MpiRequest>(r, std::move(h), stats, watched_, watchdog::Op::WaitSend,
                                         peer, "wait isend", name_);
@@ -210,8 +213,8 @@ class MpiComm final : public Comm {
   std::unique_ptr<Request> irecv(Tensor x, int peer, int tag) override {
     Timed t(stats, CommOp::SendRecv, 0, "irecv", name_);
     MPI_Request r;
-    auto h = std::make_unique<HostView>(be_, x, false);
-    mpi_check(MPI_Irecv(h->ptr(), int(x.numel()), mpi_type(x), peer, tag, comm_, &r), "irecv",
+    auto h = std::make_unique<Staging>(be_, x, false);
+    mpi_check(MPI_Irecv(h->view.ptr(), int(x.numel()), mpi_type(x), peer, tag, comm_, &r), "irecv",
               name_);
     return std::make_unique<MpiRequest>(r, std::move(h), stats, watched_, watchdog::Op::WaitRecv,
                                         peer, "wait irecv", name_);
@@ -244,7 +247,8 @@ class MpiComm final : public Comm {
 
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
-  watchdog::Group watched_;  // shows blocking calls to the watchdog
+  std::vector<char> stage_in_, stage_out_;  // host copies of device tensors (blocking calls)
+  watchdog::Group watched_;                 // shows blocking calls to the watchdog
 };
 
 }  // namespace

@@ -68,7 +68,6 @@ class NcclComm final : public Comm {
         host_(make_mpi_comm(c, name)),
         watched_(c, name),
         stream_(static_cast<cudaStream_t>(be.stream())) {
-    be_ = &be;
     check(stream_ != nullptr, "group ", name, ": NCCL needs a CUDA backend");
     // Rank 0 makes the id; the group's MPI communicator carries it to the others.
     ncclUniqueId id;

@@ -28,6 +28,15 @@ ZeroParams::ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> units, 
     be_.fill(u.adam_v.flat(), 0.f);
     units_.push_back(std::move(u));
   }
+  // The part [begin, end) of this rank's shard (offsets within the shard) that holds each
+  // parameter: what the optimizer, the gradient norm and checkpoints walk.
+  for (Unit& u : units_) {
+    const int64_t lo = comm_.rank() * u.shard, hi = lo + u.shard;
+    for (const ParamInfo& p : u.layout.params) {
+      const int64_t b = std::max(lo, p.offset), e = std::min(hi, p.offset + p.numel());
+      if (b < e) u.segments.push_back({&p, b - lo, e - lo});
+    }
+  }
 }
 
 Tensor ZeroParams::master_shard(Unit& u) {
@@ -103,22 +112,9 @@ void ZeroParams::reduce_scatter_grads(int i) {
   if (zero_ >= 2) u.grads.reset();
 }
 
-template <typename F>
-void ZeroParams::for_each_segment(const Unit& u, F f) const {
-  const int64_t lo = comm_.rank() * u.shard, hi = lo + u.shard;
-  for (const ParamInfo& p : u.layout.params) {
-    const int64_t b = std::max(lo, p.offset), e = std::min(hi, p.offset + p.numel());
-    if (b < e) f(p, b - lo, e - lo);
-  }
-}
-
 ZeroParams::Shard ZeroParams::shard(int i) {
   Unit& u = units_[i];
-  Shard s{master_shard(u), u.grad_shard.flat(), u.adam_m.flat(), u.adam_v.flat(), {}};
-  for_each_segment(u, [&](const ParamInfo& p, int64_t b, int64_t e) {
-    s.segments.push_back({&p, b, e});
-  });
-  return s;
+  return {master_shard(u), u.grad_shard.flat(), u.adam_m.flat(), u.adam_v.flat(), u.segments};
 }
 
 std::vector<float> ZeroParams::gather_grads_to_host(int i) {
@@ -151,15 +147,16 @@ std::vector<ZeroParams::OwnedSlice> ZeroParams::owned_slices() const {
   for (const Unit& u : units_) {
     const int64_t lo = comm_.rank() * u.shard;
     const Tensor w = zero_ < 3 ? u.weights.flat(lo, u.shard) : u.weight_shard.flat();
-    for_each_segment(u, [&](const ParamInfo& p, int64_t b, int64_t e) {
-      OwnedSlice s{&p, lo + b - p.offset, lo + e - p.offset, {}, {}, {}};
+    for (const Segment& g : u.segments) {
+      const ParamInfo& p = *g.param;
+      OwnedSlice s{&p, lo + g.begin - p.offset, lo + g.end - p.offset, {}, {}, {}};
       for (auto [dst, src] :
            {std::pair{&s.weights, w}, {&s.adam_m, u.adam_m.flat()}, {&s.adam_v, u.adam_v.flat()}}) {
-        dst->resize(e - b);
-        be_.download(dst->data(), src.flat(b, e - b));
+        dst->resize(g.end - g.begin);
+        be_.download(dst->data(), src.flat(g.begin, g.end - g.begin));
       }
       out.push_back(std::move(s));
-    });
+    }
   }
   return out;
 }

@@ -14,6 +14,7 @@
 // done; AdamW (optim/adamw.hpp) updates the shard; ZeRO-1/2 then all-gather the updated
 // weights, ZeRO-3 gathers them before each forward and each backward instead.
 #pragma once
+#include <span>
 #include <vector>
 
 #include "model/backend.hpp"
@@ -73,7 +74,7 @@ class ZeroParams {
   };
   struct Shard {
     Tensor weights, grads, adam_m, adam_v;
-    std::vector<Segment> segments;
+    std::span<const Segment> segments;
   };
   Shard shard(int u);
   // Full reduced gradient of unit u on the host (all-gathers the shards; for tests).
@@ -104,13 +105,10 @@ class ZeroParams {
     Buffer weight_shard;                // s (ZeRO-3 only: the master copy)
     Buffer grads;                       // np (ZeRO-1: persistent; else during backward)
     Buffer grad_shard, adam_m, adam_v;  // s each
+    std::vector<Segment> segments;      // this rank's shard, fixed at construction
     int backward_calls = 0;
   };
   Tensor master_shard(Unit& u);
-  // Calls f(param, begin, end) for the part [begin, end) of this rank's shard (offsets
-  // relative to the shard) that holds each parameter.
-  template <typename F>
-  void for_each_segment(const Unit& u, F f) const;
 
   Backend& be_;
   Comm& comm_;

@@ -53,6 +53,21 @@ int threads_per_rank(int local_ranks, bool warn) {
   return threads;
 }
 
+// Every rank holds the same totals, so every rank throws the same DivergedError.
+void stop_if_diverged(int64_t step, double loss, double grad_norm) {
+  if (std::isfinite(loss) && std::isfinite(grad_norm)) return;
+  // NaN prints as "nan" whatever its sign bit (the stream would say "-nan" for some).
+  const auto show = [](double x) {
+    std::ostringstream os;
+    if (std::isnan(x)) return std::string("nan");
+    os << x;
+    return os.str();
+  };
+  throw DivergedError("step " + std::to_string(step) + " diverged: loss " + show(loss) +
+                      ", gradient norm " + show(grad_norm) +
+                      "; stopped before its update, so no checkpoint holds it");
+}
+
 }  // namespace
 
 Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(world) {
@@ -131,8 +146,9 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
 
 void Trainer::make_backend_and_grid() {
   const NodeRank node = node_rank(world_);
-  threads_ = threads_per_rank(
-      node.size, plan_.coord.tp + plan_.coord.cp + plan_.coord.pp + plan_.coord.dp == 0);
+  int rank = 0;
+  MPI_Comm_rank(world_, &rank);
+  threads_ = threads_per_rank(node.size, rank == 0);
 #ifdef TETRA_HAVE_CUDA
   // One rank per GPU where there are enough; ranks beyond that share them round robin.
   if (opt_.device == "cuda") agree(world_, [&] { be_ = make_cuda_backend(node.rank); });
@@ -235,19 +251,8 @@ StepResult Trainer::step() {
   const PipelineStats pipe = executor_->run(mbs, float(1.0 / tokens));
   fault_.during_step(grid_.rank, step_);
 
-  const StepTotals totals = reduce_totals(pipe);
-  if (!std::isfinite(totals.loss) || !std::isfinite(totals.grad_norm)) {
-    // NaN prints as "nan" whatever its sign bit (the stream would say "-nan" for some).
-    const auto show = [](double x) {
-      std::ostringstream os;
-      if (std::isnan(x)) return std::string("nan");
-      os << x;
-      return os.str();
-    };
-    throw DivergedError("step " + std::to_string(step_) + " diverged: loss " + show(totals.loss) +
-                        ", gradient norm " + show(totals.grad_norm) +
-                        "; stopped before its update, so no checkpoint holds it");
-  }
+  const StepTotals totals = reduce_totals(pipe, tokens);
+  stop_if_diverged(step_, totals.loss, totals.grad_norm);
 
   // Clipping and the optimizer step on this rank's shards, then the updated shards
   // all-gathered into the full weights (ZeRO-1/2; ZeRO-3 gathers at each use).
@@ -269,7 +274,7 @@ StepResult Trainer::step() {
 // The loss, the global gradient norm and the bubble, in one all-reduce over the world:
 // gradient shards are disjoint over dp_cp and pipeline stages; the loss counts on the last
 // stage's TP rank 0 only.
-Trainer::StepTotals Trainer::reduce_totals(const PipelineStats& pipe) {
+Trainer::StepTotals Trainer::reduce_totals(const PipelineStats& pipe, double tokens) {
   // This rank's bubble in the form the schedule's formula uses: of the step for gpipe and
   // 1f1b, of the compute for interleaved.
   const double busy = pipe.seconds - pipe.wait_seconds;
@@ -285,7 +290,6 @@ Trainer::StepTotals Trainer::reduce_totals(const PipelineStats& pipe) {
   }
   double sums[3] = {grad_sq, (tp0 && last_stage) ? pipe.loss_sum : 0.0, bubble};
   grid_.world->all_reduce_host(sums, 3);
-  const double tokens = double(opt_.global_batch) * cfg_.seq_len;
   return {sums[1] / tokens, std::sqrt(sums[0]), sums[2] / grid_.world->size()};
 }
 

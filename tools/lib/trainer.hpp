@@ -69,7 +69,7 @@ class Trainer {
   struct StepTotals {
     double loss, grad_norm, bubble;
   };
-  StepTotals reduce_totals(const PipelineStats& pipe);
+  StepTotals reduce_totals(const PipelineStats& pipe, double tokens);
   StepResult measure(const StepTotals& totals, const PipelineStats& pipe, double seconds,
                      double tokens);
   MicroBatch make_micro_batch(int64_t step, int j, Buffer& tokens, Buffer& targets);
