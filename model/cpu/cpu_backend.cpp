@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/backend.hpp"
+#include "util/bf16.hpp"
 
 namespace tetra {
 namespace {
@@ -77,6 +78,24 @@ class CpuBackend final : public Backend {
   void copy(Tensor dst, const Tensor& src) override {
     check(dst.bytes() == src.bytes(), "copy ", src.shape_str(), " into ", dst.shape_str());
     std::memcpy(dst.ptr, src.ptr, src.bytes());
+  }
+  void cast(Tensor dst, const Tensor& src) override {
+    check(dst.numel() == src.numel(), "cast ", src.shape_str(), " into ", dst.shape_str());
+    const int64_t n = src.numel();
+    if (dst.dtype == src.dtype) return copy(dst, src);
+    if (dst.dtype == DType::BF16 && src.dtype == DType::F32) {
+      uint16_t* d = static_cast<uint16_t*>(dst.ptr);
+      const float* s = src.f32();
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) d[i] = float_to_bf16(s[i]);
+    } else if (dst.dtype == DType::F32 && src.dtype == DType::BF16) {
+      float* d = dst.f32();
+      const uint16_t* s = static_cast<const uint16_t*>(src.ptr);
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) d[i] = bf16_to_float(s[i]);
+    } else {
+      fail("cast from ", dtype_name(src.dtype), " to ", dtype_name(dst.dtype));
+    }
   }
   void add(Tensor y, const Tensor& x) override {
     check(y.numel() == x.numel(), "add ", x.shape_str(), " to ", y.shape_str());

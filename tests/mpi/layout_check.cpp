@@ -59,45 +59,77 @@ RunResult run_on(int ranks, const std::vector<std::string>& args, int steps) {
   return r;
 }
 
-std::string compare(const RunResult& ref, const RunResult& run) {
+namespace {
+
+// Calls f(name, reference values, run values) for every tensor of ref, or reports it missing.
+template <typename F>
+void each_tensor(const std::map<std::string, std::vector<float>>& ref,
+                 const std::map<std::string, std::vector<float>>& run, std::ostringstream& err,
+                 const char* what, F f) {
+  for (const auto& [name, a] : ref) {
+    auto it = run.find(name);
+    if (it == run.end() || it->second.size() != a.size()) {
+      err << what << " " << name << " missing or resized\n";
+      continue;
+    }
+    f(name, a, it->second);
+  }
+}
+
+double loss_gap(double ref, double run) {
+  return std::abs(run - ref) / std::abs(ref);
+}
+// max |b - a| / max |a|
+double grad_gap(const std::vector<float>& a, const std::vector<float>& b) {
+  double max_ref = 0, worst = 0;
+  for (float x : a) max_ref = std::max(max_ref, double(std::abs(x)));
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::abs(b[i] - a[i])));
+  return worst / max_ref;
+}
+// ||b - a|| / ||a||
+double weight_gap(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += std::pow(double(b[i]) - a[i], 2);
+    norm += double(a[i]) * a[i];
+  }
+  return std::sqrt(diff) / std::sqrt(norm);
+}
+
+}  // namespace
+
+Gaps gaps(const RunResult& ref, const RunResult& run) {
+  Gaps g;
+  std::ostringstream ignored;
+  for (size_t s = 0; s < ref.losses.size() && s < run.losses.size(); ++s)
+    g.loss = std::max(g.loss, loss_gap(ref.losses[s], run.losses[s]));
+  each_tensor(ref.grads0, run.grads0, ignored, "gradient",
+              [&](auto&, auto& a, auto& b) { g.grad = std::max(g.grad, grad_gap(a, b)); });
+  each_tensor(ref.weights, run.weights, ignored, "weight",
+              [&](auto&, auto& a, auto& b) { g.weight = std::max(g.weight, weight_gap(a, b)); });
+  return g;
+}
+
+std::string compare(const RunResult& ref, const RunResult& run, const Gaps& bound) {
   std::ostringstream err;
   if (ref.losses.size() != run.losses.size()) return "different step counts";
   for (size_t s = 0; s < ref.losses.size(); ++s) {
-    const double rel = std::abs(run.losses[s] - ref.losses[s]) / std::abs(ref.losses[s]);
-    if (!(rel <= 1e-5))
+    const double rel = loss_gap(ref.losses[s], run.losses[s]);
+    if (!(rel <= bound.loss))
       err << "step " << s << " loss " << run.losses[s] << " vs " << ref.losses[s] << " (rel " << rel
           << ")\n";
   }
-  // Step-0 gradients: within 1e-5 of each tensor's largest magnitude, elementwise.
-  for (const auto& [name, g1] : ref.grads0) {
-    auto it = run.grads0.find(name);
-    if (it == run.grads0.end() || it->second.size() != g1.size()) {
-      err << "gradient " << name << " missing or resized\n";
-      continue;
-    }
-    double max_ref = 0, worst = 0;
-    for (float x : g1) max_ref = std::max(max_ref, double(std::abs(x)));
-    for (size_t i = 0; i < g1.size(); ++i)
-      worst = std::max(worst, double(std::abs(it->second[i] - g1[i])));
-    if (!(worst <= 1e-5 * max_ref))
-      err << "gradient " << name << ": max diff " << worst << " > 1e-5 * " << max_ref << "\n";
-  }
-  // Final weights: ||W - W1|| <= 1e-4 ||W1|| per tensor.
-  for (const auto& [name, w1] : ref.weights) {
-    auto it = run.weights.find(name);
-    if (it == run.weights.end() || it->second.size() != w1.size()) {
-      err << "weight " << name << " missing or resized\n";
-      continue;
-    }
-    double diff = 0, norm = 0;
-    for (size_t i = 0; i < w1.size(); ++i) {
-      diff += std::pow(double(it->second[i]) - w1[i], 2);
-      norm += double(w1[i]) * w1[i];
-    }
-    if (!(std::sqrt(diff) <= 1e-4 * std::sqrt(norm)))
-      err << "weight " << name << ": ||diff|| " << std::sqrt(diff) << " > 1e-4 * "
-          << std::sqrt(norm) << "\n";
-  }
+  each_tensor(ref.grads0, run.grads0, err, "gradient", [&](auto& name, auto& a, auto& b) {
+    const double g = grad_gap(a, b);
+    if (!(g <= bound.grad))
+      err << "gradient " << name << ": max diff " << g << " of the largest magnitude > "
+          << bound.grad << "\n";
+  });
+  each_tensor(ref.weights, run.weights, err, "weight", [&](auto& name, auto& a, auto& b) {
+    const double g = weight_gap(a, b);
+    if (!(g <= bound.weight))
+      err << "weight " << name << ": ||diff|| / ||w|| " << g << " > " << bound.weight << "\n";
+  });
   return err.str();
 }
 

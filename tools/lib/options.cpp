@@ -168,7 +168,9 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   add_choice(app, "--device", o.device, {"cpu", "cuda", "guarded-cpu"},
              "where each rank computes; guarded-cpu: the CPU backend with memory host code "
              "cannot touch, a test configuration");
-  add_choice(app, "--dtype", o.dtype, {"fp32", "bf16"}, "compute precision (bf16 needs cuda)");
+  add_choice(app, "--dtype", o.dtype, {"fp32", "bf16"},
+             "compute precision: bf16 weights and activations over fp32 master weights, "
+             "gradients and Adam state");
   add_choice(app, "--comm", o.comm, {"auto", "nccl", "mpi"},
              "device collectives: auto = NCCL for groups whose ranks each have a GPU of their "
              "own, else MPI through host memory");
@@ -200,6 +202,8 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
       ->check(kAtLeast1);
   add(app, "--export", o.export_path, "FILE",
       "write the final weights, whole, as one safetensors file");
+  add_choice(app, "--export-dtype", o.export_dtype, {"fp32", "bf16"},
+             "precision of the exported weights (the fp32 master weights, or rounded to bf16)");
   add(app, "--peak-tflops", o.peak_tflops, "X",
       "peak per device for MFU (0: a table of known GPUs, else a CPU probe)")
       ->check(kNonNegative);

@@ -43,7 +43,7 @@ struct TrainOptions {
   int keep = 3;
   double timeout = 300;
   // Output. trace_steps: steps traced after the run's first (warm-up) step.
-  std::string metrics, export_path, trace;
+  std::string metrics, export_path, export_dtype = "fp32", trace;
   int64_t trace_steps = 5;
   double peak_tflops = 0;
   // Which flags the user gave, by long name ("--heads"): to check them against

@@ -86,7 +86,6 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
           "--device cuda: this build has no CUDA backend (nvcc was not found when it was "
           "configured)");
 #endif
-    check(opt.dtype == "fp32", "--dtype ", opt.dtype, ": this build computes in fp32 only");
     std::unique_ptr<st::Reader> file;
     cfg_ = opt.model;
     if (!opt.init_from.empty()) {
@@ -130,7 +129,7 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
 
   make_backend_and_grid();
   params_ = std::make_unique<ZeroParams>(*be_, *grid_.dp_cp, std::move(mine), opt.zero,
-                                         opt.sp ? grid_.tp.get() : nullptr);
+                                         opt.sp ? grid_.tp.get() : nullptr, compute_dtype());
   for (size_t u = 0; u < init.size(); ++u) params_->load(int(u), init[u]);
   init.clear();
   if (!resume_path.empty()) {
@@ -139,7 +138,7 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
     resume_seconds_ = seconds_since(t0);
   }
   make_pipeline();
-  const Peak peak = find_peak(*be_, *grid_.world, opt.peak_tflops, threads_);
+  const Peak peak = find_peak(*be_, *grid_.world, opt.peak_tflops, threads_, compute_dtype());
   peak_flops_ = peak.flops;
   peak_source_ = peak.source;
 }
@@ -155,6 +154,14 @@ void Trainer::make_backend_and_grid() {
 #endif
   if (opt_.device == "guarded-cpu") be_ = make_guarded_cpu_backend(threads_);
   if (!be_) be_ = make_cpu_backend(threads_);
+  if (opt_.dtype == "bf16") {
+    agree(world_, [&] {
+      check(
+          be_->has_bf16(), "--dtype bf16: ", be_->name(),
+          " has no bf16 support (a GPU of compute capability 8.0 or later has); use --dtype fp32");
+    });
+    be_ = make_mixed_precision_backend(std::move(be_));
+  }
   const bool shared = shares_device(world_, *be_);
   agree(world_, [&] {
     check(opt_.comm != "nccl" || have_nccl(),
@@ -180,8 +187,9 @@ void Trainer::make_pipeline() {
   std::vector<PipelineStage*> mine;
   for (auto& c : chunks_) mine.push_back(c.get());
   const int64_t rows = tp.local_rows(plan_.local_tokens());
-  executor_ = std::make_unique<PipelineExecutor>(*be_, *grid_.pp, std::move(mine), plan_.schedule,
-                                                 plan_.micro_batches, rows * cfg_.dim);
+  executor_ =
+      std::make_unique<PipelineExecutor>(*be_, *grid_.pp, std::move(mine), plan_.schedule,
+                                         plan_.micro_batches, rows * cfg_.dim, compute_dtype());
 
   // Positions are the same every step: RoPE angles per token, queries and keys per sequence.
   std::vector<int32_t> tokens;
@@ -338,7 +346,7 @@ void Trainer::export_weights(const std::string& path) {
   std::string err;
   if (grid_.rank == 0) {
     try {
-      write_export(path, full, cfg_);
+      write_export(path, full, cfg_, opt_.export_dtype == "bf16");
     } catch (const Error& e) {
       err = e.what();
     }
