@@ -13,10 +13,15 @@ namespace {
 
 // Bytes in use and their peak, as Backend::alloc_stats counts them.
 struct Ledger {
-  double in_use = 0, peak = 0, kept = 0, kept_at_peak = 0;  // kept: activations for backward
+  double in_use = 0, peak = 0;
+  double kept = 0, most_kept = 0;  // activations held for backward, now and at most
   void alloc(double b) {
     in_use += b;
-    if (in_use > peak) peak = in_use, kept_at_peak = kept;
+    peak = std::max(peak, in_use);
+  }
+  void keep(double b) {
+    kept += b;
+    most_kept = std::max(most_kept, kept);
   }
   void free(double b) { in_use -= b; }
 };
@@ -165,7 +170,7 @@ Memory stage_memory(const Setup& s, int stage) {
       if (units.front() != 0) L.alloc(z.R);  // the input's copy
       if (k > 0) L.free(z.R);
       if (k < K - 1) L.alloc(z.R), pending += P > 1 ? z.R : 0;  // the message to the next chunk
-      L.kept += state_bytes(units);
+      L.keep(state_bytes(units));
       ++in_flight;
       mem.in_flight = std::max(mem.in_flight, in_flight);
     } else {
@@ -201,12 +206,12 @@ Memory stage_memory(const Setup& s, int stage) {
         rest += z.R;  // the embedding's output
       L.free(rest);
       if (k > 0) pending += P > 1 ? z.R : 0;  // the gradient goes to the previous chunk
-      L.kept -= state_bytes(units);
+      L.keep(-state_bytes(units));
       --in_flight;
     }
   }
   mem.step_peak = L.peak;
-  mem.activations = L.kept_at_peak;
+  mem.activations = L.most_kept;
   return mem;
 }
 

@@ -17,7 +17,7 @@ struct Memory {
   double weights = 0, grads = 0, adam = 0;
   double other = 0;        // token positions, kept across steps
   double step_peak = 0;    // above the persistent bytes, at the step's peak
-  double activations = 0;  // of that: what the micro-batches in flight keep for backward
+  double activations = 0;  // of that: the most the micro-batches in flight keep for backward
   int in_flight = 0;       // most micro-batch chunks whose backward had not run yet
   double peak() const { return weights + grads + adam + other + step_peak; }
 };

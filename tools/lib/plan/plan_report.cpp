@@ -52,6 +52,18 @@ std::string seconds(double s) {
   return fmt("%.3g us", s * 1e6);
 }
 
+// Whole numbers with commas, small ones with three significant digits.
+std::string count(double x) {
+  return x >= 100 ? commas(x) : fmt("%.3g", x);
+}
+
+// A duration in days, hours or seconds, whichever reads best.
+std::string duration(double s) {
+  if (s >= 2 * 86400) return fmt("%.1f days", s / 86400);
+  if (s >= 2 * 3600) return fmt("%.1f hours", s / 3600);
+  return fmt("%.3g s", s);
+}
+
 std::string pct(double x) {
   return fmt(x >= 0.1 ? "%.1f%%" : "%.2f%%", 100 * x);
 }
@@ -109,8 +121,8 @@ void model_section(Ctx& c, double card) {
   os << "  whole model (" << which << "):\n";
   os << "    bf16 weights " << bytes(2 * n) << "; training state at 16 bytes per parameter "
      << "(ZeRO's mixed-precision Adam) " << bytes(16 * n) << ", so at least "
-     << commas(std::ceil(16 * n / c.mc.memory_bytes - 1e-9)) << " GPUs of "
-     << bytes(c.mc.memory_bytes) << "\n";
+     << commas(std::ceil(16 * n / c.mc.memory_bytes - 1e-9))
+     << (c.opt.gpu == "cpu" ? " machines of " : " GPUs of ") << bytes(c.mc.memory_bytes) << "\n";
   const double D = c.opt.tokens;
   if (D <= 0) return;
   const double flops = 6 * n * D;
@@ -210,8 +222,8 @@ void memory_section(Ctx& c) {
                     (bytes(r[0].memory.peak()) + " / " + bytes(r[1].memory.peak())).c_str());
       os << line;
     }
-  os << "  (activations: what the micro-batches in flight keep at the peak, without and with "
-        "--recompute full; peak without / with)\n";
+  os << "  (activations: the most the micro-batches in flight keep for backward, without and "
+        "with --recompute full; peak without / with)\n";
 }
 
 // Traffic of stage 0's ranks, per group, and its time at the group's link.
@@ -309,13 +321,13 @@ void time_section(Ctx& c, const Times& t, double card) {
      << pct(mfu) << "\n";
   const double D = c.opt.tokens;
   if (D <= 0) return;
-  os << "  " << fmt("%.4g", D) << " tokens: " << commas(D / tokens) << " steps, "
-     << fmt("%.1f", D / tokens * step / 86400) << " days at that step time\n";
+  os << "  " << fmt("%.4g", D) << " tokens: " << commas(std::ceil(D / tokens)) << " steps, "
+     << duration(std::ceil(D / tokens) * step) << " at that step time\n";
   const double n = card > 0 ? card : double(s.cfg.matmul_params());
   const double at = c.opt.mfu > 0 ? c.opt.mfu / 100 : mfu;
   const double gpu_hours = 6 * n * D / peak / 3600;
   os << "  one MFU point, " << fmt("%.3g", 100 * at) << "% to " << fmt("%.3g", 100 * at + 1)
-     << "%: " << commas(gpu_hours * (1 / at - 1 / (at + 0.01))) << " GPU-hours (6ND at "
+     << "%: " << count(gpu_hours * (1 / at - 1 / (at + 0.01))) << " GPU-hours (6ND at "
      << fmt("%g", peak / 1e12) << " TFLOP/s: " << fmt("%.4g", gpu_hours) << " GPU-hours at 100%)\n";
 }
 
