@@ -137,7 +137,6 @@ Memory stage_memory(const Setup& s, int stage) {
 
   Ledger L;
   L.alloc(2 * m * b * Sl * 4);   // the step's tokens and targets
-  double pending = 0;            // messages sent, freed when the step's sends complete
   std::map<int, int> backwards;  // per unit, backwards done this step
   auto state_bytes = [&](const std::vector<int>& units) {
     double n = z.R;  // the chunk's input (or the embedding's output)
@@ -152,7 +151,8 @@ Memory stage_memory(const Setup& s, int stage) {
     const std::vector<int>& units = chunks[a.chunk];
     const int k = s.chunk_id(stage, a.chunk);
     if (a.kind == Action::Forward) {
-      if (k > 0 && P > 1) L.alloc(z.R);  // the received activation (from self: already held)
+      if (k > 0 && P > 1) L.alloc(z.R);      // the received activation (from self: already held)
+      if (units.front() != 0) L.alloc(z.R);  // the chunk's copy of its input
       for (int g : units) {
         if (zero == 3) L.alloc(double(s.padded(g)) * pr.compute_w);
         if (g == 0) {
@@ -167,9 +167,10 @@ Memory stage_memory(const Setup& s, int stage) {
         }
         if (zero == 3) L.free(double(s.padded(g)) * pr.compute_w);
       }
-      if (units.front() != 0) L.alloc(z.R);  // the input's copy
       if (k > 0) L.free(z.R);
-      if (k < K - 1) L.alloc(z.R), pending += P > 1 ? z.R : 0;  // the message to the next chunk
+      // The message to the next chunk: held until the step's sends complete (or, to this
+      // rank's own next chunk, until that chunk's forward has read it).
+      if (k < K - 1) L.alloc(z.R);
       L.keep(state_bytes(units));
       ++in_flight;
       mem.in_flight = std::max(mem.in_flight, in_flight);
@@ -196,16 +197,13 @@ Memory stage_memory(const Setup& s, int stage) {
         if (++backwards[g] == m && zero >= 2) L.free(np * pr.grad);
       }
       if (k < K - 1) L.free(z.R);
-      // What the state still held: the block inputs, the head's norm and loss statistics.
-      double rest = 0;
+      // What the state still held: the chunk's input (or the embedding's output), each
+      // block's output, the head's norm and loss statistics. The running gradient stays
+      // as the message to the previous chunk (the embedding consumed it on chunk 0).
+      double rest = z.R;
       for (int g : units) rest += (g >= 1 && g <= L_) ? z.R : 0;
       if (units.back() == L_ + 1) rest += z.norm + z.stats;
-      if (units.front() != 0)
-        rest += z.R;  // the input's copy
-      else
-        rest += z.R;  // the embedding's output
       L.free(rest);
-      if (k > 0) pending += P > 1 ? z.R : 0;  // the gradient goes to the previous chunk
       L.keep(-state_bytes(units));
       --in_flight;
     }
