@@ -167,4 +167,8 @@ TEST_CASE(
   CHECK(other.out.find("MISMATCH") != std::string::npos);
   CHECK(other.out.find("plan does NOT match") != std::string::npos);
   std::remove(metrics.c_str());
+  // A file that is not there is bad input: one error line, exit 2.
+  const Spawned missing = spawn(tetra_bin() + " plan --compare " + metrics + layout, 30);
+  CHECK(missing.status == 2);
+  CHECK(count(missing.err, "tetra: error: --compare: cannot read") == 1);
 }

@@ -96,7 +96,6 @@ Precision precision_named(const std::string& dtype) {
     p.name = "bf16";
     p.act = 2;
     p.compute_w = 2;
-    p.bf16_copy = true;
   } else {
     check(dtype == "fp32", "--dtype takes fp32 or bf16 (got '", dtype, "')");
   }

@@ -39,15 +39,17 @@ struct Preset {
 Preset preset_named(const std::string& name);
 
 // Bytes per element of what the models count. fp32: everything 4. bf16 (Megatron's mixed
-// precision): weights used in compute, activations and what TP, CP and PP send are bf16;
-// master weights, gradients (accumulated and reduced) and Adam's moments fp32; ZeRO gathers
-// weights in bf16.
+// precision, as parallel/zero.hpp keeps it): the weights the matmuls read, activations and
+// what TP, CP and PP send are bf16, and ZeRO gathers the bf16 weights; master weights,
+// gradients (accumulated and reduced) and Adam's moments are fp32.
 struct Precision {
   std::string name = "fp32";
-  int act = 4;             // activations and their gradients, and the TP/CP/PP messages
-  int compute_w = 4;       // the weights the matmuls read (gathered by ZeRO)
-  bool bf16_copy = false;  // a bf16 copy of the weights beside the fp32 master
+  int act = 4;        // activations and their gradients, and the TP/CP/PP messages
+  int compute_w = 4;  // the weights the matmuls read (gathered by ZeRO)
   int grad = 4, master = 4, adam = 8;
+  // Whether the fp32 master shard is a buffer of its own: under ZeRO-3, or when the compute
+  // copy is not fp32 (otherwise it is this rank's slice of the full fp32 weights).
+  bool separate_master(int zero) const { return zero == 3 || compute_w != master; }
 };
 Precision precision_named(const std::string& dtype);
 

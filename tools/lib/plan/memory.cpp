@@ -127,8 +127,9 @@ Memory stage_memory(const Setup& s, int stage) {
   for (const std::vector<int>& units : chunks)
     for (int g : units) {
       const double np = double(s.padded(g)), sh = np / N;
-      mem.weights += zero < 3 ? np * pr.master : sh * pr.master;
-      if (pr.bf16_copy && zero < 3) mem.weights += np * pr.compute_w;
+      // The full compute copy (ZeRO-1/2) and the fp32 master shard when it is its own.
+      mem.weights +=
+          (zero < 3 ? np * pr.compute_w : 0) + (pr.separate_master(zero) ? sh * pr.master : 0);
       mem.grads += sh * pr.grad + (zero == 1 ? np * pr.grad : 0);
       mem.adam += sh * pr.adam;
     }
