@@ -1,11 +1,37 @@
 #include "layout_check.hpp"
 
+#include <doctest/doctest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
 
+#include "tools/lib/plan/memory.hpp"
+#include "tools/lib/plan/traffic.hpp"
+
 namespace tetra::test {
+
+namespace {
+
+// The plan (tools/lib/plan) against this rank's step: bytes per group equal to the counters,
+// peak memory within 10% of the backend's. Returns what disagrees, else "".
+std::string check_plan(const plan::Setup& s, int stage, const StepResult& r, double peak) {
+  std::ostringstream err;
+  for (const auto& [group, bytes] : plan::bytes_by_group(plan::step_traffic(s, stage))) {
+    const auto it = r.comm.find(group);
+    const int64_t got = it == r.comm.end() ? -1 : std::llround(it->second.bytes);
+    if (got != std::llround(bytes))
+      err << "group " << group << ": predicted " << std::llround(bytes) << " B, measured " << got
+          << " B\n";
+  }
+  const double want = plan::stage_memory(s, stage).peak();
+  if (!(std::abs(peak - want) <= 0.10 * want))
+    err << "peak memory: predicted " << want << " B, measured " << peak << " B\n";
+  return err.str();
+}
+
+}  // namespace
 
 std::vector<std::string> tiny_model() {
   return {"--layers",      "4", "--dim",     "64",   "--heads",   "8",
@@ -35,10 +61,15 @@ RunResult run_on(int ranks, const std::vector<std::string>& args, int steps) {
     }
     all.insert(all.end(), {"--steps", std::to_string(steps)});
     {
-      Trainer t(parse_train_options(all), sub);
+      const TrainOptions opt = parse_train_options(all);
+      Trainer t(opt, sub);
+      const plan::Setup setup = plan::make_setup(opt, t.model(), ranks);
       for (int s = 0; s < steps; ++s) {
         t.backend().alloc_stats.reset_peak();
         r.steps.push_back(t.step());
+        const std::string plan_diff = check_plan(setup, t.grid().coord.pp, r.steps.back(),
+                                                 double(t.backend().alloc_stats.peak));
+        CHECK_MESSAGE(plan_diff.empty(), "rank ", rank, " step ", s, ": ", plan_diff);
         r.largest_alloc = std::max(r.largest_alloc, t.backend().alloc_stats.largest);
         r.losses.push_back(r.steps.back().loss);
         if (s == 0) r.grads0 = t.full_grads();

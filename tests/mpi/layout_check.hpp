@@ -27,7 +27,9 @@ struct RunResult {
 };
 
 // Runs `args` (model, batch and layout flags) for `steps` steps on the first `ranks` ranks
-// of MPI_COMM_WORLD; other ranks wait. Collective over MPI_COMM_WORLD.
+// of MPI_COMM_WORLD; other ranks wait. Collective over MPI_COMM_WORLD. Every step of every
+// rank is also checked against `tetra plan`'s models: the bytes each group sent equal the
+// prediction exactly, the peak of backend memory is within 10% of it (a failed CHECK).
 RunResult run_on(int ranks, const std::vector<std::string>& args, int steps);
 
 inline int world_rank() {

@@ -21,6 +21,7 @@
 #include "parallel/nccl_comm.hpp"
 #include "parallel/trace.hpp"
 #include "tools/lib/peak.hpp"
+#include "tools/lib/plan/memory.hpp"
 #include "tools/lib/report.hpp"
 #include "tools/lib/trainer_checkpoint.hpp"
 #include "util/output_file.hpp"
@@ -68,6 +69,32 @@ void stop_if_diverged(int64_t step, double loss, double grad_norm) {
                       "; stopped before its update, so no checkpoint holds it");
 }
 
+// Before step 0: the memory of a step, by the plan's model (tools/lib/plan/memory.hpp), for
+// every rank this machine runs, against what the machine has left. A step that cannot fit
+// is refused with its numbers instead of failing part-way (or being killed). On CPU the
+// attention's per-thread score matrices count too; GPU memory is not checked here.
+void check_memory_fits(const TrainOptions& opt, const ModelConfig& cfg, int world, int local_ranks,
+                       int threads) {
+  if (opt.device == "cuda") return;
+  const plan::Setup s = plan::make_setup(opt, cfg, world);
+  const plan::PeakMemory peak = plan::peak_memory(s);
+  const double scratch = plan::cpu_attention_scratch(s, threads);
+  const double rank = peak.memory.peak() + scratch, need = rank * local_ranks;
+  const double avail = plan::host_memory_available();
+  const auto gb = [](double b) {
+    std::ostringstream os;
+    os << std::setprecision(3) << b / 1e9 << " GB";
+    return os.str();
+  };
+  check(need <= avail, "a step needs about ", gb(rank), " per rank (weights, gradients and Adam ",
+        gb(peak.memory.weights + peak.memory.grads + peak.memory.adam),
+        ", activations and buffers ", gb(peak.memory.step_peak), ", attention scores ", gb(scratch),
+        " for ", threads, " thread", threads > 1 ? "s" : "", "), ", gb(need), " for the ",
+        local_ranks, " rank", local_ranks > 1 ? "s" : "", " on this machine, which has ", gb(avail),
+        " available; shorten --seq-len, lower --micro-batch, split the work over more ranks "
+        "(--cp, --tp, --pp) or use --recompute full");
+}
+
 }  // namespace
 
 Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(world) {
@@ -80,6 +107,7 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
   std::vector<UnitLayout> mine;
   std::vector<std::vector<float>> init;
   std::string resume_path;
+  const NodeRank node = node_rank(world);
   agree(world, [&] {
 #ifndef TETRA_HAVE_CUDA
     check(opt.device != "cuda",
@@ -96,6 +124,7 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
     }
     cfg_.validate();
     plan_ = plan_run(opt, cfg_, world_size, rank);
+    check_memory_fits(opt, cfg_, world_size, node.size, threads_per_rank(node.size, false));
     data_ = data::open_dataset(opt.data, int(opt.data_vocab), cfg_.seq_len, opt.seed);
     if (!opt.inject_failure.empty()) {
       fault_ = FaultPlan::parse(opt.inject_failure);
