@@ -59,18 +59,18 @@ Spawned plot(const std::string& args) {
 
 TEST_CASE("straggler: the slowest rank, when more than 10 % above the median") {
   using tetra::find_straggler;
-  const std::vector<double> wait = {5, 6, 7, 8};
-  // Median of 10, 10, 10, 12 is 10; 12 is 20 % above it.
-  tetra::Straggler s = find_straggler({10, 12, 10, 10}, wait);
+  // Median of 10, 10, 10, 12 is 10; 12 is 20 % above it and cost the others 2.
+  const tetra::Straggler s = find_straggler({10, 12, 10, 10});
   CHECK(s.rank == 1);
   CHECK(s.median == 10);
   CHECK(s.compute == 12);
-  CHECK(s.others_wait == doctest::Approx((5.0 + 7 + 8) / 3));
-  CHECK(find_straggler({10, 10.9, 10, 10}, wait).rank == -1);   // 9 %: nobody
-  CHECK(find_straggler({10, 11.1, 10, 10}, wait).rank == 1);    // 11 %
-  CHECK(find_straggler({30, 10, 30, 10}, wait).rank == 0);      // ties: the lowest rank
-  CHECK(find_straggler({30, 10, 20}, {1, 2, 3}).median == 20);  // odd count
-  CHECK(find_straggler({100}, {0}).rank == -1);                 // nobody to hold back
+  CHECK(s.cost == 2);
+  CHECK(find_straggler({10, 10.9, 10, 10}).rank == -1);  // 9 %: nobody
+  CHECK(find_straggler({10, 11.1, 10, 10}).rank == 1);   // 11 %
+  CHECK(find_straggler({30, 10, 30, 10}).rank == 0);     // ties: the lowest rank
+  CHECK(find_straggler({30, 10, 20}).median == 20);      // odd count
+  CHECK(find_straggler({100}).rank == -1);
+  CHECK(find_straggler({100}).median == 100);  // nobody to hold back
 }
 
 TEST_CASE("plot: a traced 16-rank TP 2 x CP 2 x PP 2 x DP 2 step with rank 5 slowed") {

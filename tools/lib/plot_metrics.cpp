@@ -1,12 +1,14 @@
 // tetra plot --loss and --barrier: pictures from a metrics JSONL file.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 
 #include "model/error.hpp"
 #include "tools/lib/plot.hpp"
+#include "tools/lib/straggler.hpp"
 #include "tools/lib/svg.hpp"
 
 namespace tetra {
@@ -23,6 +25,12 @@ int64_t step_of(const json& record, const std::string& where) {
   const std::optional<int64_t> s = it == record.end() ? std::nullopt : json_int(*it);
   check(s.has_value(), where, ": a record without an integer \"step\"");
   return *s;
+}
+
+std::string fixed4(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4f", x);
+  return buf;
 }
 
 // The axes of a plot area [x0, x0+w] x [y0, y0+h] for data [xlo, xhi] x [ylo, yhi].
@@ -91,19 +99,19 @@ std::string loss_svg(const std::vector<json>& records, const std::string& source
                 hi * 1.08};
   svg.text(60, 20,
            "loss per step (" + std::filesystem::path(source).filename().string() + "): final " +
-               short_number(loss.rbegin()->second, 4),
+               fixed4(loss.rbegin()->second),
            {.size = 13, .bold = true});
   draw_axes(svg, f, "step", "nats/token");
-  // The reference lines, labelled at their right end.
-  auto level = [&](double v, const char* color, const std::string& label) {
+  // The reference lines, labelled at their right end: ln(vocab) above its line, the floor
+  // below its own (the curve comes down onto it from above).
+  auto level = [&](double v, const char* color, const std::string& label, double dy) {
     svg.line(f.x0, f.y(v), f.x0 + f.w, f.y(v), color, 1.2, "6,4");
-    svg.text(f.x0 + f.w - 4, f.y(v) - 5, label, {.size = 10, .anchor = "end", .fill = color});
+    svg.text(f.x0 + f.w - 4, f.y(v) + dy, label, {.size = 10, .anchor = "end", .fill = color});
   };
   if (std::isfinite(ln_vocab))
-    level(ln_vocab, "#777", "ln(vocab) " + short_number(ln_vocab, 4) + ": a uniform guess");
+    level(ln_vocab, "#777", "ln(vocab) " + fixed4(ln_vocab) + ": a uniform guess", -5);
   if (std::isfinite(floor))
-    level(floor, "#2f9e44",
-          "entropy floor " + short_number(floor, 4) + ": the best any model can do");
+    level(floor, "#2f9e44", "entropy floor " + fixed4(floor) + ": the best any model can do", 13);
   else
     svg.text(f.x0 + f.w, 36, "entropy floor unknown for this data (known for synthetic data only)",
              {.size = 10, .anchor = "end", .fill = "#555"});
@@ -140,10 +148,7 @@ std::string barrier_svg(const std::vector<json>& records, int64_t step) {
   const int straggler = r.contains("straggler") && r["straggler"].is_number()
                             ? int(r["straggler"].get<double>())
                             : -1;
-  std::vector<double> sorted = compute;
-  std::sort(sorted.begin(), sorted.end());
-  const double median =
-      ranks % 2 ? sorted[ranks / 2] : 0.5 * (sorted[ranks / 2 - 1] + sorted[ranks / 2]);
+  const double median = find_straggler(compute).median;
   double end = 0;
   for (int q = 0; q < ranks; ++q) end = std::max(end, compute[q] + wait[q]);
 
@@ -153,11 +158,12 @@ std::string barrier_svg(const std::vector<json>& records, int64_t step) {
   std::string title =
       "step " + std::to_string(step_of(r, "metrics")) + ": compute and wait per rank";
   svg.text(20, 20, title, {.size = 13, .bold = true});
-  std::string sub = straggler >= 0
-                        ? "straggler rank " + std::to_string(straggler) + ": compute " +
-                              short_number(compute[straggler], 1) + " ms against a median of " +
-                              short_number(median, 1) + " ms; the others waited for it"
-                        : "no straggler: the slowest rank is within 10 % of the median compute";
+  const std::string sub =
+      straggler >= 0 ? "straggler rank " + std::to_string(straggler) + ": compute " +
+                           short_number(compute[straggler], 1) + " ms against a median of " +
+                           short_number(median, 1) + " ms: it cost the others " +
+                           short_number(compute[straggler] - median, 1) + " ms of waiting"
+                     : "no straggler: the slowest rank is within 10 % of the median compute";
   svg.text(20, 38, sub, {.size = 11, .fill = straggler >= 0 ? "#c92a2a" : "#333"});
   svg.rect(20, 46, 10, 10, "#3b8c84");
   svg.text(34, 55, "compute (outside communication)", {.size = 10});

@@ -90,10 +90,10 @@ void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
       r.step_ms, 100 * r.comm_share);
   if (pipelined)
     std::printf(" | bubble %4.1f%% (formula %4.1f%%)", 100 * r.bubble, 100 * r.bubble_formula);
-  // The rank that held the step back: its compute over the median, and the others' wait.
+  // The rank that held the step back, and the wait it added to the others.
   if (r.straggler.rank >= 0)
-    std::printf(" | straggler rank %d: compute %.1f ms (median %.1f), others waited %.1f ms",
-                r.straggler.rank, r.straggler.compute, r.straggler.median, r.straggler.others_wait);
+    std::printf(" | straggler rank %d: compute %.1f ms (median %.1f), cost the others %.1f ms",
+                r.straggler.rank, r.straggler.compute, r.straggler.median, r.straggler.cost);
   std::printf("\n");
   std::fflush(stdout);
   if (metrics_.is_open()) {

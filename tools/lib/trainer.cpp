@@ -335,7 +335,7 @@ StepResult Trainer::measure(const StepTotals& totals, const PipelineStats& pipe,
     r.wait_ms.push_back(1e3 * slots[3 * q + 1]);
     r.peak_memory_bytes = std::max(r.peak_memory_bytes, slots[3 * q + 2]);
   }
-  r.straggler = find_straggler(r.compute_ms, r.wait_ms);
+  r.straggler = find_straggler(r.compute_ms);
   return r;
 }
 
