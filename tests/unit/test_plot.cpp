@@ -196,6 +196,9 @@ TEST_CASE("plot: bad input ends in one error line and exit status 2") {
   const std::string notjson = dir.file("bad.jsonl"), old = dir.file("old.jsonl");
   std::ofstream(notjson) << "{\"step\": 0, \"loss\": 1}\nnot json\n";
   std::ofstream(old) << "{\"step\": 0, \"loss\": 1.5}\n";
+  const std::string named = dir.file("named.jsonl");
+  std::ofstream(named) << "{\"step\": 0, \"compute_ms\": [1, 2], \"wait_ms\": [1, 1], "
+                          "\"straggler\": 7}\n";
   const std::string out = " --out " + dir.file("x.svg");
   struct Case {
     std::string args, message;
@@ -208,6 +211,7 @@ TEST_CASE("plot: bad input ends in one error line and exit status 2") {
            Case{"--loss " + notjson + out, "line 2: invalid JSON"},
            Case{"--barrier " + old + out, "no per-rank compute_ms and wait_ms"},
            Case{"--barrier " + old + " --step 3" + out, "no step 3"},
+           Case{"--barrier " + named + out, "names straggler 7 of 2 ranks"},
            Case{"--trace " + old + out, "not a Chrome trace"},
            Case{"--loss " + old + " --pp 2" + out, "--pp goes with --schedule"},
            Case{"--loss " + old + " --step 1" + out, "--step goes with --trace or --barrier"},

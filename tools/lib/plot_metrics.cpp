@@ -136,18 +136,22 @@ std::string barrier_svg(const std::vector<json>& records, int64_t step) {
             r["wait_ms"].is_array() && r["compute_ms"].size() == r["wait_ms"].size(),
         "step ", step_of(r, "metrics"),
         " of the metrics has no per-rank compute_ms and wait_ms (written by an older tetra?)");
+  // A rank's time, or 0 where the record has none (null: not finite when written).
+  const auto ms = [](const json& v) {
+    return v.is_number() ? std::max(0.0, v.get<double>()) : 0.0;
+  };
   std::vector<double> compute, wait;
   for (size_t q = 0; q < r["compute_ms"].size(); ++q) {
-    compute.push_back(
-        std::max(0.0, r["compute_ms"][q].is_number() ? r["compute_ms"][q].get<double>() : 0.0));
-    wait.push_back(
-        std::max(0.0, r["wait_ms"][q].is_number() ? r["wait_ms"][q].get<double>() : 0.0));
+    compute.push_back(ms(r["compute_ms"][q]));
+    wait.push_back(ms(r["wait_ms"][q]));
   }
   const int ranks = int(compute.size());
   check(ranks > 0, "step ", step_of(r, "metrics"), " of the metrics has no ranks");
-  const int straggler = r.contains("straggler") && r["straggler"].is_number()
-                            ? int(r["straggler"].get<double>())
-                            : -1;
+  const std::optional<int64_t> named =
+      r.contains("straggler") ? json_int(r["straggler"]) : std::nullopt;
+  check(!named || (*named >= 0 && *named < ranks), "step ", step_of(r, "metrics"),
+        " of the metrics names straggler ", named.value_or(0), " of ", ranks, " ranks");
+  const int straggler = named ? int(*named) : -1;
   const double median = find_straggler(compute).median;
   double end = 0;
   for (int q = 0; q < ranks; ++q) end = std::max(end, compute[q] + wait[q]);
