@@ -65,7 +65,8 @@ TEST_CASE("options: each subcommand's --help lists every flag it defines, with i
   std::set<std::string> paths;
   for (const auto& [path, sub] : commands) paths.insert(path);
   CHECK(paths ==
-        std::set<std::string>{"train", "plan", "launch", "ckpt", "ckpt inspect", "ckpt verify"});
+        std::set<std::string>{"train", "plan", "launch", "ckpt", "ckpt inspect", "ckpt verify",
+                              "plot"});
 
   std::set<std::string> train_flags;
   for (const auto& [path, sub] : commands) {
@@ -100,7 +101,7 @@ TEST_CASE("options: each subcommand's --help lists every flag it defines, with i
                               "--device",     "--dtype",        "--comm",        "--ckpt-dir",
                               "--ckpt-every", "--keep",         "--resume",      "--inject-failure",
                               "--timeout",    "--metrics",      "--trace",       "--trace-steps",
-                              "--export",     "--peak-tflops"});
+                              "--export",     "--export-dtype", "--peak-tflops"});
 
   // The defaults shown are TrainOptions' own.
   const std::string train_help = spawn(tetra_bin() + " train --help", 60).out;
