@@ -64,7 +64,8 @@ TEST_CASE("options: each subcommand's --help lists every flag it defines, with i
   subcommands(*app, "", commands);
   std::set<std::string> paths;
   for (const auto& [path, sub] : commands) paths.insert(path);
-  CHECK(paths == std::set<std::string>{"train", "launch", "ckpt", "ckpt inspect", "ckpt verify"});
+  CHECK(paths == std::set<std::string>{"train", "launch", "ckpt", "ckpt inspect", "ckpt verify",
+                                       "generate"});
 
   std::set<std::string> train_flags;
   for (const auto& [path, sub] : commands) {
@@ -99,7 +100,8 @@ TEST_CASE("options: each subcommand's --help lists every flag it defines, with i
                               "--device",     "--dtype",        "--comm",        "--ckpt-dir",
                               "--ckpt-every", "--keep",         "--resume",      "--inject-failure",
                               "--timeout",    "--metrics",      "--trace",       "--trace-steps",
-                              "--export",     "--peak-tflops"});
+                              "--export",     "--peak-tflops",  "--val-data",    "--val-split",
+                              "--eval-every", "--eval-batches", "--tokenizer",   "--sample-every"});
 
   // The defaults shown are TrainOptions' own.
   const std::string train_help = spawn(tetra_bin() + " train --help", 60).out;

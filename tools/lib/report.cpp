@@ -72,6 +72,7 @@ RunReport::RunReport(const std::string& metrics_path) : metrics_path_(metrics_pa
 
 void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
   last_loss_ = r.loss;
+  if (r.val_loss >= 0) last_val_loss_ = r.val_loss;
   peak_memory_ = std::max(peak_memory_, r.peak_memory_bytes);
   if (timed) {
     tokens_per_s_ += r.tokens_per_s;
@@ -86,6 +87,7 @@ void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
       r.step_ms, 100 * r.comm_share);
   if (pipelined)
     std::printf(" | bubble %4.1f%% (formula %4.1f%%)", 100 * r.bubble, 100 * r.bubble_formula);
+  if (r.val_loss >= 0) std::printf(" | val %.4f", r.val_loss);
   std::printf("\n");
   std::fflush(stdout);
   if (metrics_.is_open()) {
@@ -105,6 +107,7 @@ void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
     j["bubble"] = num(r.bubble);
     j["bubble_formula"] = num(r.bubble_formula);
     j["peak_memory_bytes"] = int64_t(r.peak_memory_bytes);
+    if (r.val_loss >= 0) j["val_loss"] = num(r.val_loss);
     json bytes = json::object();
     for (const auto& [group, s] : r.comm) bytes[group] = int64_t(std::llround(s.bytes));
     j["comm_bytes"] = bytes;
@@ -121,6 +124,7 @@ void RunReport::summary(int64_t first_step, int64_t last_step, double seconds, d
   const int n = std::max(timed_, 1);
   std::printf("summary: steps %lld-%lld in %.1f s | final loss %.4f", (long long)first_step,
               (long long)last_step, seconds, last_loss_);
+  if (last_val_loss_ >= 0) std::printf(" | validation loss %.4f", last_val_loss_);
   if (entropy_floor >= 0)
     std::printf(" (entropy floor %.4f, ln(vocab) %.4f)", entropy_floor, ln_vocab);
   std::printf(" | %.0f tok/s | MFU %.2f%% | HFU %.2f%% | peak memory per rank %.1f MiB\n",

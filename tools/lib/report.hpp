@@ -23,6 +23,7 @@ struct StepResult {
   // for interleaved.
   double bubble = 0, bubble_formula = 0;
   double peak_memory_bytes = 0;           // most backend memory any rank held during the step
+  double val_loss = -1;                   // validation loss after the step; < 0: not evaluated
   std::map<std::string, CommStats> comm;  // this rank, this step, per group
 };
 
@@ -48,7 +49,8 @@ class RunReport {
  private:
   std::string metrics_path_;
   std::ofstream metrics_;
-  double last_loss_ = 0, tokens_per_s_ = 0, mfu_ = 0, hfu_ = 0, peak_memory_ = 0;
+  double last_loss_ = 0, last_val_loss_ = -1, tokens_per_s_ = 0, mfu_ = 0, hfu_ = 0,
+         peak_memory_ = 0;
   int timed_ = 0;
 };
 
