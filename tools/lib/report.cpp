@@ -124,9 +124,9 @@ void RunReport::summary(int64_t first_step, int64_t last_step, double seconds, d
   const int n = std::max(timed_, 1);
   std::printf("summary: steps %lld-%lld in %.1f s | final loss %.4f", (long long)first_step,
               (long long)last_step, seconds, last_loss_);
-  if (last_val_loss_ >= 0) std::printf(" | validation loss %.4f", last_val_loss_);
   if (entropy_floor >= 0)
     std::printf(" (entropy floor %.4f, ln(vocab) %.4f)", entropy_floor, ln_vocab);
+  if (last_val_loss_ >= 0) std::printf(" | validation loss %.4f", last_val_loss_);
   std::printf(" | %.0f tok/s | MFU %.2f%% | HFU %.2f%% | peak memory per rank %.1f MiB\n",
               tokens_per_s_ / n, 100 * mfu_ / n, 100 * hfu_ / n, peak_memory_ / (1 << 20));
 }
