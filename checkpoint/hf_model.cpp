@@ -30,46 +30,49 @@ HfModel::HfModel(const std::string& path) : path_(path) {
   std::error_code ec;
   check(fs::exists(path, ec), what, ": not found");
   is_dir_ = fs::is_directory(path, ec);
-  std::vector<std::string> files;
   if (!is_dir_) {
-    files.push_back(path);
-  } else {
-    const fs::path dir(path), index = dir / "model.safetensors.index.json";
-    check(fs::exists(dir / "config.json"), what,
-          ": a model directory needs config.json (as transformers' save_pretrained writes it)");
-    config_ = read_json(dir / "config.json", what);
-    if (fs::exists(dir / "model.safetensors")) {
-      files.push_back((dir / "model.safetensors").string());
-    } else {
-      check(fs::exists(index), what, ": has neither model.safetensors nor ",
-            "model.safetensors.index.json");
-      const json idx = read_json(index, what);
-      check(idx.contains("weight_map") && idx["weight_map"].is_object(), what, ": '",
-            index.string(), "' has no \"weight_map\" object");
-      std::map<std::string, std::string> expect;  // tensor -> shard file the index names
-      for (const auto& [name, file] : idx["weight_map"].items()) {
-        check(file.is_string() &&
-                  fs::path(file.get<std::string>()).filename() == file.get<std::string>(),
-              what, ": the index maps '", name, "' to ", file.dump(), ", not a file name");
-        expect[name] = file.get<std::string>();
-        if (std::find(files.begin(), files.end(), (dir / expect[name]).string()) == files.end())
-          files.push_back((dir / expect[name]).string());
-      }
-      check(!files.empty(), what, ": the index names no tensors");
-      for (const std::string& f : files) files_.emplace_back(f);
-      for (int i = 0; i < int(files_.size()); ++i)
-        for (const std::string& name : files_[i].names()) {
-          check(!where_.count(name), what, ": tensor '", name, "' is in two shards");
-          where_[name] = i;
-        }
-      for (const auto& [name, file] : expect)
-        check(where_.count(name) && fs::path(files_[where_[name]].path()).filename() == file, what,
-              ": the index puts '", name, "' in ", file, ", which does not hold it");
-      return;
-    }
+    open({path});
+    return;
   }
-  files_.emplace_back(files[0]);
-  for (const std::string& name : files_[0].names()) where_[name] = 0;
+  const fs::path dir(path), index = dir / "model.safetensors.index.json";
+  check(fs::exists(dir / "config.json"), what,
+        ": a model directory needs config.json (as transformers' save_pretrained writes it)");
+  config_ = read_json(dir / "config.json", what);
+  if (fs::exists(dir / "model.safetensors")) {
+    open({(dir / "model.safetensors").string()});
+    return;
+  }
+
+  // Sharded: the index maps each tensor to the file that holds it.
+  check(fs::exists(index), what, ": has neither model.safetensors nor ",
+        "model.safetensors.index.json");
+  const json idx = read_json(index, what);
+  check(idx.contains("weight_map") && idx["weight_map"].is_object(), what, ": '", index.string(),
+        "' has no \"weight_map\" object");
+  std::map<std::string, std::string> expect;  // tensor -> the shard the index names
+  std::vector<std::string> shards;            // in order of first mention
+  for (const auto& [name, file] : idx["weight_map"].items()) {
+    const bool plain = file.is_string() && fs::path(file.get<std::string>()).filename().string() ==
+                                               file.get<std::string>();
+    check(plain, what, ": the index maps '", name, "' to ", file.dump(), ", not a file name");
+    expect[name] = file.get<std::string>();
+    const std::string shard = (dir / expect[name]).string();
+    if (std::find(shards.begin(), shards.end(), shard) == shards.end()) shards.push_back(shard);
+  }
+  check(!shards.empty(), what, ": the index names no tensors");
+  open(shards);
+  for (const auto& [name, file] : expect)
+    check(where_.count(name) && fs::path(files_[where_[name]].path()).filename() == file, what,
+          ": the index puts '", name, "' in ", file, ", which does not hold it");
+}
+
+void HfModel::open(const std::vector<std::string>& files) {
+  for (const std::string& f : files) files_.emplace_back(f);
+  for (int i = 0; i < int(files_.size()); ++i)
+    for (const std::string& name : files_[i].names()) {
+      check(!where_.count(name), "init model '", path_, "': tensor '", name, "' is in two shards");
+      where_[name] = i;
+    }
 }
 
 const st::TensorInfo& HfModel::info(const std::string& name) const {

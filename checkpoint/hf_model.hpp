@@ -32,6 +32,9 @@ class HfModel {
   std::string tokenizer_model() const;
 
  private:
+  // Reads the headers of the safetensors files and indexes their tensors.
+  void open(const std::vector<std::string>& files);
+
   std::string path_;
   bool is_dir_ = false;
   json config_;
