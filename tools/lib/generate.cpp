@@ -6,6 +6,7 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <thread>
 
 #include "checkpoint/hf_io.hpp"
 #include "data/tokenizer.hpp"
@@ -189,7 +190,7 @@ std::string generate_text(const GenerateOptions& o) {
   if (o.device == "cuda") be = make_cuda_backend(0);
 #endif
   check(o.device != "cuda" || be, "--device cuda: this build has no CUDA backend");
-  if (!be) be = make_cpu_backend(1);
+  if (!be) be = make_cpu_backend(int(std::max(1u, std::thread::hardware_concurrency())));
   Generator generator(*be, cfg, whole);
   const std::vector<int> prompt = tok->encode(o.prompt);
   check(!prompt.empty(), "--prompt gives no tokens");
