@@ -1,11 +1,22 @@
 #include "checkpoint/hf_io.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
+#include "checkpoint/atomic_file.hpp"
 #include "model/error.hpp"
+#include "util/output_file.hpp"
 
 namespace tetra {
+namespace fs = std::filesystem;
 namespace {
 
 std::string shape_str(const std::vector<int64_t>& s) {
@@ -16,68 +27,140 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return os.str();
 }
 
-const st::TensorInfo& need(const st::Reader& f, const std::string& name) {
-  check(f.has(name), "init file '", f.path(), "': missing tensor '", name, "'");
-  return f.info(name);
+bool is_vocab_tensor(const std::string& name) {
+  return name == "model.embed_tokens.weight" || name == "lm_head.weight";
 }
 
-int meta_int(const st::Reader& f, const std::string& key, int fallback) {
-  auto it = f.metadata().find(key);
-  if (it == f.metadata().end()) return fallback;
+// Where a tensor's values are: a model with tied embeddings stores no lm_head.
+std::string stored_name(const HfModel& m, const std::string& name) {
+  if (name == "lm_head.weight" && !m.has(name) && m.config().is_object() &&
+      m.config().value("tie_word_embeddings", false))
+    return "model.embed_tokens.weight";
+  return name;
+}
+
+const st::TensorInfo& need(const HfModel& m, const std::string& name) {
+  check(m.has(name), "init model '", m.path(), "': missing tensor '", name, "'");
+  return m.info(name);
+}
+
+int meta_int(const HfModel& m, const std::string& key, int fallback) {
+  auto it = m.metadata().find(key);
+  if (it == m.metadata().end()) return fallback;
   try {
     return std::stoi(it->second);
   } catch (...) {
-    fail("init file '", f.path(), "': metadata ", key, " = '", it->second, "' is not a number");
+    fail("init model '", m.path(), "': metadata ", key, " = '", it->second, "' is not a number");
   }
+}
+
+// config.json's integer `key` (required unless fallback >= 0).
+int64_t config_int(const HfModel& m, const char* key, int64_t fallback = -1) {
+  const json& c = m.config();
+  if (!c.contains(key) || c[key].is_null()) {
+    check(fallback >= 0, "init model '", m.path(), "': config.json has no \"", key, "\"");
+    return fallback;
+  }
+  const std::optional<int64_t> v = json_int(c[key]);
+  check(v && *v > 0, "init model '", m.path(), "': config.json's \"", key, "\" is ", c[key].dump(),
+        ", not a positive integer");
+  return *v;
+}
+
+double config_number(const HfModel& m, const char* key, double fallback) {
+  const json& c = m.config();
+  if (!c.contains(key)) return fallback;
+  check(c[key].is_number() && c[key].get<double>() > 0, "init model '", m.path(),
+        "': config.json's \"", key, "\" is ", c[key].dump(), ", not a positive number");
+  return c[key].get<double>();
+}
+
+// The shape the model's architecture must be: what tetra computes.
+void check_architecture(const HfModel& m) {
+  const json& c = m.config();
+  auto refuse_if = [&](bool bad, const char* what) {
+    check(!bad, "init model '", m.path(), "': config.json asks for ", what,
+          ", which tetra does not implement");
+  };
+  refuse_if(c.contains("model_type") && c["model_type"] != "llama",
+            "a model_type other than llama");
+  refuse_if(c.contains("hidden_act") && c["hidden_act"] != "silu", "an activation other than silu");
+  refuse_if(c.value("attention_bias", false), "attention biases");
+  refuse_if(c.value("mlp_bias", false), "MLP biases");
+  refuse_if(c.contains("rope_scaling") && !c["rope_scaling"].is_null(), "RoPE scaling");
 }
 
 }  // namespace
 
-ModelConfig config_from_file(const st::Reader& f, const ModelConfig& flags,
-                             const std::set<std::string>& given) {
+ModelConfig config_from_model(const HfModel& m, const ModelConfig& flags,
+                              const std::set<std::string>& given) {
   ModelConfig c = flags;
-  for (const std::string& name : f.names()) {
-    const std::string& t = f.info(name).dtype;
-    check(t == "F32" || t == "BF16" || t == "F16", "init file '", f.path(), "': tensor '", name,
+  for (const std::string& name : m.names()) {
+    const std::string& t = m.info(name).dtype;
+    check(t == "F32" || t == "BF16" || t == "F16", "init model '", m.path(), "': tensor '", name,
           "' has dtype ", t, "; supported: F32, BF16, F16");
   }
-  const auto& emb = need(f, "model.embed_tokens.weight");
-  check(emb.shape.size() == 2, "init file '", f.path(), "': model.embed_tokens.weight has shape ",
+  const auto& emb = need(m, "model.embed_tokens.weight");
+  check(emb.shape.size() == 2, "init model '", m.path(), "': model.embed_tokens.weight has shape ",
         shape_str(emb.shape), ", expected [vocab, dim]");
-  c.vocab = emb.shape[0];
+  // The file's rows are the tokens; the model pads them (padded_vocab) so that any TP divides.
+  c.data_vocab = emb.shape[0];
+  c.vocab = padded_vocab(emb.shape[0]);
   c.dim = int(emb.shape[1]);
-  int layers = 0;
-  while (f.has("model.layers." + std::to_string(layers) + ".input_layernorm.weight")) ++layers;
-  check(layers > 0, "init file '", f.path(),
-        "': missing tensor 'model.layers.0.input_layernorm.weight'");
-  c.layers = layers;
-  c.ffn_dim = int(need(f, "model.layers.0.mlp.gate_proj.weight").shape[0]);
-  // Shapes do not tell the head count (q_proj is [heads*head_dim, dim] either way): tetra's
-  // exports say it in the metadata; for other files (transformers writes none) --heads must.
-  check(f.metadata().count("heads") || given.count("--heads"), "init file '", f.path(),
-        "' does not say how many attention heads the model has: pass --heads");
-  c.heads = meta_int(f, "heads", flags.heads);
   c.rope_theta = flags.rope_theta;
-  if (f.metadata().count("rope_theta")) {
-    const std::string& text = f.metadata().at("rope_theta");
-    char* end = nullptr;
-    c.rope_theta = std::strtod(text.c_str(), &end);
-    check(!text.empty() && *end == '\0' && c.rope_theta > 0, "init file '", f.path(),
-          "': metadata rope_theta = '", text, "' is not a positive number");
+  if (m.config().is_object()) {
+    check_architecture(m);
+    check(config_int(m, "vocab_size") == c.data_vocab, "init model '", m.path(),
+          "': config.json's vocab_size ", config_int(m, "vocab_size"),
+          " disagrees with model.embed_tokens.weight's ", c.data_vocab, " rows");
+    check(config_int(m, "hidden_size") == c.dim, "init model '", m.path(),
+          "': config.json's hidden_size disagrees with model.embed_tokens.weight");
+    c.layers = int(config_int(m, "num_hidden_layers"));
+    c.heads = int(config_int(m, "num_attention_heads"));
+    c.kv_heads = int(config_int(m, "num_key_value_heads", c.heads));
+    c.ffn_dim = int(config_int(m, "intermediate_size"));
+    c.rope_theta = config_number(m, "rope_theta", 10000.0);
+    c.norm_eps = float(config_number(m, "rms_norm_eps", 1e-6));
+    check(c.dim % c.heads == 0, "init model '", m.path(), "': hidden_size ", c.dim,
+          " is not divisible by ", c.heads, " heads");
+    check(config_int(m, "head_dim", c.head_dim()) == c.head_dim(), "init model '", m.path(),
+          "': head_dim ", config_int(m, "head_dim"), " is not hidden_size / heads");
     check(!given.count("--rope-theta") || c.rope_theta == flags.rope_theta, "--rope-theta ",
-          flags.rope_theta, " disagrees with the init file '", f.path(), "', which has ",
+          flags.rope_theta, " disagrees with the init model '", m.path(), "', which has ",
           c.rope_theta);
+  } else {
+    int layers = 0;
+    while (m.has("model.layers." + std::to_string(layers) + ".input_layernorm.weight")) ++layers;
+    check(layers > 0, "init model '", m.path(),
+          "': missing tensor 'model.layers.0.input_layernorm.weight'");
+    c.layers = layers;
+    c.ffn_dim = int(need(m, "model.layers.0.mlp.gate_proj.weight").shape[0]);
+    // Shapes do not tell the head count (q_proj is [heads*head_dim, dim] either way): tetra's
+    // exports say it in the metadata; for other files (transformers writes none) --heads must.
+    check(m.metadata().count("heads") || given.count("--heads"), "init model '", m.path(),
+          "' does not say how many attention heads the model has: pass --heads");
+    c.heads = meta_int(m, "heads", flags.heads);
+    if (m.metadata().count("rope_theta")) {
+      const std::string& text = m.metadata().at("rope_theta");
+      char* end = nullptr;
+      c.rope_theta = std::strtod(text.c_str(), &end);
+      check(!text.empty() && *end == '\0' && c.rope_theta > 0, "init model '", m.path(),
+            "': metadata rope_theta = '", text, "' is not a positive number");
+      check(!given.count("--rope-theta") || c.rope_theta == flags.rope_theta, "--rope-theta ",
+            flags.rope_theta, " disagrees with the init model '", m.path(), "', which has ",
+            c.rope_theta);
+    }
+    check(c.heads > 0 && c.dim % c.heads == 0, "init model '", m.path(), "': dim ", c.dim,
+          " is not divisible by ", c.heads, " heads");
+    const int64_t kv_rows = need(m, "model.layers.0.self_attn.k_proj.weight").shape[0];
+    check(kv_rows % c.head_dim() == 0, "init model '", m.path(), "': k_proj has ", kv_rows,
+          " rows, not a multiple of head_dim ", c.head_dim());
+    c.kv_heads = int(kv_rows / c.head_dim());
   }
-  check(c.heads > 0 && c.dim % c.heads == 0, "init file '", f.path(), "': dim ", c.dim,
-        " is not divisible by ", c.heads, " heads");
-  const int64_t kv_rows = need(f, "model.layers.0.self_attn.k_proj.weight").shape[0];
-  check(kv_rows % c.head_dim() == 0, "init file '", f.path(), "': k_proj has ", kv_rows,
-        " rows, not a multiple of head_dim ", c.head_dim());
-  c.kv_heads = int(kv_rows / c.head_dim());
 
   auto agree = [&](const char* flag, int64_t file_value, int64_t flag_value) {
     check(!given.count(flag) || file_value == flag_value, flag, " ", flag_value,
-          " disagrees with the init file '", f.path(), "', which has ", file_value);
+          " disagrees with the init model '", m.path(), "', which has ", file_value);
   };
   agree("--layers", c.layers, flags.layers);
   agree("--dim", c.dim, flags.dim);
@@ -87,23 +170,100 @@ ModelConfig config_from_file(const st::Reader& f, const ModelConfig& flags,
   return c;
 }
 
-std::vector<float> read_unit(const st::Reader& f, const UnitLayout& unit, int tp_rank) {
+std::vector<float> read_unit(const HfModel& m, const ModelConfig& cfg, const UnitLayout& unit,
+                             int tp_rank) {
   std::vector<float> out(unit.numel);
   for (const ParamInfo& p : unit.params) {
-    const st::TensorInfo& info = need(f, p.name);
-    check(info.shape == p.shape, "init file '", f.path(), "': tensor '", p.name, "' has shape ",
-          shape_str(info.shape), ", expected ", shape_str(p.shape));
-    const std::vector<float> whole = f.read(p.name);
-    for (int64_t i = 0; i < p.numel(); ++i) out[p.offset + i] = whole[p.global_index(i, tp_rank)];
+    std::vector<int64_t> stored = p.shape;
+    if (is_vocab_tensor(p.name)) stored[0] = cfg.real_vocab();
+    const std::string name = stored_name(m, p.name);
+    const st::TensorInfo& info = need(m, name);
+    check(info.shape == stored, "init model '", m.path(), "': tensor '", name, "' has shape ",
+          shape_str(info.shape), ", expected ", shape_str(stored));
+    const std::vector<float> whole = m.read(name);
+    for (int64_t i = 0; i < p.numel(); ++i) {
+      const int64_t g = p.global_index(i, tp_rank);
+      out[p.offset + i] = g < int64_t(whole.size()) ? whole[g] : 0.f;  // padding rows: 0
+    }
   }
   return out;
 }
 
+bool export_is_file(const std::string& path) {
+  const std::string suffix = ".safetensors";
+  return path.size() >= suffix.size() &&
+         path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string export_problem(const std::string& path) {
+  if (export_is_file(path)) return output_file_problem(path);
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) return std::strerror(errno);
+    // Created at export: its parent must take it.
+    const fs::path parent = fs::path(path).parent_path();
+    const std::string dir = parent.empty() ? "." : parent.string();
+    struct stat d;
+    if (::stat(dir.c_str(), &d) != 0 || !S_ISDIR(d.st_mode))
+      return "its directory '" + dir + "' does not exist";
+    if (::access(dir.c_str(), W_OK | X_OK) != 0)
+      return "its directory '" + dir + "' is not writable: " + std::strerror(errno);
+    return "";
+  }
+  if (!S_ISDIR(st.st_mode))
+    return "it exists and is not a directory (a model directory is exported; name a path "
+           "ending in .safetensors for one file)";
+  if (::access(path.c_str(), W_OK | X_OK) != 0)
+    return std::string("it is not writable: ") + std::strerror(errno);
+  std::error_code ec;
+  if (fs::is_empty(path, ec)) return "";
+  std::ifstream in(fs::path(path) / "config.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  json c;
+  if (!in.good() || !parse_json(text.str(), c).empty() || !c.is_object() || !c.contains("tetra"))
+    return "it exists, is not empty and is not a model directory tetra exported; tetra will "
+           "not write into it";
+  return "";
+}
+
+json hf_config_json(const ModelConfig& cfg, bool sentencepiece, bool bf16) {
+  json c = json::object();
+  c["architectures"] = json::array({"LlamaForCausalLM"});
+  c["model_type"] = "llama";
+  c["hidden_size"] = cfg.dim;
+  c["intermediate_size"] = cfg.ffn_dim;
+  c["num_hidden_layers"] = cfg.layers;
+  c["num_attention_heads"] = cfg.heads;
+  c["num_key_value_heads"] = cfg.kv_heads;
+  c["head_dim"] = cfg.head_dim();
+  c["vocab_size"] = cfg.real_vocab();
+  c["rms_norm_eps"] = double(cfg.norm_eps);
+  c["rope_theta"] = cfg.rope_theta;
+  c["max_position_embeddings"] = cfg.seq_len;
+  c["hidden_act"] = "silu";
+  c["attention_bias"] = false;
+  c["mlp_bias"] = false;
+  c["tie_word_embeddings"] = false;
+  c["torch_dtype"] = bf16 ? "bfloat16" : "float32";
+  if (sentencepiece) {  // SentencePiece's defaults, as tetra trains its models
+    c["bos_token_id"] = 1;
+    c["eos_token_id"] = 2;
+  }
+  // Marks the directory as tetra's, so that a later --export may replace it.
+  c["tetra"] = json{{"tokenizer", sentencepiece ? "sentencepiece" : "bytes"}};
+  return c;
+}
+
 void write_export(const std::string& path, const std::map<std::string, std::vector<float>>& full,
-                  const ModelConfig& cfg, bool bf16) {
+                  const ModelConfig& cfg, const std::string& tokenizer_model, bool bf16) {
   st::Writer w;
   for (const UnitLayout& u : make_units(cfg, 1, 0))
-    for (const ParamInfo& p : u.params) w.add(p.name, p.shape, full.at(p.name).data(), bf16);
+    for (const ParamInfo& p : u.params) {
+      std::vector<int64_t> shape = p.shape;
+      if (is_vocab_tensor(p.name)) shape[0] = cfg.real_vocab();  // rows are [vocab, dim]
+      w.add(p.name, shape, full.at(p.name).data(), bf16);
+    }
   w.set_metadata("format", "pt");
   w.set_metadata("heads", std::to_string(cfg.heads));
   w.set_metadata("kv_heads", std::to_string(cfg.kv_heads));
@@ -112,7 +272,39 @@ void write_export(const std::string& path, const std::map<std::string, std::vect
   theta << cfg.rope_theta;
   w.set_metadata("rope_theta", theta.str());
   w.set_metadata("seq_len", std::to_string(cfg.seq_len));
-  w.write(path);
+  if (export_is_file(path)) {
+    w.write(path);
+    return;
+  }
+  const std::string context = "--export '" + path + "'";
+  std::error_code ec;
+  fs::create_directory(path, ec);
+  check(!ec, context, ": cannot create the directory: ", ec.message());
+  const fs::path dir(path);
+  w.write((dir / "model.safetensors").string());
+  if (!tokenizer_model.empty()) {
+    std::ifstream in(tokenizer_model, std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    check(in.good() || in.eof(), context, ": cannot read the tokenizer '", tokenizer_model, "'");
+    ckpt::write_file_atomically((dir / "tokenizer.model").string(), bytes.str(), context);
+    const json tok = {{"tokenizer_class", "LlamaTokenizer"},
+                      {"model_max_length", cfg.seq_len},
+                      {"add_bos_token", false},
+                      {"add_eos_token", false},
+                      {"bos_token", "<s>"},
+                      {"eos_token", "</s>"},
+                      {"unk_token", "<unk>"}};
+    ckpt::write_file_atomically((dir / "tokenizer_config.json").string(), tok.dump(2) + "\n",
+                                context);
+  } else {  // an earlier export's tokenizer would not be this model's
+    fs::remove(dir / "tokenizer.model", ec);
+    fs::remove(dir / "tokenizer_config.json", ec);
+  }
+  // Last: config.json is what makes the directory a model.
+  ckpt::write_file_atomically((dir / "config.json").string(),
+                              hf_config_json(cfg, !tokenizer_model.empty(), bf16).dump(2) + "\n",
+                              context);
 }
 
 }  // namespace tetra

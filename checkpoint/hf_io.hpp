@@ -1,30 +1,51 @@
-// Hugging Face Llama weights in and out: --init-from reads one safetensors file (F32, BF16
-// or F16) and --export writes the final weights, whole, as F32 or BF16 in one file.
+// Hugging Face Llama weights in and out. --init-from reads a model (one safetensors file or a
+// model directory, see hf_model.hpp; F32, BF16 or F16); --export writes the final weights,
+// whole, as F32 or BF16 (--export-dtype): a model directory that transformers' from_pretrained loads as it is
+// (config.json, model.safetensors, the tokenizer), or one .safetensors file.
+//
+// The vocabulary: files hold the real tokens' rows; the model pads them to padded_vocab rows
+// with zeros on the way in and drops the padding on the way out.
 #pragma once
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "checkpoint/safetensors.hpp"
+#include "checkpoint/hf_model.hpp"
 #include "model/config.hpp"
 
 namespace tetra {
 
-// The model shape a file implies. Layers, dim, ffn-dim, vocab and the kv width come from
-// the tensor shapes; heads (and so head_dim) from the file's metadata when tetra wrote it,
-// else from `flags`. A flag in `given` that disagrees with the file is an error.
-ModelConfig config_from_file(const st::Reader& file, const ModelConfig& flags,
-                             const std::set<std::string>& given);
+// The model shape a model implies. A directory's config.json gives it (and the tensors must
+// agree); for a single file, layers, dim, ffn-dim, vocab and the kv width come from the
+// tensor shapes, heads (and so head_dim) from the file's metadata when tetra wrote it, else
+// from `flags`. A flag in `given` that disagrees is an error.
+ModelConfig config_from_model(const HfModel& model, const ModelConfig& flags,
+                              const std::set<std::string>& given);
 
 // The TP-local values of one unit (as make_units lays it out for tp_rank), read from the
-// file. Throws tetra::Error naming the file and tensor for a missing tensor, a wrong
-// shape or an unsupported dtype.
-std::vector<float> read_unit(const st::Reader& file, const UnitLayout& unit, int tp_rank);
+// model, vocabulary rows past cfg.real_vocab() zero. Throws tetra::Error naming the model
+// and tensor for a missing tensor, a wrong shape or an unsupported dtype.
+std::vector<float> read_unit(const HfModel& model, const ModelConfig& cfg, const UnitLayout& unit,
+                             int tp_rank);
 
-// Writes whole tensors (as gather_full returns them: the fp32 master weights) with the model
-// shape in the metadata, as F32 or, with bf16, rounded to BF16.
+// --export PATH is one file when PATH ends in ".safetensors", else a model directory.
+bool export_is_file(const std::string& path);
+// "" when --export PATH may be written, else what is wrong: for a file as
+// output_file_problem says; a directory must be missing (in a writable directory), empty, or
+// one tetra exported before (its config.json says so), never another's.
+std::string export_problem(const std::string& path);
+
+// Writes whole tensors (as gather_full returns them: the fp32 master weights, vocabulary
+// padded) with the real vocabulary's rows, as F32 or, with bf16, rounded to BF16. A directory
+// also gets config.json and, when `tokenizer_model` names a SentencePiece model,
+// tokenizer.model and tokenizer_config.json.
 void write_export(const std::string& path, const std::map<std::string, std::vector<float>>& full,
-                  const ModelConfig& cfg, bool bf16 = false);
+                  const ModelConfig& cfg, const std::string& tokenizer_model = "",
+                  bool bf16 = false);
+
+// config.json for cfg as transformers' LlamaConfig reads it; torch_dtype says what the
+// file holds.
+json hf_config_json(const ModelConfig& cfg, bool sentencepiece, bool bf16 = false);
 
 }  // namespace tetra

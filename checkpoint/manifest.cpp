@@ -68,6 +68,7 @@ RunState run_state(const json& m) {
 json model_to_json(const ModelConfig& c) {
   json v = json::object();
   v["vocab"] = c.vocab;
+  v["data_vocab"] = c.real_vocab();
   v["layers"] = c.layers;
   v["dim"] = c.dim;
   v["heads"] = c.heads;
@@ -84,6 +85,8 @@ ModelConfig model_from_json(const json& v, const std::string& what) {
   ModelConfig c;
   with_context(what, [&] {
     c.vocab = int_member(v, "vocab", 1, INT64_MAX);
+    // Manifests written before the padding was masked have no data_vocab: all rows count.
+    c.data_vocab = v.contains("data_vocab") ? int_member(v, "data_vocab", 1, c.vocab) : c.vocab;
     c.layers = int(int_member(v, "layers", 1, INT_MAX));
     c.dim = int(int_member(v, "dim", 1, INT_MAX));
     c.heads = int(int_member(v, "heads", 1, INT_MAX));

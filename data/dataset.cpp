@@ -2,6 +2,8 @@
 // maps a step's batch positions to sequences (docs/design.md, "Sequence order").
 #include "data/dataset.hpp"
 
+#include <glob.h>
+
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -39,6 +41,7 @@ constexpr int kSuccessors = 4;
 // Domain tags keep the table's hashes apart from the sequences' hashes.
 constexpr uint64_t kTableTag = 1;
 constexpr uint64_t kSequenceTag = 2;
+constexpr uint64_t kValidationTag = 3;  // validation sequences: the same chain, other draws
 
 // Which successor (0..3) a uniform 64-bit word selects: the top 3 bits are 0..7, and
 // 4 of the 8 values pick successor 0, 2 pick successor 1, one each pick 2 and 3.
@@ -49,8 +52,8 @@ int pick_successor(uint64_t h) {
 
 class Synthetic final : public Dataset {
  public:
-  Synthetic(int vocab, int seq_len, uint64_t seed)
-      : alphabet_(std::min(vocab, kMaxAlphabet)), seq_len_(seq_len), seed_(seed) {
+  Synthetic(int vocab, int seq_len, uint64_t seed, uint64_t tag)
+      : alphabet_(std::min(vocab, kMaxAlphabet)), seq_len_(seq_len), seed_(seed), tag_(tag) {
     check(vocab >= kSuccessors, "synthetic data needs --vocab of at least ", kSuccessors, " (got ",
           vocab, "): each symbol has ", kSuccessors, " distinct successors");
     // Successors of a: the first 4 entries of a partial Fisher-Yates shuffle of 0..A-1,
@@ -74,11 +77,10 @@ class Synthetic final : public Dataset {
   // p-1 with hash(seed, k, p). No state is carried between sequences.
   void sequence(int64_t k, int32_t* out) const override {
     const uint64_t uk = static_cast<uint64_t>(k);
-    int32_t cur =
-        static_cast<int32_t>(hash_words({seed_, kSequenceTag, uk, 0}) % uint64_t(alphabet_));
+    int32_t cur = static_cast<int32_t>(hash_words({seed_, tag_, uk, 0}) % uint64_t(alphabet_));
     out[0] = cur;
     for (int p = 1; p <= seq_len_; ++p) {
-      cur = successors_[cur][pick_successor(hash_words({seed_, kSequenceTag, uk, uint64_t(p)}))];
+      cur = successors_[cur][pick_successor(hash_words({seed_, tag_, uk, uint64_t(p)}))];
       out[p] = cur;
     }
   }
@@ -97,7 +99,7 @@ class Synthetic final : public Dataset {
  private:
   int alphabet_;
   int seq_len_;
-  uint64_t seed_;
+  uint64_t seed_, tag_;
   std::vector<std::array<int32_t, kSuccessors>> successors_;  // [A][4]
 };
 
@@ -113,7 +115,9 @@ class TokenFile final : public Dataset {
         tokens_(std::move(tokens)),
         seq_len_(seq_len),
         count_((int64_t(tokens_.size()) - 1) / seq_len) {
-    check(count_ >= 1, "data '", path_, "' holds ", tokens_.size(),
+    const size_t split = kind_.find(" (");  // "(validation split)" or "(training split)"
+    check(count_ >= 1, "data '", path_, "'", split == std::string::npos ? "" : kind_.substr(split),
+          " holds ", tokens_.size(),
           " tokens, fewer than one sequence of seq-len+1 = ", seq_len_ + 1);
   }
 
@@ -198,28 +202,70 @@ void check_vocab(const std::string& path, const std::vector<uint16_t>& tokens, i
         " at position ", bad - tokens.begin(), " is not below --vocab ", vocab);
 }
 
-// Whether the file begins with the llm.c shard magic number (false when it cannot be read:
-// reading it as text then says why).
-bool starts_with_magic(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  int32_t first = 0;
-  return f.read(reinterpret_cast<char*>(&first), sizeof first) && first == kMagic;
+// The shards a directory or a glob names, sorted; empty when `spec` is neither.
+std::vector<std::string> shard_list(const std::string& spec) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  if (std::filesystem::is_directory(spec, ec)) {
+    for (const auto& e : std::filesystem::directory_iterator(spec, ec))
+      if (e.path().extension() == ".bin") files.push_back(e.path().string());
+    check(!files.empty(), "data directory '", spec, "' holds no .bin shards");
+  } else if (spec.find_first_of("*?[") != std::string::npos) {
+    glob_t g;
+    const int rc = ::glob(spec.c_str(), 0, nullptr, &g);
+    if (rc == 0)
+      for (size_t i = 0; i < g.gl_pathc; ++i) files.push_back(g.gl_pathv[i]);
+    ::globfree(&g);
+    check(!files.empty(), "data '", spec, "' matches no file");
+  }
+  std::sort(files.begin(), files.end());
+  return files;
 }
 
 }  // namespace
 
 std::unique_ptr<Dataset> open_dataset(const std::string& spec, int vocab, int seq_len,
-                                      uint64_t seed) {
+                                      uint64_t seed, Portion portion) {
   check(vocab >= 1, "data: --vocab must be positive (got ", vocab, ")");
   check(seq_len >= 1, "data: --seq-len must be positive (got ", seq_len, ")");
-  if (spec == "synthetic") return std::make_unique<Synthetic>(vocab, seq_len, seed);
+  const bool validation = portion.kind == Portion::Validation;
+  if (spec == "synthetic")
+    return std::make_unique<Synthetic>(vocab, seq_len, seed,
+                                       validation ? kValidationTag : kSequenceTag);
   // A shard is known by its name or by its header's magic number, whatever the name says: a
-  // shard named .txt would otherwise be read as text, header included.
-  const bool bin = spec.ends_with(".bin") || starts_with_magic(spec);
-  std::vector<uint16_t> tokens = bin ? read_bin(spec) : read_text(spec);
+  // shard named .txt would otherwise be read as text, header included. A directory or a glob
+  // names shards, read one after another in sorted order.
+  const std::vector<std::string> shards = shard_list(spec);
+  const bool bin = !shards.empty() || spec.ends_with(".bin") || is_bin_shard(spec);
+  std::vector<uint16_t> tokens;
+  if (shards.empty()) {
+    tokens = bin ? read_bin(spec) : read_text(spec);
+  } else {
+    for (const std::string& f : shards) {
+      check(is_bin_shard(f), "data '", spec, "': '", f,
+            "' is not an llm.c .bin shard (a directory or a glob takes shards only)");
+      const std::vector<uint16_t> part = read_bin(f);
+      tokens.insert(tokens.end(), part.begin(), part.end());
+    }
+  }
   check_vocab(spec, tokens, vocab);
-  return std::make_unique<TokenFile>(spec, bin ? "llm.c shard" : "text file", std::move(tokens),
-                                     seq_len);
+  std::string kind = shards.size() > 1 ? std::to_string(shards.size()) + " llm.c shards"
+                     : bin             ? "llm.c shard"
+                                       : "text file";
+  if (portion.kind != Portion::All) {
+    // The first 1-F of the tokens train, the last F validate.
+    const auto cut = tokens.begin() + int64_t(double(tokens.size()) * (1.0 - portion.fraction));
+    tokens = validation ? std::vector<uint16_t>(cut, tokens.end())
+                        : std::vector<uint16_t>(tokens.begin(), cut);
+    kind += validation ? " (validation split)" : " (training split)";
+  }
+  return std::make_unique<TokenFile>(spec, kind, std::move(tokens), seq_len);
+}
+
+bool is_bin_shard(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  int32_t first = 0;
+  return f.read(reinterpret_cast<char*>(&first), sizeof first) && first == kMagic;
 }
 
 void fill_batch(const Dataset& ds, int64_t step, int global_batch, int first, int count,

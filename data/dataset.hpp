@@ -4,6 +4,8 @@
 //   synthetic      generated in-process from the seed; has a known entropy floor
 //   PATH.bin       llm.c token shard: 256 int32 header (magic 20240520, version 1,
 //                  token count), then that many uint16 tokens
+//   DIR or GLOB    the .bin shards in a directory or matching a glob, in sorted order,
+//                  as one source
 //   any other PATH a text file; its bytes are the tokens (byte tokenizer, 256 symbols)
 //
 // Sequence order (docs/design.md, to the letter): a source of T tokens holds K = floor((T-1)/S)
@@ -35,8 +37,18 @@ class Dataset {
 // Opens --data. Throws tetra::Error with a clear message for a missing file, a .bin with a
 // wrong magic/version or fewer tokens than its header says, a token id not below vocab,
 // or a source too short to hold one sequence of seq_len+1 tokens.
+// Which tokens of a source a dataset sees: all, or under --val-split F the first 1-F
+// (training) or the last F (validation). The synthetic source's validation sequences are
+// other draws from the same chain.
+struct Portion {
+  enum Kind { All, Train, Validation } kind = All;
+  double fraction = 0;  // F, in (0, 1)
+};
 std::unique_ptr<Dataset> open_dataset(const std::string& spec, int vocab, int seq_len,
-                                      uint64_t seed);
+                                      uint64_t seed, Portion portion = {});
+
+// Whether the file begins with the llm.c shard magic number (false when it cannot be read).
+bool is_bin_shard(const std::string& path);
 
 // The tokens of step `step`: sequences j = first .. first+count-1 of the global batch of
 // G = global_batch sequences, each seq_len+1 tokens, written one after another to out.

@@ -138,16 +138,20 @@ class Backend {
                                const Tensor& up) = 0;
 
   // Vocab-parallel cross-entropy in three local pieces, with reductions over the tensor
-  // parallel group between them (VocabParallelCrossEntropy in parallel/tp.hpp):
-  //   row_max[T]            = max_v logits[t, v]                   (then all-reduce max)
+  // parallel group between them (VocabParallelCrossEntropy in parallel/tp.hpp). Only the
+  // first `valid` of the shard's columns are tokens; the rest pad the vocabulary and take no
+  // part in the softmax (v below runs over the valid columns):
+  //   row_max[T]            = max_v logits[t, v], -inf when valid is 0   (then all-reduce max)
   //   stats[T, 2]           = (sum_v exp(logits - row_max), logits[t, target - vocab_start]
   //                            or 0 when the target is not in this shard)  (then all-reduce sum)
-  //   dlogits               = scale * (softmax - onehot(target)), in place over logits.
-  virtual void ce_row_max(Tensor row_max, const Tensor& logits) = 0;
+  //   dlogits               = scale * (softmax - onehot(target)) in place over logits, 0 in
+  //                            the padding columns.
+  virtual void ce_row_max(Tensor row_max, const Tensor& logits, int64_t valid) = 0;
   virtual void ce_stats(Tensor stats, const Tensor& logits, const Tensor& row_max,
-                        const Tensor& targets, int64_t vocab_start) = 0;
+                        const Tensor& targets, int64_t vocab_start, int64_t valid) = 0;
   virtual void ce_backward(Tensor logits, const Tensor& row_max, const Tensor& stats,
-                           const Tensor& targets, int64_t vocab_start, float scale) = 0;
+                           const Tensor& targets, int64_t vocab_start, int64_t valid,
+                           float scale) = 0;
 
   // One AdamW step (torch.optim.AdamW semantics) on a flat slice; grad is multiplied by
   // grad_scale first (clipping). step counts from 1.

@@ -14,6 +14,8 @@ void ModelConfig::validate() const {
   check(ffn_dim > 0, "--ffn-dim must be positive (got ", ffn_dim, ")");
   check(seq_len > 0, "--seq-len must be positive (got ", seq_len, ")");
   check(vocab > 0, "--vocab must be positive (got ", vocab, ")");
+  check(data_vocab <= vocab, "the vocabulary ", data_vocab, " is larger than the model's ", vocab,
+        " rows");
   check(rope_theta > 0, "--rope-theta must be positive (got ", rope_theta, ")");
   check(dim % heads == 0, "--dim ", dim, " is not divisible by --heads ", heads);
   check(heads % kv_heads == 0, "--heads ", heads, " is not divisible by --kv-heads ", kv_heads);
@@ -24,8 +26,9 @@ void ModelConfig::validate() const {
 std::string ModelConfig::str() const {
   std::ostringstream os;
   os << "layers " << layers << ", dim " << dim << ", heads " << heads << " (kv " << kv_heads
-     << ", head_dim " << head_dim() << "), ffn " << ffn_dim << ", vocab " << vocab << ", seq "
-     << seq_len;
+     << ", head_dim " << head_dim() << "), ffn " << ffn_dim << ", vocab " << real_vocab();
+  if (real_vocab() != vocab) os << " (padded to " << vocab << ")";
+  os << ", seq " << seq_len;
   return os.str();
 }
 

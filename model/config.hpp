@@ -7,7 +7,8 @@
 namespace tetra {
 
 struct ModelConfig {
-  int64_t vocab = 256;  // rows of the embedding and the LM head (data vocab, padded)
+  int64_t vocab = 256;     // rows of the embedding and the LM head (the tokens, padded)
+  int64_t data_vocab = 0;  // the tokens: the softmax's width (0: all `vocab` rows)
   int layers = 4;
   int dim = 128;
   int heads = 4;
@@ -18,6 +19,9 @@ struct ModelConfig {
   float norm_eps = 1e-5f;
 
   int head_dim() const { return dim / heads; }
+  // The tokens there are; rows from there to `vocab` are padding, never
+  // looked up and masked out of the softmax.
+  int64_t real_vocab() const { return data_vocab > 0 ? data_vocab : vocab; }
   // Throws tetra::Error naming the first rule the shape breaks.
   void validate() const;
   std::string str() const;

@@ -161,21 +161,21 @@ class MixedPrecisionBackend final : public Backend {
     wdu.store(*this);
   }
 
-  void ce_row_max(Tensor row_max, const Tensor& logits) override {
+  void ce_row_max(Tensor row_max, const Tensor& logits, int64_t valid) override {
     const Wide wm(*this, row_max, false), wl(*this, logits);
-    in_->ce_row_max(wm, wl);
+    in_->ce_row_max(wm, wl, valid);
     wm.store(*this);
   }
   void ce_stats(Tensor stats, const Tensor& logits, const Tensor& row_max, const Tensor& targets,
-                int64_t vocab_start) override {
+                int64_t vocab_start, int64_t valid) override {
     const Wide ws(*this, stats, false), wl(*this, logits), wm(*this, row_max);
-    in_->ce_stats(ws, wl, wm, targets, vocab_start);
+    in_->ce_stats(ws, wl, wm, targets, vocab_start, valid);
     ws.store(*this);
   }
   void ce_backward(Tensor logits, const Tensor& row_max, const Tensor& stats, const Tensor& targets,
-                   int64_t vocab_start, float scale) override {
+                   int64_t vocab_start, int64_t valid, float scale) override {
     const Wide wl(*this, logits), wm(*this, row_max), ws(*this, stats);
-    in_->ce_backward(wl, wm, ws, targets, vocab_start, scale);
+    in_->ce_backward(wl, wm, ws, targets, vocab_start, valid, scale);
     wl.store(*this);
   }
 

@@ -63,6 +63,36 @@ void PipelineExecutor::receive(Buffer& into, int peer, Direction d, int chunk_id
   stats.wait_seconds += now_seconds() - t0;
 }
 
+PipelineStats PipelineExecutor::evaluate(const std::vector<MicroBatch>& mbs) {
+  PipelineStats stats;
+  const double t0 = now_seconds();
+  const int P = pp_.size(), r = pp_.rank(), K = P * int(chunks_.size());
+  const int prev = (r - 1 + P) % P, next = (r + 1) % P;
+  for (const Action& a : actions_) {
+    if (a.kind != Action::Forward) continue;
+    const int k = a.chunk * P + r;
+    PipelineStage& chunk = *chunks_[a.chunk];
+    Buffer in;
+    if (k > 0) receive(in, prev, kActivation, k, a.micro_batch, stats);
+    const Tensor in_view = in.flat();
+    const StageOutput y =
+        chunk.forward(a.micro_batch, mbs[a.micro_batch], k > 0 ? &in_view : nullptr);
+    if (k == K - 1) {
+      stats.loss_sum += y.loss_sum;
+    } else {
+      Buffer out(be_, activation_numel_);
+      be_.copy(out.flat(), y.activation);
+      send(std::move(out), next, tag(kActivation, k + 1, a.micro_batch));
+    }
+    chunk.discard(a.micro_batch);
+  }
+  for (PendingSend& s : sends_) s.request->wait();
+  sends_.clear();
+  check(mailbox_.empty(), "pipeline: ", mailbox_.size(), " messages to self left unread");
+  stats.seconds = now_seconds() - t0;
+  return stats;
+}
+
 PipelineStats PipelineExecutor::run(const std::vector<MicroBatch>& mbs, float loss_scale) {
   PipelineStats stats;
   const double t0 = now_seconds();

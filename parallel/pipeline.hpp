@@ -41,6 +41,8 @@ class PipelineStage {
   // Backward of micro-batch `id`; dout is the output's gradient (null on the chunk with the
   // head). Returns the input's gradient (empty on the first chunk).
   virtual Buffer backward(int id, const MicroBatch& mb, const Tensor* dout, float loss_scale) = 0;
+  // Frees the activations of micro-batch `id`, whose backward will not come (evaluation).
+  virtual void discard(int id) = 0;
 };
 
 struct PipelineStats {
@@ -58,6 +60,9 @@ class PipelineExecutor {
 
   // Runs one step; micro_batches[j] is micro-batch j (valid for the whole call).
   PipelineStats run(const std::vector<MicroBatch>& micro_batches, float loss_scale);
+  // Forward only (evaluation): the schedule's forward actions in their order, which cannot
+  // deadlock where the whole schedule does not. Returns the loss sum as run does.
+  PipelineStats evaluate(const std::vector<MicroBatch>& micro_batches);
 
   const std::vector<Action>& actions() const { return actions_; }
 

@@ -117,10 +117,12 @@ void VocabParallelEmbedding::backward(const Tensor& tokens, Buffer dx) const {
 }
 
 double VocabParallelCrossEntropy::forward(Backend& be, Comm& tp, const Tensor& logits,
-                                          const Tensor& targets, Tensor row_max, Tensor stats) {
-  be.ce_row_max(row_max, logits);
+                                          const Tensor& targets, Tensor row_max, Tensor stats,
+                                          int64_t vocab) {
+  const int64_t valid = valid_columns(tp, logits, vocab);
+  be.ce_row_max(row_max, logits, valid);
   tp.all_reduce(row_max, ReduceOp::Max);
-  be.ce_stats(stats, logits, row_max, targets, tp.rank() * logits.cols());
+  be.ce_stats(stats, logits, row_max, targets, tp.rank() * logits.cols(), valid);
   tp.all_reduce(stats);  // (sum of exp, target logit): each target lives on one rank
   const int64_t T = logits.rows();
   std::vector<float> m(T), st(2 * T);

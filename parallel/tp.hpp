@@ -21,6 +21,7 @@
 // all-reduces forward and two backward; under --sp two all-gathers and two reduce-scatters
 // each way, and norms and residuals work on Tl rows.
 #pragma once
+#include <algorithm>
 #include <initializer_list>
 #include <vector>
 
@@ -95,17 +96,22 @@ class VocabParallelEmbedding {
 };
 
 struct VocabParallelCrossEntropy {
-  // Per-token loss log(sum_v exp(l_v)) - l_target over the whole vocabulary, from this
-  // rank's logits [T, V/TP]: all-reduces the row maxima, then (sum of exp, target logit).
-  // row_max [T] and stats [T, 2] are kept for backward. Returns the sum of the losses (the
-  // same on every TP rank).
+  // Per-token loss log(sum_v exp(l_v)) - l_target over the vocabulary's `vocab` tokens, from
+  // this rank's logits [T, V/TP] (the columns from `vocab` on pad the vocabulary and are left
+  // out): all-reduces the row maxima, then (sum of exp, target logit). row_max [T] and stats
+  // [T, 2] are kept for backward. Returns the sum of the losses (the same on every TP rank).
   static double forward(Backend& be, Comm& tp, const Tensor& logits, const Tensor& targets,
-                        Tensor row_max, Tensor stats);
-  // logits become scale * dL/dlogits = scale * (softmax - onehot(target)), in place; no
-  // communication.
+                        Tensor row_max, Tensor stats, int64_t vocab);
+  // logits become scale * dL/dlogits = scale * (softmax - onehot(target)), in place (0 in the
+  // padding); no communication.
   static void backward(Backend& be, Comm& tp, Tensor logits, const Tensor& targets,
-                       const Tensor& row_max, const Tensor& stats, float scale) {
-    be.ce_backward(logits, row_max, stats, targets, tp.rank() * logits.cols(), scale);
+                       const Tensor& row_max, const Tensor& stats, int64_t vocab, float scale) {
+    be.ce_backward(logits, row_max, stats, targets, tp.rank() * logits.cols(),
+                   valid_columns(tp, logits, vocab), scale);
+  }
+  // How many of this rank's columns are tokens: rank r holds [r V/TP, (r+1) V/TP).
+  static int64_t valid_columns(Comm& tp, const Tensor& logits, int64_t vocab) {
+    return std::clamp(vocab - tp.rank() * logits.cols(), int64_t(0), logits.cols());
   }
 };
 

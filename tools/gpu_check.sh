@@ -103,8 +103,8 @@ train() {
   "$TETRA" train "${SMALL[@]}" --device cuda --metrics "$d/gpu2.jsonl" >"$d/gpu2.txt" || return 1
   "$TETRA" train "${SMALL[@]}" --device cpu --metrics "$d/cpu.jsonl" >"$d/cpu.txt" || return 1
   # The layout tests' model after 5 steps on each: how far fp32 GPU and CPU drift apart.
-  "$TETRA" train "${TINY[@]}" --device cuda --export "$d/tiny_gpu.st" >/dev/null || return 1
-  "$TETRA" train "${TINY[@]}" --device cpu --export "$d/tiny_cpu.st" >/dev/null || return 1
+  "$TETRA" train "${TINY[@]}" --device cuda --export "$d/tiny_gpu.safetensors" >/dev/null || return 1
+  "$TETRA" train "${TINY[@]}" --device cpu --export "$d/tiny_cpu.safetensors" >/dev/null || return 1
   python3 - "$d" <<'EOF'
 import json, struct, sys
 from array import array
@@ -117,7 +117,7 @@ def tensors(path):
     return {k: array("f", raw[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]])
             for k, t in head.items() if k != "__metadata__"}
 
-g, c = tensors(f"{d}/tiny_gpu.st"), tensors(f"{d}/tiny_cpu.st")
+g, c = tensors(f"{d}/tiny_gpu.safetensors"), tensors(f"{d}/tiny_cpu.safetensors")
 rel = sorted(((sum((x - y) ** 2 for x, y in zip(g[k], c[k])) /
                max(sum(y * y for y in c[k]), 1e-30)) ** 0.5, k) for k in c)
 print("layout-test model after 5 steps, largest ||W_gpu - W_cpu|| / ||W_cpu||:")

@@ -1,7 +1,8 @@
 // tetra: the command-line program. `tetra train [flags]` trains, `tetra plan` predicts a
 // layout's memory, traffic and time (or checks them against a run), `tetra ckpt` inspects or
-// verifies checkpoints, `tetra plot` draws SVG pictures of a run or a schedule, `tetra launch`
-// supervises a training command (tools/lib/options.hpp
+// verifies checkpoints, `tetra plot` draws SVG pictures of a run or a schedule, `tetra
+// generate` continues a prompt, `tetra launch` supervises a training command
+// (tools/lib/options.hpp
 // parses them all); every input error ends with one "tetra: error: ..." line from rank 0 and
 // exit status 2 on every rank, a diverged run (a non-finite loss or gradient norm) likewise
 // with exit status 65.
@@ -16,6 +17,7 @@
 #include "model/error.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/watchdog.hpp"
+#include "tools/lib/generate.hpp"
 #include "tools/lib/launch.hpp"
 #include "tools/lib/options.hpp"
 #include "tools/lib/plan/compare.hpp"
@@ -105,6 +107,12 @@ int main(int argc, char** argv) {
       tetra::agree(MPI_COMM_WORLD, [&] {
         if (rank == 0) tetra::plot_command(cli.plot);
       });
+    } else if (cli.command == "generate") {  // one rank is enough; the others wait
+      std::string text;
+      tetra::agree(MPI_COMM_WORLD, [&] {
+        if (rank == 0) text = tetra::generate_text(cli.generate);
+      });
+      if (rank == 0) std::printf("%s%s\n", cli.generate.prompt.c_str(), text.c_str());
     }
   } catch (const tetra::DivergedError& e) {  // every rank has it: rank 0 reports
     if (rank == 0) std::fprintf(stderr, "tetra: error: %s\n", e.what());

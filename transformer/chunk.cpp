@@ -62,8 +62,9 @@ StageOutput ModelChunk::forward(int id, const MicroBatch& mb, const Tensor* x_in
       s.head_n = lm_head.forward(std::move(n), {&s.logits});
       s.row_max = Buffer(be_, T);
       s.ce_stats = Buffer(be_, 2 * T);
-      y.loss_sum = VocabParallelCrossEntropy::forward(
-          be_, tp_.comm, s.logits.view({T, V}), mb.targets, s.row_max.flat(), s.ce_stats.flat());
+      y.loss_sum = VocabParallelCrossEntropy::forward(be_, tp_.comm, s.logits.view({T, V}),
+                                                      mb.targets, s.row_max.flat(),
+                                                      s.ce_stats.flat(), cfg_.real_vocab());
     }
     params_.release_weights(u);
   }
@@ -91,7 +92,7 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
       // dlogits [T, V/TP] = loss_scale * (softmax - onehot(target)), over the logits.
       const Tensor dlogits = s.logits.view({T, V});
       VocabParallelCrossEntropy::backward(be_, tp_.comm, dlogits, mb.targets, s.row_max.flat(),
-                                          s.ce_stats.flat(), loss_scale);
+                                          s.ce_stats.flat(), cfg_.real_vocab(), loss_scale);
       // dn [Tl, d] = dlogits W_head, summed over TP; dW_head += dlogits^T n.
       const ColumnParallelLinear lm_head(be_, tp_, {param_view(w, l.params[kLmHead])},
                                          {param_view(dw, l.params[kLmHead])});

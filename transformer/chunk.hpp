@@ -33,6 +33,7 @@ class ModelChunk final : public PipelineStage {
   // in the global batch). Returns dL/d(chunk input) [Tl, d], to send to the previous chunk
   // (empty for the chunk that embeds), and frees the micro-batch's activations.
   Buffer backward(int id, const MicroBatch& mb, const Tensor* dout, float loss_scale) override;
+  void discard(int id) override { states_.erase(id); }
 
  private:
   // One micro-batch's activations between its forward and its backward. Shapes as in

@@ -396,15 +396,16 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void ce_row_max(Tensor row_max, const Tensor& logits) override {
+  void ce_row_max(Tensor row_max, const Tensor& logits, int64_t valid) override {
     const int64_t T = logits.rows(), V = logits.cols();
     const float* l = logits.f32();
     float* m = row_max.f32();
 #pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < T; ++t) m[t] = *std::max_element(l + t * V, l + (t + 1) * V);
+    for (int64_t t = 0; t < T; ++t)
+      m[t] = valid > 0 ? *std::max_element(l + t * V, l + t * V + valid) : -INFINITY;
   }
   void ce_stats(Tensor stats, const Tensor& logits, const Tensor& row_max, const Tensor& targets,
-                int64_t vocab_start) override {
+                int64_t vocab_start, int64_t valid) override {
     const int64_t T = logits.rows(), V = logits.cols();
     const float *l = logits.f32(), *m = row_max.f32();
     const int32_t* y = targets.i32();
@@ -412,14 +413,14 @@ class CpuBackend final : public Backend {
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < T; ++t) {
       float sum = 0;
-      for (int64_t j = 0; j < V; ++j) sum += std::exp(l[t * V + j] - m[t]);
+      for (int64_t j = 0; j < valid; ++j) sum += std::exp(l[t * V + j] - m[t]);
       const int64_t r = y[t] - vocab_start;
       st[2 * t] = sum;
-      st[2 * t + 1] = (r >= 0 && r < V) ? l[t * V + r] : 0.f;
+      st[2 * t + 1] = (r >= 0 && r < valid) ? l[t * V + r] : 0.f;
     }
   }
   void ce_backward(Tensor logits, const Tensor& row_max, const Tensor& stats, const Tensor& targets,
-                   int64_t vocab_start, float scale) override {
+                   int64_t vocab_start, int64_t valid, float scale) override {
     const int64_t T = logits.rows(), V = logits.cols();
     float* l = logits.f32();
     const float *m = row_max.f32(), *st = stats.f32();
@@ -427,9 +428,11 @@ class CpuBackend final : public Backend {
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < T; ++t) {
       const float inv = 1.f / st[2 * t];
-      for (int64_t j = 0; j < V; ++j) l[t * V + j] = scale * std::exp(l[t * V + j] - m[t]) * inv;
+      for (int64_t j = 0; j < valid; ++j)
+        l[t * V + j] = scale * std::exp(l[t * V + j] - m[t]) * inv;
+      std::fill(l + t * V + valid, l + (t + 1) * V, 0.f);
       const int64_t r = y[t] - vocab_start;
-      if (r >= 0 && r < V) l[t * V + r] -= scale;
+      if (r >= 0 && r < valid) l[t * V + r] -= scale;
     }
   }
 

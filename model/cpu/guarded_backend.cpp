@@ -82,16 +82,16 @@ class GuardedBackend final : public Backend {
                        const Tensor& up) override {
     cpu_->swiglu_backward(in(dgate), in(dup), in(dh), in(gate), in(up));
   }
-  void ce_row_max(Tensor row_max, const Tensor& logits) override {
-    cpu_->ce_row_max(in(row_max), in(logits));
+  void ce_row_max(Tensor row_max, const Tensor& logits, int64_t valid) override {
+    cpu_->ce_row_max(in(row_max), in(logits), valid);
   }
   void ce_stats(Tensor stats, const Tensor& logits, const Tensor& row_max, const Tensor& targets,
-                int64_t vocab_start) override {
-    cpu_->ce_stats(in(stats), in(logits), in(row_max), in(targets), vocab_start);
+                int64_t vocab_start, int64_t valid) override {
+    cpu_->ce_stats(in(stats), in(logits), in(row_max), in(targets), vocab_start, valid);
   }
   void ce_backward(Tensor logits, const Tensor& row_max, const Tensor& stats, const Tensor& targets,
-                   int64_t vocab_start, float scale) override {
-    cpu_->ce_backward(in(logits), in(row_max), in(stats), in(targets), vocab_start, scale);
+                   int64_t vocab_start, int64_t valid, float scale) override {
+    cpu_->ce_backward(in(logits), in(row_max), in(stats), in(targets), vocab_start, valid, scale);
   }
   void adamw(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamW& h) override {
     cpu_->adamw(in(param), in(grad), in(m), in(v), h);

@@ -386,31 +386,31 @@ class CudaBackend final : public Backend {
     LAUNCH_CHECK("swiglu_backward_kernel");
   }
 
-  void ce_row_max(Tensor row_max, const Tensor& logits) override {
+  void ce_row_max(Tensor row_max, const Tensor& logits, int64_t valid) override {
     const int64_t T = logits.rows(), V = logits.cols();
     check(row_max.numel() == T, "ce_row_max ", logits.shape_str());
     if (T == 0) return;
-    ce_row_max_kernel<<<unsigned(T), kThreads, 0, stream_>>>(f32(row_max), f32(logits), V);
+    ce_row_max_kernel<<<unsigned(T), kThreads, 0, stream_>>>(f32(row_max), f32(logits), V, valid);
     LAUNCH_CHECK("ce_row_max_kernel");
   }
   void ce_stats(Tensor stats, const Tensor& logits, const Tensor& row_max, const Tensor& targets,
-                int64_t vocab_start) override {
+                int64_t vocab_start, int64_t valid) override {
     const int64_t T = logits.rows(), V = logits.cols();
     check(stats.numel() == 2 * T && row_max.numel() == T && targets.numel() == T, "ce_stats ",
           logits.shape_str());
     if (T == 0) return;
     ce_stats_kernel<<<unsigned(T), kThreads, 0, stream_>>>(f32(stats), f32(logits), f32(row_max),
-                                                           i32(targets), V, vocab_start);
+                                                           i32(targets), V, vocab_start, valid);
     LAUNCH_CHECK("ce_stats_kernel");
   }
   void ce_backward(Tensor logits, const Tensor& row_max, const Tensor& stats, const Tensor& targets,
-                   int64_t vocab_start, float scale) override {
+                   int64_t vocab_start, int64_t valid, float scale) override {
     const int64_t T = logits.rows(), V = logits.cols();
     check(stats.numel() == 2 * T && row_max.numel() == T && targets.numel() == T, "ce_backward ",
           logits.shape_str());
     if (T * V == 0) return;
     ce_backward_kernel<<<blocks_for(T * V), kThreads, 0, stream_>>>(
-        f32(logits), f32(row_max), f32(stats), i32(targets), T, V, vocab_start, scale);
+        f32(logits), f32(row_max), f32(stats), i32(targets), T, V, vocab_start, valid, scale);
     LAUNCH_CHECK("ce_backward_kernel");
   }
 

@@ -397,39 +397,44 @@ __global__ void attention_backward_dkdv_kernel(float* dk, float* dv, const float
 
 // ---- Vocab-parallel cross-entropy on logits [T, V] of the shard [vocab_start, +V) ----
 
-// One block per row t: row_max[t] = max_v logits[t, v].
-__global__ void ce_row_max_kernel(float* row_max, const float* logits, int64_t V) {
+// Only the first `valid` columns are tokens; the rest pad the vocabulary (see backend.hpp).
+// One block per row t: row_max[t] = max_v logits[t, v] over the valid columns.
+__global__ void ce_row_max_kernel(float* row_max, const float* logits, int64_t V, int64_t valid) {
   const float* l = logits + int64_t(blockIdx.x) * V;
   float m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) m = fmaxf(m, l[j]);
+  for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) m = fmaxf(m, l[j]);
   m = block_reduce(m, Max{}, -INFINITY);
   if (threadIdx.x == 0) row_max[blockIdx.x] = m;
 }
 // One block per row t: stats[t] = (sum_v exp(l[t,v] - row_max[t]),
 // l[t, target - vocab_start] if the target is in the shard else 0).
 __global__ void ce_stats_kernel(float* stats, const float* logits, const float* row_max,
-                                const int32_t* targets, int64_t V, int64_t vocab_start) {
+                                const int32_t* targets, int64_t V, int64_t vocab_start,
+                                int64_t valid) {
   const int64_t t = blockIdx.x;
   const float* l = logits + t * V;
   const float m = row_max[t];
   float sum = 0;
-  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) sum += expf(l[j] - m);
+  for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) sum += expf(l[j] - m);
   sum = block_reduce(sum, Sum{}, 0.f);
   if (threadIdx.x == 0) {
     const int64_t r = targets[t] - vocab_start;
     stats[2 * t] = sum;
-    stats[2 * t + 1] = (r >= 0 && r < V) ? l[r] : 0.f;
+    stats[2 * t + 1] = (r >= 0 && r < valid) ? l[r] : 0.f;
   }
 }
-// In place over [T, V]: l = scale exp(l - row_max) / sum - scale [v == target - vocab_start].
+// In place over [T, V]: l = scale exp(l - row_max) / sum - scale [v == target - vocab_start]
+// in the valid columns, 0 in the padding.
 __global__ void ce_backward_kernel(float* logits, const float* row_max, const float* stats,
                                    const int32_t* targets, int64_t T, int64_t V,
-                                   int64_t vocab_start, float scale) {
+                                   int64_t vocab_start, int64_t valid, float scale) {
   TETRA_FOR(idx, T * V) {
     const int64_t t = idx / V, j = idx % V;
-    const float inv = 1.f / stats[2 * t];
-    float g = scale * expf(logits[idx] - row_max[t]) * inv;
-    if (j == targets[t] - vocab_start) g -= scale;
+    float g = 0.f;
+    if (j < valid) {
+      g = scale * expf(logits[idx] - row_max[t]) * (1.f / stats[2 * t]);
+      if (j == targets[t] - vocab_start) g -= scale;
+    }
     logits[idx] = g;
   }
 }

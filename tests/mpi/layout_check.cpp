@@ -75,6 +75,7 @@ RunResult run_on(int ranks, const std::vector<std::string>& args, int steps) {
         if (s == 0) r.grads0 = t.full_grads();
       }
       r.weights = t.full_weights();
+      if (t.has_validation()) r.val_loss = t.evaluate();
       r.memory = t.params().persistent_bytes();
       r.micro_batches = t.micro_batches();
       r.micro_batch = t.micro_batch();

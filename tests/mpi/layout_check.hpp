@@ -24,6 +24,7 @@ struct RunResult {
   int64_t largest_alloc = 0;  // largest single buffer allocated inside step(), this rank
   int micro_batch = 0;
   int64_t tokens_per_micro_batch = 0;  // on this rank, after CP
+  double val_loss = -1;                // after the last step, when the run validates
 };
 
 // Runs `args` (model, batch and layout flags) for `steps` steps on the first `ranks` ranks

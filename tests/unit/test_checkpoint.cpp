@@ -113,9 +113,10 @@ TEST_CASE("checkpoint: CRC-32C gives the standard check value, in any pieces") {
 TEST_CASE("checkpoint: the model config round-trips through JSON, every field") {
   const ModelConfig c = checkpoint_model();
   const json v = parsed_json(model_to_json(c).dump());
-  CHECK(v.size() == 9);
+  CHECK(v.size() == 10);
   const ModelConfig back = model_from_json(v, "test");
   CHECK(back.vocab == c.vocab);
+  CHECK(back.real_vocab() == c.real_vocab());
   CHECK(back.layers == c.layers);
   CHECK(back.dim == c.dim);
   CHECK(back.heads == c.heads);
@@ -124,6 +125,10 @@ TEST_CASE("checkpoint: the model config round-trips through JSON, every field") 
   CHECK(back.seq_len == c.seq_len);
   CHECK(back.rope_theta == c.rope_theta);
   CHECK(back.norm_eps == c.norm_eps);  // bit for bit, though stored as a double
+  // A padded vocabulary keeps both counts.
+  ModelConfig padded = c;
+  padded.data_vocab = 50;
+  CHECK(model_from_json(model_to_json(padded), "test").real_vocab() == 50);
 
   const json full = model_to_json(c);
   json missing = json::object();

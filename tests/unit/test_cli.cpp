@@ -181,7 +181,7 @@ TEST_CASE("cli: init files") {
   write_model("", "");
   CHECK(run("--init-from " + path + " " + shape).status == 0);
   expect_error("--init-from " + path + " --dim 32 " + shape,
-               "--dim 32 disagrees with the init file");
+               "--dim 32 disagrees with the init model");
   expect_error("--init-from " + path + " --rope-theta 5 " + shape, "--rope-theta 5 disagrees");
   // A file that does not say its head count (as transformers writes them) needs --heads.
   write_model("", "", false);

@@ -285,9 +285,10 @@ Outputs run_cross_entropy(Backend& be) {
   tgt[3] = int32_t(start - 1);
   const Tensor logits = in.f32(randn(T * V, 62, 3.f), {T, V}), targets = in.i32(tgt, {T}),
                row_max = in.zeros({T}), stats = in.zeros({T, 2});
-  be.ce_row_max(row_max, logits);
-  be.ce_stats(stats, logits, row_max, targets, start);
-  be.ce_backward(logits, row_max, stats, targets, start, 1.f / float(T));
+  const int64_t valid = V - 37;  // the last columns pad the vocabulary
+  be.ce_row_max(row_max, logits, valid);
+  be.ce_stats(stats, logits, row_max, targets, start, valid);
+  be.ce_backward(logits, row_max, stats, targets, start, valid, 1.f / float(T));
   return {{"ce_row_max", get(be, row_max)},
           {"ce_stats", get(be, stats)},
           {"ce_backward", get(be, logits)}};

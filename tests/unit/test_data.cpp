@@ -142,7 +142,8 @@ TEST_CASE("data: bad sources fail with a message naming the file and the problem
   const std::string missing_bin = dir.file("missing.bin");
   CHECK_THROWS_WITH_AS(open_dataset(missing_bin, 256, 4, 0),
                        has("data file '" + missing_bin + "': not found"), Error);
-  CHECK_THROWS_WITH_AS(open_dataset(dir.path.string(), 256, 4, 0), has("not a regular file"),
+  // A directory is a set of shards; this one has none.
+  CHECK_THROWS_WITH_AS(open_dataset(dir.path.string(), 256, 4, 0), has("holds no .bin shards"),
                        Error);
 
   const std::string magic = dir.file("magic.bin");

@@ -121,13 +121,15 @@ Vec ref_swiglu(const Vec& g, const Vec& u) {
 }
 
 // Sum over rows t of logsumexp(logits[t, :]) - logits[t, target[t]]; logits [T, V].
-double ref_ce_sum(const Vec& logits, const I32& targets, int64_t V) {
+// Rows of V logits of which the first `valid` are tokens (all of them when valid < 0).
+double ref_ce_sum(const Vec& logits, const I32& targets, int64_t V, int64_t valid = -1) {
+  if (valid < 0) valid = V;
   double loss = 0;
   for (size_t t = 0; t < targets.size(); ++t) {
     const double* l = &logits[t * V];
-    const double mx = *std::max_element(l, l + V);
+    const double mx = *std::max_element(l, l + valid);
     double s = 0;
-    for (int64_t j = 0; j < V; ++j) s += std::exp(l[j] - mx);
+    for (int64_t j = 0; j < valid; ++j) s += std::exp(l[j] - mx);
     loss += mx + std::log(s) - l[targets[t]];
   }
   return loss;
@@ -381,9 +383,9 @@ TEST_CASE("gradcheck: vocab-parallel cross-entropy, whole and in two vocabulary 
   // Whole vocabulary through VocabParallelCrossEntropy with a TP group of one.
   Buffer lb = upload(*be, Lg), tb = upload(*be, tgt), mx(*be, T), st(*be, 2 * T);
   const double loss = VocabParallelCrossEntropy::forward(*be, *tp, lb.view({T, V}), tb.flat(),
-                                                         mx.flat(), st.flat());
+                                                         mx.flat(), st.flat(), V);
   CHECK(loss / double(T) == doctest::Approx(L()).epsilon(1e-6));
-  VocabParallelCrossEntropy::backward(*be, *tp, lb.view({T, V}), tb.flat(), mx.flat(), st.flat(),
+  VocabParallelCrossEntropy::backward(*be, *tp, lb.view({T, V}), tb.flat(), mx.flat(), st.flat(), V,
                                       float(1.0 / double(T)));
   check_grad("dlogits", logits, L, download(*be, lb.flat()));
 
@@ -396,25 +398,74 @@ TEST_CASE("gradcheck: vocab-parallel cross-entropy, whole and in two vocabulary 
     shard[r] = upload(*be, part);
     m[r] = Buffer(*be, T);
     s[r] = Buffer(*be, 2 * T);
-    be->ce_row_max(m[r].flat(), shard[r].view({T, half}));
+    be->ce_row_max(m[r].flat(), shard[r].view({T, half}), half);
   }
   Floats mx0 = download(*be, m[0].flat()), mx1 = download(*be, m[1].flat());
   for (int64_t t = 0; t < T; ++t) mx0[t] = std::max(mx0[t], mx1[t]);
   for (int r = 0; r < 2; ++r) be->upload(m[r].flat(), mx0.data());
   for (int r = 0; r < 2; ++r)
-    be->ce_stats(s[r].flat(), shard[r].view({T, half}), m[r].flat(), tb.flat(), r * half);
+    be->ce_stats(s[r].flat(), shard[r].view({T, half}), m[r].flat(), tb.flat(), r * half, half);
   be->add(s[0].flat(), s[1].flat());
   be->copy(s[1].flat(), s[0].flat());
   Floats full = download(*be, st.flat()), split = download(*be, s[0].flat());
   for (int64_t i = 0; i < 2 * T; ++i) CHECK(split[i] == doctest::Approx(full[i]).epsilon(1e-6));
   Floats dl(T * V);
   for (int r = 0; r < 2; ++r) {
-    be->ce_backward(shard[r].view({T, half}), m[r].flat(), s[r].flat(), tb.flat(), r * half,
+    be->ce_backward(shard[r].view({T, half}), m[r].flat(), s[r].flat(), tb.flat(), r * half, half,
                     float(1.0 / double(T)));
     const Floats part = download(*be, shard[r].flat());
     for (int64_t t = 0; t < T; ++t) std::copy_n(&part[t * half], half, &dl[t * V + r * half]);
   }
   check_grad("dlogits from two shards", logits, L, dl);
+}
+
+TEST_CASE("gradcheck: cross-entropy leaves the padded vocabulary out of the softmax") {
+  // V = 20 columns in two shards of 10, of which the first `vocab` are tokens: 13 leaves 3
+  // tokens in the second shard, 8 leaves it none (its local row maximum is -inf).
+  auto be = make_cpu_backend(1);
+  std::mt19937 rng(7);
+  const int64_t T = 5, V = 20, half = V / 2;
+  for (const int64_t vocab : {13, 8}) {
+    CAPTURE(vocab);
+    Floats Lg = randn(rng, T * V, 2.0);
+    const I32 tgt = {0, 7, int32_t(vocab - 1), 3, 1};
+    Vec logits = to_double(Lg);
+    auto L = [&] { return ref_ce_sum(logits, tgt, V, vocab) / double(T); };
+    Buffer tb = upload(*be, tgt), shard[2], m[2], s[2];
+    Floats mx(T, -INFINITY);
+    for (int r = 0; r < 2; ++r) {
+      Floats part(T * half);
+      for (int64_t t = 0; t < T; ++t) std::copy_n(&Lg[t * V + r * half], half, &part[t * half]);
+      shard[r] = upload(*be, part);
+      m[r] = Buffer(*be, T);
+      s[r] = Buffer(*be, 2 * T);
+      const int64_t valid = std::clamp(vocab - r * half, int64_t(0), half);
+      be->ce_row_max(m[r].flat(), shard[r].view({T, half}), valid);
+      const Floats local = download(*be, m[r].flat());
+      for (int64_t t = 0; t < T; ++t) mx[t] = std::max(mx[t], local[t]);
+    }
+    Floats sum(2 * T, 0.f);
+    for (int r = 0; r < 2; ++r) {
+      const int64_t valid = std::clamp(vocab - r * half, int64_t(0), half);
+      be->upload(m[r].flat(), mx.data());
+      be->ce_stats(s[r].flat(), shard[r].view({T, half}), m[r].flat(), tb.flat(), r * half, valid);
+      const Floats local = download(*be, s[r].flat());
+      for (int64_t i = 0; i < 2 * T; ++i) sum[i] += local[i];
+    }
+    double loss = 0;
+    for (int64_t t = 0; t < T; ++t) loss += std::log(double(sum[2 * t])) + mx[t] - sum[2 * t + 1];
+    CHECK(loss / double(T) == doctest::Approx(L()).epsilon(1e-6));
+    Floats dl(T * V);
+    for (int r = 0; r < 2; ++r) {
+      const int64_t valid = std::clamp(vocab - r * half, int64_t(0), half);
+      be->upload(s[r].flat(), sum.data());
+      be->ce_backward(shard[r].view({T, half}), m[r].flat(), s[r].flat(), tb.flat(), r * half,
+                      valid, float(1.0 / double(T)));
+      const Floats part = download(*be, shard[r].flat());
+      for (int64_t t = 0; t < T; ++t) std::copy_n(&part[t * half], half, &dl[t * V + r * half]);
+    }
+    check_grad("dlogits, padding masked", logits, L, dl);  // the padding's gradient is 0
+  }
 }
 
 namespace {

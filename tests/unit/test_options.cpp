@@ -64,9 +64,8 @@ TEST_CASE("options: each subcommand's --help lists every flag it defines, with i
   subcommands(*app, "", commands);
   std::set<std::string> paths;
   for (const auto& [path, sub] : commands) paths.insert(path);
-  CHECK(paths ==
-        std::set<std::string>{"train", "plan", "launch", "ckpt", "ckpt inspect", "ckpt verify",
-                              "plot"});
+  CHECK(paths == std::set<std::string>{"train", "plan", "launch", "ckpt", "ckpt inspect",
+                                       "ckpt verify", "plot", "generate"});
 
   std::set<std::string> train_flags;
   for (const auto& [path, sub] : commands) {
@@ -101,7 +100,9 @@ TEST_CASE("options: each subcommand's --help lists every flag it defines, with i
                               "--device",     "--dtype",        "--comm",        "--ckpt-dir",
                               "--ckpt-every", "--keep",         "--resume",      "--inject-failure",
                               "--timeout",    "--metrics",      "--trace",       "--trace-steps",
-                              "--export",     "--export-dtype", "--peak-tflops"});
+                              "--export",     "--export-dtype", "--peak-tflops", "--val-data",
+                              "--val-split",  "--eval-every",   "--eval-batches", "--tokenizer",
+                              "--sample-every"});
 
   // The defaults shown are TrainOptions' own.
   const std::string train_help = spawn(tetra_bin() + " train --help", 60).out;

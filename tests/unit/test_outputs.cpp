@@ -35,7 +35,9 @@ TEST_CASE("outputs: what is not a regular file is refused before step 0 and left
   const std::string dir = tmp_path("outputs");
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  const std::string fifo = dir + "/fifo", link = dir + "/link", real = dir + "/real";
+  // Named .safetensors, so that --export takes them for one file, not a model directory.
+  const std::string fifo = dir + "/fifo.safetensors", link = dir + "/link.safetensors",
+                    real = dir + "/real.safetensors";
   REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
   std::ofstream(real) << "keep";
   std::filesystem::create_symlink(real, link);
@@ -44,7 +46,8 @@ TEST_CASE("outputs: what is not a regular file is refused before step 0 and left
     refused(flag + " " + fifo,
             "cannot write " + flag + " file '" + fifo + "': it is not a regular file");
     refused(flag + " " + link, "it is a symbolic link");
-    refused(flag + " " + dir, "it is a directory");
+    refused(flag + " " + dir,
+            flag == "--export" ? "is not a model directory tetra exported" : "it is a directory");
     refused(flag + " " + dir + "/missing/out",
             "its directory '" + dir + "/missing' does not exist");
   }

@@ -64,18 +64,18 @@ TEST_CASE("resume: a run killed between checkpoints ends bitwise equal to an uni
   for (const Case& c : cases) {
     CAPTURE(c.layout);
     Dir d("resume_kill");
-    const Spawned clean = spawn(train(c.ranks, c.layout + " --export " + (d / "a.st")));
+    const Spawned clean = spawn(train(c.ranks, c.layout + " --export " + (d / "a.safetensors")));
     REQUIRE(clean.status == 0);
     const Spawned sup = spawn(tetra_bin() + " launch --restarts 2 -- " +
                               train(c.ranks, c.layout + " --ckpt-dir " + (d / "ck") +
                                                  " --ckpt-every 4 --inject-failure " + c.failure +
-                                                 " --export " + (d / "b.st")));
+                                                 " --export " + (d / "b.safetensors")));
     CAPTURE(sup.err);
     CHECK(sup.status == 0);
     CHECK(sup.out.find("2 attempts") != std::string::npos);
     CHECK(sup.out.find("resumed from " + (d / "ck/step_00000004")) != std::string::npos);
     CHECK(sup.out.find("2 steps lost, 12 kept") != std::string::npos);
-    const std::string a = slurp(d / "a.st"), b = slurp(d / "b.st");
+    const std::string a = slurp(d / "a.safetensors"), b = slurp(d / "b.safetensors");
     CHECK(!a.empty());
     CHECK(a == b);
   }
@@ -84,7 +84,7 @@ TEST_CASE("resume: a run killed between checkpoints ends bitwise equal to an uni
 TEST_CASE("resume: a kill while writing a checkpoint leaves it unused; the run ends identical") {
   Dir d("resume_ckpt");
   const std::string layout = "--dp 2 --zero 2";
-  REQUIRE(spawn(train(2, layout + " --export " + (d / "a.st"))).status == 0);
+  REQUIRE(spawn(train(2, layout + " --export " + (d / "a.safetensors"))).status == 0);
   // Rank 1 dies after writing its shard of the step-8 checkpoint.
   const Spawned first = spawn(
       train(2, layout + " --ckpt-dir " + (d / "ck") + " --ckpt-every 4 --inject-failure 1@5:ckpt"));
@@ -92,12 +92,13 @@ TEST_CASE("resume: a kill while writing a checkpoint leaves it unused; the run e
   CHECK(fs::exists(d / "ck/step_00000004/manifest.json"));
   CHECK(!fs::exists(d / "ck/step_00000008"));
   CHECK(slurp(d / "ck/latest") == "step_00000004\n");
-  const Spawned second = spawn(
-      "TETRA_RESTART=1 " + train(2, layout + " --ckpt-dir " + (d / "ck") +
-                                        " --ckpt-every 4 --resume auto --export " + (d / "b.st")));
+  const Spawned second =
+      spawn("TETRA_RESTART=1 " +
+            train(2, layout + " --ckpt-dir " + (d / "ck") +
+                         " --ckpt-every 4 --resume auto --export " + (d / "b.safetensors")));
   CHECK(second.status == 0);
   CHECK(second.out.find("resumed from " + (d / "ck/step_00000004")) != std::string::npos);
-  CHECK(slurp(d / "a.st") == slurp(d / "b.st"));
+  CHECK(slurp(d / "a.safetensors") == slurp(d / "b.safetensors"));
   CHECK(fs::exists(d / "ck/step_00000008/manifest.json"));
   CHECK(!fs::exists(d / "ck/step_00000008.tmp"));
 }

@@ -137,7 +137,8 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
       "sequences per step, over all data-parallel ranks")
       ->check(kPositive);
   add(app, "--vocab", o.data_vocab, "V",
-      "token vocabulary of the data (the model pads it to a multiple of 128)")
+      "token vocabulary of the data (the model pads it to a multiple of 128; the padding "
+      "takes no part in the softmax)")
       ->check(kPositive);
 
   app.option_defaults()->group("Optimisation");
@@ -163,7 +164,21 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
 
   app.option_defaults()->group("Input");
   add(app, "--data", o.data, "SRC", "synthetic, a text file, or an llm.c .bin token shard");
-  add(app, "--init-from", o.init_from, "FILE", "start from a Hugging Face Llama safetensors file");
+  add(app, "--val-data", o.val_data, "SRC", "validation data (as --data)");
+  add(app, "--val-split", o.val_split, "F",
+      "validate on the last fraction F of --data's tokens and train on the rest");
+  add(app, "--eval-every", o.eval_every, "N",
+      "validation loss every N steps and after the last (0: after the last only)")
+      ->check(kNonNegative);
+  add(app, "--eval-batches", o.eval_batches, "N",
+      "global batches of validation sequences, the same ones at every evaluation")
+      ->check(kAtLeast1);
+  add(app, "--tokenizer", o.tokenizer, "bpe:N|FILE",
+      "tokenize text data: bpe:N trains a SentencePiece BPE model of N pieces on --data, FILE "
+      "is a SentencePiece .model (default: bytes); the tokens are cached beside the data");
+  add(app, "--init-from", o.init_from, "PATH",
+      "start from a Hugging Face Llama model: a directory (config.json, model.safetensors or a "
+      "sharded index) or one safetensors file");
 
   app.option_defaults()->group("Device");
   add_choice(app, "--device", o.device, {"cpu", "cuda", "guarded-cpu"},
@@ -201,13 +216,32 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
       "write a Chrome trace (Perfetto) of compute, comm and waits per rank");
   add(app, "--trace-steps", o.trace_steps, "N", "steps to trace, after the first (warm-up) step")
       ->check(kAtLeast1);
-  add(app, "--export", o.export_path, "FILE",
-      "write the final weights, whole, as one safetensors file");
+  add(app, "--export", o.export_path, "PATH",
+      "write the final weights as a Hugging Face model directory (config.json, "
+      "model.safetensors, the tokenizer), or as one file when PATH ends in .safetensors");
   add_choice(app, "--export-dtype", o.export_dtype, {"fp32", "bf16"},
              "precision of the exported weights (the fp32 master weights, or rounded to bf16)");
   add(app, "--peak-tflops", o.peak_tflops, "X",
       "peak per device for MFU (0: a table of known GPUs, else a CPU probe)")
       ->check(kNonNegative);
+  add(app, "--sample-every", o.sample_every, "N",
+      "print a short greedy sample from a fixed prompt every N steps (0: never)")
+      ->check(kNonNegative);
+}
+
+void add_generate_options(CLI::App& app, GenerateOptions& o) {
+  add(app, "--init-from", o.init_from, "PATH",
+      "the model: a directory tetra exported, or any "
+      "Hugging Face Llama directory")
+      ->required();
+  add(app, "--prompt", o.prompt, "TEXT", "the text to continue")->required();
+  add(app, "--tokens", o.tokens, "N", "new tokens to generate")->check(kAtLeast1);
+  add(app, "--temperature", o.temperature, "T", "0: greedy; else sample from softmax(logits/T)")
+      ->check(kNonNegative);
+  add(app, "--top-k", o.top_k, "K", "sample among the K most likely tokens (0: all)")
+      ->check(kNonNegative);
+  add(app, "--seed", o.seed, "N", "seed of the sampling draws");
+  add_choice(app, "--device", o.device, {"cpu", "cuda"}, "where to compute");
 }
 
 void add_plan_options(CLI::App& app, PlanOptions& o) {
@@ -424,6 +458,11 @@ std::unique_ptr<CLI::App> make_app(CommandLine& into) {
       "Example: tetra launch --restarts 3 -- mpirun -np 16 build/tetra train ...");
   add_launch_options(*launch, into.launch);
 
+  CLI::App* generate =
+      app->add_subcommand("generate", "continue a prompt with a model (one rank, with a KV cache)");
+  configure(*generate);
+  add_generate_options(*generate, into.generate);
+
   CLI::App* ckpt =
       app->add_subcommand("ckpt", "inspect DIR | verify DIR: describe or check a checkpoint");
   configure(*ckpt);
@@ -486,10 +525,18 @@ CommandLine parse_command_line(std::vector<std::string> args) {
       if (opt->count() > 0) o.given.insert(opt->get_name());
     check(o.comm != "nccl" || o.device == "cuda", "--comm nccl needs --device cuda");
     check(o.ckpt_every == 0 || !o.ckpt_dir.empty(), "--ckpt-every needs --ckpt-dir");
+    check(!o.given.count("--val-split") || (o.val_split > 0 && o.val_split < 1),
+          "--val-split must be between 0 and 1, exclusive (got ", o.val_split, ")");
+    check(o.val_data.empty() || o.val_split == 0, "--val-data and --val-split exclude each other");
+    check(!o.given.count("--eval-every") || !o.val_data.empty() || o.val_split > 0,
+          "--eval-every needs --val-data or --val-split");
+    check(o.tokenizer.empty() || !o.given.count("--vocab"),
+          "--vocab and --tokenizer exclude each other: the tokenizer's pieces are the vocabulary");
     if (!o.given.count("--min-lr")) o.min_lr = o.lr / 10;
     check(o.min_lr <= o.lr, "--min-lr ", o.min_lr, " is above --lr ", o.lr,
           ": the schedule would climb after the warmup");
     o.model.vocab = padded_vocab(o.data_vocab);
+    o.model.data_vocab = o.data_vocab;
   } else if (cli.command == "plan") {
     PlanOptions& p = cli.plan;
     TrainOptions& o = p.train;
@@ -498,6 +545,7 @@ CommandLine parse_command_line(std::vector<std::string> args) {
     if (!p.preset.empty()) apply_preset(p.preset, o);
     if (o.dp == 0) o.dp = 1;
     o.model.vocab = padded_vocab(o.data_vocab);
+    o.model.data_vocab = o.data_vocab;
   } else if (cli.command == "launch") {
     check(separated, "tetra launch needs '--' before the command (see tetra launch --help)");
     check(!cli.launch.command.empty(), "no command after '--' (see tetra launch --help)");

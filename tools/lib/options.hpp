@@ -32,8 +32,16 @@ struct TrainOptions {
   uint64_t seed = 1234;
   int zero = 1;
   bool recompute = false;
-  // Input.
-  std::string data = "synthetic", init_from;
+  // Input. Validation: --val-data, or the last val_split of --data's tokens (0: none);
+  // evaluated every eval_every steps (0: after the last only) on eval_batches global batches.
+  std::string data = "synthetic", init_from, val_data;
+  double val_split = 0;
+  int64_t eval_every = 0;
+  int eval_batches = 4;
+  // Tokenizer of text data: "" (bytes), "bpe:N" (train a BPE model of N pieces on --data) or
+  // a SentencePiece .model file; text is tokenized into .bin shards cached beside it.
+  std::string tokenizer;
+  int64_t sample_every = 0;  // print a sample from rank 0 every N steps (0: never)
   // Device.
   std::string device = "cpu", dtype = "fp32", comm = "auto";
   // Checkpoints and faults. resume: "auto" (newest complete checkpoint in ckpt_dir that
@@ -86,14 +94,24 @@ struct PlotOptions {
   int64_t step = -1;  // --trace: the first traced step; --barrier: the last with a straggler
 };
 
+// `tetra generate --init-from DIR --prompt TEXT ...`: text from a model on one rank.
+struct GenerateOptions {
+  std::string init_from, prompt, device = "cpu";
+  int tokens = 64, top_k = 0;
+  double temperature = 0;
+  uint64_t seed = 1234;
+};
+
 struct CommandLine {
-  std::string command;  // "train", "plan", "launch", "ckpt" or "plot"; empty when help was asked for
+  // "train", "plan", "launch", "ckpt", "plot" or "generate"; empty when help was asked for
+  std::string command;
   std::string help;     // the --help text asked for, else empty
   TrainOptions train;
   PlanOptions plan;
   LaunchOptions launch;
   CkptOptions ckpt;
   PlotOptions plot;
+  GenerateOptions generate;
 };
 
 // Parses tetra's arguments (argv without the program name). Throws tetra::Error with a

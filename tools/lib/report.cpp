@@ -76,6 +76,7 @@ RunReport::RunReport(const std::string& metrics_path, double entropy_floor, doub
 
 void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
   last_loss_ = r.loss;
+  if (r.val_loss >= 0) last_val_loss_ = r.val_loss;
   peak_memory_ = std::max(peak_memory_, r.peak_memory_bytes);
   if (timed) {
     tokens_per_s_ += r.tokens_per_s;
@@ -93,6 +94,7 @@ void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
       r.step_ms, 100 * r.comm_share);
   if (pipelined)
     std::printf(" | bubble %4.1f%% (formula %4.1f%%)", 100 * r.bubble, 100 * r.bubble_formula);
+  if (r.val_loss >= 0) std::printf(" | val %.4f", r.val_loss);
   // The rank that held the step back, and the wait it added to the others.
   if (r.straggler.rank >= 0)
     std::printf(" | straggler rank %d: compute %.1f ms (median %.1f), cost the others %.1f ms",
@@ -116,6 +118,7 @@ void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
     j["bubble"] = num(r.bubble);
     j["bubble_formula"] = num(r.bubble_formula);
     j["peak_memory_bytes"] = int64_t(r.peak_memory_bytes);
+    if (r.val_loss >= 0) j["val_loss"] = num(r.val_loss);
     json bytes = json::object();
     for (const auto& [group, s] : r.comm) bytes[group] = int64_t(std::llround(s.bytes));
     j["comm_bytes"] = bytes;
@@ -143,6 +146,7 @@ void RunReport::summary(int64_t first_step, int64_t last_step, double seconds) c
               (long long)last_step, seconds, last_loss_);
   if (entropy_floor_ >= 0)
     std::printf(" (entropy floor %.4f, ln(vocab) %.4f)", entropy_floor_, ln_vocab_);
+  if (last_val_loss_ >= 0) std::printf(" | validation loss %.4f", last_val_loss_);
   std::printf(" | %.0f tok/s | MFU %.2f%% | HFU %.2f%% | peak memory per rank %.1f MiB\n",
               tokens_per_s_ / n, 100 * mfu_ / n, 100 * hfu_ / n, peak_memory_ / (1 << 20));
   if (wait_ms_.size() < 2) return;

@@ -25,6 +25,7 @@ struct StepResult {
   // for interleaved.
   double bubble = 0, bubble_formula = 0;
   double peak_memory_bytes = 0;           // most backend memory any rank held during the step
+  double val_loss = -1;                   // validation loss after the step; < 0: not evaluated
   std::map<std::string, CommStats> comm;  // this rank, this step, per group
   // Per world rank: the step's time outside communication calls and inside them (pipeline
   // receives included), up to the step's end; the straggler among them, if any.
@@ -57,7 +58,8 @@ class RunReport {
   std::string metrics_path_;
   std::ofstream metrics_;
   double entropy_floor_, ln_vocab_;
-  double last_loss_ = 0, tokens_per_s_ = 0, mfu_ = 0, hfu_ = 0, peak_memory_ = 0;
+  double last_loss_ = 0, last_val_loss_ = -1, tokens_per_s_ = 0, mfu_ = 0, hfu_ = 0,
+         peak_memory_ = 0;
   int timed_ = 0;
   std::vector<double> wait_ms_;  // per rank, summed over every step
   int straggler_steps_ = 0;

@@ -15,6 +15,7 @@
 
 #include "checkpoint/gather.hpp"
 #include "checkpoint/hf_io.hpp"
+#include "data/token_cache.hpp"
 #include "model/init.hpp"
 #include "optim/adamw.hpp"
 #include "optim/clip.hpp"
@@ -22,6 +23,7 @@
 #include "parallel/agree.hpp"
 #include "parallel/nccl_comm.hpp"
 #include "parallel/trace.hpp"
+#include "tools/lib/generate.hpp"
 #include "tools/lib/peak.hpp"
 #include "tools/lib/plan/memory.hpp"
 #include "tools/lib/report.hpp"
@@ -110,24 +112,42 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
   std::vector<std::vector<float>> init;
   std::string resume_path;
   const NodeRank node = node_rank(world);
+  tokenizer_ = data::byte_tokenizer();
+  if (!opt_.tokenizer.empty()) {
+    // Rank 0 trains and tokenizes what is not cached; the others then find it all cached.
+    agree(world, [&] {
+      if (rank == 0) use_tokenizer(true);
+    });
+    agree(world, [&] {
+      if (rank != 0) use_tokenizer(false);
+    });
+  }
   agree(world, [&] {
 #ifndef TETRA_HAVE_CUDA
     check(opt.device != "cuda",
           "--device cuda: this build has no CUDA backend (nvcc was not found when it was "
           "configured)");
 #endif
-    std::unique_ptr<st::Reader> file;
-    cfg_ = opt.model;
+    std::unique_ptr<HfModel> file;
+    cfg_ = opt_.model;
     if (!opt.init_from.empty()) {
-      file = std::make_unique<st::Reader>(opt.init_from);
-      cfg_ = config_from_file(*file, opt.model, opt.given);
-      check(opt.data_vocab <= cfg_.vocab, "--vocab ", opt.data_vocab,
-            " is larger than the init file's vocabulary ", cfg_.vocab);
+      file = std::make_unique<HfModel>(opt.init_from);
+      cfg_ = config_from_model(*file, opt_.model, opt.given);
+      check(opt_.data_vocab <= cfg_.real_vocab(), "the data's vocabulary ", opt_.data_vocab,
+            " is larger than the init model's ", cfg_.real_vocab());
     }
     cfg_.validate();
     plan_ = plan_run(opt, cfg_, world_size, rank);
-    check_memory_fits(opt, cfg_, world_size, node.size, threads_per_rank(node.size, false));
-    data_ = data::open_dataset(opt.data, int(opt.data_vocab), cfg_.seq_len, opt.seed);
+    check_memory_fits(opt_, cfg_, world_size, node.size, threads_per_rank(node.size, false));
+    const data::Portion train_part{opt.val_split > 0 ? data::Portion::Train : data::Portion::All,
+                                   opt.val_split};
+    const int vocab = int(opt_.data_vocab);
+    data_ = data::open_dataset(opt_.data, vocab, cfg_.seq_len, opt.seed, train_part);
+    if (!opt_.val_data.empty())
+      val_ = data::open_dataset(opt_.val_data, vocab, cfg_.seq_len, opt.seed);
+    else if (opt.val_split > 0)
+      val_ = data::open_dataset(opt_.data, vocab, cfg_.seq_len, opt.seed,
+                                {data::Portion::Validation, opt.val_split});
     if (!opt.inject_failure.empty()) {
       fault_ = FaultPlan::parse(opt.inject_failure);
       check(fault_.rank < world_size, "--inject-failure names rank ", fault_.rank, " of ",
@@ -137,9 +157,14 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
     }
     if (rank == 0) {
       // Every output path before step 0: a typo or a device must not cost the run.
-      for (const auto& [flag, path] : {std::pair{"--export", &opt.export_path},
-                                       {"--trace", &opt.trace},
-                                       {"--metrics", &opt.metrics}}) {
+      if (!opt.export_path.empty()) {
+        const std::string problem = export_problem(opt.export_path);
+        check(problem.empty(), "cannot write --export ",
+              export_is_file(opt.export_path) ? "file" : "directory", " '", opt.export_path,
+              "': ", problem);
+      }
+      for (const auto& [flag, path] :
+           {std::pair{"--trace", &opt.trace}, {"--metrics", &opt.metrics}}) {
         if (path->empty()) continue;
         const std::string problem = output_file_problem(*path);
         check(problem.empty(), "cannot write ", flag, " file '", *path, "': ", problem);
@@ -151,7 +176,7 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
     std::vector<UnitLayout> all = make_units(cfg_, plan_.layout.tp, plan_.coord.tp);
     for (size_t g = 0; g < all.size(); ++g) {
       if (plan_.place.local_unit[g] < 0) continue;
-      init.push_back(file ? read_unit(*file, all[g], plan_.coord.tp)
+      init.push_back(file ? read_unit(*file, cfg_, all[g], plan_.coord.tp)
                           : init_unit(all[g], opt.seed, plan_.coord.tp));
       mine.push_back(std::move(all[g]));
     }
@@ -172,6 +197,29 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
   const Peak peak = find_peak(*be_, *grid_.world, opt.peak_tflops, threads_, compute_dtype());
   peak_flops_ = peak.flops;
   peak_source_ = peak.source;
+}
+
+void Trainer::use_tokenizer(bool report) {
+  check(opt_.data != "synthetic", "--tokenizer needs text data: give --data FILE");
+  bool trained = false;
+  const std::string model = data::tokenizer_model(opt_.tokenizer, opt_.data, &trained);
+  tokenizer_ = data::load_sentencepiece(model);
+  const int vocab = tokenizer_->vocab();
+  if (report)
+    std::printf("tokenizer: %s, %d pieces (%s)\n", model.c_str(), vocab,
+                trained ? "trained now" : "reused");
+  for (std::string* text : {&opt_.data, &opt_.val_data}) {
+    if (text->empty()) continue;
+    bool reused = false;
+    const std::string bin = data::tokenize_cached(*text, *tokenizer_, &reused);
+    if (report)
+      std::printf("tokens: %s -> %s (%s)\n", text->c_str(), bin.c_str(),
+                  reused ? "reused" : "tokenized now");
+    *text = bin;
+  }
+  opt_.data_vocab = vocab;
+  opt_.model.data_vocab = vocab;
+  opt_.model.vocab = padded_vocab(vocab);
 }
 
 void Trainer::make_backend_and_grid() {
@@ -236,11 +284,12 @@ void Trainer::make_pipeline() {
 
 Trainer::~Trainer() = default;
 
-MicroBatch Trainer::make_micro_batch(int64_t step, int j, Buffer& tokens, Buffer& targets) {
+MicroBatch Trainer::make_micro_batch(const data::Dataset& source, int64_t step, int j,
+                                     Buffer& tokens, Buffer& targets) {
   const int S = cfg_.seq_len, b = plan_.micro_batch;
   const int per_dp = opt_.global_batch / grid_.layout.dp;
   std::vector<int32_t> seqs(size_t(b) * (S + 1));
-  data::fill_batch(*data_, step, opt_.global_batch, grid_.coord.dp * per_dp + j * b, b, S,
+  data::fill_batch(source, step, opt_.global_batch, grid_.coord.dp * per_dp + j * b, b, S,
                    seqs.data());
   const int64_t local = plan_.local_tokens();
   std::vector<int32_t> in(static_cast<size_t>(local)), out(in.size());
@@ -286,7 +335,7 @@ StepResult Trainer::step() {
   std::vector<Buffer> data(2 * plan_.micro_batches);
   std::vector<MicroBatch> mbs;
   for (int j = 0; j < plan_.micro_batches; ++j)
-    mbs.push_back(make_micro_batch(step_, j, data[2 * j], data[2 * j + 1]));
+    mbs.push_back(make_micro_batch(*data_, step_, j, data[2 * j], data[2 * j + 1]));
   const PipelineStats pipe = executor_->run(mbs, float(1.0 / tokens));
   fault_.during_step(grid_.rank, step_);
 
@@ -308,6 +357,22 @@ StepResult Trainer::step() {
   r.lr = lr;
   ++step_;
   return r;
+}
+
+double Trainer::evaluate() {
+  check(val_ != nullptr, "evaluate: this run has no validation data");
+  const bool counts = grid_.coord.tp == 0 && grid_.coord.pp == grid_.layout.pp - 1;
+  double loss_sum = 0;
+  for (int b = 0; b < opt_.eval_batches; ++b) {
+    std::vector<Buffer> data(2 * plan_.micro_batches);
+    std::vector<MicroBatch> mbs;
+    for (int j = 0; j < plan_.micro_batches; ++j)
+      mbs.push_back(make_micro_batch(*val_, b, j, data[2 * j], data[2 * j + 1]));
+    const PipelineStats pipe = executor_->evaluate(mbs);
+    if (counts) loss_sum += pipe.loss_sum;
+  }
+  grid_.world->all_reduce_host(&loss_sum, 1);
+  return loss_sum / (double(opt_.eval_batches) * opt_.global_batch * cfg_.seq_len);
 }
 
 // The loss, the global gradient norm and the bubble, in one all-reduce over the world:
@@ -389,7 +454,7 @@ void Trainer::export_weights(const std::string& path) {
   std::string err;
   if (grid_.rank == 0) {
     try {
-      write_export(path, full, cfg_, opt_.export_dtype == "bf16");
+      write_export(path, full, cfg_, tokenizer_->model_file(), opt_.export_dtype == "bf16");
     } catch (const Error& e) {
       err = e.what();
     }
@@ -397,6 +462,19 @@ void Trainer::export_weights(const std::string& path) {
   agree(world_, [&] {
     if (!err.empty()) throw Error(err);
   });
+}
+
+std::string Trainer::sample(int tokens) {
+  const auto full = full_weights();
+  if (grid_.rank != 0) return "";
+  const data::Dataset& source = val_ ? *val_ : *data_;
+  std::vector<int32_t> seq(cfg_.seq_len + 1);
+  source.sequence(0, seq.data());
+  const std::vector<int> prompt(seq.begin(), seq.begin() + std::min(8, cfg_.seq_len));
+  auto cpu = make_cpu_backend(threads_);
+  Generator generator(*cpu, cfg_, full);
+  const std::vector<int> out = generator.generate(prompt, SampleOptions{tokens, 0, 0, opt_.seed});
+  return printable(tokenizer_->decode(prompt)) + " -> " + printable(tokenizer_->decode(out));
 }
 
 std::string Trainer::startup_report() const {
@@ -427,11 +505,17 @@ void Trainer::run() {
   if (tracing) trace::start(world_);
   while (step_ < opt_.steps) {
     trace::record(tracing && step_ >= trace_from && step_ < trace_to);
-    const StepResult r = step();
+    StepResult r = step();
     trace::record(false);
+    if (val_ && (step_ == opt_.steps || (opt_.eval_every > 0 && step_ % opt_.eval_every == 0)))
+      r.val_loss = evaluate();
+    std::string text;
+    if (opt_.sample_every > 0 && (step_ % opt_.sample_every == 0 || step_ == opt_.steps))
+      text = sample();
     // The first step of a run includes warm-up: left out of the averages.
     if (root)
       report->step(r, grid_.layout.pp > 1, r.step > first_step || opt_.steps - first_step == 1);
+    if (root && !text.empty()) std::printf("sample: %s\n", text.c_str());
     if (opt_.ckpt_every > 0 && (step_ % opt_.ckpt_every == 0 || step_ == opt_.steps)) {
       const double seconds = save_checkpoint();
       if (root)

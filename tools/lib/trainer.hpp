@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "data/dataset.hpp"
+#include "data/tokenizer.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/grid.hpp"
 #include "parallel/pipeline.hpp"
@@ -39,6 +40,11 @@ class Trainer {
   ~Trainer();
 
   StepResult step();
+  // The mean loss over the validation sequences (--eval-batches global batches of the
+  // validation source, the same every time), forward only through the pipeline schedule.
+  // Collective; needs has_validation().
+  double evaluate();
+  bool has_validation() const { return val_ != nullptr; }
   int64_t current_step() const { return step_; }
   const std::string& resumed_from() const { return resumed_from_; }
   // Runs the remaining steps, printing a line per step and a summary on rank 0.
@@ -49,6 +55,10 @@ class Trainer {
   std::map<std::string, std::vector<float>> full_weights();
   std::map<std::string, std::vector<float>> full_grads();
   void export_weights(const std::string& path);
+  // A greedy continuation of a fixed prompt (the first tokens of the validation data, else
+  // the training data) from the current weights, as one printable line; on rank 0 (empty
+  // elsewhere). Collective.
+  std::string sample(int tokens = 32);
 
   const Grid& grid() const { return grid_; }
   const ModelConfig& model() const { return cfg_; }
@@ -63,6 +73,9 @@ class Trainer {
  private:
   // Construction, after the plan: the backend and the process grid with its communicators,
   // then this stage's model chunks and the pipeline executor.
+  // --tokenizer: loads (or trains) the SentencePiece model and points the data at its token
+  // shards, tokenizing what is not cached yet; `report` prints what it did.
+  void use_tokenizer(bool report);
   void make_backend_and_grid();
   void make_pipeline();
   // The dtype of the weights the model computes with and of its activations.
@@ -74,7 +87,9 @@ class Trainer {
   StepTotals reduce_totals(const PipelineStats& pipe, double tokens);
   StepResult measure(const StepTotals& totals, const PipelineStats& pipe, double seconds,
                      double tokens);
-  MicroBatch make_micro_batch(int64_t step, int j, Buffer& tokens, Buffer& targets);
+  // Micro-batch j of batch `step` of the source, for this rank.
+  MicroBatch make_micro_batch(const data::Dataset& source, int64_t step, int j, Buffer& tokens,
+                              Buffer& targets);
   std::vector<CommStats*> comm_stats();
   // Loads weights, Adam state and the step from a checkpoint of any layout.
   void resume_from(const std::string& path);
@@ -87,7 +102,8 @@ class Trainer {
   std::unique_ptr<Backend> be_;
   Grid grid_;
   ModelConfig cfg_;
-  std::unique_ptr<data::Dataset> data_;
+  std::unique_ptr<data::Dataset> data_, val_;   // val_: null without validation
+  std::unique_ptr<data::Tokenizer> tokenizer_;  // bytes unless --tokenizer
   RunPlan plan_;
   std::unique_ptr<ZeroParams> params_;
   std::vector<std::unique_ptr<ModelChunk>> chunks_;  // this stage's, in virtual-stage order

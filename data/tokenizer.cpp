@@ -1,0 +1,126 @@
+#include "data/tokenizer.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "model/error.hpp"
+
+#ifdef TETRA_HAVE_SENTENCEPIECE
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+#endif
+
+namespace tetra::data {
+namespace {
+
+class Bytes final : public Tokenizer {
+ public:
+  int vocab() const override { return 256; }
+  std::vector<int> encode(const std::string& text) const override {
+    std::vector<int> ids(text.size());
+    for (size_t i = 0; i < text.size(); ++i) ids[i] = static_cast<unsigned char>(text[i]);
+    return ids;
+  }
+  std::string decode(const std::vector<int>& ids) const override {
+    std::string text;
+    for (int id : ids) text += static_cast<char>(id & 0xff);
+    return text;
+  }
+};
+
+#ifdef TETRA_HAVE_SENTENCEPIECE
+class SentencePiece final : public Tokenizer {
+ public:
+  explicit SentencePiece(const std::string& path) : path_(path) {
+    std::error_code ec;
+    check(std::filesystem::is_regular_file(path, ec), "tokenizer '", path, "': not found");
+    const auto status = sp_.Load(path);
+    check(status.ok(), "tokenizer '", path, "': not a SentencePiece model (", status.ToString(),
+          ")");
+  }
+  int vocab() const override { return sp_.GetPieceSize(); }
+  std::vector<int> encode(const std::string& text) const override {
+    std::vector<int> ids;
+    const auto status = sp_.Encode(text, &ids);
+    check(status.ok(), "tokenizer '", path_, "': ", status.ToString());
+    return ids;
+  }
+  std::string decode(const std::vector<int>& ids) const override {
+    std::string text;
+    const auto status = sp_.Decode(ids, &text);
+    check(status.ok(), "tokenizer '", path_, "': ", status.ToString());
+    return text;
+  }
+  std::string model_file() const override { return path_; }
+
+ private:
+  std::string path_;
+  sentencepiece::SentencePieceProcessor sp_;
+};
+#endif
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> byte_tokenizer() {
+  return std::make_unique<Bytes>();
+}
+
+bool have_sentencepiece() {
+#ifdef TETRA_HAVE_SENTENCEPIECE
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path) {
+#ifdef TETRA_HAVE_SENTENCEPIECE
+  return std::make_unique<SentencePiece>(model_path);
+#else
+  fail("tokenizer '", model_path,
+       "': this build has no SentencePiece (libsentencepiece-dev was not found when tetra was "
+       "configured)");
+#endif
+}
+
+void train_bpe(const std::string& text_path, int pieces, const std::string& model_path) {
+#ifdef TETRA_HAVE_SENTENCEPIECE
+  // Llama's settings: BPE, no normalization (text decodes back exactly), digits split, bytes
+  // for what the pieces do not cover (a newline, a rare character), ids 0-2 for <unk>, <s>
+  // and </s>. One thread, so that the same text always gives the same model.
+  std::string serialized;
+  const auto status =
+      sentencepiece::SentencePieceTrainer::Train({{"input", text_path},
+                                                  {"model_type", "bpe"},
+                                                  {"vocab_size", std::to_string(pieces)},
+                                                  {"character_coverage", "1.0"},
+                                                  {"normalization_rule_name", "identity"},
+                                                  {"remove_extra_whitespaces", "false"},
+                                                  {"byte_fallback", "true"},
+                                                  {"split_digits", "true"},
+                                                  {"max_sentence_length", "100000"},
+                                                  {"input_sentence_size", "1000000"},
+                                                  {"shuffle_input_sentence", "false"},
+                                                  {"num_threads", "1"},
+                                                  {"minloglevel", "2"}},
+                                                 nullptr, &serialized);
+  check(status.ok(), "--tokenizer bpe:", pieces, " on '", text_path,
+        "': SentencePiece could not train: ", status.ToString());
+  const std::string tmp = model_path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(serialized.data(), std::streamsize(serialized.size()));
+    out.close();
+    check(bool(out), "cannot write the tokenizer model '", tmp, "'");
+  }
+  check(std::rename(tmp.c_str(), model_path.c_str()) == 0, "cannot rename '", tmp, "' to '",
+        model_path, "'");
+#else
+  fail("--tokenizer bpe:", pieces,
+       ": this build has no SentencePiece (libsentencepiece-dev was not found when tetra was "
+       "configured)");
+#endif
+}
+
+}  // namespace tetra::data

@@ -1,0 +1,217 @@
+// Real tokens: --tokenizer bpe:N trains a SentencePiece BPE model on the text, the text is
+// tokenized into an llm.c shard cached beside it (reused while text and tokenizer are
+// unchanged), and --data also takes a directory or a glob of shards.
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "data/dataset.hpp"
+#include "data/token_cache.hpp"
+#include "data/tokenizer.hpp"
+#include "spawn.hpp"
+#include "tools/lib/options.hpp"
+#include "tools/lib/trainer.hpp"
+
+using namespace tetra;
+using tetra::test::count;
+using tetra::test::spawn;
+using tetra::test::tetra_bin;
+using tetra::test::tmp_path;
+
+namespace {
+
+const std::string kTiny =
+    " train --layers 2 --dim 32 --heads 4 --kv-heads 2 --ffn-dim 64 --seq-len 16"
+    " --global-batch 4 --peak-tflops 1 ";
+
+// A fresh directory with a small English-like corpus in it.
+std::string corpus_dir(const std::string& name) {
+  const std::string dir = tmp_path(name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream f(dir + "/corpus.txt");
+  const char* subjects[] = {"the cat", "a dog", "the old fox", "my friend", "the teacher"};
+  const char* verbs[] = {"sees", "likes", "follows", "helps", "reads to"};
+  const char* objects[] = {"the bird", "a child", "the farmer", "her sister", "the crowd"};
+  for (int i = 0; i < 400; ++i)
+    f << subjects[i % 5] << " " << verbs[(i / 5) % 5] << " " << objects[(i * 7) % 5]
+      << (i % 4 == 3 ? ".\n" : ", and ");
+  return dir;
+}
+
+struct Stat {
+  ino_t inode = 0;
+  int64_t mtime_ns = 0;
+  bool operator==(const Stat&) const = default;
+};
+Stat stat_of(const std::string& path) {
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  return {st.st_ino, int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+}
+
+std::string only_file(const std::string& dir, const std::string& suffix) {
+  std::string found;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().string().ends_with(suffix)) {
+      CHECK(found.empty());
+      found = e.path().string();
+    }
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("tokenizer: a trained BPE model encodes and decodes text back exactly") {
+  if (!data::have_sentencepiece()) {
+    MESSAGE("skipped: this build has no SentencePiece");
+    return;
+  }
+  const std::string dir = corpus_dir("tok_roundtrip");
+  bool trained = false;
+  const std::string model = data::tokenizer_model("bpe:400", dir + "/corpus.txt", &trained);
+  CHECK(trained);
+  const auto tok = data::load_sentencepiece(model);
+  CHECK(tok->vocab() == 400);
+  for (const std::string& text :
+       {std::string("the cat sees the bird.\nthe old fox helps a child"),
+        std::string("  two spaces, digits 12345, tabs\tand héllo wörld\n"),
+        std::string("zebra quokka: words it never saw")}) {
+    CAPTURE(text);
+    const std::vector<int> ids = tok->encode(text);
+    CHECK(tok->decode(ids) == text);
+  }
+  // Common words are single pieces: far fewer tokens than bytes.
+  CHECK(tok->encode("the teacher reads to the crowd").size() < 12);
+  // The same text trains the same model, which is then found, not trained again.
+  CHECK(data::tokenizer_model("bpe:400", dir + "/corpus.txt", &trained) == model);
+  CHECK(!trained);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("tokenizer: token shards are cached beside the text and reused") {
+  if (!data::have_sentencepiece()) {
+    MESSAGE("skipped: this build has no SentencePiece");
+    return;
+  }
+  const std::string dir = corpus_dir("tok_cache"), text = dir + "/corpus.txt";
+  const std::string cmd = tetra_bin() + kTiny + "--steps 1 --data " + text + " --tokenizer bpe:400";
+  const auto first = spawn(cmd, 120);
+  CAPTURE(first.err);
+  REQUIRE(first.status == 0);
+  CHECK(count(first.out, "(trained now)") == 1);
+  CHECK(count(first.out, "(tokenized now)") == 1);
+  const std::string bin = only_file(dir, ".bin"), model = only_file(dir, ".model");
+  REQUIRE(!bin.empty());
+  const Stat before = stat_of(bin), model_before = stat_of(model);
+  const auto second = spawn(cmd, 120);
+  REQUIRE(second.status == 0);
+  CHECK(count(second.out, "(reused)") == 2);
+  CHECK(stat_of(bin) == before);
+  CHECK(stat_of(model) == model_before);
+  // The shard decodes back to the text.
+  const auto tok = data::load_sentencepiece(model);
+  const auto ds = data::open_dataset(bin, tok->vocab(), 16, 1);
+  std::vector<int32_t> seq(17);
+  ds->sequence(0, seq.data());
+  CHECK(tetra::test::slurp(text).rfind(tok->decode(std::vector<int>(seq.begin(), seq.end())), 0) ==
+        0);
+  // Changed text: a new shard (the model, trained on the old text, is named by it too).
+  std::ofstream(text, std::ios::app) << "the end.\n";
+  const auto third = spawn(cmd, 120);
+  REQUIRE(third.status == 0);
+  CHECK(count(third.out, "(tokenized now)") == 1);
+  CHECK(count(third.out, "(trained now)") == 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("tokenizer: training on BPE tokens lowers the validation loss; the export carries it") {
+  if (!data::have_sentencepiece()) {
+    MESSAGE("skipped: this build has no SentencePiece");
+    return;
+  }
+  const std::string dir = corpus_dir("tok_train");
+  TrainOptions o = parse_train_options({"--layers",       "2",
+                                        "--dim",          "32",
+                                        "--heads",        "4",
+                                        "--kv-heads",     "2",
+                                        "--ffn-dim",      "64",
+                                        "--seq-len",      "16",
+                                        "--global-batch", "4",
+                                        "--steps",        "25",
+                                        "--lr",           "1e-2",
+                                        "--peak-tflops",  "1",
+                                        "--data",         dir + "/corpus.txt",
+                                        "--tokenizer",    "bpe:400",
+                                        "--val-split",    "0.1"});
+  Trainer t(o, MPI_COMM_SELF);
+  CHECK(t.model().real_vocab() == 400);
+  CHECK(t.model().vocab == 512);
+  const double before = t.evaluate();
+  for (int s = 0; s < 25; ++s) t.step();
+  const double after = t.evaluate();
+  MESSAGE("validation loss " << before << " -> " << after);
+  CHECK(after < before - 1.5);
+  t.export_weights(dir + "/model");
+  CHECK(std::filesystem::exists(dir + "/model/tokenizer.model"));
+  CHECK(std::filesystem::exists(dir + "/model/tokenizer_config.json"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("tokenizer: a bad tokenizer or tokens given as text is one error line, exit 2") {
+  const std::string dir = corpus_dir("tok_bad"), text = dir + "/corpus.txt";
+  std::ofstream(dir + "/corrupt.model") << "not a model";
+  data::write_bin_shard(dir + "/tokens.bin", std::vector<uint16_t>(100, 7));
+  struct Case {
+    std::string flags, message;
+  };
+  const std::vector<Case> cases = {
+      {"--data " + text + " --tokenizer " + dir + "/missing.model",
+       "tokenizer '" + dir + "/missing.model': not found"},
+      {"--data " + text + " --tokenizer " + dir + "/corrupt.model", "not a SentencePiece model"},
+      {"--data " + dir + "/tokens.bin --tokenizer bpe:400", "is an llm.c .bin shard"},
+      {"--data " + text + " --tokenizer bpe:many", "N in bpe:N must be a positive integer"},
+      {"--tokenizer bpe:400", "--tokenizer needs text data"},
+      {"--data " + text + " --tokenizer bpe:400 --vocab 300", "--vocab and --tokenizer exclude"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.flags);
+    const auto r = spawn(tetra_bin() + kTiny + "--steps 1 " + c.flags, 60);
+    CAPTURE(r.err);
+    CHECK(r.status == 2);
+    CHECK(count(r.err, "tetra: error:") == 1);
+    CHECK(count(r.err, c.message) == 1);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("data: a directory or a glob of .bin shards is one source, in sorted order") {
+  const std::string dir = tmp_path("shards");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::vector<uint16_t> a, b;
+  for (int i = 0; i < 50; ++i) a.push_back(uint16_t(i));
+  for (int i = 0; i < 50; ++i) b.push_back(uint16_t(100 + i));
+  data::write_bin_shard(dir + "/train_001.bin", b);  // written first, sorted second
+  data::write_bin_shard(dir + "/train_000.bin", a);
+  for (const std::string& spec : {dir, dir + "/train_*.bin"}) {
+    CAPTURE(spec);
+    const auto ds = data::open_dataset(spec, 256, 9, 1);
+    CHECK(ds->num_sequences() == (100 - 1) / 9);
+    std::vector<int32_t> seq(10);
+    ds->sequence(5, seq.data());  // tokens 45 .. 54: across the two shards
+    CHECK(seq[0] == 45);
+    CHECK(seq[4] == 49);
+    CHECK(seq[5] == 100);
+  }
+  std::ofstream(dir + "/train_002.bin") << "text, not a shard";
+  CHECK_THROWS_WITH_AS(data::open_dataset(dir + "/train_*", 256, 9, 1),
+                       doctest::Contains("is not an llm.c .bin shard"), Error);
+  CHECK_THROWS_WITH_AS(data::open_dataset(dir + "/nothing_*.bin", 256, 9, 1),
+                       doctest::Contains("matches no file"), Error);
+  std::filesystem::remove_all(dir);
+}
