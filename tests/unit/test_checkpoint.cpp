@@ -41,7 +41,16 @@ void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
-RunState state_at(int64_t step, const ModelConfig& cfg) {
+// A manifest edited by hand and given a matching checksum again, as a careful forger would:
+// what it says must still agree with the shards and the directory's name.
+void write_manifest(const std::string& path, json m) {
+  m.erase("manifest_checksum");
+  const std::string text = m.dump();
+  m["manifest_checksum"] = crc_hex(crc32c(text.data(), text.size()));
+  write_bytes(path, m.dump());
+}
+
+RunState state_at(int64_t step, const ModelConfig& cfg, int tp = 2, int dp = 2) {
   RunState s;
   s.step = step;
   s.tokens_seen = step * 8 * cfg.seq_len;
@@ -49,8 +58,10 @@ RunState state_at(int64_t step, const ModelConfig& cfg) {
   s.sampler_step = step;
   s.global_batch = 8;
   s.model = model_to_json(cfg);
-  s.layout["tp"] = 2;
-  s.layout["dp"] = 2;
+  s.layout["tp"] = tp;
+  s.layout["cp"] = 1;
+  s.layout["pp"] = 1;
+  s.layout["dp"] = dp;
   s.layout["zero"] = 1;
   return s;
 }
@@ -66,16 +77,28 @@ std::string save_tp2_dp2(const std::string& dir, const RunState& st, const Weigh
     RankShard s = shard_of(cfg, w, 2, rank % 2, 2, rank / 2);
     if (rank == 1)
       std::erase_if(s.segments, [&](const Segment& g) { return g.name == drop_from_rank1; });
-    shards.push_back(write_shard(tmp, rank, cfg, s.segments));
+    shards.push_back(write_shard(tmp, rank, 4, st, s.segments));
   }
   return finish_write(dir, st, shards, keep);
 }
 
-// A one-rank checkpoint through the collective entry point.
-std::string save_one(const std::string& dir, int64_t step, int salt, int keep) {
+// The checkpoint dir/latest names, as a parent: the line continues from it.
+CheckpointRef latest_of(const std::string& dir) {
+  std::ifstream in(dir + "/latest");
+  std::string name;
+  if (!std::getline(in, name) || !fs::exists(dir + "/" + name + "/manifest.json")) return {};
+  return reference_to(dir, dir + "/" + name);
+}
+
+// A one-rank checkpoint through the collective entry point, continuing the line `latest`
+// names unless a parent is given.
+std::string save_one(const std::string& dir, int64_t step, int salt, int keep,
+                     std::optional<CheckpointRef> parent = std::nullopt) {
   const ModelConfig cfg = checkpoint_model();
   const RankShard s = shard_of(cfg, make_weights(cfg, salt), 1, 0, 1, 0);
-  return save(MPI_COMM_SELF, dir, state_at(step, cfg), s.segments, keep);
+  RunState st = state_at(step, cfg, 1, 1);
+  st.parent = parent ? *parent : latest_of(dir);
+  return save(MPI_COMM_SELF, dir, st, s.segments, keep);
 }
 
 std::vector<std::string> entries(const std::string& dir) {
@@ -159,7 +182,7 @@ TEST_CASE("checkpoint: TP 2 x ZeRO DP 2 segments reassemble into the exact tenso
 
   const json m = parsed_json(read_bytes(path + "/manifest.json"));
   CHECK(m.at("format").get<std::string>() == "tetra-checkpoint");
-  CHECK(int_of(m.at("version")) == 1);
+  CHECK(int_of(m.at("version")) == 2);
   CHECK(m.at("checksum").get<std::string>() == "crc32c");
   CHECK(int_of(m.at("world_size")) == 4);
   CHECK(int_of(m.at("sampler").at("global_batch")) == 8);
@@ -206,12 +229,12 @@ TEST_CASE("checkpoint: a rank without segments still writes its shard file") {
   TempDir tmp;
   const ModelConfig cfg = checkpoint_model();
   const Weights w = make_weights(cfg, 0);
-  const RunState st = state_at(3, cfg);
+  const RunState st = state_at(3, cfg, 1, 3);
   const std::string staging = begin_write(tmp.file("c"), 3);
   std::vector<ShardRecord> shards;
   for (int rank = 0; rank < 2; ++rank)
-    shards.push_back(write_shard(staging, rank, cfg, shard_of(cfg, w, 1, 0, 2, rank).segments));
-  shards.push_back(write_shard(staging, 2, cfg, {}));
+    shards.push_back(write_shard(staging, rank, 3, st, shard_of(cfg, w, 1, 0, 2, rank).segments));
+  shards.push_back(write_shard(staging, 2, 3, st, {}));
   const std::string path = finish_write(tmp.file("c"), st, shards, 0);
   CHECK(verify(path) == "");
   const st::Reader empty(path + "/rank_00002.safetensors");
@@ -258,7 +281,7 @@ TEST_CASE("checkpoint: verify names the file that is corrupt, truncated, missing
     json without = json::object();
     for (const auto& [key, value] : m.items())
       if (key != "shards") without[key] = value;
-    write_bytes(manifest, without.dump());
+    write_manifest(manifest, without);
     expect_file = manifest;
     expect_problem = "\"shards\"";
   }
@@ -282,7 +305,7 @@ TEST_CASE("checkpoint: verify names the file that is corrupt, truncated, missing
       shards.push_back(s);
     }
     m["shards"] = shards;
-    write_bytes(manifest, m.dump());
+    write_manifest(manifest, m);
     expect_file = file;
     expect_problem = "header length";
   }
@@ -361,15 +384,17 @@ TEST_CASE("checkpoint: keep deletes all but the newest, never the one just writt
   CHECK(entries(dir) == std::vector<std::string>{"latest", "step_00000003", "step_00000004"});
   CHECK(read_bytes(dir + "/latest") == "step_00000004\n");
 
-  save_one(dir, 2, 0, 2);  // e.g. a run resumed from step 1 elsewhere
+  // A new line from step 0 (a run that started over): the other line is not pruned.
+  save_one(dir, 2, 0, 2, CheckpointRef{});
   CHECK(entries(dir) ==
         std::vector<std::string>{"latest", "step_00000002", "step_00000003", "step_00000004"});
   CHECK(read_bytes(dir + "/latest") == "step_00000002\n");
 
   for (int step = 5; step <= 6; ++step) save_one(dir, step, 0, 0);  // keep 0: keep all
   CHECK(entries(dir).size() == 6);
-  save_one(dir, 7, 0, 1);
-  CHECK(entries(dir) == std::vector<std::string>{"latest", "step_00000007"});
+  save_one(dir, 7, 0, 1);  // its line is 2, 5, 6, 7
+  CHECK(entries(dir) ==
+        std::vector<std::string>{"latest", "step_00000003", "step_00000004", "step_00000007"});
 }
 
 TEST_CASE("checkpoint: saving an existing step again replaces it whole") {
@@ -378,13 +403,13 @@ TEST_CASE("checkpoint: saving an existing step again replaces it whole") {
   const ModelConfig cfg = checkpoint_model();
   save_tp2_dp2(dir, state_at(5, cfg), make_weights(cfg, 1), 0);
   RunState again = state_at(5, cfg);
-  again.tokens_seen += 1;
+  again.seed += 1;
   const Weights w2 = make_weights(cfg, 2);
   const std::string path = save_tp2_dp2(dir, again, w2, 0);
   CHECK(entries(dir) == std::vector<std::string>{"latest", "step_00000005"});
   CHECK(verify(path) == "");
   const Reader r(path);
-  CHECK(r.state().tokens_seen == again.tokens_seen);
+  CHECK(r.state().seed == again.seed);
   check_tensors(r, cfg, w2);
 
   // A stale .tmp of the step about to be written goes first, with whatever it held.
