@@ -84,9 +84,14 @@ std::string locate(const std::string& dir, const std::string& name) {
 std::string newest_on_line(const std::string& dir, std::string path,
                            std::vector<std::string>& warnings) {
   for (std::optional<uint32_t> expected;;) {
-    std::string problem = verify(path);
-    if (problem.empty() && expected && read_manifest(path).checksum != *expected)
-      problem = "another line's checkpoint has taken the name of the one its successor follows";
+    const std::string problem = verify(path);
+    if (problem.empty() && expected && read_manifest(path).checksum != *expected) {
+      // Its own parents are another line's: the line ends here.
+      warnings.push_back("skipping " + path +
+                         ": another line's checkpoint has taken the name of the one its "
+                         "successor follows");
+      return "";
+    }
     if (problem.empty()) return path;
     warnings.push_back("skipping " + path + ": " + problem);
     const std::optional<CheckpointRef> parent = parent_of(path);
@@ -117,14 +122,14 @@ std::string find_latest(const std::string& dir, std::vector<std::string>* warnin
   std::getline(latest_file, latest);
   if (latest_file.is_open()) {
     if (latest == kNoCheckpoint) return "";
-    if (const std::string head = locate(dir, latest); !head.empty() && !latest.empty() &&
-                                                      (latest.find('/') != std::string::npos ||
-                                                       parse_step_dir_name(latest)))
-      return newest_on_line(dir, head, notes);
+    const bool a_name = latest.find('/') != std::string::npos || parse_step_dir_name(latest);
+    const std::string head = a_name ? locate(dir, latest) : "";
+    if (!head.empty()) return newest_on_line(dir, head, notes);
     // A `latest` that names nothing here was edited or damaged: say so rather than ignore it.
-    notes.push_back("'" + (fs::path(dir) / kLatestFile).string() + "' names '" + latest +
-                    "', which is not a checkpoint in '" + dir +
-                    "'; taking the newest that verifies");
+    std::ostringstream note;
+    note << "'" << (fs::path(dir) / kLatestFile).string() << "' names '" << latest
+         << "', which is not a checkpoint in '" << dir << "'; taking the newest that verifies";
+    notes.push_back(note.str());
   }
   // No usable `latest`: the newest complete checkpoint that verifies.
   std::vector<std::pair<int64_t, std::string>> found;

@@ -96,11 +96,10 @@ void Trainer::resume_from(const std::string& path) {
           key);
     const json& was = r.state().run.at(key);
     const json& now = settings_.at(key);
-    // An --min-lr left to its default follows --lr.
-    const bool follows_lr = key == "min-lr" && !opt_.given.count("--min-lr");
-    if (was == now || opt_.allow_change.count(key) ||
-        (follows_lr && opt_.allow_change.count("lr")))
-      continue;
+    // An --min-lr left to its default follows --lr: allowing or naming --lr covers it.
+    const bool follows_lr = key == "min-lr" && !opt_.given.count("--min-lr") &&
+                            (opt_.allow_change.count("lr") || r.state().run.at("lr") != settings_.at("lr"));
+    if (was == now || opt_.allow_change.count(key) || follows_lr) continue;
     differ += (differ.empty() ? "" : "; ") + ("--" + key) + " " + was.dump() + " there, " +
               now.dump() + " here";
     names += (names.empty() ? "" : ",") + key;
