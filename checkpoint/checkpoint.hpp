@@ -101,8 +101,8 @@ std::string begin_write(const std::string& dir, int64_t step);
 // TP-local tensor) and writes rank's shard file into tmp_dir, flushed to disk, its metadata
 // repeating the step, rank, world size and parent for cross-checks. Returns its size and
 // checksum.
-ShardRecord write_shard(const std::string& tmp_dir, int rank, int world_size,
-                        const RunState& state, const std::vector<Segment>& segments);
+ShardRecord write_shard(const std::string& tmp_dir, int rank, int world_size, const RunState& state,
+                        const std::vector<Segment>& segments);
 // Writes the manifest, moves the .tmp directory into place, updates dir/latest and deletes
 // the new checkpoint's ancestors beyond the newest `keep` of its line. Returns the path of
 // the new checkpoint directory.

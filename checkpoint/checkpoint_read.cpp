@@ -34,7 +34,9 @@ std::optional<Range> first_gap(std::vector<Range> ranges, int64_t n) {
 }
 
 const char* kind_name(Reader::Kind kind) {
-  return kind == Reader::Kind::Param ? "weights" : kind == Reader::Kind::AdamM ? "Adam m" : "Adam v";
+  return kind == Reader::Kind::Param   ? "weights"
+         : kind == Reader::Kind::AdamM ? "Adam m"
+                                       : "Adam v";
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) {
@@ -96,8 +98,9 @@ std::string newest_on_line(const std::string& dir, std::string path,
     warnings.push_back("skipping " + path + ": " + problem);
     const std::optional<CheckpointRef> parent = parent_of(path);
     if (!parent) {
-      warnings.push_back("skipping the rest of its line: neither the manifest nor a shard file of " +
-                         path + " says which checkpoint it follows");
+      warnings.push_back(
+          "skipping the rest of its line: neither the manifest nor a shard file of " + path +
+          " says which checkpoint it follows");
       return "";
     }
     if (parent->name.empty()) return "";  // the line began at step 0
@@ -209,9 +212,9 @@ std::vector<float> Reader::tensor(const std::string& name, Kind kind) const {
           // A TP-replicated tensor saved by several TP ranks: the copies must agree bit for
           // bit, or the checkpoint does not say which one the run held.
           const Piece& q = it->second[size_t(from[g])];
-          check(std::memcmp(&out[g], &x, sizeof x) == 0, "checkpoint '", dir_, "': tensor '",
-                name, "' (", kind_name(kind), ") has copies that differ at flat index ", g, ": ",
-                out[g], " from TP rank ", q.tp_rank, " in ", shards_[q.file].file, ", ", x,
+          check(std::memcmp(&out[g], &x, sizeof x) == 0, "checkpoint '", dir_, "': tensor '", name,
+                "' (", kind_name(kind), ") has copies that differ at flat index ", g, ": ", out[g],
+                " from TP rank ", q.tp_rank, " in ", shards_[q.file].file, ", ", x,
                 " from TP rank ", p.tp_rank, " in ", shards_[p.file].file);
           continue;
         }

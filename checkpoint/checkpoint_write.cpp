@@ -158,8 +158,7 @@ std::string begin_write(const std::string& dir, int64_t step) {
 }
 
 void set_latest(const std::string& dir, const std::string& target) {
-  write_file_atomically((fs::path(dir) / kLatestFile).string(), target + "\n",
-                        cannot_write(dir));
+  write_file_atomically((fs::path(dir) / kLatestFile).string(), target + "\n", cannot_write(dir));
 }
 
 CheckpointRef reference_to(const std::string& dir, const std::string& checkpoint_path) {
@@ -170,8 +169,8 @@ CheckpointRef reference_to(const std::string& dir, const std::string& checkpoint
   return {here ? leaf.filename().string() : leaf.string(), read_manifest(checkpoint_path).checksum};
 }
 
-ShardRecord write_shard(const std::string& tmp_dir, int rank, int world_size,
-                        const RunState& state, const std::vector<Segment>& segments) {
+ShardRecord write_shard(const std::string& tmp_dir, int rank, int world_size, const RunState& state,
+                        const std::vector<Segment>& segments) {
   const ModelConfig model = model_from_json(state.model, "checkpoint state");
   const std::string dir = fs::path(tmp_dir).parent_path().string();
   std::error_code ec;

@@ -96,8 +96,7 @@ void check_consistent(const RunState& s, int64_t world, const std::string& check
         ", but ", s.step, " steps of ", s.global_batch, " sequences of ", seq_len, " tokens are ",
         s.step * s.global_batch * seq_len);
   int64_t product = 1;
-  for (const char* dim : {"tp", "cp", "pp", "dp"})
-    product *= int_member(s.layout, dim, 1, INT_MAX);
+  for (const char* dim : {"tp", "cp", "pp", "dp"}) product *= int_member(s.layout, dim, 1, INT_MAX);
   check(product == world, "the layout has ", product, " ranks (tp*cp*pp*dp), \"world_size\" ",
         world);
   if (s.parent.name.empty()) return;

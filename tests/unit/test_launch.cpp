@@ -313,8 +313,7 @@ TEST_CASE("launch: steps a restart discards count as lost even when no attempt r
   // was corrupt), runs 4 and 5 and dies too. Steps 4..7 of attempt 0 were discarded.
   const std::string body =
       "if [ \"$TETRA_RESTART\" = 0 ]; then steps 0 7 0 100; exit 1; fi; steps 4 5 0 100; exit 1";
-  const Launch r =
-      launch(concat({"--restarts", "1", "--quiet", "--"}, script(log, body)));
+  const Launch r = launch(concat({"--restarts", "1", "--quiet", "--"}, script(log, body)));
   CHECK(r.rc == 1);
   const Summary s = parse_summary(r.out);
   CHECK(s.lost == 4);

@@ -122,8 +122,7 @@ TEST_CASE("lock: a restart waits for a holder that is still exiting") {
   const auto t0 = std::chrono::steady_clock::now();
   {
     const ckpt::DirLock waited(dir, 20);
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     CHECK(s > 0.5);
     CHECK(s < 10);
   }

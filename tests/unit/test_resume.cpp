@@ -119,9 +119,8 @@ TEST_CASE("resume: a flipped byte is named by verify and skipped by --resume aut
   CHECK(verify.status == 2);
   CHECK(verify.err.find("rank_00001.safetensors") != std::string::npos);
   CHECK(spawn(tetra_bin() + " ckpt verify " + (d / "ck/step_00000004")).status == 0);
-  const Spawned resumed =
-      spawn(train(2, "--dp 2 --steps 9 --allow-change steps --ckpt-dir " + (d / "ck") +
-                     " --resume auto"));
+  const Spawned resumed = spawn(train(
+      2, "--dp 2 --steps 9 --allow-change steps --ckpt-dir " + (d / "ck") + " --resume auto"));
   CHECK(resumed.status == 0);
   CHECK(resumed.err.find("skipping " + (d / "ck/step_00000008")) != std::string::npos);
   CHECK(resumed.out.find("resumed from " + (d / "ck/step_00000004")) != std::string::npos);
@@ -204,10 +203,9 @@ TEST_CASE("resume: after resuming from an earlier checkpoint, auto follows `late
   const std::string ck = " --ckpt-dir " + (d / "ck");
   REQUIRE(spawn(train(1, "--steps 6 --ckpt-every 2" + ck)).status == 0);
   // Go back to step 2 and train a new line of checkpoints up to step 4.
-  REQUIRE(
-      spawn(train(1, "--steps 4 --allow-change steps --ckpt-every 1 --keep 2 --resume " +
-                         (d / "ck/step_00000002") + ck))
-          .status == 0);
+  REQUIRE(spawn(train(1, "--steps 4 --allow-change steps --ckpt-every 1 --keep 2 --resume " +
+                             (d / "ck/step_00000002") + ck))
+              .status == 0);
   CHECK(slurp(d / "ck/latest") == "step_00000004\n");
   CHECK(fs::exists(d / "ck/step_00000003"));                // kept: the newest two of this line
   CHECK(!fs::exists(d / "ck/step_00000002"));               // pruned
@@ -248,9 +246,8 @@ TEST_CASE("resume: when nothing verifies, auto refuses; --keep never prunes what
     f.seekp(-100, std::ios::end);
     f.put('\x55');
   }
-  const Spawned more =
-      spawn(train(1, "--steps 6 --allow-change steps --ckpt-dir " + ck +
-                     " --ckpt-every 1 --keep 1 --resume auto"));
+  const Spawned more = spawn(train(1, "--steps 6 --allow-change steps --ckpt-dir " + ck +
+                                          " --ckpt-every 1 --keep 1 --resume auto"));
   CHECK(more.status == 0);
   CHECK(fs::exists(ck + "/step_00000002"));
   CHECK_FALSE(fs::exists(ck + "/step_00000003"));
@@ -303,8 +300,8 @@ TEST_CASE("resume: past a corrupt checkpoint, auto falls back on its own line, n
 
   // A run that starts over has no checkpoint until its first: until then `latest` says so,
   // and a restart starts over too rather than continue an older line.
-  const Spawned over = spawn(train(1, "--steps 6 --ckpt-every 4 --ckpt-dir " + ck +
-                                          " --resume never --inject-failure 0@1"));
+  const Spawned over = spawn(train(
+      1, "--steps 6 --ckpt-every 4 --ckpt-dir " + ck + " --resume never --inject-failure 0@1"));
   CHECK(over.status != 0);
   CHECK(slurp(ck + "/latest") == "none\n");
   const Spawned again = spawn(train(1, "--steps 6 --ckpt-every 4 --ckpt-dir " + ck));

@@ -77,7 +77,8 @@ TEST_CASE("guards: a resumed run keeps the checkpoint's settings unless told oth
   }
   const Spawned two = spawn(train("--lr 0.002 --clip 2" + ck));
   CHECK(two.status == 2);
-  CHECK(two.err.find("(--lr 0.003 there, 0.002 here; --clip 1.0 there, 2.0 here); pass --allow-change lr,clip to") != std::string::npos);
+  CHECK(two.err.find("(--lr 0.003 there, 0.002 here; --clip 1.0 there, 2.0 here); pass "
+                     "--allow-change lr,clip to") != std::string::npos);
 
   // Finished: said, nothing trained, and the export is the checkpoint's final weights.
   const Spawned done = spawn(train(ck + " --export " + (d / "b.st")));
@@ -90,8 +91,8 @@ TEST_CASE("guards: a resumed run keeps the checkpoint's settings unless told oth
   CHECK(done.out.find("loss") == std::string::npos);
   CHECK(slurp(d / "a.st") == slurp(d / "b.st"));
   // Fewer steps than the checkpoint holds: refused, whatever is allowed.
-  const Spawned past = spawn(train("--steps 2 --allow-change steps" + ck + " --export " +
-                                   (d / "c.st")));
+  const Spawned past =
+      spawn(train("--steps 2 --allow-change steps" + ck + " --export " + (d / "c.st")));
   CHECK(past.status == 2);
   CHECK(count(past.err, "tetra: error:") == 1);
   CHECK(past.err.find("is at step 4, past --steps 2") != std::string::npos);

@@ -92,13 +92,13 @@ void Trainer::resume_from(const std::string& path) {
   // which settings may change (to extend a run, or fine-tune from it).
   std::string differ, names;
   for (const std::string& key : kChangeable) {
-    check(r.state().run.contains(key), "checkpoint '", path, "' does not record the run's --",
-          key);
+    check(r.state().run.contains(key), "checkpoint '", path, "' does not record the run's --", key);
     const json& was = r.state().run.at(key);
     const json& now = settings_.at(key);
     // An --min-lr left to its default follows --lr: allowing or naming --lr covers it.
-    const bool follows_lr = key == "min-lr" && !opt_.given.count("--min-lr") &&
-                            (opt_.allow_change.count("lr") || r.state().run.at("lr") != settings_.at("lr"));
+    const bool follows_lr =
+        key == "min-lr" && !opt_.given.count("--min-lr") &&
+        (opt_.allow_change.count("lr") || r.state().run.at("lr") != settings_.at("lr"));
     if (was == now || opt_.allow_change.count(key) || follows_lr) continue;
     differ += (differ.empty() ? "" : "; ") + ("--" + key) + " " + was.dump() + " there, " +
               now.dump() + " here";
