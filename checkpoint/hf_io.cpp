@@ -100,10 +100,10 @@ std::vector<float> read_unit(const st::Reader& f, const UnitLayout& unit, int tp
 }
 
 void write_export(const std::string& path, const std::map<std::string, std::vector<float>>& full,
-                  const ModelConfig& cfg) {
+                  const ModelConfig& cfg, bool bf16) {
   st::Writer w;
   for (const UnitLayout& u : make_units(cfg, 1, 0))
-    for (const ParamInfo& p : u.params) w.add(p.name, p.shape, full.at(p.name).data());
+    for (const ParamInfo& p : u.params) w.add(p.name, p.shape, full.at(p.name).data(), bf16);
   w.set_metadata("format", "pt");
   w.set_metadata("heads", std::to_string(cfg.heads));
   w.set_metadata("kv_heads", std::to_string(cfg.kv_heads));

@@ -1,5 +1,5 @@
 // Hugging Face Llama weights in and out: --init-from reads one safetensors file (F32, BF16
-// or F16) and --export writes the final weights, whole, as F32 in one file.
+// or F16) and --export writes the final weights, whole, as F32 or BF16 in one file.
 #pragma once
 #include <map>
 #include <set>
@@ -22,8 +22,9 @@ ModelConfig config_from_file(const st::Reader& file, const ModelConfig& flags,
 // shape or an unsupported dtype.
 std::vector<float> read_unit(const st::Reader& file, const UnitLayout& unit, int tp_rank);
 
-// Writes whole tensors (as gather_full returns them) with the model shape in the metadata.
+// Writes whole tensors (as gather_full returns them: the fp32 master weights) with the model
+// shape in the metadata, as F32 or, with bf16, rounded to BF16.
 void write_export(const std::string& path, const std::map<std::string, std::vector<float>>& full,
-                  const ModelConfig& cfg);
+                  const ModelConfig& cfg, bool bf16 = false);
 
 }  // namespace tetra

@@ -264,7 +264,8 @@ std::vector<float> Reader::read(const std::string& name) const {
   return out;
 }
 
-void Writer::add(const std::string& name, const std::vector<int64_t>& shape, const float* data) {
+void Writer::add(const std::string& name, const std::vector<int64_t>& shape, const float* data,
+                 bool bf16) {
   check(name != "__metadata__", "safetensors writer: '__metadata__' cannot name a tensor");
   const bool dup =
       std::any_of(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.name == name; });
@@ -273,7 +274,17 @@ void Writer::add(const std::string& name, const std::vector<int64_t>& shape, con
   check(numel.has_value(), "safetensors writer: tensor '", name, "' has invalid shape ",
         shape_text(shape));
   check(data != nullptr || *numel == 0, "safetensors writer: tensor '", name, "' has no data");
-  entries_.push_back({name, shape, std::vector<float>(data, data + *numel)});
+  Entry e{name, bf16 ? "BF16" : "F32", shape, {}};
+  if (bf16) {
+    std::vector<uint16_t> low(static_cast<size_t>(*numel));
+    for (size_t i = 0; i < low.size(); ++i) low[i] = float_to_bf16(data[i]);
+    e.bytes.resize(low.size() * 2);
+    std::memcpy(e.bytes.data(), low.data(), e.bytes.size());
+  } else {
+    e.bytes.resize(size_t(*numel) * 4);
+    if (*numel > 0) std::memcpy(e.bytes.data(), data, e.bytes.size());
+  }
+  entries_.push_back(std::move(e));
 }
 
 void Writer::set_metadata(const std::string& key, const std::string& value) {
@@ -281,14 +292,13 @@ void Writer::set_metadata(const std::string& key, const std::string& value) {
 }
 
 void Writer::write(const std::string& path) const {
-  // Tensors are stored back to back in the order added, as the format requires no gaps;
-  // F32 sizes keep each one 4-byte aligned after the 8-byte aligned data section start.
+  // Tensors are stored back to back in the order added, as the format requires no gaps.
   json header = json::object();
   uint64_t offset = 0;
   for (const Entry& e : entries_) {
-    const uint64_t bytes = e.data.size() * sizeof(float);
+    const uint64_t bytes = e.bytes.size();
     json& t = header[e.name];
-    t["dtype"] = "F32";
+    t["dtype"] = e.dtype;
     t["shape"] = e.shape;
     t["data_offsets"] = json::array({offset, offset + bytes});
     offset += bytes;
@@ -313,7 +323,7 @@ void Writer::write(const std::string& path) const {
   };
   bool ok = write_all(fd, len, 8) && write_all(fd, text.data(), text.size());
   for (const Entry& e : entries_) {
-    ok = ok && write_all(fd, e.data.data(), e.data.size() * sizeof(float));
+    ok = ok && write_all(fd, e.bytes.data(), e.bytes.size());
   }
   if (!ok) abandon("writing");
   if (::fsync(fd) != 0) abandon("fsync of");

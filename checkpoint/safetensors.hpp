@@ -47,8 +47,10 @@ class Reader {
 
 class Writer {
  public:
-  // Adds an F32 tensor; data is copied, so the caller may free it.
-  void add(const std::string& name, const std::vector<int64_t>& shape, const float* data);
+  // Adds a tensor stored as F32, or as BF16 (rounded to nearest even); data is copied, so
+  // the caller may free it.
+  void add(const std::string& name, const std::vector<int64_t>& shape, const float* data,
+           bool bf16 = false);
   void set_metadata(const std::string& key, const std::string& value);
   // Writes to path.tmp, fsyncs, and renames to path, so a reader never sees half a file.
   // Throws tetra::Error naming the path on any I/O failure.
@@ -56,9 +58,9 @@ class Writer {
 
  private:
   struct Entry {
-    std::string name;
+    std::string name, dtype;  // "F32" or "BF16"
     std::vector<int64_t> shape;
-    std::vector<float> data;
+    std::vector<uint8_t> bytes;
   };
   std::vector<Entry> entries_;
   std::map<std::string, std::string> metadata_;

@@ -64,13 +64,18 @@ class Backend {
   // The CUDA stream (a cudaStream_t) the backend queues its work on, for communicators that
   // queue theirs in the same order (NCCL); null on CPU.
   virtual void* stream() { return nullptr; }
+  // Whether the device computes in bf16 (CUDA: compute capability 8.0 or later).
+  virtual bool has_bf16() const { return true; }
   // Names the physical device across processes (a GPU's UUID), so that ranks can tell
   // whether they share one; empty on CPU.
   virtual std::string device_uuid() const { return ""; }
 
   // Elementwise.
   virtual void fill(Tensor x, float value) = 0;
-  virtual void copy(Tensor dst, const Tensor& src) = 0;
+  virtual void copy(Tensor dst, const Tensor& src) = 0;  // same dtype, byte for byte
+  // dst = src converted to dst's dtype: f32 -> bf16 rounds to nearest even (util/bf16.hpp),
+  // bf16 -> f32 is exact.
+  virtual void cast(Tensor dst, const Tensor& src) = 0;
   virtual void add(Tensor y, const Tensor& x) = 0;                      // y += x
   virtual void add3(Tensor out, const Tensor& a, const Tensor& b) = 0;  // out = a + b
   virtual void scale(Tensor x, float alpha) = 0;                        // x *= alpha
@@ -143,6 +148,9 @@ std::unique_ptr<Backend> make_cpu_backend(int threads);
 // The CPU backend behind pointers host code cannot follow: a test configuration that
 // crashes wherever host code touches backend memory, as it would on a GPU.
 std::unique_ptr<Backend> make_guarded_cpu_backend(int threads);
+// bf16 mixed precision over any backend (model/mixed_backend.cpp): ops accept bf16 tensors,
+// widen them to fp32, compute in fp32 and round bf16 outputs.
+std::unique_ptr<Backend> make_mixed_precision_backend(std::unique_ptr<Backend> inner);
 #ifdef TETRA_HAVE_CUDA
 // The GPU of a node-local rank: local_rank modulo the GPUs visible, so that ranks beyond the
 // GPU count share them. Throws when no GPU is visible.
@@ -162,6 +170,7 @@ class Buffer {
 
   bool empty() const { return ptr_ == nullptr; }
   int64_t numel() const { return numel_; }
+  DType dtype() const { return dtype_; }
   size_t bytes() const { return size_t(numel_) * dtype_size(dtype_); }
   // The whole buffer seen with a shape (element count must match), or flat.
   Tensor view(std::initializer_list<int64_t> shape) const;

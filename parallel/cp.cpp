@@ -34,7 +34,8 @@ Buffer ContextParallel::gather_kv(Backend& be, Buffer local, int64_t batch) cons
   const int cp = comm.size();
   if (cp == 1) return local;
   // all-gather gives [CP, batch, Sl*w]; attention wants [batch, CP, Sl*w].
-  Buffer gathered(be, local.numel() * cp), full(be, local.numel() * cp);
+  Buffer gathered(be, local.numel() * cp, local.dtype()),
+      full(be, local.numel() * cp, local.dtype());
   comm.all_gather(gathered.flat(), local.flat());
   be.transpose_blocks(full.flat(), gathered.flat(), cp, batch);
   return full;
@@ -43,7 +44,7 @@ Buffer ContextParallel::gather_kv(Backend& be, Buffer local, int64_t batch) cons
 Buffer ContextParallel::scatter_kv_grad(Backend& be, Buffer full, int64_t batch) const {
   const int cp = comm.size();
   if (cp == 1) return full;
-  Buffer by_rank(be, full.numel()), local(be, full.numel() / cp);
+  Buffer by_rank(be, full.numel(), full.dtype()), local(be, full.numel() / cp, full.dtype());
   be.transpose_blocks(by_rank.flat(), full.flat(), batch, cp);
   comm.reduce_scatter(local.flat(), by_rank.flat());
   return local;

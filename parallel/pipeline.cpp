@@ -15,12 +15,14 @@ double now_seconds() {
 }  // namespace
 
 PipelineExecutor::PipelineExecutor(Backend& be, Comm& pp, std::vector<PipelineStage*> chunks,
-                                   ScheduleKind kind, int micro_batches, int64_t activation_numel)
+                                   ScheduleKind kind, int micro_batches, int64_t activation_numel,
+                                   DType activation_dtype)
     : be_(be),
       pp_(pp),
       chunks_(std::move(chunks)),
       micro_batches_(micro_batches),
       activation_numel_(activation_numel),
+      activation_dtype_(activation_dtype),
       actions_(make_schedule(kind, pp.size(), int(chunks_.size()), micro_batches, pp.rank())) {}
 
 int PipelineExecutor::tag(Direction d, int chunk_id, int micro_batch) const {
@@ -48,7 +50,7 @@ void PipelineExecutor::receive(Buffer& into, int peer, Direction d, int chunk_id
     mailbox_.erase(it);
     return;
   }
-  into = Buffer(be_, activation_numel_);
+  into = Buffer(be_, activation_numel_, activation_dtype_);
   // The receive also shows on the comm lane; this span marks the same time as bubble.
   trace::Span span(trace::Lane::Wait, [&](trace::Event& e) {
     e.name = std::string(d == kActivation ? "wait activation" : "wait grad") + " from pp rank " +
@@ -87,7 +89,7 @@ PipelineStats PipelineExecutor::run(const std::vector<MicroBatch>& mbs, float lo
       if (k == K - 1) {
         stats.loss_sum += y.loss_sum;
       } else {
-        Buffer out(be_, activation_numel_);
+        Buffer out(be_, activation_numel_, activation_dtype_);
         be_.copy(out.flat(), y.activation);
         send(std::move(out), next, tag(kActivation, k + 1, a.micro_batch));
       }

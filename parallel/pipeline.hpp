@@ -52,9 +52,9 @@ struct PipelineStats {
 class PipelineExecutor {
  public:
   // chunks[v]: this rank's chunk of virtual stage v (model chunk v * PP + rank).
-  // activation_numel: elements of one activation or gradient sent between chunks.
+  // activation_numel, activation_dtype: one activation or gradient sent between chunks.
   PipelineExecutor(Backend& be, Comm& pp, std::vector<PipelineStage*> chunks, ScheduleKind kind,
-                   int micro_batches, int64_t activation_numel);
+                   int micro_batches, int64_t activation_numel, DType activation_dtype);
 
   // Runs one step; micro_batches[j] is micro-batch j (valid for the whole call).
   PipelineStats run(const std::vector<MicroBatch>& micro_batches, float loss_scale);
@@ -73,6 +73,7 @@ class PipelineExecutor {
   std::vector<PipelineStage*> chunks_;
   int micro_batches_;
   int64_t activation_numel_;
+  DType activation_dtype_;
   std::vector<Action> actions_;
   struct PendingSend {
     Buffer payload;

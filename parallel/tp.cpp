@@ -11,7 +11,7 @@ namespace {
 //                reduce-scatter.
 Buffer gather_tokens(Backend& be, const TensorParallel& tp, Buffer local) {
   if (!tp.sp || tp.size() == 1) return local;
-  Buffer full(be, local.numel() * tp.size());
+  Buffer full(be, local.numel() * tp.size(), local.dtype());
   tp.comm.all_gather(full.flat(), local.flat());
   return full;
 }
@@ -20,7 +20,7 @@ Buffer gather_tokens(Backend& be, const TensorParallel& tp, Buffer local) {
 // which then lives in `storage`.
 Tensor gather_tokens(Backend& be, const TensorParallel& tp, const Tensor& local, Buffer& storage) {
   if (!tp.sp || tp.size() == 1) return local;
-  storage = Buffer(be, local.numel() * tp.size());
+  storage = Buffer(be, local.numel() * tp.size(), local.dtype);
   tp.comm.all_gather(storage.flat(), local);
   return storage.view({local.rows() * tp.size(), local.cols()});
 }
@@ -30,7 +30,7 @@ Buffer reduce_tokens(Backend& be, const TensorParallel& tp, Buffer partial) {
     tp.comm.all_reduce(partial.flat());
     return partial;
   }
-  Buffer local(be, partial.numel() / tp.size());
+  Buffer local(be, partial.numel() / tp.size(), partial.dtype());
   tp.comm.reduce_scatter(local.flat(), partial.flat());
   return local;
 }
@@ -50,7 +50,7 @@ Buffer ColumnParallelLinear::forward(Buffer x, std::initializer_list<Buffer*> y)
   const int64_t in = w_[0].cols(), T = full.numel() / in;
   const Tensor xv = full.view({T, in});
   Buffer* const* out = y.begin();
-  for (size_t i = 0; i < w_.size(); ++i) *out[i] = Buffer(be_, T * w_[i].rows());
+  for (size_t i = 0; i < w_.size(); ++i) *out[i] = Buffer(be_, T * w_[i].rows(), full.dtype());
   for (size_t i = 0; i < w_.size(); ++i)  // y_i [T, out_i/TP] = x W_i^T
     be_.matmul(out[i]->view({T, w_[i].rows()}), xv, false, w_[i], true);
   return full;
@@ -59,7 +59,7 @@ Buffer ColumnParallelLinear::forward(Buffer x, std::initializer_list<Buffer*> y)
 Buffer ColumnParallelLinear::backward(const Tensor& x, std::initializer_list<Tensor> dy) const {
   check(dy.size() == w_.size() && dw_.size() == w_.size(),
         "ColumnParallelLinear: backward needs a gradient and a weight gradient per slice");
-  Buffer dx(be_, x.numel());
+  Buffer dx(be_, x.numel(), x.dtype);
   const Tensor dxv = dx.view({x.rows(), x.cols()});
   const Tensor* g = dy.begin();
   for (size_t i = 0; i < w_.size(); ++i) {
@@ -77,7 +77,7 @@ RowParallelLinear::RowParallelLinear(Backend& be, const TensorParallel& tp, Tens
 
 Buffer RowParallelLinear::forward(const Tensor& x) const {
   const int64_t T = x.rows(), out = w_.rows();
-  Buffer y(be_, T * out);
+  Buffer y(be_, T * out, x.dtype);
   be_.matmul(y.view({T, out}), x, false, w_, true);  // this rank's partial sum [T, out]
   // reduce_from_tensor_parallel_region (all-reduce), or under --sp
   // reduce_scatter_to_sequence_parallel_region (reduce-scatter): [T, out] -> [Tl, out].
@@ -89,7 +89,7 @@ Buffer RowParallelLinear::backward(const Tensor& dy, const Tensor& x) const {
   // reduce_scatter_to_sequence_parallel_region (all-gather): dy [Tl, out] -> [T, out].
   Buffer storage;
   const Tensor dy_full = gather_tokens(be_, tp_, dy, storage);
-  Buffer dx(be_, x.numel());
+  Buffer dx(be_, x.numel(), x.dtype);
   be_.matmul(dx.view({x.rows(), x.cols()}), dy_full, false, w_, false);  // dx [T, in/TP] = dy W
   be_.matmul(dw_, dy_full, true, x, false, 1.f, 1.f);                    // dW += dy^T x
   return dx;
@@ -101,7 +101,7 @@ VocabParallelEmbedding::VocabParallelEmbedding(Backend& be, const TensorParallel
 
 Buffer VocabParallelEmbedding::forward(const Tensor& tokens) const {
   const int64_t T = tokens.numel(), d = table_.cols();
-  Buffer partial(be_, T * d);  // [T, d]: rows of this rank's shard, zeros elsewhere
+  Buffer partial(be_, T * d, table_.dtype);  // [T, d]: rows of this rank's shard, zeros elsewhere
   be_.embedding_forward(partial.view({T, d}), tokens, table_, tp_.rank() * table_.rows());
   // reduce_from_tensor_parallel_region (all-reduce), or under --sp
   // reduce_scatter_to_sequence_parallel_region (reduce-scatter): [T, d] -> [Tl, d].

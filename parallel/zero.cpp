@@ -2,12 +2,16 @@
 
 #include <algorithm>
 
+#include "util/bf16.hpp"
+
 namespace tetra {
 
 ZeroParams::ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> units, int zero_stage,
-                       Comm* sequence_parallel)
-    : be_(be), comm_(dp_cp), sp_tp_(sequence_parallel), zero_(zero_stage) {
+                       Comm* sequence_parallel, DType compute)
+    : be_(be), comm_(dp_cp), sp_tp_(sequence_parallel), zero_(zero_stage), compute_(compute) {
   check(zero_ >= 1 && zero_ <= 3, "--zero must be 1, 2 or 3 (got ", zero_, ")");
+  check(compute_ == DType::F32 || compute_ == DType::BF16, "ZeroParams: compute dtype ",
+        dtype_name(compute_));
   const int N = comm_.size();
   for (UnitLayout& l : units) {
     Unit u;
@@ -15,10 +19,12 @@ ZeroParams::ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> units, 
     u.padded = (u.layout.numel + N - 1) / N * N;
     u.shard = u.padded / N;
     if (zero_ < 3) {
-      u.weights = Buffer(be_, u.padded);
+      u.weights = Buffer(be_, u.padded, compute_);
       be_.fill(u.weights.flat(), 0.f);
-    } else {
-      u.weight_shard = Buffer(be_, u.shard);
+    }
+    if (zero_ == 3 || compute_ != DType::F32) {
+      u.master = Buffer(be_, u.shard);
+      be_.fill(u.master.flat(), 0.f);
     }
     if (zero_ == 1) u.grads = Buffer(be_, u.padded);
     u.grad_shard = Buffer(be_, u.shard);
@@ -39,8 +45,14 @@ ZeroParams::ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> units, 
   }
 }
 
-Tensor ZeroParams::master_shard(Unit& u) {
-  return zero_ < 3 ? u.weights.flat(comm_.rank() * u.shard, u.shard) : u.weight_shard.flat();
+Tensor ZeroParams::master_shard(const Unit& u) const {
+  return u.master.empty() ? u.weights.flat(comm_.rank() * u.shard, u.shard) : u.master.flat();
+}
+
+void ZeroParams::publish(Unit& u) {
+  const Tensor mine = u.weights.flat(comm_.rank() * u.shard, u.shard);
+  if (!u.master.empty()) be_.cast(mine, u.master.flat());
+  comm_.all_gather(u.weights.flat(), mine);
 }
 
 void ZeroParams::load(int i, const std::vector<float>& host) {
@@ -49,27 +61,34 @@ void ZeroParams::load(int i, const std::vector<float>& host) {
         " values for ", u.layout.numel, " parameters");
   std::vector<float> padded(host);
   padded.resize(u.padded, 0.f);
-  if (zero_ < 3) {
-    be_.upload(u.weights.flat(), padded.data());
-  } else {
-    be_.upload(u.weight_shard.flat(), padded.data() + comm_.rank() * u.shard);
-  }
+  if (!u.master.empty()) be_.upload(u.master.flat(), padded.data() + comm_.rank() * u.shard);
+  if (zero_ == 3) return;
+  if (compute_ == DType::F32) return be_.upload(u.weights.flat(), padded.data());
+  // Rounded here as the backend's cast rounds (util/bf16.hpp): no collective in load.
+  std::vector<uint16_t> low(padded.size());
+  for (size_t j = 0; j < padded.size(); ++j) low[j] = float_to_bf16(padded[j]);
+  be_.upload(u.weights.flat(), low.data());
 }
 
 std::vector<float> ZeroParams::gather_to_host(int i) {
-  gather_weights(i);
-  std::vector<float> host(units_[i].padded);
-  be_.download(host.data(), units_[i].weights.flat());
-  release_weights(i);
-  host.resize(units_[i].layout.numel);
+  const Unit& u = units_[i];
+  std::vector<float> host(u.padded);
+  if (u.master.empty()) {
+    be_.download(host.data(), u.weights.flat());
+  } else {
+    Buffer full(be_, u.padded);
+    comm_.all_gather(full.flat(), u.master.flat());
+    be_.download(host.data(), full.flat());
+  }
+  host.resize(u.layout.numel);
   return host;
 }
 
 void ZeroParams::gather_weights(int i) {
   if (zero_ < 3) return;
   Unit& u = units_[i];
-  u.weights = Buffer(be_, u.padded);
-  comm_.all_gather(u.weights.flat(), u.weight_shard.flat());
+  u.weights = Buffer(be_, u.padded, compute_);
+  publish(u);
 }
 
 void ZeroParams::release_weights(int i) {
@@ -129,13 +148,13 @@ std::vector<float> ZeroParams::gather_grads_to_host(int i) {
 
 void ZeroParams::all_gather_weights() {
   if (zero_ == 3) return;
-  for (Unit& u : units_) comm_.all_gather(u.weights.flat(), master_shard(u));
+  for (Unit& u : units_) publish(u);
 }
 
 MemoryBytes ZeroParams::persistent_bytes() const {
   MemoryBytes m;
   for (const Unit& u : units_) {
-    m.params += int64_t(zero_ < 3 ? u.weights.bytes() : u.weight_shard.bytes());
+    m.params += int64_t((zero_ < 3 ? u.weights.bytes() : 0) + u.master.bytes());
     m.grads += int64_t(u.grad_shard.bytes()) + int64_t(zero_ == 1 ? u.grads.bytes() : 0);
     m.adam += int64_t(u.adam_m.bytes() + u.adam_v.bytes());
   }
@@ -146,7 +165,7 @@ std::vector<ZeroParams::OwnedSlice> ZeroParams::owned_slices() const {
   std::vector<OwnedSlice> out;
   for (const Unit& u : units_) {
     const int64_t lo = comm_.rank() * u.shard;
-    const Tensor w = zero_ < 3 ? u.weights.flat(lo, u.shard) : u.weight_shard.flat();
+    const Tensor w = master_shard(u);
     for (const Segment& g : u.segments) {
       const ParamInfo& p = *g.param;
       OwnedSlice s{&p, lo + g.begin - p.offset, lo + g.end - p.offset, {}, {}, {}};

@@ -9,6 +9,13 @@
 //   ZeRO-3   weight shard s, grad shard s, Adam 2s     full weights np around each use,
 //                                                      full grads np during backward
 //
+// Precision: the weights the model computes with are in the compute dtype (fp32, or bf16
+// under --dtype bf16); the master weights, gradients and Adam moments are always fp32. In
+// fp32 under ZeRO-1/2 the master shard is this rank's slice of the full weights; otherwise
+// (ZeRO-3, or bf16) it is a separate fp32 shard of s, rounded into the compute copy before
+// each all-gather, so bf16 runs gather bf16 (the ZeRO paper's 2 + 2 + 12 bytes per
+// parameter: bf16 weights, and here fp32 rather than bf16 gradients, fp32 master and Adam).
+//
 // Gradients are summed (the loss is already divided by the global token count) by one
 // reduce-scatter per unit per step, issued when the unit's last micro-batch backward is
 // done; AdamW (optim/adamw.hpp) updates the shard; ZeRO-1/2 then all-gather the updated
@@ -33,26 +40,30 @@ class ZeroParams {
   // sequence_parallel: the TP group under --sp, where each TP rank sees only its share of
   // the tokens, so the gradients of TP-replicated weights (norms) are partial and are
   // all-reduced over it before the dp_cp reduce-scatter; nullptr otherwise.
+  // compute: the dtype of weights(u); bf16 needs a mixed-precision backend
+  // (make_mixed_precision_backend).
   ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> units, int zero_stage,
-             Comm* sequence_parallel = nullptr);
+             Comm* sequence_parallel = nullptr, DType compute = DType::F32);
 
   int size() const { return int(units_.size()); }
   const UnitLayout& layout(int u) const { return units_[u].layout; }
   int zero_stage() const { return zero_; }
+  DType compute_dtype() const { return compute_; }
 
   // Writes the unit's TP-local weights from a host vector of layout(u).numel floats (every
   // dp_cp rank passes the same values; each keeps what its stage keeps).
   void load(int u, const std::vector<float>& host);
-  // The unit's full TP-local weights on the host (all-gathers under ZeRO-3: collective
-  // over dp_cp).
+  // The unit's full TP-local master weights on the host (all-gathers the master shards under
+  // ZeRO-3 or bf16: collective over dp_cp).
   std::vector<float> gather_to_host(int u);
 
   // Forward / backward bracket for one unit: the ZeRO-3 all-gather of its weights, and
   // freeing them again (both no-ops under ZeRO-1/2, which keep the full weights).
   void gather_weights(int u);
   void release_weights(int u);
-  Tensor weights(int u) const;  // valid between gather_weights and release_weights
-  Tensor grads(int u);          // full accumulator for this step, allocated on first use
+  // The compute copy; valid between gather_weights and release_weights.
+  Tensor weights(int u) const;
+  Tensor grads(int u);  // full accumulator for this step, allocated on first use
 
   void begin_step(int micro_batches);
   // Counts the backwards of unit u; true after the step's last micro-batch, when the
@@ -61,8 +72,9 @@ class ZeroParams {
   // The data-parallel gradient sync of unit u: its full gradients reduce-scattered over
   // dp_cp into this rank's shard (summed first over TP under --sp for replicated weights).
   void reduce_scatter_grads(int u);
-  // ZeRO-1/2, after the optimizer step: every rank's updated shard all-gathered into the
-  // full weights. ZeRO-3 gathers at each use instead (a no-op here).
+  // ZeRO-1/2, after the optimizer step: every rank's updated master shard (rounded to the
+  // compute dtype) all-gathered into the full weights. ZeRO-3 gathers at each use instead (a
+  // no-op here).
   void all_gather_weights();
 
   // This rank's shard of unit u (s elements each): master weights, reduced gradients
@@ -100,20 +112,23 @@ class ZeroParams {
  private:
   struct Unit {
     UnitLayout layout;
-    int64_t padded = 0, shard = 0;      // np and s
-    Buffer weights;                     // np (ZeRO-1/2, or gathered under ZeRO-3)
-    Buffer weight_shard;                // s (ZeRO-3 only: the master copy)
-    Buffer grads;                       // np (ZeRO-1: persistent; else during backward)
+    int64_t padded = 0, shard = 0;  // np and s
+    Buffer weights;                 // np, compute dtype (ZeRO-1/2, or gathered under ZeRO-3)
+    Buffer master;  // s, fp32 (ZeRO-3 or bf16; else the master is a slice of weights)
+    Buffer grads;   // np (ZeRO-1: persistent; else during backward)
     Buffer grad_shard, adam_m, adam_v;  // s each
     std::vector<Segment> segments;      // this rank's shard, fixed at construction
     int backward_calls = 0;
   };
-  Tensor master_shard(Unit& u);
+  Tensor master_shard(const Unit& u) const;
+  // Rounds the master shard into this rank's slice of u.weights and all-gathers the slices.
+  void publish(Unit& u);
 
   Backend& be_;
   Comm& comm_;
   Comm* sp_tp_;
   int zero_;
+  DType compute_;
   int micro_batches_ = 1;
   std::vector<Unit> units_;
 };

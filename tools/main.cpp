@@ -1,4 +1,5 @@
-// tetra: the command-line program. `tetra train [flags]` trains, `tetra ckpt` inspects or
+// tetra: the command-line program. `tetra train [flags]` trains, `tetra plan` predicts a
+// layout's memory, traffic and time (or checks them against a run), `tetra ckpt` inspects or
 // verifies checkpoints, `tetra launch` supervises a training command (tools/lib/options.hpp
 // parses them all); every input error ends with one "tetra: error: ..." line from rank 0 and
 // exit status 2 on every rank, a diverged run (a non-finite loss or gradient norm) likewise
@@ -16,6 +17,8 @@
 #include "parallel/watchdog.hpp"
 #include "tools/lib/launch.hpp"
 #include "tools/lib/options.hpp"
+#include "tools/lib/plan/compare.hpp"
+#include "tools/lib/plan/plan_report.hpp"
 #include "tools/lib/trainer.hpp"
 
 namespace {
@@ -47,6 +50,28 @@ void ckpt_command(const tetra::CkptOptions& opt, int rank) {
   }
 }
 
+// tetra plan: the report, or with --compare the plan beside a run's metrics (exit 1 when
+// they disagree). Rank 0 prints; the plan needs no other rank.
+int plan_command(const tetra::PlanOptions& opt, int rank) {
+  int rc = 0;
+  std::string text;
+  tetra::agree(MPI_COMM_WORLD, [&] {
+    if (!opt.compare.empty()) {
+      const tetra::plan::Setup s = tetra::plan::make_setup(opt.train, opt.train.model);
+      const tetra::plan::Comparison c = tetra::plan::compare_metrics(s, opt.compare);
+      text = c.table + (c.match ? "plan matches " : "plan does NOT match ") + opt.compare + "\n";
+      rc = c.match ? 0 : 1;
+    } else {
+      text = tetra::plan::plan_report(opt);
+    }
+    // --draw: the schedule's picture belongs to tetra plot (tools/lib/plot); refused until
+    // it is there, rather than silently ignored.
+    tetra::check(opt.draw.empty(), "--draw: drawing the schedule is not built yet");
+  });
+  if (rank == 0) std::printf("%s", text.c_str());
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -66,6 +91,8 @@ int main(int argc, char** argv) {
       if (rank == 0) std::printf("%s", cli.help.c_str());
     } else if (cli.command == "train") {
       train(cli.train);
+    } else if (cli.command == "plan") {
+      rc = plan_command(cli.plan, rank);
     } else if (cli.command == "ckpt") {
       tetra::agree(MPI_COMM_WORLD, [&] { ckpt_command(cli.ckpt, rank); });
     }

@@ -1,5 +1,7 @@
 // The block as two halves, each one's forward next to its backward. Shapes as in block.hpp;
-// every TP collective happens inside a layer of parallel/tp.hpp.
+// every TP collective happens inside a layer of parallel/tp.hpp. Activations and their
+// gradients take the dtype of the block's input (bf16 under --dtype bf16); 1/rms and the
+// log-sum-exp stay fp32.
 #include "transformer/block.hpp"
 
 namespace tetra {
@@ -53,7 +55,7 @@ void attention_forward(const BlockContext& ctx, const Dims& n, const Params& w, 
                        BlockActs& a) {
   Backend& be = ctx.be;
   // n1 [Tl, d] = rmsnorm(x) * w_in, on the residual stream's rows.
-  Buffer n1(be, n.Tl * n.d);
+  Buffer n1(be, n.Tl * n.d, x.dtype);
   a.rstd1 = Buffer(be, n.Tl);
   be.rmsnorm_forward(v2(n1, n.Tl, n.d), a.rstd1.flat(), x, w[kInputNorm], ctx.cfg.norm_eps);
   // q [T, qw], k, v [T, kw] = n1 Wq^T, n1 Wk^T, n1 Wv^T; n1 enters the TP region once.
@@ -67,7 +69,7 @@ void attention_forward(const BlockContext& ctx, const Dims& n, const Params& w, 
   a.k = ctx.cp.gather_kv(be, std::move(k), n.B);
   a.v = ctx.cp.gather_kv(be, std::move(v), n.B);
   // attn [T, qw] = softmax(q k^T / sqrt(hd), causal by global position) v; lse [B, H, S].
-  a.attn = Buffer(be, n.T * n.qw);
+  a.attn = Buffer(be, n.T * n.qw, q.dtype);
   a.lse = Buffer(be, n.B * n.H * n.S);
   be.attention_forward(v2(a.attn, n.T, n.qw), a.lse.flat(), q, v2(a.k, n.B * n.Sk, n.kw),
                        v2(a.v, n.B * n.Sk, n.kw), ctx.pos.seq_pos, ctx.pos.key_pos, n.attn());
@@ -87,7 +89,8 @@ void attention_backward(const BlockContext& ctx, const Dims& n, const Params& w,
   // dq [T, qw]; dk, dv [B * Sk, kw] for every CP rank's keys, then summed back to their
   // owners [T, kw].
   const int64_t keys = n.B * n.Sk;
-  Buffer dq(be, n.T * n.qw), dk_all(be, keys * n.kw), dv_all(be, keys * n.kw);
+  const DType t = dattn.dtype();
+  Buffer dq(be, n.T * n.qw, t), dk_all(be, keys * n.kw, t), dv_all(be, keys * n.kw, t);
   const Tensor dqv = v2(dq, n.T, n.qw);
   be.attention_backward(dqv, v2(dk_all, keys, n.kw), v2(dv_all, keys, n.kw), v2(dattn, n.T, n.qw),
                         v2(a.q, n.T, n.qw), v2(a.k, keys, n.kw), v2(a.v, keys, n.kw),
@@ -112,14 +115,14 @@ void mlp_forward(const BlockContext& ctx, const Dims& n, const Params& w, Tensor
   Backend& be = ctx.be;
   const Tensor h = v2(a.h, n.Tl, n.d);
   // n2 [Tl, d] = rmsnorm(h) * w_post.
-  Buffer n2(be, n.Tl * n.d);
+  Buffer n2(be, n.Tl * n.d, h.dtype);
   a.rstd2 = Buffer(be, n.Tl);
   be.rmsnorm_forward(v2(n2, n.Tl, n.d), a.rstd2.flat(), h, w[kPostNorm], ctx.cfg.norm_eps);
   // gate, up [T, Fl] = n2 Wgate^T, n2 Wup^T; n2 enters the TP region once.
   const ColumnParallelLinear gate_up(be, ctx.tp, {w[kGate], w[kUp]});
   a.n2 = gate_up.forward(std::move(n2), {&a.gate, &a.up});
   // act [T, Fl] = silu(gate) * up.
-  a.act = Buffer(be, n.T * n.F);
+  a.act = Buffer(be, n.T * n.F, a.gate.dtype());
   const Tensor act = v2(a.act, n.T, n.F);
   be.swiglu_forward(act, v2(a.gate, n.T, n.F), v2(a.up, n.T, n.F));
   // out = h + act Wdown^T, the partial sums reduced over TP.
@@ -136,14 +139,14 @@ Buffer mlp_backward(const BlockContext& ctx, const Dims& n, const Params& w, con
   const RowParallelLinear down(be, ctx.tp, w[kDown], dw[kDown]);
   const Buffer dact = down.backward(dout, v2(a.act, n.T, n.F));
   // dgate, dup [T, Fl] through act = silu(gate) * up.
-  Buffer dgate(be, n.T * n.F), dup(be, n.T * n.F);
+  Buffer dgate(be, n.T * n.F, dact.dtype()), dup(be, n.T * n.F, dact.dtype());
   be.swiglu_backward(v2(dgate, n.T, n.F), v2(dup, n.T, n.F), v2(dact, n.T, n.F),
                      v2(a.gate, n.T, n.F), v2(a.up, n.T, n.F));
   // dn2 [Tl, d] = dgate Wgate + dup Wup, summed over TP; dW += dy^T n2 for each.
   const ColumnParallelLinear gate_up(be, ctx.tp, {w[kGate], w[kUp]}, {dw[kGate], dw[kUp]});
   const Buffer dn2 = gate_up.backward(v2(a.n2, n.T, n.d), {v2(dgate, n.T, n.F), v2(dup, n.T, n.F)});
   // dh = rmsnorm'(dn2) + dout (the residual).
-  Buffer dh(be, n.Tl * n.d);
+  Buffer dh(be, n.Tl * n.d, dout.dtype);
   const Tensor dhv = v2(dh, n.Tl, n.d);
   be.rmsnorm_backward(dhv, dw[kPostNorm], v2(dn2, n.Tl, n.d), v2(a.h, n.Tl, n.d), w[kPostNorm],
                       a.rstd2.flat());

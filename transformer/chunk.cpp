@@ -33,7 +33,7 @@ StageOutput ModelChunk::forward(int id, const MicroBatch& mb, const Tensor* x_in
   State& s = it->second;
   StageOutput y;
   if (!has_embedding()) {
-    s.xs.emplace_back(be_, Tl * d);
+    s.xs.emplace_back(be_, Tl * d, x_in->dtype);
     be_.copy(s.xs[0].flat(), *x_in);
   }
   for (int u : units_) {
@@ -46,14 +46,14 @@ StageOutput ModelChunk::forward(int id, const MicroBatch& mb, const Tensor* x_in
       s.xs.push_back(embed.forward(mb.tokens));
     } else if (l.kind == UnitLayout::Kind::Block) {
       s.acts.emplace_back();
-      Buffer out(be_, Tl * d);
+      Buffer out(be_, Tl * d, s.xs.back().dtype());
       block_forward(ctx, l, w, s.xs.back().view({Tl, d}), out.view({Tl, d}), s.acts.back());
       if (recompute_) s.acts.back().clear();
       s.xs.push_back(std::move(out));
     } else {  // final norm, LM head, vocab-parallel cross-entropy
       const int64_t V = l.params[kLmHead].local_shape[0];
       // n [Tl, d] = rmsnorm(x) * w_final.
-      Buffer n(be_, Tl * d);
+      Buffer n(be_, Tl * d, s.xs.back().dtype());
       s.head_rstd = Buffer(be_, Tl);
       be_.rmsnorm_forward(n.view({Tl, d}), s.head_rstd.flat(), s.xs.back().view({Tl, d}),
                           param_view(w, l.params[kFinalNorm]), cfg_.norm_eps);
@@ -77,7 +77,8 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
   const auto it = states_.find(id);
   check(it != states_.end(), "ModelChunk: backward of micro-batch ", id, " before its forward");
   State& s = it->second;
-  Buffer grad(be_, Tl * d);  // dL/d(current activation) [Tl, d], walking backwards
+  // dL/d(current activation) [Tl, d], walking backwards, in the activations' dtype.
+  Buffer grad(be_, Tl * d, params_.compute_dtype());
   if (!has_head()) be_.copy(grad.flat(), *dout);
   int block = int(s.acts.size());
   for (auto u_it = units_.rbegin(); u_it != units_.rend(); ++u_it) {
@@ -105,10 +106,10 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
       const Tensor x = s.xs[block].view({Tl, d});
       BlockActs& a = s.acts[block];
       if (recompute_) {
-        Buffer out(be_, Tl * d);
+        Buffer out(be_, Tl * d, x.dtype);
         block_forward(ctx, l, w, x, out.view({Tl, d}), a);
       }
-      Buffer dx(be_, Tl * d);
+      Buffer dx(be_, Tl * d, x.dtype);
       block_backward(ctx, l, w, dw, x, grad.view({Tl, d}), dx.view({Tl, d}), a);
       a.clear();
       grad = std::move(dx);

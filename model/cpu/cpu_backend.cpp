@@ -8,11 +8,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <limits>
+#include <new>
 #include <unordered_map>
 #include <vector>
 
 #include "model/backend.hpp"
+#include "util/bf16.hpp"
 
 namespace tetra {
 namespace {
@@ -32,6 +35,30 @@ CMapMat cmat(const Tensor& t) {
 }
 
 constexpr int64_t kChunk = 1 << 16;  // fixed reduction chunk for sum_squares
+
+// An exception must not leave an OpenMP parallel region (the program would terminate): the
+// attention loops, which allocate their score matrices per thread, catch inside and keep the
+// first; rethrow() raises it after the region, an allocation failure as a tetra::Error that
+// names what did not fit.
+class RegionErrors {
+ public:
+  void capture() {
+#pragma omp critical(tetra_region_errors)
+    if (!first_) first_ = std::current_exception();
+  }
+  void rethrow(const char* op, int64_t rows, int64_t cols) const {
+    if (!first_) return;
+    try {
+      std::rethrow_exception(first_);
+    } catch (const std::bad_alloc&) {
+      fail("out of host memory in ", op, ": a [", rows, ", ", cols,
+           "] fp32 score matrix per thread does not fit; shorten --seq-len or raise --cp");
+    }
+  }
+
+ private:
+  std::exception_ptr first_;
+};
 
 class CpuBackend final : public Backend {
  public:
@@ -77,6 +104,24 @@ class CpuBackend final : public Backend {
   void copy(Tensor dst, const Tensor& src) override {
     check(dst.bytes() == src.bytes(), "copy ", src.shape_str(), " into ", dst.shape_str());
     std::memcpy(dst.ptr, src.ptr, src.bytes());
+  }
+  void cast(Tensor dst, const Tensor& src) override {
+    check(dst.numel() == src.numel(), "cast ", src.shape_str(), " into ", dst.shape_str());
+    const int64_t n = src.numel();
+    if (dst.dtype == src.dtype) return copy(dst, src);
+    if (dst.dtype == DType::BF16 && src.dtype == DType::F32) {
+      uint16_t* d = static_cast<uint16_t*>(dst.ptr);
+      const float* s = src.f32();
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) d[i] = float_to_bf16(s[i]);
+    } else if (dst.dtype == DType::F32 && src.dtype == DType::BF16) {
+      float* d = dst.f32();
+      const uint16_t* s = static_cast<const uint16_t*>(src.ptr);
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) d[i] = bf16_to_float(s[i]);
+    } else {
+      fail("cast from ", dtype_name(src.dtype), " to ", dtype_name(dst.dtype));
+    }
   }
   void add(Tensor y, const Tensor& x) override {
     check(y.numel() == x.numel(), "add ", x.shape_str(), " to ", y.shape_str());
@@ -243,20 +288,27 @@ class CpuBackend final : public Backend {
     const int64_t H = s.heads, KV = s.kv_heads, hd = s.head_dim, group = H / KV;
     const float scale = 1.f / std::sqrt(float(hd));
     const int32_t *qp = q_pos.i32(), *kp = k_pos.i32();
+    RegionErrors errors;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t b = 0; b < s.batch; ++b) {
       for (int64_t h = 0; h < H; ++h) {
-        const int64_t g = h / group;
-        Strided Q(q.f32() + b * s.sq * H * hd + h * hd, s.sq, hd, Eigen::OuterStride<>(H * hd));
-        Strided K(k.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, Eigen::OuterStride<>(KV * hd));
-        Strided V(v.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, Eigen::OuterStride<>(KV * hd));
-        MStrided O(out.f32() + b * s.sq * H * hd + h * hd, s.sq, hd, Eigen::OuterStride<>(H * hd));
-        RowMat P = scale * (Q * K.transpose());  // [Sq, Sk]
-        float* L = lse.f32() + (b * H + h) * s.sq;
-        softmax_causal(P, qp, kp, L);
-        O.noalias() = P * V;
+        try {
+          const int64_t g = h / group;
+          Strided Q(q.f32() + b * s.sq * H * hd + h * hd, s.sq, hd, Eigen::OuterStride<>(H * hd));
+          Strided K(k.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, Eigen::OuterStride<>(KV * hd));
+          Strided V(v.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, Eigen::OuterStride<>(KV * hd));
+          MStrided O(out.f32() + b * s.sq * H * hd + h * hd, s.sq, hd,
+                     Eigen::OuterStride<>(H * hd));
+          RowMat P = scale * (Q * K.transpose());  // [Sq, Sk]
+          float* L = lse.f32() + (b * H + h) * s.sq;
+          softmax_causal(P, qp, kp, L);
+          O.noalias() = P * V;
+        } catch (...) {
+          errors.capture();
+        }
       }
     }
+    errors.rethrow("attention forward", s.sq, s.sk);
   }
 
   void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
@@ -269,36 +321,42 @@ class CpuBackend final : public Backend {
     const float scale = 1.f / std::sqrt(float(hd));
     const int32_t *qp = q_pos.i32(), *kp = k_pos.i32();
     const Eigen::OuterStride<> qs(H * hd), ks(KV * hd);
+    RegionErrors errors;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t b = 0; b < s.batch; ++b) {
       for (int64_t g = 0; g < KV; ++g) {
-        Strided K(k.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, ks);
-        Strided V(v.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, ks);
-        MStrided dK(dk.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, ks);
-        MStrided dV(dv.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, ks);
-        dK.setZero();
-        dV.setZero();
-        for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-          const int64_t off = b * s.sq * H * hd + h * hd;
-          Strided Q(q.f32() + off, s.sq, hd, qs), O(out.f32() + off, s.sq, hd, qs);
-          Strided dO(dout.f32() + off, s.sq, hd, qs);
-          MStrided dQ(dq.f32() + off, s.sq, hd, qs);
-          const float* L = lse.f32() + (b * H + h) * s.sq;
-          RowMat P = scale * (Q * K.transpose());
-          for (int64_t i = 0; i < s.sq; ++i)
-            for (int64_t j = 0; j < s.sk; ++j)
-              P(i, j) = kp[j] <= qp[i] ? std::exp(P(i, j) - L[i]) : 0.f;
-          dV.noalias() += P.transpose() * dO;
-          RowMat dP = dO * V.transpose();
-          for (int64_t i = 0; i < s.sq; ++i) {
-            const float D = dO.row(i).dot(O.row(i));
-            for (int64_t j = 0; j < s.sk; ++j) dP(i, j) = P(i, j) * (dP(i, j) - D);
+        try {
+          Strided K(k.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, ks);
+          Strided V(v.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, ks);
+          MStrided dK(dk.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, ks);
+          MStrided dV(dv.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, ks);
+          dK.setZero();
+          dV.setZero();
+          for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+            const int64_t off = b * s.sq * H * hd + h * hd;
+            Strided Q(q.f32() + off, s.sq, hd, qs), O(out.f32() + off, s.sq, hd, qs);
+            Strided dO(dout.f32() + off, s.sq, hd, qs);
+            MStrided dQ(dq.f32() + off, s.sq, hd, qs);
+            const float* L = lse.f32() + (b * H + h) * s.sq;
+            RowMat P = scale * (Q * K.transpose());
+            for (int64_t i = 0; i < s.sq; ++i)
+              for (int64_t j = 0; j < s.sk; ++j)
+                P(i, j) = kp[j] <= qp[i] ? std::exp(P(i, j) - L[i]) : 0.f;
+            dV.noalias() += P.transpose() * dO;
+            RowMat dP = dO * V.transpose();
+            for (int64_t i = 0; i < s.sq; ++i) {
+              const float D = dO.row(i).dot(O.row(i));
+              for (int64_t j = 0; j < s.sk; ++j) dP(i, j) = P(i, j) * (dP(i, j) - D);
+            }
+            dQ.noalias() = scale * (dP * K);
+            dK.noalias() += scale * (dP.transpose() * Q);
           }
-          dQ.noalias() = scale * (dP * K);
-          dK.noalias() += scale * (dP.transpose() * Q);
+        } catch (...) {
+          errors.capture();
         }
       }
     }
+    errors.rethrow("attention backward", s.sq, s.sk);
   }
 
   void swiglu_forward(Tensor h, const Tensor& gate, const Tensor& up) override {

@@ -32,6 +32,7 @@ class GuardedBackend final : public Backend {
 
   void fill(Tensor x, float value) override { cpu_->fill(in(x), value); }
   void copy(Tensor dst, const Tensor& src) override { cpu_->copy(in(dst), in(src)); }
+  void cast(Tensor dst, const Tensor& src) override { cpu_->cast(in(dst), in(src)); }
   void add(Tensor y, const Tensor& x) override { cpu_->add(in(y), in(x)); }
   void add3(Tensor out, const Tensor& a, const Tensor& b) override {
     cpu_->add3(in(out), in(a), in(b));

@@ -130,6 +130,11 @@ class CudaBackend final : public Backend {
   }
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
   void* stream() override { return stream_; }
+  bool has_bf16() const override {
+    int major = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_));
+    return major >= 8;
+  }
   std::string device_uuid() const override {
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
@@ -149,6 +154,22 @@ class CudaBackend final : public Backend {
     check(dst.bytes() == src.bytes(), "copy ", src.shape_str(), " into ", dst.shape_str());
     if (src.bytes() == 0) return;
     CUDA_CHECK(cudaMemcpyAsync(dev(dst), dev(src), src.bytes(), cudaMemcpyDeviceToDevice, stream_));
+  }
+  void cast(Tensor dst, const Tensor& src) override {
+    check(dst.numel() == src.numel(), "cast ", src.shape_str(), " into ", dst.shape_str());
+    const int64_t n = src.numel();
+    if (dst.dtype == src.dtype) return copy(dst, src);
+    if (n == 0) return;
+    if (dst.dtype == DType::BF16 && src.dtype == DType::F32) {
+      f32_to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(
+          static_cast<uint16_t*>(dev(dst)), f32(src), n);
+    } else if (dst.dtype == DType::F32 && src.dtype == DType::BF16) {
+      bf16_to_f32_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(
+          f32(dst), static_cast<const uint16_t*>(dev(src)), n);
+    } else {
+      fail("cast from ", dtype_name(src.dtype), " to ", dtype_name(dst.dtype));
+    }
+    LAUNCH_CHECK("cast kernel");
   }
   void add(Tensor y, const Tensor& x) override {
     check(y.numel() == x.numel(), "add ", x.shape_str(), " to ", y.shape_str());

@@ -51,6 +51,19 @@ __device__ T block_reduce(T v, Op op, T identity) {
 __global__ void fill_kernel(float* x, int64_t n, float value) {
   TETRA_FOR(i, n) x[i] = value;
 }
+// bf16 <-> f32 exactly as util/bf16.hpp does it on the host (round to nearest even, NaN kept
+// quiet), so the two backends round to the same bits.
+__global__ void f32_to_bf16_kernel(uint16_t* dst, const float* src, int64_t n) {
+  TETRA_FOR(i, n) {
+    const float f = src[i];
+    const uint32_t bits = __float_as_uint(f);
+    dst[i] = isnan(f) ? uint16_t((bits >> 16) | 0x0040)
+                      : uint16_t((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+  }
+}
+__global__ void bf16_to_f32_kernel(float* dst, const uint16_t* src, int64_t n) {
+  TETRA_FOR(i, n) dst[i] = __uint_as_float(uint32_t(src[i]) << 16);
+}
 __global__ void add_kernel(float* y, const float* x, int64_t n) {
   TETRA_FOR(i, n) y[i] += x[i];
 }

@@ -58,6 +58,9 @@ TEST_CASE("resume: a run killed between checkpoints ends bitwise equal to an uni
   const std::vector<Case> cases = {
       {1, "", "0@6"},
       {2, "--dp 2 --zero 3", "1@6"},
+      // bf16: the checkpoint holds the fp32 master; the bf16 copy is rounded from it again.
+      {2, "--dp 2 --zero 1 --dtype bf16", "1@6"},
+      {2, "--tp 2 --dtype bf16 --zero 3", "0@6"},
       {16, "--tp 2 --cp 2 --pp 2 --dp 2", "13@6"},
   };
   for (const Case& c : cases) {

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "model/error.hpp"
+#include "tools/lib/plan/machine.hpp"
 
 namespace tetra {
 namespace {
@@ -168,7 +169,9 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   add_choice(app, "--device", o.device, {"cpu", "cuda", "guarded-cpu"},
              "where each rank computes; guarded-cpu: the CPU backend with memory host code "
              "cannot touch, a test configuration");
-  add_choice(app, "--dtype", o.dtype, {"fp32", "bf16"}, "compute precision (bf16 needs cuda)");
+  add_choice(app, "--dtype", o.dtype, {"fp32", "bf16"},
+             "compute precision: bf16 weights and activations over fp32 master weights, "
+             "gradients and Adam state");
   add_choice(app, "--comm", o.comm, {"auto", "nccl", "mpi"},
              "device collectives: auto = NCCL for groups whose ranks each have a GPU of their "
              "own, else MPI through host memory");
@@ -228,9 +231,38 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
       ->check(kAtLeast1);
   add(app, "--export", o.export_path, "FILE",
       "write the final weights, whole, as one safetensors file");
+  add_choice(app, "--export-dtype", o.export_dtype, {"fp32", "bf16"},
+             "precision of the exported weights (the fp32 master weights, or rounded to bf16)");
   add(app, "--peak-tflops", o.peak_tflops, "X",
       "peak per device for MFU (0: a table of known GPUs, else a CPU probe)")
       ->check(kNonNegative);
+}
+
+void add_plan_options(CLI::App& app, PlanOptions& o) {
+  app.option_defaults()->group("Plan");
+  add_choice(app, "--preset", o.preset, {"llama3-8b", "llama3-70b", "llama3-405b", "demo", "bench"},
+             "a named model (its flags can still be given, and win)");
+  add_choice(app, "--gpu", o.gpu, {"h100", "h200", "a100", "cpu"},
+             "the machine: peak, memory and links per GPU, GPUs per node");
+  add(app, "--gpu-memory", o.memory_gb, "GB", "memory per GPU (0: the --gpu's)")
+      ->check(kNonNegative);
+  add(app, "--nvlink", o.nvlink_gbs, "GB/S", "bandwidth per GPU inside a node, per direction")
+      ->check(kNonNegative);
+  add(app, "--network", o.network_gbs, "GB/S", "bandwidth per GPU between nodes, per direction")
+      ->check(kNonNegative);
+  add(app, "--gpus-per-node", o.gpus_per_node, "N", "GPUs per node (0: the --gpu's)")
+      ->check(kNonNegative);
+  add(app, "--tokens", o.tokens, "D", "tokens to train on: 6ND, days and GPU-hours")
+      ->check(kNonNegative);
+  add(app, "--achieved-tflops", o.achieved_tflops, "X",
+      "a rate per GPU to time D tokens at (e.g. a measured one)")
+      ->check(kNonNegative);
+  add(app, "--mfu", o.mfu, "PERCENT", "value one MFU point from here (0: the estimated bound)")
+      ->check(rule(CLI::Range(0.0, 99.0), "must be a percentage below 99"));
+  add(app, "--compare", o.compare, "METRICS",
+      "check a run's --metrics file against the plan: bytes per group exactly, peak memory "
+      "within 10%; exit 1 on a mismatch");
+  add(app, "--draw", o.draw, "FILE.svg", "draw the pipeline schedule as SVG");
 }
 
 void add_launch_options(CLI::App& app, LaunchOptions& o) {
@@ -338,6 +370,22 @@ std::string reworded(const CLI::App& app, const CLI::ParseError& e) {
   return path_of(apps) + ": " + what;
 }
 
+// The preset's model, except the fields whose flags were given.
+void apply_preset(const std::string& name, TrainOptions& o) {
+  const plan::Preset p = plan::preset_named(name);
+  const auto set = [&](const char* flag, auto& field, auto value) {
+    if (!o.given.count(flag)) field = value;
+  };
+  set("--layers", o.model.layers, p.model.layers);
+  set("--dim", o.model.dim, p.model.dim);
+  set("--heads", o.model.heads, p.model.heads);
+  set("--kv-heads", o.model.kv_heads, p.model.kv_heads);
+  set("--ffn-dim", o.model.ffn_dim, p.model.ffn_dim);
+  set("--seq-len", o.model.seq_len, p.model.seq_len);
+  set("--rope-theta", o.model.rope_theta, p.model.rope_theta);
+  set("--vocab", o.data_vocab, p.data_vocab);
+}
+
 }  // namespace
 
 std::unique_ptr<CLI::App> make_app(CommandLine& into) {
@@ -356,6 +404,18 @@ std::unique_ptr<CLI::App> make_app(CommandLine& into) {
       "[mpirun -np N] tetra train [OPTIONS]: the ranks are laid out as TP x CP x PP x DP\n"
       "(rank = tp + TP*(cp + CP*(pp + PP*dp))); the product must equal N.");
   add_train_options(*train, into.train);
+
+  CLI::App* plan = app->add_subcommand(
+      "plan", "predict a layout's memory, traffic and time, or check them against a run");
+  configure(*plan);
+  plan->footer(
+      "tetra plan [train flags] [--preset NAME] [--gpu NAME]: parameters, FLOPs, the rank\n"
+      "grid, memory per rank, bytes per group and their time, the bubble, step time and MFU.\n"
+      "The layout is TP x CP x PP x DP (--dp defaults to 1). Example:\n"
+      "  tetra plan --preset llama3-405b --dtype bf16 --tp 8 --pp 16 --dp 128 \\\n"
+      "             --global-batch 2048 --micro-batch 1 --tokens 15.6e12");
+  add_train_options(*plan, into.plan.train);
+  add_plan_options(*plan, into.plan);
 
   CLI::App* launch = app->add_subcommand(
       "launch", "supervise a training command: rerun it with --resume auto after a failure");
@@ -422,6 +482,14 @@ CommandLine parse_command_line(std::vector<std::string> args) {
     if (!o.given.count("--min-lr")) o.min_lr = o.lr / 10;
     check(o.min_lr <= o.lr, "--min-lr ", o.min_lr, " is above --lr ", o.lr,
           ": the schedule would climb after the warmup");
+    o.model.vocab = padded_vocab(o.data_vocab);
+  } else if (cli.command == "plan") {
+    PlanOptions& p = cli.plan;
+    TrainOptions& o = p.train;
+    for (const CLI::Option* opt : apps[1]->get_options())
+      if (opt->count() > 0) o.given.insert(opt->get_name());
+    if (!p.preset.empty()) apply_preset(p.preset, o);
+    if (o.dp == 0) o.dp = 1;
     o.model.vocab = padded_vocab(o.data_vocab);
   } else if (cli.command == "launch") {
     check(separated, "tetra launch needs '--' before the command (see tetra launch --help)");

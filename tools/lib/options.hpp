@@ -45,7 +45,7 @@ struct TrainOptions {
   int keep = 3;
   double timeout = 300;
   // Output. trace_steps: steps traced after the run's first (warm-up) step.
-  std::string metrics, export_path, trace;
+  std::string metrics, export_path, export_dtype = "fp32", trace;
   int64_t trace_steps = 5;
   double peak_tflops = 0;
   // Which flags the user gave, by long name ("--heads"): to check them against
@@ -71,10 +71,25 @@ struct CkptOptions {
   std::string dir;
 };
 
+// `tetra plan [train flags] [--preset NAME] [--gpu NAME] ...`: the model, the layout and
+// the batch as tetra train takes them, and the machine.
+struct PlanOptions {
+  TrainOptions train;
+  std::string preset, gpu = "h100";
+  // Overrides of the machine (0: the --gpu's); --peak-tflops is train's.
+  double memory_gb = 0, nvlink_gbs = 0, network_gbs = 0;
+  int gpus_per_node = 0;
+  double tokens = 0;           // D of 6ND (0: none)
+  double achieved_tflops = 0;  // a measured rate per GPU, for the time of D tokens
+  double mfu = 0;              // percent, where one MFU point is valued (0: the estimate)
+  std::string compare, draw;   // a metrics file to check; an SVG file to draw the schedule to
+};
+
 struct CommandLine {
-  std::string command;  // "train", "launch" or "ckpt"; empty when help was asked for
+  std::string command;  // "train", "plan", "launch" or "ckpt"; empty when help was asked for
   std::string help;     // the --help text asked for, else empty
   TrainOptions train;
+  PlanOptions plan;
   LaunchOptions launch;
   CkptOptions ckpt;
 };
@@ -87,7 +102,7 @@ CommandLine parse_command_line(std::vector<std::string> args);
 // parse_command_line({"train", args...}).train, for callers that build flag lists.
 TrainOptions parse_train_options(const std::vector<std::string>& args);
 
-// The CLI11 app behind parse_command_line: subcommands train, launch and ckpt (inspect,
+// The CLI11 app behind parse_command_line: subcommands train, plan, launch and ckpt (inspect,
 // verify), whose options write into `into`. Tests walk it to check every flag's --help.
 std::unique_ptr<CLI::App> make_app(CommandLine& into);
 

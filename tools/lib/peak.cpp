@@ -14,15 +14,22 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-Peak find_peak(Backend& be, Comm& world, double peak_tflops, int threads) {
+Peak find_peak(Backend& be, Comm& world, double peak_tflops, int threads, DType dtype) {
   if (peak_tflops > 0) return {peak_tflops * 1e12, "--peak-tflops"};
-  // Known GPUs (SXM parts): the dense peak of the precision the run computes in. The CUDA
-  // backend computes in fp32 without TF32, so its peak is the fp32 FMA rate.
-  for (const auto& [gpu, tflops] : {std::pair{"H100", 67.0}, {"H200", 67.0}, {"A100", 19.5}}) {
-    if (be.device() == Device::CUDA && be.name().find(gpu) != std::string::npos)
-      return {tflops * 1e12, std::string(gpu) + " dense FP32 peak"};
+  // Known GPUs (SXM parts): the dense peak of the precision the run computes in, fp32
+  // without TF32 (the fp32 FMA rate) or bf16 tensor cores.
+  const bool bf16 = dtype == DType::BF16;
+  struct Gpu {
+    const char* name;
+    double fp32, bf16;
+  };
+  for (const Gpu& g : {Gpu{"H100", 67.0, 989.0}, {"H200", 67.0, 989.0}, {"A100", 19.5, 312.0}}) {
+    if (be.device() == Device::CUDA && be.name().find(g.name) != std::string::npos)
+      return {(bf16 ? g.bf16 : g.fp32) * 1e12,
+              std::string(g.name) + (bf16 ? " dense BF16 peak" : " dense FP32 peak")};
   }
-  // Otherwise: the best rate of a square fp32 GEMM with this rank's threads, all ranks
+  // Otherwise: the best rate of a square fp32 GEMM with this rank's threads (on the CPU bf16
+  // runs compute in fp32 too), all ranks
   // probing at once (they share the cores as they will in training), averaged over the
   // ranks. The best of several calls, not their mean, so that a noisy moment does not lower
   // the peak.

@@ -14,7 +14,8 @@ struct Peak {
   std::string source;  // said in the start-up report
 };
 
-// Collective over world (the probe runs on every rank at once, as training will).
-Peak find_peak(Backend& be, Comm& world, double peak_tflops, int threads);
+// Collective over world (the probe runs on every rank at once, as training will). dtype:
+// the precision the run computes in (a GPU's bf16 and fp32 peaks differ).
+Peak find_peak(Backend& be, Comm& world, double peak_tflops, int threads, DType dtype);
 
 }  // namespace tetra

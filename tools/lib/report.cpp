@@ -28,6 +28,9 @@ std::string startup_report(const TrainOptions& opt, const ModelConfig& cfg, cons
      << plan.micro_batch << " per DP rank\n";
   os << "  data: " << facts.data << "\n";
   os << "  device: " << facts.device << "; communicators: " << facts.communicators << "\n";
+  if (opt.dtype == "bf16")
+    os << "  precision: bf16 weights and activations; fp32 master weights, gradients and Adam "
+          "state\n";
   os << "  peak: " << std::setprecision(1) << facts.peak_flops / 1e9 << " GFLOP/s per rank, "
      << facts.peak_source << "\n";
   os << "  rank   tp cp pp dp   tokens of each sequence   layers\n";

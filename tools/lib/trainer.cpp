@@ -21,6 +21,7 @@
 #include "parallel/nccl_comm.hpp"
 #include "parallel/trace.hpp"
 #include "tools/lib/peak.hpp"
+#include "tools/lib/plan/memory.hpp"
 #include "tools/lib/report.hpp"
 #include "tools/lib/trainer_checkpoint.hpp"
 #include "util/output_file.hpp"
@@ -71,6 +72,32 @@ void stop_if_diverged(int64_t step, double loss, double grad_norm) {
                       "; stopped before its update, so no checkpoint holds it");
 }
 
+// Before step 0: the memory of a step, by the plan's model (tools/lib/plan/memory.hpp), for
+// every rank this machine runs, against what the machine has left. A step that cannot fit
+// is refused with its numbers instead of failing part-way (or being killed). On CPU the
+// attention's per-thread score matrices count too; GPU memory is not checked here.
+void check_memory_fits(const TrainOptions& opt, const ModelConfig& cfg, int world, int local_ranks,
+                       int threads) {
+  if (opt.device == "cuda") return;
+  const plan::Setup s = plan::make_setup(opt, cfg, world);
+  const plan::PeakMemory peak = plan::peak_memory(s);
+  const double scratch = plan::cpu_attention_scratch(s, threads);
+  const double rank = peak.memory.peak() + scratch, need = rank * local_ranks;
+  const double avail = plan::host_memory_available();
+  const auto gb = [](double b) {
+    std::ostringstream os;
+    os << std::setprecision(3) << b / 1e9 << " GB";
+    return os.str();
+  };
+  check(need <= avail, "a step needs about ", gb(rank), " per rank (weights, gradients and Adam ",
+        gb(peak.memory.weights + peak.memory.grads + peak.memory.adam),
+        ", activations and buffers ", gb(peak.memory.step_peak), ", attention scores ", gb(scratch),
+        " for ", threads, " thread", threads > 1 ? "s" : "", "), ", gb(need), " for the ",
+        local_ranks, " rank", local_ranks > 1 ? "s" : "", " on this machine, which has ", gb(avail),
+        " available; shorten --seq-len, lower --micro-batch, split the work over more ranks "
+        "(--cp, --tp, --pp) or use --recompute full");
+}
+
 }  // namespace
 
 Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(world) {
@@ -83,13 +110,13 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
   std::vector<UnitLayout> mine;
   std::vector<std::vector<float>> init;
   std::string resume_path;
+  const NodeRank node = node_rank(world);
   agree(world, [&] {
 #ifndef TETRA_HAVE_CUDA
     check(opt.device != "cuda",
           "--device cuda: this build has no CUDA backend (nvcc was not found when it was "
           "configured)");
 #endif
-    check(opt.dtype == "fp32", "--dtype ", opt.dtype, ": this build computes in fp32 only");
     std::unique_ptr<st::Reader> file;
     cfg_ = opt.model;
     if (!opt.init_from.empty()) {
@@ -100,6 +127,7 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
     }
     cfg_.validate();
     plan_ = plan_run(opt, cfg_, world_size, rank);
+    check_memory_fits(opt, cfg_, world_size, node.size, threads_per_rank(node.size, false));
     data_ = data::open_dataset(opt.data, int(opt.data_vocab), cfg_.seq_len, opt.seed);
     if (!opt.inject_failure.empty()) {
       fault_ = FaultPlan::parse(opt.inject_failure);
@@ -140,7 +168,7 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
 
   make_backend_and_grid();
   params_ = std::make_unique<ZeroParams>(*be_, *grid_.dp_cp, std::move(mine), opt.zero,
-                                         opt.sp ? grid_.tp.get() : nullptr);
+                                         opt.sp ? grid_.tp.get() : nullptr, compute_dtype());
   for (size_t u = 0; u < init.size(); ++u) params_->load(int(u), init[u]);
   init.clear();
   if (!resume_path.empty()) {
@@ -149,7 +177,7 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
     resume_seconds_ = seconds_since(t0);
   }
   make_pipeline();
-  const Peak peak = find_peak(*be_, *grid_.world, opt.peak_tflops, threads_);
+  const Peak peak = find_peak(*be_, *grid_.world, opt.peak_tflops, threads_, compute_dtype());
   peak_flops_ = peak.flops;
   peak_source_ = peak.source;
 }
@@ -165,6 +193,14 @@ void Trainer::make_backend_and_grid() {
 #endif
   if (opt_.device == "guarded-cpu") be_ = make_guarded_cpu_backend(threads_);
   if (!be_) be_ = make_cpu_backend(threads_);
+  if (opt_.dtype == "bf16") {
+    agree(world_, [&] {
+      check(
+          be_->has_bf16(), "--dtype bf16: ", be_->name(),
+          " has no bf16 support (a GPU of compute capability 8.0 or later has); use --dtype fp32");
+    });
+    be_ = make_mixed_precision_backend(std::move(be_));
+  }
   const bool shared = shares_device(world_, *be_);
   agree(world_, [&] {
     check(opt_.comm != "nccl" || have_nccl(),
@@ -190,8 +226,9 @@ void Trainer::make_pipeline() {
   std::vector<PipelineStage*> mine;
   for (auto& c : chunks_) mine.push_back(c.get());
   const int64_t rows = tp.local_rows(plan_.local_tokens());
-  executor_ = std::make_unique<PipelineExecutor>(*be_, *grid_.pp, std::move(mine), plan_.schedule,
-                                                 plan_.micro_batches, rows * cfg_.dim);
+  executor_ =
+      std::make_unique<PipelineExecutor>(*be_, *grid_.pp, std::move(mine), plan_.schedule,
+                                         plan_.micro_batches, rows * cfg_.dim, compute_dtype());
 
   // Positions are the same every step: RoPE angles per token, queries and keys per sequence.
   std::vector<int32_t> tokens;
@@ -348,7 +385,7 @@ void Trainer::export_weights(const std::string& path) {
   std::string err;
   if (grid_.rank == 0) {
     try {
-      write_export(path, full, cfg_);
+      write_export(path, full, cfg_, opt_.export_dtype == "bf16");
     } catch (const Error& e) {
       err = e.what();
     }

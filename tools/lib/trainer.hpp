@@ -67,6 +67,8 @@ class Trainer {
   // then this stage's model chunks and the pipeline executor.
   void make_backend_and_grid();
   void make_pipeline();
+  // The dtype of the weights the model computes with and of its activations.
+  DType compute_dtype() const { return opt_.dtype == "bf16" ? DType::BF16 : DType::F32; }
   // The step's totals over every rank.
   struct StepTotals {
     double loss, grad_norm, bubble;

@@ -1,0 +1,194 @@
+// bf16 mixed precision (`--dtype bf16`) over any backend: bf16 storage, fp32 arithmetic.
+//
+// The model keeps weights (the compute copy) and activations, and their gradients, in bf16;
+// the fp32 master weights, weight gradients, Adam moments, RMSNorm's 1/rms, attention's
+// log-sum-exp and the cross-entropy statistics stay fp32 (parallel/zero.hpp says who owns
+// what). Every op here takes any mix of the two: a bf16 argument is widened to an fp32
+// scratch copy (exact), the wrapped backend's fp32 op runs, and a bf16 result is rounded back
+// to nearest even. So each op computes as a bf16 kernel with fp32 accumulation would, and
+// rounds once per output; on the CPU that is what CI checks against fp32 and across layouts.
+// The CUDA backend runs the same way until it has native bf16 kernels.
+#include <optional>
+
+#include "model/backend.hpp"
+
+namespace tetra {
+namespace {
+
+// One argument of one op, as the fp32 tensor the wrapped backend computes on.
+class Wide {
+ public:
+  // read: the op reads it (an input, or an output it accumulates into or updates in place).
+  Wide(Backend& be, const Tensor& t, bool read = true) : orig_(t), t_(t) {
+    if (t.dtype != DType::BF16) return;
+    scratch_.emplace(be, t.numel(), DType::F32);
+    t_ = scratch_->flat();
+    t_.dims = t.dims, t_.ndim = t.ndim;
+    if (read) be.cast(t_, t);
+  }
+  operator const Tensor&() const { return t_; }
+  // An output: rounds the fp32 result into the bf16 tensor.
+  void store(Backend& be) const {
+    if (scratch_) be.cast(orig_, t_);
+  }
+
+ private:
+  Tensor orig_, t_;
+  std::optional<Buffer> scratch_;
+};
+
+class MixedPrecisionBackend final : public Backend {
+ public:
+  explicit MixedPrecisionBackend(std::unique_ptr<Backend> inner) : in_(std::move(inner)) {}
+  Device device() const override { return in_->device(); }
+  std::string name() const override { return in_->name(); }
+
+  // Scratch Buffers are made on this backend, so alloc_stats counts them too.
+  void* raw_alloc(size_t bytes) override { return in_->raw_alloc(bytes); }
+  void raw_free(void* p, size_t bytes) override { in_->raw_free(p, bytes); }
+  void upload(Tensor dst, const void* host) override { in_->upload(dst, host); }
+  void download(void* host, const Tensor& src) override { in_->download(host, src); }
+  void synchronize() override { in_->synchronize(); }
+  void* stream() override { return in_->stream(); }
+  std::string device_uuid() const override { return in_->device_uuid(); }
+  bool has_bf16() const override { return in_->has_bf16(); }
+
+  void fill(Tensor x, float value) override {
+    const Wide w(*this, x, false);
+    in_->fill(w, value);
+    w.store(*this);
+  }
+  void copy(Tensor dst, const Tensor& src) override {
+    if (dst.dtype == src.dtype) return in_->copy(dst, src);
+    in_->cast(dst, src);
+  }
+  void cast(Tensor dst, const Tensor& src) override { in_->cast(dst, src); }
+  void add(Tensor y, const Tensor& x) override {
+    const Wide wy(*this, y), wx(*this, x);
+    in_->add(wy, wx);
+    wy.store(*this);
+  }
+  void add3(Tensor out, const Tensor& a, const Tensor& b) override {
+    const Wide wo(*this, out, false), wa(*this, a), wb(*this, b);
+    in_->add3(wo, wa, wb);
+    wo.store(*this);
+  }
+  void scale(Tensor x, float alpha) override {
+    const Wide w(*this, x);
+    in_->scale(w, alpha);
+    w.store(*this);
+  }
+  double sum_squares(const Tensor& x) override { return in_->sum_squares(Wide(*this, x)); }
+  // Moves bytes only: any dtype as it is.
+  void transpose_blocks(Tensor dst, const Tensor& src, int64_t a, int64_t b) override {
+    in_->transpose_blocks(dst, src, a, b);
+  }
+
+  void matmul(Tensor C, const Tensor& A, bool ta, const Tensor& B, bool tb, float alpha,
+              float beta) override {
+    const Wide wc(*this, C, beta != 0.f), wa(*this, A), wb(*this, B);
+    in_->matmul(wc, wa, ta, wb, tb, alpha, beta);
+    wc.store(*this);
+  }
+
+  void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& table,
+                         int64_t vocab_start) override {
+    const Wide wo(*this, out, false), wt(*this, table);
+    in_->embedding_forward(wo, tokens, wt, vocab_start);
+    wo.store(*this);
+  }
+  void embedding_backward(Tensor dtable, const Tensor& tokens, const Tensor& dout,
+                          int64_t vocab_start) override {
+    const Wide wd(*this, dtable), wg(*this, dout);
+    in_->embedding_backward(wd, tokens, wg, vocab_start);
+    wd.store(*this);
+  }
+
+  void rmsnorm_forward(Tensor y, Tensor rstd, const Tensor& x, const Tensor& w,
+                       float eps) override {
+    const Wide wy(*this, y, false), wr(*this, rstd, false), wx(*this, x), ww(*this, w);
+    in_->rmsnorm_forward(wy, wr, wx, ww, eps);
+    wy.store(*this);
+    wr.store(*this);
+  }
+  void rmsnorm_backward(Tensor dx, Tensor dw, const Tensor& dy, const Tensor& x, const Tensor& w,
+                        const Tensor& rstd) override {
+    const Wide wdx(*this, dx, false), wdw(*this, dw), wdy(*this, dy), wx(*this, x), ww(*this, w),
+        wr(*this, rstd);
+    in_->rmsnorm_backward(wdx, wdw, wdy, wx, ww, wr);
+    wdx.store(*this);
+    wdw.store(*this);
+  }
+  void rope(Tensor x, int heads, const Tensor& pos, double theta, bool inverse) override {
+    const Wide w(*this, x);
+    in_->rope(w, heads, pos, theta, inverse);
+    w.store(*this);
+  }
+
+  void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                         const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
+    const Wide wo(*this, out, false), wl(*this, lse, false), wq(*this, q), wk(*this, k),
+        wv(*this, v);
+    in_->attention_forward(wo, wl, wq, wk, wv, q_pos, k_pos, s);
+    wo.store(*this);
+    wl.store(*this);
+  }
+  void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
+                          const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                          const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
+    const Wide wdq(*this, dq, false), wdk(*this, dk, false), wdv(*this, dv, false), wg(*this, dout),
+        wq(*this, q), wk(*this, k), wv(*this, v), wo(*this, out), wl(*this, lse);
+    in_->attention_backward(wdq, wdk, wdv, wg, wq, wk, wv, wo, wl, q_pos, k_pos, s);
+    wdq.store(*this);
+    wdk.store(*this);
+    wdv.store(*this);
+  }
+
+  void swiglu_forward(Tensor h, const Tensor& gate, const Tensor& up) override {
+    const Wide wh(*this, h, false), wg(*this, gate), wu(*this, up);
+    in_->swiglu_forward(wh, wg, wu);
+    wh.store(*this);
+  }
+  void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dh, const Tensor& gate,
+                       const Tensor& up) override {
+    const Wide wdg(*this, dgate, false), wdu(*this, dup, false), wdh(*this, dh), wg(*this, gate),
+        wu(*this, up);
+    in_->swiglu_backward(wdg, wdu, wdh, wg, wu);
+    wdg.store(*this);
+    wdu.store(*this);
+  }
+
+  void ce_row_max(Tensor row_max, const Tensor& logits) override {
+    const Wide wm(*this, row_max, false), wl(*this, logits);
+    in_->ce_row_max(wm, wl);
+    wm.store(*this);
+  }
+  void ce_stats(Tensor stats, const Tensor& logits, const Tensor& row_max, const Tensor& targets,
+                int64_t vocab_start) override {
+    const Wide ws(*this, stats, false), wl(*this, logits), wm(*this, row_max);
+    in_->ce_stats(ws, wl, wm, targets, vocab_start);
+    ws.store(*this);
+  }
+  void ce_backward(Tensor logits, const Tensor& row_max, const Tensor& stats, const Tensor& targets,
+                   int64_t vocab_start, float scale) override {
+    const Wide wl(*this, logits), wm(*this, row_max), ws(*this, stats);
+    in_->ce_backward(wl, wm, ws, targets, vocab_start, scale);
+    wl.store(*this);
+  }
+
+  // The optimizer works on the fp32 master shard only.
+  void adamw(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamW& h) override {
+    in_->adamw(param, grad, m, v, h);
+  }
+
+ private:
+  std::unique_ptr<Backend> in_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_mixed_precision_backend(std::unique_ptr<Backend> inner) {
+  return std::make_unique<MixedPrecisionBackend>(std::move(inner));
+}
+
+}  // namespace tetra

@@ -1,0 +1,174 @@
+// tetra plan: the seeds' Llama 3 405B arithmetic, each number to the rounding the seeds print
+// it with; the traffic model against a hand count; --compare against a real run (exact
+// bytes, memory within 10%, exit 1 on a mismatch). The layout tests (tests/mpi) check the
+// same models on every rank of every layout they run.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <fstream>
+#include <regex>
+
+#include "spawn.hpp"
+#include "tools/lib/options.hpp"
+#include "tools/lib/plan/memory.hpp"
+#include "tools/lib/plan/plan_report.hpp"
+#include "tools/lib/plan/traffic.hpp"
+
+using namespace tetra;
+using namespace tetra::test;
+
+namespace {
+
+std::string plan_text(const std::string& flags) {
+  std::vector<std::string> args = {"plan"};
+  std::istringstream words(flags);
+  for (std::string w; words >> w;) args.push_back(w);
+  return plan::plan_report(parse_command_line(args).plan);
+}
+
+// The number right after the first match of `before` (commas dropped), scaled by a unit
+// that follows it: "ms" and "us" become seconds.
+double number_after(const std::string& text, const std::string& before) {
+  const std::regex re(before + "\\s*([0-9][0-9,]*\\.?[0-9]*(?:e[+-]?[0-9]+)?)\\s*(ms|us)?");
+  std::smatch m;
+  if (!std::regex_search(text, m, re)) {
+    FAIL("no '" << before << "' in:\n" << text);
+    return NAN;
+  }
+  std::string digits = m[1];
+  digits.erase(std::remove(digits.begin(), digits.end(), ','), digits.end());
+  const double scale = m[2] == "ms" ? 1e-3 : m[2] == "us" ? 1e-6 : 1;
+  return std::stod(digits) * scale;
+}
+
+// x printed with the seeds' rounding: to `digits` significant digits it reads `seed`.
+void check_rounds_to(double x, double seed, int digits) {
+  const double unit = std::pow(10.0, std::floor(std::log10(std::abs(seed))) - digits + 1);
+  CAPTURE(x);
+  CAPTURE(seed);
+  CHECK(std::llround(x / unit) == std::llround(seed / unit));
+}
+
+const char* k405b8k =
+    "--preset llama3-405b --gpu h100 --dtype bf16 --zero 3 --tp 8 --pp 16 --dp 128 "
+    "--global-batch 2048 --micro-batch 1 --schedule gpipe --tokens 15.6e12 "
+    "--achieved-tflops 400 --mfu 41";
+
+}  // namespace
+
+TEST_CASE("plan: the seeds' Llama 3 405B numbers, each to its printed rounding") {
+  const std::string t = plan_text(k405b8k);
+  INFO(t);
+  check_rounds_to(number_after(t, "tokens: "), 3.79e25, 3);                        // 6ND
+  check_rounds_to(number_after(t, "bf16 weights"), 810, 2);                        // GB
+  check_rounds_to(number_after(t, "\\(ZeRO's mixed-precision Adam\\)"), 6.48, 3);  // TB
+  CHECK(number_after(t, "so at least") == 81);                                     // GPUs of 80 GB
+  CHECK(t.find("GPUs of 80.0 GB") != std::string::npos);
+  check_rounds_to(number_after(t, "TFLOP/s per GPU: "), 3000, 2);     // GPU-years
+  check_rounds_to(number_after(t, "GPU-years on one GPU, "), 67, 2);  // days on 16,384
+  CHECK(t.find("days on 16,384") != std::string::npos);
+  CHECK(number_after(t, "tokens per step \\(") == 16.8);  // M tokens
+  CHECK(t.find("131,072 tokens per replica") != std::string::npos);
+  check_rounds_to(number_after(t, "tp 8: "), 1.75, 3);
+  check_rounds_to(number_after(t, "dp 128: "), 1.98, 3);
+  check_rounds_to(number_after(t, "over 128 ranks: "), 19.8, 3);  // GB sent per 10 GB
+  check_rounds_to(number_after(t, "sent by each, "), 0.4, 1);     // s at 50 GB/s
+  check_rounds_to(number_after(t, "network, "), 0.044, 2);        // s at 450 GB/s
+  CHECK(t.find("50.0 GB/s network") != std::string::npos);
+  CHECK(t.find("450 GB/s NVLink") != std::string::npos);
+  CHECK(t.find("4 all-reduces per layer") != std::string::npos);
+  check_rounds_to(number_after(t, "of the step: "), 48, 2);  // % at m = 16
+  CHECK(t.find("at m = 16,") != std::string::npos);
+  check_rounds_to(number_after(t, "at m = 32, "), 19, 2);       // % at m = 64
+  check_rounds_to(number_after(t, "at m = 64, "), 10.5, 3);     // % at m = 128
+  check_rounds_to(number_after(t, "41% to 42%: "), 620000, 2);  // GPU-hours
+  // The groups in [TP, CP, PP, DP] order: TP inside a node of 8, the rest across nodes.
+  CHECK(
+      t.find(
+          "tp groups of 8 (ranks 0, 1, 2, 3, ... 7 form the first; 2048 groups): inside a node") !=
+      std::string::npos);
+  CHECK(t.find("dp groups of 128 (ranks 0, 128, 256, 384, ... 16256 form the first; 128 groups): "
+               "across nodes") != std::string::npos);
+}
+
+TEST_CASE("plan: the seeds' long-context layout 8 x 16 x 16 x 8 is 16,384 ranks") {
+  const std::string t = plan_text(
+      "--preset llama3-405b --dtype bf16 --zero 3 --tp 8 --cp 16 --pp 16 --dp 8 --seq-len 131072 "
+      "--global-batch 128 --micro-batch 1");
+  INFO(t);
+  CHECK(t.find("TP 8 x CP 16 x PP 16 x DP 8 = 16,384 ranks") != std::string::npos);
+  CHECK(t.find("131,072 tokens per replica") == std::string::npos);  // 16 sequences of 128K
+  CHECK(t.find("2,097,152 tokens per replica") != std::string::npos);
+  CHECK(t.find("cp rank 0 holds tokens 0-4095, 126976-131071") != std::string::npos);
+}
+
+TEST_CASE("plan: presets and machines") {
+  for (const char* preset : {"llama3-8b", "llama3-70b", "llama3-405b", "demo", "bench"})
+    CHECK_NOTHROW(plan::preset_named(preset));
+  CHECK(plan::preset_named("llama3-8b").model.matmul_params() > 6.9e9);
+  CHECK_THROWS_WITH(parse_command_line({"plan", "--preset", "gpt5"}),
+                    doctest::Contains("--preset takes"));
+  const plan::Machine a100 = plan::machine_named("a100");
+  CHECK(a100.peak_flops == 312e12);
+  // Explicit numbers replace the --gpu's.
+  PlanOptions o =
+      parse_command_line({"plan", "--gpu", "h200", "--peak-tflops", "500", "--gpu-memory", "100",
+                          "--network", "25", "--gpus-per-node", "4"})
+          .plan;
+  const plan::Machine m = plan::machine_of(o);
+  CHECK(m.peak_flops == 500e12);
+  CHECK(m.memory_bytes == 100e9);
+  CHECK(m.network_Bps == 25e9);
+  CHECK(m.nvlink_Bps == 450e9);
+  CHECK(m.gpus_per_node == 4);
+}
+
+TEST_CASE("plan: traffic of TP 2 x PP 2 by hand") {
+  // Demo model: L 4, d 128, vocab 256; S 64, 4 micro-batches of 1 per step, fp32.
+  TrainOptions o = parse_command_line({"plan", "--tp", "2", "--pp", "2", "--global-batch", "4",
+                                       "--micro-batch", "1"})
+                       .plan.train;
+  const plan::Setup s = plan::make_setup(o, o.model);
+  const double x = 64.0 * 128 * 4;  // [T, d] fp32
+  for (int stage : {0, 1}) {
+    const auto by = plan::bytes_by_group(plan::step_traffic(s, stage));
+    // Two blocks: 4 all-reduces each per micro-batch; the embedding's (stage 0) or the LM
+    // head's input gradient and the loss's row maxima and statistics (stage 1). Ring factor
+    // 2(N-1)/N = 1.
+    const double tp = 4 * (2 * 4 * x + x) + (stage == 1 ? 4 * (64 * 4 + 128 * 4) : 0);
+    CHECK(by.at("tp") == tp);
+    CHECK(by.at("pp") == 4 * x);  // one [T, d] message per micro-batch, each way
+    CHECK(by.at("cp") == 0);
+    CHECK(by.at("dp_cp") == 0);
+    CHECK(by.at("world") == 2.0 * 3 / 4 * 24);
+  }
+}
+
+TEST_CASE(
+    "plan --compare: a real run's bytes exactly and its peak within 10%; a mismatch exits 1") {
+  const std::string metrics = tmp_path("plan_metrics.jsonl");
+  std::remove(metrics.c_str());
+  const std::string layout =
+      " --tp 2 --pp 2 --dp 2 --zero 2 --sp --layers 4 --dim 64 --heads 4 --kv-heads 2 "
+      "--ffn-dim 128 --seq-len 16 --global-batch 8 --micro-batch 2";
+  const Spawned run = spawn(
+      mpirun(8) + tetra_bin() + " train --steps 2 --peak-tflops 1 --metrics " + metrics + layout,
+      120);
+  REQUIRE_MESSAGE(run.status == 0, run.err);
+  const Spawned ok = spawn(tetra_bin() + " plan --compare " + metrics + layout, 30);
+  CHECK_MESSAGE(ok.status == 0, ok.out, ok.err);
+  CHECK(count(ok.out, " ok") == 2 * 6);  // 5 groups and the peak, each step
+  CHECK(ok.out.find("plan matches") != std::string::npos);
+  // Another layout's plan does not match this run.
+  const Spawned other = spawn(tetra_bin() + " plan --compare " + metrics +
+                                  std::regex_replace(layout, std::regex("--zero 2"), "--zero 3"),
+                              30);
+  CHECK(other.status == 1);
+  CHECK(other.out.find("MISMATCH") != std::string::npos);
+  CHECK(other.out.find("plan does NOT match") != std::string::npos);
+  std::remove(metrics.c_str());
+  // A file that is not there is bad input: one error line, exit 2.
+  const Spawned missing = spawn(tetra_bin() + " plan --compare " + metrics + layout, 30);
+  CHECK(missing.status == 2);
+  CHECK(count(missing.err, "tetra: error: --compare: cannot read") == 1);
+}
