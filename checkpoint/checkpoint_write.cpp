@@ -116,8 +116,8 @@ std::string resolve(const std::string& dir, const CheckpointRef& ref) {
 // (keep <= 0: none). Checkpoints of other lines (later ones a rollback abandoned, or earlier
 // ones of a run that started over) are never deleted behind the user's back, nor is one that
 // does not verify: it may still be salvageable, and deciding that is the user's. The
-// manifest goes first: a deletion cut short by a crash leaves a directory
-// that no longer verifies, not one that looks complete and is not.
+// manifest goes first: a deletion cut short by a crash leaves a directory that no longer
+// verifies, not one that looks complete and is not.
 void prune(const std::string& dir, const CheckpointRef& parent, int keep) {
   if (keep <= 0) return;
   std::vector<std::string> line;  // the ancestors in dir, newest first

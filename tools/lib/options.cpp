@@ -68,6 +68,17 @@ CLI::Validator one_of(const std::vector<std::string>& values) {
       "");
 }
 
+// "a,b,,c" -> {"a", "b", "", "c"}.
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at <= s.size();) {
+    const size_t comma = std::min(s.find(',', at), s.size());
+    out.push_back(s.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
+}
+
 const CLI::Validator kPositive = rule(CLI::PositiveNumber, "must be positive");
 const CLI::Validator kNonNegative = rule(CLI::NonNegativeNumber, "must not be negative");
 const CLI::Validator kAtLeast1 =
@@ -193,11 +204,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option_function<std::string>(
          "--allow-change",
          [&o](const std::string& v) {
-           for (size_t at = 0; at <= v.size();) {
-             const size_t comma = std::min(v.find(',', at), v.size());
-             o.allow_change.insert(v.substr(at, comma - at));
-             at = comma + 1;
-           }
+           for (const std::string& name : split_commas(v)) o.allow_change.insert(name);
          },
          "settings a resumed run may change from the checkpoint's run, comma-separated: "
          "data, lr, min-lr, warmup, steps, clip, weight-decay")
@@ -205,15 +212,11 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
       ->default_str("\"\"")
       ->check(CLI::Validator(
           [](std::string& s) -> std::string {
-            for (size_t at = 0; at <= s.size();) {
-              const size_t comma = std::min(s.find(',', at), s.size());
-              const std::string name = s.substr(at, comma - at);
+            for (const std::string& name : split_commas(s))
               if (std::find(kChangeable.begin(), kChangeable.end(), name) == kChangeable.end())
                 return "takes a comma-separated list of data, lr, min-lr, warmup, steps, clip, "
                        "weight-decay (got '" +
                        name + "')";
-              at = comma + 1;
-            }
             return "";
           },
           ""));
