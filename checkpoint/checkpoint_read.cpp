@@ -294,6 +294,12 @@ std::string Reader::describe() const {
   os << "  model: " << model_.str() << ", rope theta " << model_.rope_theta << ", norm eps "
      << model_.norm_eps << "\n";
   os << "  layout: " << state_.layout.dump() << "\n";
+  os << "  run: " << state_.run.dump() << "\n";
+  os << "  parent: "
+     << (state_.parent.name.empty()
+             ? "none (its line starts at step 0)"
+             : state_.parent.name + " (manifest " + crc_hex(state_.parent.manifest_crc) + ")")
+     << "\n";
   uint64_t total = 0;
   for (const ShardRecord& s : shards_) total += s.bytes;
   os << "  files: " << shards_.size() << ", " << total << " bytes, " << kChecksumAlgorithm << "\n";

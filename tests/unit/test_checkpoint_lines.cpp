@@ -156,6 +156,9 @@ TEST_CASE("checkpoint: resuming follows the line of `latest`, never another line
   save_one(dir, 5, 1, 0);
   CHECK(read_bytes(dir + "/latest") == "step_00000005\n");
   CHECK(find_latest(dir, nullptr) == dir + "/step_00000005");
+  const std::string parent = "parent: step_00000003 (manifest " +
+                             crc_hex(reference_to(dir, dir + "/step_00000003").manifest_crc) + ")";
+  CHECK(Reader(dir + "/step_00000005").describe().find(parent) != std::string::npos);
 
   std::vector<std::string> warnings;
   corrupt(5);  // the newest of B: back to B's 3, not A's 6 (newer) or 4 (closer)
