@@ -9,13 +9,15 @@
 #             NCCL communicator's calls on a group of one (tests/unit/test_nccl.cpp)
 #   train     one GPU against the CPU: 8 steps, per-step losses within 2e-4 relative; two
 #             GPU runs bitwise equal; the final weights of both, tensor by tensor (printed)
+#   bf16      --dtype bf16 on the GPU against the CPU: 8 steps within 3e-3 relative (the bf16
+#             layout tests' bound), two GPU runs bitwise equal, MFU against the bf16 peak
 #   errors    --device cuda with no GPU visible, --comm nccl with two ranks on one GPU: one
 #             error line each, exit 2
 #   bench     tokens/s and MFU of the benchmark model (dim 512, 8 layers, seq 256)
 #   nccl      NCCL in every group of a one-rank run (losses bitwise equal to the MPI path's);
 #             --comm auto mixing NCCL (groups of one) and MPI (groups sharing the GPU) in
 #             TP 2 and DP 2 runs, against one GPU
-#   layouts   the DP, TP, PP, CP and 4D layout tests, every rank on the one GPU (MPI path)
+#   layouts   the DP, TP, PP, CP, 4D and bf16 layout tests, every rank on the one GPU (MPI path)
 #   memcheck  compute-sanitizer memcheck over the op tests
 #   racecheck compute-sanitizer racecheck over the op tests
 # A phase whose feature is missing says SKIP, never PASS.
@@ -134,6 +136,33 @@ sys.exit(0 if ok else 1)
 EOF
 }
 
+# bf16 on the GPU (the mixed-precision backend over the fp32 kernels) against bf16 on the CPU:
+# per-step losses within 3e-3 relative, the bound of the bf16 layout tests
+# (tests/mpi/test_bf16.cpp), since a value near a rounding tie may round to the other
+# neighbour on the other device; two GPU runs bitwise equal.
+bf16() {
+  local d=$out/bf16 run dev
+  rm -rf "$d" && mkdir -p "$d"
+  for run in gpu1 gpu2 cpu; do
+    dev=cuda
+    [ $run = cpu ] && dev=cpu
+    "$TETRA" train "${SMALL[@]}" --dtype bf16 --device $dev --metrics "$d/$run.jsonl" \
+      >"$d/$run.txt" || return 1
+  done
+  grep -q 'BF16 peak' "$d/gpu1.txt" || { echo "MFU is not against the bf16 peak"; return 1; }
+  python3 - "$d" <<'EOF'
+import json, sys
+d = sys.argv[1]
+load = lambda n: [json.loads(l)["loss"] for l in open(f"{d}/{n}.jsonl")]
+g1, g2, c = load("gpu1"), load("gpu2"), load("cpu")
+worst = max(abs(a - b) / abs(b) for a, b in zip(g1, c))
+ok = len(g1) == len(c) == 8 and worst <= 3e-3 and g1 == g2
+print(f"bf16, 8 steps: max rel loss gap GPU vs CPU {worst:.2e} (limit 3e-3); two GPU runs "
+      f"{'bitwise equal' if g1 == g2 else 'DIFFER'}")
+sys.exit(0 if ok else 1)
+EOF
+}
+
 # expect_error WHAT COMMAND...: the command must exit 2 with exactly one "tetra: error:" line.
 expect_error() {
   local what=$1 msg rc
@@ -198,7 +227,7 @@ EOF
 
 layouts() {
   (cd "$B" && TETRA_TEST_ARGS="--device cuda --comm mpi" \
-    ctest --output-on-failure -R '^(dp_zero|tp|pp|cp_4d)$') || return 1
+    ctest --output-on-failure -R '^(dp_zero|tp|pp|cp_4d|bf16)$') || return 1
 }
 
 if [ "${1:-}" = --run-phase ]; then
@@ -223,6 +252,7 @@ if [ ! -x "$TETRA" ]; then
 fi
 phase ops 60 ops
 phase train 60 train
+phase bf16 60 bf16
 phase errors 30 errors
 phase bench 60 bench
 phase nccl 90 nccl

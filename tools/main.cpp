@@ -1,6 +1,7 @@
 // tetra: the command-line program. `tetra train [flags]` trains, `tetra plan` predicts a
 // layout's memory, traffic and time (or checks them against a run), `tetra ckpt` inspects or
-// verifies checkpoints, `tetra launch` supervises a training command (tools/lib/options.hpp
+// verifies checkpoints, `tetra plot` draws SVG pictures of a run or a schedule, `tetra launch`
+// supervises a training command (tools/lib/options.hpp
 // parses them all); every input error ends with one "tetra: error: ..." line from rank 0 and
 // exit status 2 on every rank, a diverged run (a non-finite loss or gradient norm) likewise
 // with exit status 65.
@@ -19,6 +20,8 @@
 #include "tools/lib/options.hpp"
 #include "tools/lib/plan/compare.hpp"
 #include "tools/lib/plan/plan_report.hpp"
+#include "tools/lib/plot.hpp"
+#include "tools/lib/svg_schedule.hpp"
 #include "tools/lib/trainer.hpp"
 
 namespace {
@@ -64,9 +67,12 @@ int plan_command(const tetra::PlanOptions& opt, int rank) {
     } else {
       text = tetra::plan::plan_report(opt);
     }
-    // --draw: the schedule's picture belongs to tetra plot (tools/lib/plot); refused until
-    // it is there, rather than silently ignored.
-    tetra::check(opt.draw.empty(), "--draw: drawing the schedule is not built yet");
+    // --draw: the planned schedule simulated and drawn, as tetra plot --schedule draws it.
+    if (!opt.draw.empty() && rank == 0) {
+      const tetra::plan::Setup s = tetra::plan::make_setup(opt.train, opt.train.model);
+      tetra::write_svg(opt.draw, tetra::schedule_svg(s.run.schedule, s.layout().pp, opt.train.vpp,
+                                                     s.run.micro_batches));
+    }
   });
   if (rank == 0) std::printf("%s", text.c_str());
   return rc;
@@ -95,6 +101,10 @@ int main(int argc, char** argv) {
       rc = plan_command(cli.plan, rank);
     } else if (cli.command == "ckpt") {
       tetra::agree(MPI_COMM_WORLD, [&] { ckpt_command(cli.ckpt, rank); });
+    } else if (cli.command == "plot") {
+      tetra::agree(MPI_COMM_WORLD, [&] {
+        if (rank == 0) tetra::plot_command(cli.plot);
+      });
     }
   } catch (const tetra::DivergedError& e) {  // every rank has it: rank 0 reports
     if (rank == 0) std::fprintf(stderr, "tetra: error: %s\n", e.what());

@@ -13,6 +13,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "model/backend.hpp"
+#include "util/bf16.hpp"
 
 using namespace tetra;
 
@@ -412,3 +414,47 @@ TEST_CASE("cuda backend: errors become tetra::Error and leave the backend usable
 }
 
 #endif  // TETRA_HAVE_CUDA
+
+TEST_CASE("cuda backend: bf16 casts round as the CPU's do; ops on bf16 tensors agree") {
+  SKIP_WITHOUT_GPU();
+  // Ties both ways, either side of a tie, a NaN, the overflow to infinity, a subnormal.
+  const std::vector<float> x = {1.0f,
+                                std::bit_cast<float>(0x3F808000u),
+                                std::bit_cast<float>(0x3F818000u),
+                                std::bit_cast<float>(0x3F808001u),
+                                std::bit_cast<float>(0x3F807FFFu),
+                                -0.0f,
+                                NAN,
+                                3.4e38f,
+                                1e-40f};
+  std::vector<std::vector<uint16_t>> rounded;
+  std::vector<std::vector<float>> products;
+  for (int side = 0; side < 2; ++side) {
+    auto be = make_mixed_precision_backend(side == 0 ? make_cpu_backend(1) : make_cuda_backend(0));
+    const int64_t n = int64_t(x.size());
+    Buffer f(*be, n), h(*be, n, DType::BF16);
+    be->upload(f.flat(), x.data());
+    be->cast(h.flat(), f.flat());
+    std::vector<uint16_t> got(x.size());
+    be->download(got.data(), h.flat());
+    rounded.push_back(got);
+    // C [8, 8] (fp32, accumulated) += A [8, 16] B [8, 16]^T, A and B bf16: the weight
+    // gradient's shape of mixed precision.
+    Buffer a(*be, 128, DType::BF16), b(*be, 128, DType::BF16), c(*be, 64);
+    std::vector<uint16_t> ha(128), hb(128);
+    for (int i = 0; i < 128; ++i) {
+      ha[size_t(i)] = float_to_bf16(std::sin(0.37f * float(i)));
+      hb[size_t(i)] = float_to_bf16(std::cos(0.11f * float(i)));
+    }
+    be->upload(a.flat(), ha.data());
+    be->upload(b.flat(), hb.data());
+    be->fill(c.flat(), 0.5f);
+    be->matmul(c.view({8, 8}), a.view({8, 16}), false, b.view({8, 16}), true, 1.f, 1.f);
+    std::vector<float> hc(64);
+    be->download(hc.data(), c.flat());
+    products.push_back(hc);
+  }
+  CHECK(rounded[0] == rounded[1]);
+  for (size_t i = 0; i < x.size(); ++i) CHECK(rounded[1][i] == float_to_bf16(x[i]));
+  for (size_t i = 0; i < 64; ++i) CHECK(std::abs(products[0][i] - products[1][i]) <= 1e-5f);
+}

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "model/error.hpp"
+#include "parallel/trace.hpp"
 
 namespace tetra {
 
@@ -53,8 +54,12 @@ bool FaultPlan::first_attempt() {
 
 void FaultPlan::during_step(int rank, int64_t step) const {
   if (mode == Mode::None || rank != this->rank || !first_attempt()) return;
-  if (mode == Mode::Slow && step >= this->step)
+  if (mode == Mode::Slow && step >= this->step) {
+    // Compute time for the straggler report (outside any communication call), and a span of
+    // its own in a trace.
+    trace::Span span(trace::Lane::Compute, [](trace::Event& e) { e.name = "injected slow"; });
     std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
+  }
   if (step != this->step) return;
   if (mode == Mode::Kill) {
     std::fprintf(stderr, "tetra: injected failure: killing rank %d at step %lld\n", rank,

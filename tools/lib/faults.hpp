@@ -3,7 +3,8 @@
 //   kill     SIGKILL in the middle of the step (the default)
 //   ckpt     SIGKILL in the middle of writing the first checkpoint at or after STEP
 //   hang     stops answering: sleeps forever, so the others block until the watchdog fires
-//   slow=MS  sleeps MS milliseconds every step from STEP on (a straggler)
+//   slow=MS  sleeps MS milliseconds every step from STEP on (a straggler: the sleep counts
+//            as its compute, so the step line names it)
 #pragma once
 #include <cstdint>
 #include <string>

@@ -274,6 +274,30 @@ void add_launch_options(CLI::App& app, LaunchOptions& o) {
              "no notes on stderr between attempts (the summary is still printed)");
 }
 
+void add_plot_options(CLI::App& app, PlotOptions& o) {
+  app.option_defaults()->group("What to draw (one of)");
+  add(app, "--loss", o.loss, "METRICS", "the loss per step, with the entropy floor and ln(vocab)");
+  add(app, "--trace", o.trace, "TRACE",
+      "one traced step (tetra train --trace): a lane per rank, forward and backward boxes "
+      "colored by micro-batch, communication and waiting");
+  add(app, "--barrier", o.barrier, "METRICS",
+      "one step's compute and wait per rank, the straggler marked");
+  add_choice(app, "--schedule", o.schedule, {"gpipe", "1f1b", "interleaved"},
+             "a pipeline schedule, from the simulator");
+  app.option_defaults()->group("Options");
+  add(app, "--out", o.out, "FILE", "the SVG file to write");
+  add(app, "--step", o.step, "N",
+      "--trace: the step (-1: the first traced); --barrier: the step (-1: the last with a "
+      "straggler, else the last)")
+      ->check(rule(CLI::Range(int64_t(-1), std::numeric_limits<int64_t>::max()),
+                   "must be -1 or a step"));
+  add(app, "--pp", o.pp, "N", "--schedule: pipeline ranks")->check(kAtLeast1);
+  add(app, "--vpp", o.vpp, "V", "--schedule: virtual stages per rank (interleaved)")
+      ->check(kAtLeast1);
+  add(app, "--micro-batches", o.micro_batches, "M", "--schedule: micro-batches (0: 2*PP)")
+      ->check(kNonNegative);
+}
+
 // CLI11's help layout, but a switch shows its default too ("--sp [off]"), so that every
 // flag in --help carries its default.
 class Formatter : public CLI::Formatter {
@@ -448,6 +472,17 @@ std::unique_ptr<CLI::App> make_app(CommandLine& into) {
         ->type_name("")
         ->required();
   }
+
+  CLI::App* plot = app->add_subcommand("plot",
+                                       "draw a run's loss, a traced step, the barrier "
+                                       "of a step or a pipeline schedule as SVG");
+  configure(*plot);
+  plot->footer(
+      "tetra plot --loss run.jsonl --out loss.svg\n"
+      "tetra plot --trace trace.json [--step N] --out step.svg\n"
+      "tetra plot --barrier run.jsonl [--step N] --out barrier.svg\n"
+      "tetra plot --schedule interleaved --pp 4 --vpp 2 --micro-batches 8 --out sched.svg");
+  add_plot_options(*plot, into.plot);
   return app;
 }
 
@@ -499,6 +534,18 @@ CommandLine parse_command_line(std::vector<std::string> args) {
     check(!cli.launch.command.empty(), "no command after '--' (see tetra launch --help)");
   } else if (cli.command == "ckpt") {
     cli.ckpt.action = apps[2]->get_name();
+  } else if (cli.command == "plot") {
+    const PlotOptions& o = cli.plot;
+    const auto given = [&](const char* flag) { return apps[1]->count(flag) > 0; };
+    const int inputs =
+        given("--loss") + given("--trace") + given("--barrier") + given("--schedule");
+    check(inputs == 1, "tetra plot needs exactly one of --loss, --trace, --barrier or --schedule",
+          inputs ? " (got " + std::to_string(inputs) + ")" : "", " (see tetra plot --help)");
+    check(!o.out.empty(), "tetra plot needs --out FILE");
+    for (const char* flag : {"--pp", "--vpp", "--micro-batches"})
+      check(o.schedule.empty() ? !given(flag) : true, flag, " goes with --schedule");
+    check(!given("--step") || !o.trace.empty() || !o.barrier.empty(),
+          "--step goes with --trace or --barrier");
   }
   return cli;
 }

@@ -85,13 +85,22 @@ struct PlanOptions {
   std::string compare, draw;   // a metrics file to check; an SVG file to draw the schedule to
 };
 
+// `tetra plot`: exactly one of loss, trace, barrier (input files) or schedule (a kind, drawn
+// for pp, vpp and micro_batches; 0 micro-batches: 2 * PP), written as SVG to out.
+struct PlotOptions {
+  std::string loss, trace, barrier, schedule, out;
+  int pp = 4, vpp = 1, micro_batches = 0;
+  int64_t step = -1;  // --trace: the first traced step; --barrier: the last with a straggler
+};
+
 struct CommandLine {
-  std::string command;  // "train", "plan", "launch" or "ckpt"; empty when help was asked for
+  std::string command;  // "train", "plan", "launch", "ckpt" or "plot"; empty when help was asked for
   std::string help;     // the --help text asked for, else empty
   TrainOptions train;
   PlanOptions plan;
   LaunchOptions launch;
   CkptOptions ckpt;
+  PlotOptions plot;
 };
 
 // Parses tetra's arguments (argv without the program name). Throws tetra::Error with a
@@ -102,8 +111,8 @@ CommandLine parse_command_line(std::vector<std::string> args);
 // parse_command_line({"train", args...}).train, for callers that build flag lists.
 TrainOptions parse_train_options(const std::vector<std::string>& args);
 
-// The CLI11 app behind parse_command_line: subcommands train, plan, launch and ckpt (inspect,
-// verify), whose options write into `into`. Tests walk it to check every flag's --help.
+// The CLI11 app behind parse_command_line: subcommands train, plan, launch, ckpt (inspect,
+// verify) and plot, whose options write into `into`. Tests walk it to check every flag's --help.
 std::unique_ptr<CLI::App> make_app(CommandLine& into);
 
 }  // namespace tetra

@@ -67,7 +67,8 @@ std::string startup_report(const TrainOptions& opt, const ModelConfig& cfg, cons
   return os.str();
 }
 
-RunReport::RunReport(const std::string& metrics_path) : metrics_path_(metrics_path) {
+RunReport::RunReport(const std::string& metrics_path, double entropy_floor, double ln_vocab)
+    : metrics_path_(metrics_path), entropy_floor_(entropy_floor), ln_vocab_(ln_vocab) {
   if (metrics_path.empty()) return;
   metrics_.open(metrics_path, std::ios::app);
   check(bool(metrics_), "cannot open --metrics file '", metrics_path, "'");
@@ -82,6 +83,9 @@ void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
     hfu_ += r.hfu;
     ++timed_;
   }
+  wait_ms_.resize(r.wait_ms.size());
+  for (size_t q = 0; q < r.wait_ms.size(); ++q) wait_ms_[q] += r.wait_ms[q];
+  straggler_steps_ += r.straggler.rank >= 0;
   std::printf(
       "step %5lld | loss %.4f | lr %.2e | gnorm %.3f | %8.0f tok/s | MFU %5.2f%% | "
       "HFU %5.2f%% | %7.1f ms | comm %4.1f%%",
@@ -89,6 +93,10 @@ void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
       r.step_ms, 100 * r.comm_share);
   if (pipelined)
     std::printf(" | bubble %4.1f%% (formula %4.1f%%)", 100 * r.bubble, 100 * r.bubble_formula);
+  // The rank that held the step back, and the wait it added to the others.
+  if (r.straggler.rank >= 0)
+    std::printf(" | straggler rank %d: compute %.1f ms (median %.1f), cost the others %.1f ms",
+                r.straggler.rank, r.straggler.compute, r.straggler.median, r.straggler.cost);
   std::printf("\n");
   std::fflush(stdout);
   if (metrics_.is_open()) {
@@ -111,6 +119,16 @@ void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
     json bytes = json::object();
     for (const auto& [group, s] : r.comm) bytes[group] = int64_t(std::llround(s.bytes));
     j["comm_bytes"] = bytes;
+    json compute = json::array(), wait = json::array();
+    for (size_t q = 0; q < r.compute_ms.size(); ++q) {
+      compute.push_back(num(r.compute_ms[q]));
+      wait.push_back(num(r.wait_ms[q]));
+    }
+    j["compute_ms"] = compute;
+    j["wait_ms"] = wait;
+    j["straggler"] = r.straggler.rank >= 0 ? json(r.straggler.rank) : json(nullptr);
+    if (entropy_floor_ >= 0) j["entropy_floor"] = entropy_floor_;
+    j["ln_vocab"] = ln_vocab_;
     metrics_ << j.dump() << "\n";
     metrics_.flush();
     // A full disk must stop the run, not drop its metrics without a word.
@@ -119,15 +137,20 @@ void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
   }
 }
 
-void RunReport::summary(int64_t first_step, int64_t last_step, double seconds, double entropy_floor,
-                        double ln_vocab) const {
+void RunReport::summary(int64_t first_step, int64_t last_step, double seconds) const {
   const int n = std::max(timed_, 1);
   std::printf("summary: steps %lld-%lld in %.1f s | final loss %.4f", (long long)first_step,
               (long long)last_step, seconds, last_loss_);
-  if (entropy_floor >= 0)
-    std::printf(" (entropy floor %.4f, ln(vocab) %.4f)", entropy_floor, ln_vocab);
+  if (entropy_floor_ >= 0)
+    std::printf(" (entropy floor %.4f, ln(vocab) %.4f)", entropy_floor_, ln_vocab_);
   std::printf(" | %.0f tok/s | MFU %.2f%% | HFU %.2f%% | peak memory per rank %.1f MiB\n",
               tokens_per_s_ / n, 100 * mfu_ / n, 100 * hfu_ / n, peak_memory_ / (1 << 20));
+  if (wait_ms_.size() < 2) return;
+  std::printf("wait per rank over the run (s), %d step%s with a straggler:", straggler_steps_,
+              straggler_steps_ == 1 ? "" : "s");
+  for (size_t q = 0; q < wait_ms_.size(); ++q)
+    std::printf("%s %zu: %.3f", q == 0 ? "" : ",", q, wait_ms_[q] / 1e3);
+  std::printf("\n");
 }
 
 }  // namespace tetra

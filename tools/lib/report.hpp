@@ -5,11 +5,13 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "model/config.hpp"
 #include "parallel/comm.hpp"
 #include "tools/lib/options.hpp"
 #include "tools/lib/run_plan.hpp"
+#include "tools/lib/straggler.hpp"
 
 namespace tetra {
 
@@ -24,6 +26,10 @@ struct StepResult {
   double bubble = 0, bubble_formula = 0;
   double peak_memory_bytes = 0;           // most backend memory any rank held during the step
   std::map<std::string, CommStats> comm;  // this rank, this step, per group
+  // Per world rank: the step's time outside communication calls and inside them (pipeline
+  // receives included), up to the step's end; the straggler among them, if any.
+  std::vector<double> compute_ms, wait_ms;
+  Straggler straggler;
 };
 
 // The start-up table: the run, the model, the batch, the data, the device and its
@@ -38,18 +44,23 @@ std::string startup_report(const TrainOptions& opt, const ModelConfig& cfg, cons
 class RunReport {
  public:
   // Appends to --metrics when metrics_path is not empty; throws tetra::Error when it cannot.
-  explicit RunReport(const std::string& metrics_path);
+  // entropy_floor: the data's best possible loss (negative when unknown); ln_vocab: the loss
+  // of a uniform guess, where training starts. Both go into every record, for tetra plot.
+  RunReport(const std::string& metrics_path, double entropy_floor, double ln_vocab);
   // The step's line and JSON record. timed: counts in the summary's averages (the first
   // step of a run warms up and does not, unless it is the only one).
   void step(const StepResult& r, bool pipelined, bool timed);
-  void summary(int64_t first_step, int64_t last_step, double seconds, double entropy_floor,
-               double ln_vocab) const;
+  // The summary line, then each rank's total wait over the run's steps.
+  void summary(int64_t first_step, int64_t last_step, double seconds) const;
 
  private:
   std::string metrics_path_;
   std::ofstream metrics_;
+  double entropy_floor_, ln_vocab_;
   double last_loss_ = 0, tokens_per_s_ = 0, mfu_ = 0, hfu_ = 0, peak_memory_ = 0;
   int timed_ = 0;
+  std::vector<double> wait_ms_;  // per rank, summed over every step
+  int straggler_steps_ = 0;
 };
 
 }  // namespace tetra

@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <iomanip>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "checkpoint/gather.hpp"
 #include "checkpoint/hf_io.hpp"
@@ -356,19 +358,31 @@ StepResult Trainer::measure(const StepTotals& totals, const PipelineStats& pipe,
               ? r.tokens_per_s * (model_flops_per_token(cfg_) + recompute_flops_per_token(cfg_)) /
                     (world * peak_flops_)
               : r.mfu;
-  double comm_s = -pipe.wait_seconds;  // the bubble is shown on its own
+  double wait_s = 0;  // inside communication calls, pipeline receives (the bubble) included
   for (Comm* c : {grid_.tp.get(), grid_.cp.get(), grid_.pp.get(), grid_.dp_cp.get()}) {
     r.comm[c->name()] = c->stats;
-    comm_s += c->stats.seconds;
+    wait_s += c->stats.seconds;
   }
   r.comm["world"] = grid_.world->stats;
-  comm_s += grid_.world->stats.seconds;
-  r.comm_share = comm_s / seconds;
-  // The largest peak of backend memory over the ranks (weights, gradients, Adam state,
-  // activations), so that ZeRO stages and pipeline schedules can be compared.
-  double peak = double(be_->alloc_stats.peak);
-  grid_.world->all_reduce_host(&peak, 1, ReduceOp::Max);
-  r.peak_memory_bytes = peak;
+  wait_s += grid_.world->stats.seconds;
+  r.comm_share = (wait_s - pipe.wait_seconds) / seconds;  // the bubble is shown on its own
+
+  // One small all-reduce over the world at the step's end, after the counters above were
+  // read (so it is not in this step's bytes): every rank's compute and wait, each rank
+  // writing its own slot of zeros (an all-gather), and its peak of backend memory (weights,
+  // gradients, Adam state, activations), of which the step reports the largest.
+  const int world_size = grid_.world->size(), me = grid_.world->rank();
+  std::vector<double> slots(3 * size_t(world_size), 0.0);
+  slots[3 * me] = seconds - wait_s;
+  slots[3 * me + 1] = wait_s;
+  slots[3 * me + 2] = double(be_->alloc_stats.peak);
+  grid_.world->all_reduce_host(slots.data(), int(slots.size()));
+  for (int q = 0; q < world_size; ++q) {
+    r.compute_ms.push_back(1e3 * slots[3 * q]);
+    r.wait_ms.push_back(1e3 * slots[3 * q + 1]);
+    r.peak_memory_bytes = std::max(r.peak_memory_bytes, slots[3 * q + 2]);
+  }
+  r.straggler = find_straggler(r.compute_ms);
   return r;
 }
 
@@ -415,7 +429,8 @@ void Trainer::run() {
   agree(world_, [&] {
     if (!root) return;
     if (!opt_.trace.empty()) trace::check_writable(opt_.trace);
-    report = std::make_unique<RunReport>(opt_.metrics);
+    report = std::make_unique<RunReport>(opt_.metrics, data_->entropy_floor(),
+                                         std::log(double(opt_.data_vocab)));
   });
   const auto t0 = Clock::now();
   const int64_t first_step = step_;  // above 0 after a resume
@@ -448,8 +463,7 @@ void Trainer::run() {
   }
   if (!opt_.export_path.empty()) export_weights(opt_.export_path);
   if (!root) return;
-  report->summary(first_step, opt_.steps - 1, seconds_since(t0), data_->entropy_floor(),
-                  std::log(double(opt_.data_vocab)));
+  report->summary(first_step, opt_.steps - 1, seconds_since(t0));
   if (!opt_.export_path.empty()) std::printf("exported weights to %s\n", opt_.export_path.c_str());
   if (tracing)
     std::printf("trace of steps %lld-%lld written to %s\n", (long long)trace_from,
