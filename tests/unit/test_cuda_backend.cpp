@@ -413,8 +413,6 @@ TEST_CASE("cuda backend: errors become tetra::Error and leave the backend usable
   CHECK(be->sum_squares(x.flat()) == doctest::Approx(9000.0));
 }
 
-#endif  // TETRA_HAVE_CUDA
-
 TEST_CASE("cuda backend: bf16 casts round as the CPU's do; ops on bf16 tensors agree") {
   SKIP_WITHOUT_GPU();
   // Ties both ways, either side of a tie, a NaN, the overflow to infinity, a subnormal.
@@ -458,3 +456,5 @@ TEST_CASE("cuda backend: bf16 casts round as the CPU's do; ops on bf16 tensors a
   for (size_t i = 0; i < x.size(); ++i) CHECK(rounded[1][i] == float_to_bf16(x[i]));
   for (size_t i = 0; i < 64; ++i) CHECK(std::abs(products[0][i] - products[1][i]) <= 1e-5f);
 }
+
+#endif  // TETRA_HAVE_CUDA
