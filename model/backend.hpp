@@ -61,6 +61,20 @@ class Backend {
   virtual void download(void* host, const Tensor& src) = 0;
   // Blocks until queued work is done (no-op on CPU).
   virtual void synchronize() {}
+  // A point in the backend's queue of work, done once everything queued before it is. CPU
+  // work is done when its call returns, so the CPU's events are done when recorded.
+  class Event {
+   public:
+    virtual ~Event() = default;
+    virtual bool done() = 0;  // without blocking
+    virtual void wait() = 0;
+  };
+  virtual std::unique_ptr<Event> record_event();
+  // Host memory for staging this backend's buffers through the host (the MPI path):
+  // page-locked on a GPU (cudaMallocHost), so that copies run at the bus's speed; plain
+  // memory on CPU.
+  virtual void* host_alloc(size_t bytes);
+  virtual void host_free(void* p);
   // The CUDA stream (a cudaStream_t) the backend queues its work on, for communicators that
   // queue theirs in the same order (NCCL); null on CPU.
   virtual void* stream() { return nullptr; }
@@ -156,6 +170,22 @@ std::unique_ptr<Backend> make_mixed_precision_backend(std::unique_ptr<Backend> i
 // GPU count share them. Throws when no GPU is visible.
 std::unique_ptr<Backend> make_cuda_backend(int local_rank);
 #endif
+
+// Staging memory on the host from a backend's host_alloc, grown on demand and reused.
+class HostBuffer {
+ public:
+  explicit HostBuffer(Backend* be = nullptr) : be_(be) {}
+  ~HostBuffer();
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+  // At least `bytes` of memory (the old contents are not kept when it grows).
+  char* get(Backend& be, size_t bytes);
+
+ private:
+  Backend* be_;
+  char* p_ = nullptr;
+  size_t size_ = 0;
+};
 
 // Owns memory from a backend; hands out views. Movable, not copyable.
 class Buffer {

@@ -1,8 +1,45 @@
 #include "model/backend.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace tetra {
+
+namespace {
+class DoneEvent final : public Backend::Event {
+ public:
+  bool done() override { return true; }
+  void wait() override {}
+};
+}  // namespace
+
+std::unique_ptr<Backend::Event> Backend::record_event() {
+  return std::make_unique<DoneEvent>();
+}
+
+void* Backend::host_alloc(size_t bytes) {
+  void* p = std::malloc(std::max<size_t>(bytes, 1));
+  check(p != nullptr, "out of host memory allocating ", bytes, " bytes of staging");
+  return p;
+}
+
+void Backend::host_free(void* p) {
+  std::free(p);
+}
+
+HostBuffer::~HostBuffer() {
+  if (p_) be_->host_free(p_);
+}
+
+char* HostBuffer::get(Backend& be, size_t bytes) {
+  if (bytes <= size_ && be_ == &be) return p_;
+  if (p_) be_->host_free(p_);
+  p_ = nullptr;
+  be_ = &be;
+  p_ = static_cast<char*>(be.host_alloc(bytes));
+  size_ = bytes;
+  return p_;
+}
 
 Buffer::Buffer(Backend& be, int64_t numel, DType dtype) : be_(&be), numel_(numel), dtype_(dtype) {
   check(numel >= 0, "negative buffer size");

@@ -49,6 +49,9 @@ class MixedPrecisionBackend final : public Backend {
   void upload(Tensor dst, const void* host) override { in_->upload(dst, host); }
   void download(void* host, const Tensor& src) override { in_->download(host, src); }
   void synchronize() override { in_->synchronize(); }
+  std::unique_ptr<Event> record_event() override { return in_->record_event(); }
+  void* host_alloc(size_t bytes) override { return in_->host_alloc(bytes); }
+  void host_free(void* p) override { in_->host_free(p); }
   void* stream() override { return in_->stream(); }
   std::string device_uuid() const override { return in_->device_uuid(); }
   bool has_bf16() const override { return in_->has_bf16(); }

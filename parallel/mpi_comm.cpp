@@ -58,18 +58,18 @@ void mpi_check(int rc, const char* what, const std::string& group) {
 }
 
 // A tensor as MPI sees it: host memory as it is; any other memory (a GPU's) through a host
-// copy made by the backend in `scratch`, which grows as needed and is reused from call to
-// call. `read` fills the copy first; commit() writes it back.
+// copy made by the backend in `scratch` (the backend's staging memory, pinned on a GPU),
+// which grows as needed and is reused from call to call. `read` fills the copy first;
+// commit() writes it back.
 class HostView {
  public:
-  HostView(Backend* be, const Tensor& t, bool read, std::vector<char>& scratch) : be_(be), t_(t) {
+  HostView(Backend* be, const Tensor& t, bool read, HostBuffer& scratch) : be_(be), t_(t) {
     if (t.device == Device::CPU) {
       ptr_ = t.ptr;
       return;
     }
     check(be != nullptr, "the MPI communicator was given device memory but no backend");
-    if (scratch.size() < t.bytes()) scratch.resize(t.bytes());
-    ptr_ = staged_ = scratch.data();
+    ptr_ = staged_ = scratch.get(*be, t.bytes());
     if (read) be->download(ptr_, t);
   }
   void* ptr() const { return ptr_; }
@@ -84,11 +84,26 @@ class HostView {
   char* staged_ = nullptr;  // the host copy, when the tensor is not host memory
 };
 
+// Staging buffers for non-blocking calls, kept for reuse: pinned memory is slow to allocate.
+// Shared with the requests, which may outlive their communicator.
+struct StagingPool {
+  std::vector<std::unique_ptr<HostBuffer>> spare;
+};
+
 // The staging memory and view of a non-blocking call, which must live until its wait.
 struct Staging {
-  std::vector<char> scratch;
+  std::shared_ptr<StagingPool> pool;
+  std::unique_ptr<HostBuffer> scratch;
   HostView view;
-  Staging(Backend* be, const Tensor& t, bool read) : view(be, t, read, scratch) {}
+  Staging(std::shared_ptr<StagingPool> p, Backend* be, const Tensor& t, bool read)
+      : pool(std::move(p)), scratch(take(*pool)), view(be, t, read, *scratch) {}
+  ~Staging() { pool->spare.push_back(std::move(scratch)); }
+  static std::unique_ptr<HostBuffer> take(StagingPool& p) {
+    if (p.spare.empty()) return std::make_unique<HostBuffer>();
+    auto b = std::move(p.spare.back());
+    p.spare.pop_back();
+    return b;
+  }
 };
 
 class MpiRequest final : public Comm::Request {
@@ -204,7 +219,7 @@ class MpiComm final : public Comm {
   std::unique_ptr<Request> isend(const Tensor& x, int peer, int tag) override {
     Timed t(stats, CommOp::SendRecv, double(x.bytes()), "isend", name_);
     MPI_Request r;
-    auto h = std::make_unique<Staging>(be_, x, true);
+    auto h = std::make_unique<Staging>(pool_, be_, x, true);
     mpi_check(MPI_Isend(h->view.ptr(), int(x.numel()), mpi_type(x), peer, tag, comm_, &r), "isend",
               name_);
     return std::make_unique<MpiRequest>(r, std::move(h), stats, watched_, watchdog::Op::WaitSend,
@@ -213,7 +228,7 @@ class MpiComm final : public Comm {
   std::unique_ptr<Request> irecv(Tensor x, int peer, int tag) override {
     Timed t(stats, CommOp::SendRecv, 0, "irecv", name_);
     MPI_Request r;
-    auto h = std::make_unique<Staging>(be_, x, false);
+    auto h = std::make_unique<Staging>(pool_, be_, x, false);
     mpi_check(MPI_Irecv(h->view.ptr(), int(x.numel()), mpi_type(x), peer, tag, comm_, &r), "irecv",
               name_);
     return std::make_unique<MpiRequest>(r, std::move(h), stats, watched_, watchdog::Op::WaitRecv,
@@ -247,8 +262,9 @@ class MpiComm final : public Comm {
 
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
-  std::vector<char> stage_in_, stage_out_;  // host copies of device tensors (blocking calls)
-  watchdog::Group watched_;                 // shows blocking calls to the watchdog
+  HostBuffer stage_in_, stage_out_;  // host copies of device tensors (blocking calls)
+  std::shared_ptr<StagingPool> pool_ = std::make_shared<StagingPool>();  // non-blocking calls
+  watchdog::Group watched_;  // shows blocking calls to the watchdog
 };
 
 }  // namespace

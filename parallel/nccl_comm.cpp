@@ -68,6 +68,7 @@ class NcclComm final : public Comm {
         host_(make_mpi_comm(c, name)),
         watched_(c, name),
         stream_(static_cast<cudaStream_t>(be.stream())) {
+    bind_backend(&be);
     check(stream_ != nullptr, "group ", name, ": NCCL needs a CUDA backend");
     // Rank 0 makes the id; the group's MPI communicator carries it to the others.
     ncclUniqueId id;
@@ -228,17 +229,14 @@ class NcclComm final : public Comm {
     for (NcclComm* c : live) c->post_held(nullptr, 0);
   }
 
-  // Waits for the stream (and so for this call's NCCL kernels), shown to the watchdog as a
-  // blocking call, and turns NCCL's asynchronous errors into tetra::Error.
+  // Waits for an event recorded after this call's NCCL kernels on the backend's stream,
+  // shown to the watchdog as a blocking call, and turns NCCL's asynchronous errors into
+  // tetra::Error.
   void complete(watchdog::Op op, int peer = -1) {
     watchdog::Call w(watched_, op, peer);
+    const std::unique_ptr<Backend::Event> done = be_->record_event();
     for (;;) {
-      const cudaError_t e = cudaStreamQuery(stream_);
-      if (e == cudaSuccess) return;
-      if (e != cudaErrorNotReady) {
-        cudaGetLastError();
-        fail("CUDA error waiting for NCCL on group ", name_, ": ", cudaGetErrorString(e));
-      }
+      if (done->done()) return;
       ncclResult_t async = ncclSuccess;
       nccl_check(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError", name_);
       if (async != ncclSuccess && async != ncclInProgress) {

@@ -34,7 +34,8 @@ CMapMat cmat(const Tensor& t) {
   return CMapMat(t.f32(), t.rows(), t.cols());
 }
 
-constexpr int64_t kChunk = 1 << 16;  // fixed reduction chunk for sum_squares
+constexpr int64_t kChunk = 1 << 16;                 // fixed reduction chunk for sum_squares
+constexpr int64_t kTileRows = 64, kTileCols = 256;  // matmul's tiles of C
 
 // An exception must not leave an OpenMP parallel region (the program would terminate): the
 // attention loops, which allocate their score matrices per thread, catch inside and keep the
@@ -64,7 +65,7 @@ class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int threads) {
     omp_set_num_threads(threads);
-    Eigen::setNbThreads(threads);
+    Eigen::setNbThreads(1);  // matmul threads over tiles itself
   }
   Device device() const override { return Device::CPU; }
   std::string name() const override { return "cpu"; }
@@ -173,21 +174,36 @@ class CpuBackend final : public Backend {
 
   void matmul(Tensor C, const Tensor& A, bool ta, const Tensor& B, bool tb, float alpha,
               float beta) override {
-    gemm_dims(C, A, ta, B, tb);
+    const GemmDims g = gemm_dims(C, A, ta, B, tb);
     MapMat c = mat(C);
     CMapMat a = cmat(A), b = cmat(B);
-    if (beta == 0.f)
-      c.setZero();
-    else if (beta != 1.f)
-      c *= beta;
-    if (!ta && !tb)
-      c.noalias() += alpha * (a * b);
-    else if (!ta && tb)
-      c.noalias() += alpha * (a * b.transpose());
-    else if (ta && !tb)
-      c.noalias() += alpha * (a.transpose() * b);
-    else
-      c.noalias() += alpha * (a.transpose() * b.transpose());
+    // C in fixed tiles of kTileRows x kTileCols, one thread each, every tile a single-threaded
+    // Eigen product over the whole k: Eigen's own threading picks its k-blocking by the
+    // thread count, which would change the rounding, so results would depend on the threads.
+    // Tiles make them depend on the shapes only.
+    const int64_t tm = (g.m + kTileRows - 1) / kTileRows, tn = (g.n + kTileCols - 1) / kTileCols;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t i = 0; i < tm; ++i) {
+      for (int64_t j = 0; j < tn; ++j) {
+        const int64_t r0 = i * kTileRows, rn = std::min(kTileRows, g.m - r0);
+        const int64_t c0 = j * kTileCols, cn = std::min(kTileCols, g.n - c0);
+        auto ct = c.block(r0, c0, rn, cn);
+        if (beta == 0.f)
+          ct.setZero();
+        else if (beta != 1.f)
+          ct *= beta;
+        // op(A) rows [r0, r0 + rn) and op(B) columns [c0, c0 + cn).
+        if (!ta && !tb)
+          ct.noalias() += alpha * (a.middleRows(r0, rn) * b.middleCols(c0, cn));
+        else if (!ta && tb)
+          ct.noalias() += alpha * (a.middleRows(r0, rn) * b.middleRows(c0, cn).transpose());
+        else if (ta && !tb)
+          ct.noalias() += alpha * (a.middleCols(r0, rn).transpose() * b.middleCols(c0, cn));
+        else
+          ct.noalias() +=
+              alpha * (a.middleCols(r0, rn).transpose() * b.middleRows(c0, cn).transpose());
+      }
+    }
   }
 
   void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& table,

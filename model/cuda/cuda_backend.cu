@@ -129,6 +129,33 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  // An event recorded on the backend's stream.
+  class CudaEvent final : public Event {
+   public:
+    explicit CudaEvent(cudaStream_t s) {
+      CUDA_CHECK(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming));
+      CUDA_CHECK(cudaEventRecord(e_, s));
+    }
+    ~CudaEvent() override { cudaEventDestroy(e_); }
+    bool done() override {
+      const cudaError_t r = cudaEventQuery(e_);
+      if (r == cudaErrorNotReady) return false;
+      CUDA_CHECK(r);
+      return true;
+    }
+    void wait() override { CUDA_CHECK(cudaEventSynchronize(e_)); }
+
+   private:
+    cudaEvent_t e_ = nullptr;
+  };
+  std::unique_ptr<Event> record_event() override { return std::make_unique<CudaEvent>(stream_); }
+  // Pinned host memory: device copies from it run at the bus's speed.
+  void* host_alloc(size_t bytes) override {
+    void* p = nullptr;
+    CUDA_CHECK(cudaMallocHost(&p, std::max<size_t>(bytes, 1)));
+    return p;
+  }
+  void host_free(void* p) override { cudaFreeHost(p); }
   void* stream() override { return stream_; }
   bool has_bf16() const override {
     int major = 0;
@@ -140,7 +167,8 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
     char hex[2 * sizeof(prop.uuid.bytes) + 1];
     for (size_t i = 0; i < sizeof(prop.uuid.bytes); ++i)
-      std::snprintf(hex + 2 * i, 3, "%02x", unsigned(static_cast<unsigned char>(prop.uuid.bytes[i])));
+      std::snprintf(hex + 2 * i, 3, "%02x",
+                    unsigned(static_cast<unsigned char>(prop.uuid.bytes[i])));
     return std::string("GPU-") + hex;
   }
 
@@ -161,8 +189,8 @@ class CudaBackend final : public Backend {
     if (dst.dtype == src.dtype) return copy(dst, src);
     if (n == 0) return;
     if (dst.dtype == DType::BF16 && src.dtype == DType::F32) {
-      f32_to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(
-          static_cast<uint16_t*>(dev(dst)), f32(src), n);
+      f32_to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(static_cast<uint16_t*>(dev(dst)),
+                                                                  f32(src), n);
     } else if (dst.dtype == DType::F32 && src.dtype == DType::BF16) {
       bf16_to_f32_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(
           f32(dst), static_cast<const uint16_t*>(dev(src)), n);

@@ -457,4 +457,19 @@ TEST_CASE("cuda backend: bf16 casts round as the CPU's do; ops on bf16 tensors a
   for (size_t i = 0; i < 64; ++i) CHECK(std::abs(products[0][i] - products[1][i]) <= 1e-5f);
 }
 
+TEST_CASE("cuda backend: events mark the stream's work; staging memory is pinned") {
+  SKIP_WITHOUT_GPU();
+  auto be = make_cuda_backend(0);
+  Buffer x(*be, 1 << 24);
+  be->fill(x.flat(), 1.f);
+  const auto ev = be->record_event();
+  ev->wait();
+  CHECK(ev->done());
+  void* p = be->host_alloc(4096);
+  cudaPointerAttributes a{};
+  REQUIRE(cudaPointerGetAttributes(&a, p) == cudaSuccess);
+  CHECK(a.type == cudaMemoryTypeHost);  // page-locked, not pageable
+  be->host_free(p);
+}
+
 #endif  // TETRA_HAVE_CUDA

@@ -3,6 +3,8 @@
 // cores is said once.
 #include <doctest/doctest.h>
 
+#include <cstdio>
+#include <regex>
 #include <string>
 #include <thread>
 
@@ -33,4 +35,32 @@ TEST_CASE("threads: a rank runs as many threads as the cores it may use") {
   const Spawned over = spawn("OMP_NUM_THREADS=4 taskset -c 0 " + tetra_bin() + kTrain);
   REQUIRE(over.status == 0);
   CHECK(count(over.err, "tetra: warning: 4 threads per rank, but a rank may run on 1 core") == 1);
+}
+
+TEST_CASE("threads: the thread count changes no bit of a run, fp32 or bf16") {
+  // Odd sizes so that matmul's tiles are ragged; three steps so that Adam runs too. The
+  // metrics file writes losses and gradient norms with every bit.
+  const std::string args =
+      " train --steps 3 --dim 96 --layers 2 --heads 4 --kv-heads 2 --ffn-dim 200 --seq-len 24"
+      " --global-batch 6 --peak-tflops 1";
+  const std::regex field(R"re("(grad_norm|loss)":[-0-9.eE+]+)re");
+  for (const std::string dtype : {"fp32", "bf16"}) {
+    CAPTURE(dtype);
+    std::string seen[3];
+    for (int t = 1; t <= 3; ++t) {
+      const std::string metrics = tmp_path("threads_" + dtype + std::to_string(t) + ".jsonl");
+      std::remove(metrics.c_str());
+      const Spawned r = spawn("OMP_NUM_THREADS=" + std::to_string(t) + " " + tetra_bin() + args +
+                              " --dtype " + dtype + " --metrics " + metrics);
+      REQUIRE(r.status == 0);
+      const std::string text = slurp(metrics);
+      for (auto it = std::sregex_iterator(text.begin(), text.end(), field);
+           it != std::sregex_iterator(); ++it)
+        seen[t - 1] += it->str() + "\n";
+      std::remove(metrics.c_str());
+    }
+    CHECK(count(seen[0], "loss") == 3);
+    CHECK(seen[0] == seen[1]);
+    CHECK(seen[0] == seen[2]);
+  }
 }
