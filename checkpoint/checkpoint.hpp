@@ -1,13 +1,19 @@
 // Sharded checkpoints: DIR/step_00000100/ holds one safetensors file per rank
 // (rank_00003.safetensors: the rank's parameter, Adam m and Adam v shards) and
-// manifest.json (model config, layout, step, tokens seen, RNG and sampler state, every
-// shard file's size and checksum).
+// manifest.json (model config, layout, step, tokens seen, RNG and sampler state, the run's
+// settings, the checkpoint it follows, every shard file's size and checksum, and its own
+// checksum).
 //
 // Writing is crash-safe: everything goes into step_00000100.tmp/, each file is flushed
 // (fsync) before the directory is renamed, which happens only after every rank has
 // finished; DIR/latest (a one-line file naming the directory) then moves atomically by
-// rename. Only the newest `keep` complete checkpoints are kept. Nothing that exists is
-// ever overwritten in place.
+// rename. Nothing that exists is ever overwritten in place.
+//
+// Lines: each checkpoint names its parent, the checkpoint the run that wrote it had
+// resumed from or written before it. Resuming from an earlier checkpoint starts a new line;
+// `latest` names the newest checkpoint of the line being trained, and resuming, falling
+// back past a corrupt checkpoint and pruning to the newest `keep` all follow parents, so
+// they never cross to another line.
 //
 // Reading works at any layout: each shard file names, for every stored segment, the
 // parameter (Hugging Face name), the TP rank and size that held it, and the range of that
@@ -38,6 +44,15 @@ struct Segment {
   const float* adam_v = nullptr;
 };
 
+// A checkpoint as a later one names it: its directory name when it is in the same
+// checkpoint directory, else its path, and its manifest's checksum, which tells it apart
+// from a checkpoint of another line that later took the same name.
+struct CheckpointRef {
+  std::string name;  // "" for none: the first checkpoint of a line that started at step 0
+  uint32_t manifest_crc = 0;
+  bool operator==(const CheckpointRef&) const = default;
+};
+
 // What a run needs besides the tensors to continue exactly where it stopped.
 struct RunState {
   int64_t step = 0;         // steps completed; the next step to run
@@ -48,7 +63,9 @@ struct RunState {
   int64_t sampler_step = 0;
   int global_batch = 0;
   json model;   // ModelConfig as JSON (model_to_json)
-  json layout;  // {"tp","cp","pp","dp","vpp","zero","sp","schedule"}: informational
+  json layout;  // {"tp","cp","pp","dp","vpp","zero","sp","schedule"}; tp..dp are checked
+  json run;     // the settings of the run that wrote it (the trainer's; an object)
+  CheckpointRef parent;
 };
 
 json model_to_json(const ModelConfig& c);
@@ -70,7 +87,7 @@ std::string save(MPI_Comm world, const std::string& dir, const RunState& state,
 // The single-process steps that save() runs, exposed so that a test or a tool can write a
 // checkpoint of any world size from one process:
 //   rank 0: tmp = begin_write(dir, step)
-//   rank r: shards[r] = write_shard(tmp, r, model, segments of rank r)
+//   rank r: shards[r] = write_shard(tmp, r, world_size, state, segments of rank r)
 //   rank 0: finish_write(dir, state, shards, keep)
 struct ShardRecord {
   std::string file;  // "rank_00003.safetensors"
@@ -80,24 +97,41 @@ struct ShardRecord {
 // Creates dir (with its parents) and an empty dir/step_<8 digits>.tmp, removing a stale one
 // that a crashed writer left. Returns the path of the .tmp directory.
 std::string begin_write(const std::string& dir, int64_t step);
-// Checks the segments against the model (known names, ranges inside the TP-local tensor)
-// and writes rank's shard file into tmp_dir, flushed to disk. Returns its size and checksum.
-ShardRecord write_shard(const std::string& tmp_dir, int rank, const ModelConfig& model,
+// Checks the segments against the model of `state` (known names, ranges inside the
+// TP-local tensor) and writes rank's shard file into tmp_dir, flushed to disk, its metadata
+// repeating the step, rank, world size and parent for cross-checks. Returns its size and
+// checksum.
+ShardRecord write_shard(const std::string& tmp_dir, int rank, int world_size, const RunState& state,
                         const std::vector<Segment>& segments);
 // Writes the manifest, moves the .tmp directory into place, updates dir/latest and deletes
-// old checkpoints. Returns the path of the new checkpoint directory.
+// the new checkpoint's ancestors beyond the newest `keep` of its line. Returns the path of
+// the new checkpoint directory.
 std::string finish_write(const std::string& dir, const RunState& state,
                          const std::vector<ShardRecord>& shards, int keep);
 
-// Checks a checkpoint directory without MPI: the manifest parses, every shard file it
-// lists exists with the listed size and checksum, every file parses as safetensors with
-// the segments it lists, and together they hold every parameter whole.
+// Checks a checkpoint directory without MPI: the manifest parses and matches its own
+// checksum; its step agrees with the directory's name, the sampler state, the tokens seen
+// and every shard file's metadata; its layout with the world size and the segments' TP
+// size; every shard file it lists exists with the listed size and checksum and parses as
+// safetensors with the segments it lists; together they hold every parameter whole, and
+// copies of a TP-replicated tensor are equal.
 // Returns an empty string when it verifies, else one line naming the file and the problem.
 std::string verify(const std::string& checkpoint_dir);
 
-// Newest complete checkpoint in dir (step_* directories, not *.tmp) that verifies;
-// each one skipped is reported through `warnings` ("skipping <dir>: <problem>").
-// Returns "" when there is none.
+// What `dir/latest` holds: the newest checkpoint of the line being trained, as a name in
+// dir or a path elsewhere (a line resumed from another directory), or kNoCheckpoint when
+// that line has none yet (a run that started over). set_latest replaces it atomically.
+inline constexpr const char* kNoCheckpoint = "none";
+void set_latest(const std::string& dir, const std::string& target);
+// The reference a checkpoint of `dir` gives to the checkpoint at `checkpoint_path`.
+CheckpointRef reference_to(const std::string& dir, const std::string& checkpoint_path);
+
+// The checkpoint to resume from in dir: the newest one of the line `latest` names that
+// verifies, following parents from there (never to a checkpoint of another line); without
+// a usable `latest`, the newest that verifies. Each one skipped is reported through
+// `warnings` ("skipping <dir>: <problem>"), as is a `latest` that names nothing here.
+// Returns "" when there is none: no checkpoint, a line without one yet, or (with warnings
+// starting "skipping") none on the line that verifies.
 std::string find_latest(const std::string& dir, std::vector<std::string>* warnings);
 
 // Reads a checkpoint for any layout.
@@ -108,6 +142,7 @@ class Reader {
   explicit Reader(const std::string& checkpoint_dir);
   const RunState& state() const { return state_; }
   const std::string& path() const { return dir_; }
+  uint32_t manifest_crc() const { return manifest_crc_; }
 
   enum class Kind { Param, AdamM, AdamV };
   // The whole global tensor `name` (global shape as ModelConfig gives it, row-major),
@@ -122,6 +157,9 @@ class Reader {
   // "" when every parameter of the model is whole in the checkpoint, else the first one
   // that is not and what is missing.
   std::string coverage_problem() const;
+  // "" when every tensor stored more than once (a TP-replicated one saved by each TP rank)
+  // holds equal copies, else the first difference. Reads those tensors.
+  std::string copies_problem() const;
 
  private:
   // A segment of `name` in files_[file]: TP-local elements [begin, end) of TP rank tp_rank,
@@ -137,6 +175,7 @@ class Reader {
 
   std::string dir_;
   RunState state_;
+  uint32_t manifest_crc_ = 0;
   ModelConfig model_;
   std::vector<ParamInfo> params_;    // every parameter of the model, global, in model order
   std::vector<ShardRecord> shards_;  // as the manifest lists them

@@ -1,6 +1,7 @@
 // Reading checkpoints: verify() and find_latest() decide which one a run may resume from;
 // Reader assembles whole tensors from the segments of any saved layout.
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -32,6 +33,12 @@ std::optional<Range> first_gap(std::vector<Range> ranges, int64_t n) {
   return std::nullopt;
 }
 
+const char* kind_name(Reader::Kind kind) {
+  return kind == Reader::Kind::Param   ? "weights"
+         : kind == Reader::Kind::AdamM ? "Adam m"
+                                       : "Adam v";
+}
+
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
@@ -57,15 +64,77 @@ std::string verify(const std::string& checkpoint_dir) {
             " does not match the manifest's ", crc_hex(s.crc32c), " (the file is corrupt)");
     }
     // Parses every shard's header and segments, which the checksums alone do not prove.
-    return Reader(checkpoint_dir).coverage_problem();
+    const Reader r(checkpoint_dir);
+    const std::string coverage = r.coverage_problem();
+    return coverage.empty() ? r.copies_problem() : coverage;
   } catch (const std::exception& e) {
     return e.what();
   }
 }
 
+namespace {
+
+// The checkpoint a reference names: a name in dir, or a path. "" when nothing is there.
+std::string locate(const std::string& dir, const std::string& name) {
+  const fs::path p = name.find('/') == std::string::npos ? fs::path(dir) / name : fs::path(name);
+  std::error_code ec;
+  return fs::is_directory(p, ec) ? p.string() : "";
+}
+
+// The newest checkpoint of the line whose newest is `head` that verifies, following parents;
+// "" when none does (each one skipped is reported) or the line cannot be followed further.
+std::string newest_on_line(const std::string& dir, std::string path,
+                           std::vector<std::string>& warnings) {
+  for (std::optional<uint32_t> expected;;) {
+    const std::string problem = verify(path);
+    if (problem.empty() && expected && read_manifest(path).checksum != *expected) {
+      // Its own parents are another line's: the line ends here.
+      warnings.push_back("skipping " + path +
+                         ": another line's checkpoint has taken the name of the one its "
+                         "successor follows");
+      return "";
+    }
+    if (problem.empty()) return path;
+    warnings.push_back("skipping " + path + ": " + problem);
+    const std::optional<CheckpointRef> parent = parent_of(path);
+    if (!parent) {
+      warnings.push_back(
+          "skipping the rest of its line: neither the manifest nor a shard file of " + path +
+          " says which checkpoint it follows");
+      return "";
+    }
+    if (parent->name.empty()) return "";  // the line began at step 0
+    path = locate(dir, parent->name);
+    if (path.empty()) return "";  // pruned or deleted: nothing older on this line
+    expected = parent->manifest_crc;
+  }
+}
+
+}  // namespace
+
 std::string find_latest(const std::string& dir, std::vector<std::string>* warnings) {
+  std::vector<std::string> ignored;
+  std::vector<std::string>& notes = warnings ? *warnings : ignored;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return "";
+  // `latest` names the newest checkpoint of the line being trained; the line continues
+  // through parents. Checkpoints of other lines (a rollback's abandoned later steps) are
+  // never taken in its place.
+  std::ifstream latest_file(fs::path(dir) / kLatestFile);
+  std::string latest;
+  std::getline(latest_file, latest);
+  if (latest_file.is_open()) {
+    if (latest == kNoCheckpoint) return "";
+    const bool a_name = latest.find('/') != std::string::npos || parse_step_dir_name(latest);
+    const std::string head = a_name ? locate(dir, latest) : "";
+    if (!head.empty()) return newest_on_line(dir, head, notes);
+    // A `latest` that names nothing here was edited or damaged: say so rather than ignore it.
+    std::ostringstream note;
+    note << "'" << (fs::path(dir) / kLatestFile).string() << "' names '" << latest
+         << "', which is not a checkpoint in '" << dir << "'; taking the newest that verifies";
+    notes.push_back(note.str());
+  }
+  // No usable `latest`: the newest complete checkpoint that verifies.
   std::vector<std::pair<int64_t, std::string>> found;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     const auto step = parse_step_dir_name(e.path().filename().string());
@@ -73,35 +142,19 @@ std::string find_latest(const std::string& dir, std::vector<std::string>* warnin
   }
   check(!ec, "cannot list checkpoint directory '", dir, "': ", ec.message());
   std::sort(found.rbegin(), found.rend());
-  // `latest` names the newest checkpoint of the current line of training: a run resumed
-  // from an earlier step leaves later, abandoned checkpoints behind. It comes first when it
-  // verifies; the others follow newest first, as fallbacks.
-  std::ifstream latest_file(fs::path(dir) / kLatestFile);
-  std::string latest;
-  std::getline(latest_file, latest);
-  const auto named = parse_step_dir_name(latest);
-  const auto it = std::find_if(found.begin(), found.end(),
-                               [&](const auto& f) { return named && f.first == *named; });
-  if (it != found.end()) {
-    std::rotate(found.begin(), it, it + 1);
-  } else if (latest_file.is_open() && warnings) {
-    // A `latest` that names nothing here was edited or damaged: say so rather than ignore it.
-    warnings->push_back("'" + (fs::path(dir) / kLatestFile).string() + "' names '" + latest +
-                        "', which is not a checkpoint in '" + dir +
-                        "'; taking the newest that verifies");
-  }
   for (const auto& [step, path] : found) {
     const std::string problem = verify(path);
     if (problem.empty()) return path;
-    if (warnings) warnings->push_back("skipping " + path + ": " + problem);
+    notes.push_back("skipping " + path + ": " + problem);
   }
   return "";
 }
 
 Reader::Reader(const std::string& checkpoint_dir) : dir_(checkpoint_dir) {
-  Manifest m = read_manifest(dir_);
-  state_ = std::move(m.state);
-  shards_ = std::move(m.shards);
+  const Manifest m = read_manifest(dir_);
+  manifest_crc_ = m.checksum;
+  state_ = m.state;
+  shards_ = m.shards;
   model_ = model_from_json(state_.model, "checkpoint '" + dir_ + "'");
   for (const UnitLayout& u : make_units(model_, 1, 0)) {
     params_.insert(params_.end(), u.params.begin(), u.params.end());
@@ -112,8 +165,12 @@ Reader::Reader(const std::string& checkpoint_dir) : dir_(checkpoint_dir) {
   std::map<std::pair<int, int>, std::map<std::string, ParamInfo>> views;
   for (size_t f = 0; f < shards_.size(); ++f) {
     files_.emplace_back((fs::path(dir_) / shards_[f].file).string());
+    check_shard_metadata(files_.back(), m, int(f));
     const std::string where = "checkpoint file '" + files_.back().path() + "'";
+    const int64_t layout_tp = *json_int(state_.layout.at("tp"));  // read_manifest checked it
     for (const SegmentRange& s : read_segments(files_.back())) {
+      check(s.tp_size == layout_tp, where, ": a segment of '", s.name, "' was cut for TP ",
+            s.tp_size, ", but the manifest's layout has TP ", layout_tp);
       auto& view = views[{s.tp_size, s.tp_rank}];
       if (view.empty()) {
         with_context(where, [&] {
@@ -138,29 +195,57 @@ std::vector<float> Reader::tensor(const std::string& name, Kind kind) const {
   check(param != params_.end(), "checkpoint '", dir_, "': the model has no tensor '", name, "'");
   const int64_t n = param->numel();
   std::vector<float> out(size_t(n), 0.0f);
-  std::vector<bool> have(size_t(n), false);
+  std::vector<int> from(size_t(n), -1);  // the piece each element came from
   int64_t covered = 0;
   const auto it = pieces_.find(name);
   if (it != pieces_.end()) {
     std::vector<float> buf;
-    for (const Piece& p : it->second) {
+    for (size_t k = 0; k < it->second.size(); ++k) {
+      const Piece& p = it->second[k];
       buf.resize(size_t(p.end - p.begin));
       files_[p.file].read(segment_tensor(name, p.tp_rank, p.begin, kind), 0, int64_t(buf.size()),
                           buf.data());
       for (int64_t i = p.begin; i < p.end; ++i) {
         const auto g = size_t(p.param.global_index(i, p.tp_rank));
-        out[g] = buf[size_t(i - p.begin)];
-        covered += have[g] ? 0 : 1;
-        have[g] = true;
+        const float x = buf[size_t(i - p.begin)];
+        if (from[g] >= 0) {
+          // A TP-replicated tensor saved by several TP ranks: the copies must agree bit for
+          // bit, or the checkpoint does not say which one the run held.
+          const Piece& q = it->second[size_t(from[g])];
+          check(std::memcmp(&out[g], &x, sizeof x) == 0, "checkpoint '", dir_, "': tensor '", name,
+                "' (", kind_name(kind), ") has copies that differ at flat index ", g, ": ", out[g],
+                " from TP rank ", q.tp_rank, " in ", shards_[q.file].file, ", ", x,
+                " from TP rank ", p.tp_rank, " in ", shards_[p.file].file);
+          continue;
+        }
+        out[g] = x;
+        from[g] = int(k);
+        ++covered;
       }
     }
   }
   if (covered < n) {
-    const auto first = std::find(have.begin(), have.end(), false) - have.begin();
+    const auto first = std::find(from.begin(), from.end(), -1) - from.begin();
     fail("checkpoint '", dir_, "': tensor '", name, "' is incomplete: ", n - covered, " of ", n,
          " elements are in no shard file (the first at flat index ", first, ")");
   }
   return out;
+}
+
+std::string Reader::copies_problem() const {
+  try {
+    for (const ParamInfo& p : params_) {
+      const auto it = pieces_.find(p.name);
+      if (p.tp_dim >= 0 || it == pieces_.end()) continue;
+      const bool copies = std::any_of(it->second.begin(), it->second.end(),
+                                      [](const Piece& q) { return q.tp_rank > 0; });
+      if (!copies) continue;
+      for (Kind kind : {Kind::Param, Kind::AdamM, Kind::AdamV}) tensor(p.name, kind);
+    }
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 std::string Reader::coverage_problem(const ParamInfo& param) const {
@@ -209,6 +294,12 @@ std::string Reader::describe() const {
   os << "  model: " << model_.str() << ", rope theta " << model_.rope_theta << ", norm eps "
      << model_.norm_eps << "\n";
   os << "  layout: " << state_.layout.dump() << "\n";
+  os << "  run: " << state_.run.dump() << "\n";
+  os << "  parent: "
+     << (state_.parent.name.empty()
+             ? "none (its line starts at step 0)"
+             : state_.parent.name + " (manifest " + crc_hex(state_.parent.manifest_crc) + ")")
+     << "\n";
   uint64_t total = 0;
   for (const ShardRecord& s : shards_) total += s.bytes;
   os << "  files: " << shards_.size() << ", " << total << " bytes, " << kChecksumAlgorithm << "\n";

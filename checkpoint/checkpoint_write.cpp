@@ -66,27 +66,33 @@ void install(const std::string& tmp, const std::string& final_dir, const std::st
   fs::remove_all(old, ec);
 }
 
-// Deletes complete checkpoints beyond the newest `keep`, never `written`, and never one
-// that does not verify: it may still be salvageable, and deciding that is the user's. The
+// The checkpoint `ref` names, relative to dir: its path when it is there and is the very
+// checkpoint named (same manifest checksum), else "".
+std::string resolve(const std::string& dir, const CheckpointRef& ref) {
+  if (ref.name.empty() || ref.name.find('/') != std::string::npos) return "";
+  const std::string path = (fs::path(dir) / ref.name).string();
+  try {
+    return read_manifest(path).checksum == ref.manifest_crc ? path : "";
+  } catch (const Error&) {
+    return "";
+  }
+}
+
+// Deletes the ancestors of the checkpoint just written beyond the newest `keep` of its line
+// (keep <= 0: none). Checkpoints of other lines (later ones a rollback abandoned, or earlier
+// ones of a run that started over) are never deleted behind the user's back, nor is one that
+// does not verify: it may still be salvageable, and deciding that is the user's. The
 // manifest goes first: a deletion cut short by a crash leaves a directory that no longer
 // verifies, not one that looks complete and is not.
-void prune(const std::string& dir, int64_t written, int keep) {
+void prune(const std::string& dir, const CheckpointRef& parent, int keep) {
   if (keep <= 0) return;
-  std::vector<int64_t> steps;
+  std::vector<std::string> line;  // the ancestors in dir, newest first
+  for (std::string path = resolve(dir, parent); !path.empty();
+       path = resolve(dir, read_manifest(path).state.parent))
+    line.push_back(path);
   std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    const auto step = parse_step_dir_name(e.path().filename().string());
-    if (step && e.is_directory(ec)) steps.push_back(*step);
-  }
-  // Only the current line of checkpoints is pruned: the one just written and those before
-  // it. Checkpoints of a later step belong to a run that was abandoned by resuming from an
-  // earlier one; they are left alone (never deleted behind the user's back) and `latest`
-  // no longer points at them.
-  steps.erase(std::remove_if(steps.begin(), steps.end(), [&](int64_t s) { return s > written; }),
-              steps.end());
-  std::sort(steps.rbegin(), steps.rend());
-  for (size_t i = size_t(keep); i < steps.size(); ++i) {
-    const fs::path old = fs::path(dir) / step_dir_name(steps[i]);
+  for (size_t i = size_t(keep) - 1; i < line.size(); ++i) {
+    const fs::path old = line[i];
     if (!verify(old.string()).empty()) continue;
     fs::remove(old / kManifestFile, ec);
     if (!ec) fs::remove_all(old, ec);
@@ -117,8 +123,21 @@ std::string begin_write(const std::string& dir, int64_t step) {
   return tmp;
 }
 
-ShardRecord write_shard(const std::string& tmp_dir, int rank, const ModelConfig& model,
+void set_latest(const std::string& dir, const std::string& target) {
+  write_file_atomically((fs::path(dir) / kLatestFile).string(), target + "\n", cannot_write(dir));
+}
+
+CheckpointRef reference_to(const std::string& dir, const std::string& checkpoint_path) {
+  const fs::path p = fs::absolute(checkpoint_path).lexically_normal();
+  const fs::path leaf = p.filename().empty() ? p.parent_path() : p;
+  std::error_code ec;
+  const bool here = fs::equivalent(leaf.parent_path(), dir, ec);
+  return {here ? leaf.filename().string() : leaf.string(), read_manifest(checkpoint_path).checksum};
+}
+
+ShardRecord write_shard(const std::string& tmp_dir, int rank, int world_size, const RunState& state,
                         const std::vector<Segment>& segments) {
+  const ModelConfig model = model_from_json(state.model, "checkpoint state");
   const std::string dir = fs::path(tmp_dir).parent_path().string();
   std::error_code ec;
   // Rank 0 created it: not finding it means the ranks do not share the directory.
@@ -153,6 +172,7 @@ ShardRecord write_shard(const std::string& tmp_dir, int rank, const ModelConfig&
     w.add(segment_tensor(s.name, s.tp_rank, s.begin, Reader::Kind::AdamV), shape, s.adam_v);
   }
   w.set_metadata("segments", segments_metadata(segments));
+  w.set_metadata("checkpoint", shard_metadata(state, rank, world_size));
   ShardRecord record;
   record.file = shard_file_name(rank);
   const std::string path = (fs::path(tmp_dir) / record.file).string();
@@ -175,8 +195,8 @@ std::string finish_write(const std::string& dir, const RunState& state,
   install(tmp, final_dir, old_dir_of(dir, state.step), context);
   sync_dir(dir, context);
   // Only now may `latest` name it: before this point a crash leaves the previous one.
-  write_file_atomically((fs::path(dir) / kLatestFile).string(), name + "\n", context);
-  prune(dir, state.step, keep);
+  set_latest(dir, name);
+  prune(dir, state.parent, keep);
   return final_dir;
 }
 
@@ -187,14 +207,13 @@ std::string save(MPI_Comm world, const std::string& dir, const RunState& state,
   MPI_Comm_size(world, &size);
   const std::string tmp = tmp_dir_of(dir, state.step);
   try {
-    ModelConfig model;
     agree(world, [&] {
-      model = model_from_json(state.model, "checkpoint state");
+      model_from_json(state.model, "checkpoint state");
       if (rank == 0) begin_write(dir, state.step);
     });
     ShardRecord mine;
     agree(world, [&] {
-      mine = write_shard(tmp, rank, model, segments);
+      mine = write_shard(tmp, rank, size, state, segments);
       if (die_after_shard) ::raise(SIGKILL);
     });
     // Fixed-size records: file names follow from the ranks.

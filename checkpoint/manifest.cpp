@@ -49,6 +49,62 @@ uint32_t parse_crc(const std::string& hex) {
   return crc;
 }
 
+json ref_json(const CheckpointRef& r) {
+  if (r.name.empty()) return nullptr;
+  json v = json::object();
+  v["name"] = r.name;
+  v["manifest_checksum"] = crc_hex(r.manifest_crc);
+  return v;
+}
+
+CheckpointRef ref_from_json(const json& v, const std::string& key) {
+  if (v.is_null()) return {};
+  CheckpointRef r;
+  with_context("\"" + key + "\"", [&] {
+    r.name = string_member(v, "name");
+    check(!r.name.empty(), "an empty name");
+    r.manifest_crc = parse_crc(string_member(v, "manifest_checksum"));
+  });
+  return r;
+}
+
+// The CRC-32C of the manifest without its own checksum, over the compact JSON that the
+// library writes for it whether built or parsed (keys sorted, numbers round-tripped).
+uint32_t contents_crc(json m) {
+  m.erase("manifest_checksum");
+  const std::string text = m.dump();
+  return crc32c(text.data(), text.size());
+}
+
+// The step a checkpoint's directory name gives ("ck/step_00000030/" -> 30), if it has one.
+std::optional<int64_t> step_of_path(const std::string& path) {
+  std::filesystem::path p = std::filesystem::path(path).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  return parse_step_dir_name(p.filename().string());
+}
+
+// The cross-checks between the manifest's fields and the directory's name.
+void check_consistent(const RunState& s, int64_t world, const std::string& checkpoint_dir) {
+  if (const auto named = step_of_path(checkpoint_dir))
+    check(*named == s.step, "step ", s.step, " is not the step of its directory's name (", *named,
+          ")");
+  check(s.sampler_step == s.step, "the sampler is at step ", s.sampler_step, ", the manifest at ",
+        s.step);
+  const int64_t seq_len = int_member(s.model, "seq_len", 1, INT_MAX);
+  check(s.global_batch >= 1, "\"global_batch\" is ", s.global_batch, ", not positive");
+  check(s.tokens_seen == s.step * s.global_batch * seq_len, "\"tokens_seen\" is ", s.tokens_seen,
+        ", but ", s.step, " steps of ", s.global_batch, " sequences of ", seq_len, " tokens are ",
+        s.step * s.global_batch * seq_len);
+  int64_t product = 1;
+  for (const char* dim : {"tp", "cp", "pp", "dp"}) product *= int_member(s.layout, dim, 1, INT_MAX);
+  check(product == world, "the layout has ", product, " ranks (tp*cp*pp*dp), \"world_size\" ",
+        world);
+  if (s.parent.name.empty()) return;
+  const auto parent_step = step_of_path(s.parent.name);
+  check(parent_step.has_value(), "the parent '", s.parent.name, "' is not a checkpoint's name");
+  check(*parent_step < s.step, "the parent '", s.parent.name, "' is not older than step ", s.step);
+}
+
 RunState run_state(const json& m) {
   RunState s;
   s.step = int_member(m, "step", 0, INT64_MAX);
@@ -59,7 +115,10 @@ RunState run_state(const json& m) {
   s.global_batch = int(int_member(sampler, "global_batch", 0, INT_MAX));
   s.model = member(m, "model");
   model_from_json(s.model, "model");
-  if (m.contains("layout")) s.layout = m.at("layout");
+  s.layout = member(m, "layout");
+  s.run = member(m, "run");
+  check(s.run.is_object(), "\"run\" is ", s.run.dump(), ", not an object");
+  s.parent = ref_from_json(member(m, "parent"), "parent");
   return s;
 }
 
@@ -178,6 +237,65 @@ std::vector<SegmentRange> read_segments(const st::Reader& file) {
   return out;
 }
 
+std::string shard_metadata(const RunState& state, int rank, int world_size) {
+  json v = json::object();
+  v["step"] = state.step;
+  v["rank"] = rank;
+  v["world_size"] = world_size;
+  v["parent"] = ref_json(state.parent);
+  return v.dump();
+}
+
+namespace {
+
+// The "checkpoint" metadata of a shard file, parsed. Throws tetra::Error (no file named).
+json shard_header(const st::Reader& file) {
+  const auto it = file.metadata().find("checkpoint");
+  check(it != file.metadata().end(), "no \"checkpoint\" metadata");
+  json v;
+  const std::string problem = parse_json(it->second, v);
+  check(problem.empty(), "\"checkpoint\" metadata: ", problem);
+  check(v.is_object(), "\"checkpoint\" metadata is not an object");
+  return v;
+}
+
+}  // namespace
+
+void check_shard_metadata(const st::Reader& file, const Manifest& m, int rank) {
+  with_context("checkpoint file '" + file.path() + "'", [&] {
+    const json v = shard_header(file);
+    const int64_t step = int_member(v, "step", 0, INT64_MAX);
+    check(step == m.state.step, "it belongs to step ", step, ", the manifest to step ",
+          m.state.step);
+    const int64_t r = int_member(v, "rank", 0, INT_MAX);
+    const int64_t world = int_member(v, "world_size", 1, INT_MAX);
+    check(r == rank && world == int64_t(m.shards.size()), "it is rank ", r, " of ", world,
+          ", the manifest lists it as rank ", rank, " of ", m.shards.size());
+    const CheckpointRef parent = ref_from_json(member(v, "parent"), "parent");
+    check(parent == m.state.parent, "its parent is '", parent.name, "', the manifest's '",
+          m.state.parent.name, "'");
+  });
+}
+
+std::optional<CheckpointRef> parent_of(const std::string& checkpoint_dir) {
+  try {
+    return read_manifest(checkpoint_dir).state.parent;
+  } catch (const std::exception&) {
+  }
+  std::error_code ec;
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(checkpoint_dir, ec))
+    if (e.path().extension() == ".safetensors") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  for (const std::string& f : files) {
+    try {
+      return ref_from_json(member(shard_header(st::Reader(f)), "parent"), "parent");
+    } catch (const std::exception&) {
+    }
+  }
+  return std::nullopt;
+}
+
 json manifest_json(const RunState& state, const std::vector<ShardRecord>& shards) {
   json m = json::object();
   m["format"] = kFormatName;
@@ -191,6 +309,8 @@ json manifest_json(const RunState& state, const std::vector<ShardRecord>& shards
   m["sampler"]["global_batch"] = state.global_batch;
   m["model"] = state.model;
   m["layout"] = state.layout;
+  m["run"] = state.run.is_null() ? json::object() : state.run;
+  m["parent"] = ref_json(state.parent);
   m["world_size"] = static_cast<int64_t>(shards.size());
   m["checksum"] = kChecksumAlgorithm;
   m["shards"] = json::array();
@@ -201,6 +321,7 @@ json manifest_json(const RunState& state, const std::vector<ShardRecord>& shards
     e["checksum"] = crc_hex(s.crc32c);
     m["shards"].push_back(std::move(e));
   }
+  m["manifest_checksum"] = crc_hex(contents_crc(m));
   return m;
 }
 
@@ -229,9 +350,15 @@ Manifest read_manifest(const std::string& checkpoint_dir) {
           kFormatVersion);
     const std::string& algorithm = string_member(m, "checksum");
     check(algorithm == kChecksumAlgorithm, "unknown checksum algorithm \"", algorithm, "\"");
+    const std::string& stored = string_member(m, "manifest_checksum");
+    out.checksum = parse_crc(stored);
+    const uint32_t actual = contents_crc(m);
+    check(actual == out.checksum, "its checksum ", stored, " does not match its contents (",
+          crc_hex(actual), "): the manifest was edited or is corrupt");
     out.state = run_state(m);
 
     const int64_t world = int_member(m, "world_size", 1, INT_MAX);
+    check_consistent(out.state, world, checkpoint_dir);
     const json& shards = member(m, "shards");
     check(shards.is_array() && int64_t(shards.size()) == world, "\"shards\" must list ", world,
           " files, one per rank");

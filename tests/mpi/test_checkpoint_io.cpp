@@ -78,6 +78,7 @@ RunState state_at(int64_t step, const ModelConfig& cfg) {
   s.sampler_step = step;
   s.global_batch = 4;
   s.model = model_to_json(cfg);
+  s.layout = {{"tp", 2}, {"cp", 1}, {"pp", 1}, {"dp", 2}};
   return s;
 }
 
@@ -109,8 +110,11 @@ TEST_CASE("checkpoint io: TP 2 x DP 2 ranks save together and each reads whole t
   const std::string dir = tmp.path + "/ckpt";
 
   std::string path;
-  for (int64_t step = 1; step <= 3; ++step)
-    path = save(ranks.comm, dir, state_at(step, cfg), mine.segments, 2);
+  for (int64_t step = 1; step <= 3; ++step) {
+    RunState st = state_at(step, cfg);
+    if (!path.empty()) st.parent = reference_to(dir, path);  // one line: 1, 2, 3
+    path = save(ranks.comm, dir, st, mine.segments, 2);
+  }
   CHECK(path == dir + "/step_00000003");
   CHECK(broadcast(ranks.comm, path) == path);
   CHECK(read_text(dir + "/latest") == "step_00000003\n");

@@ -19,6 +19,7 @@
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checksum.hpp"
 #include "checkpoint/safetensors.hpp"
+#include "checkpoint_helpers.hpp"
 #include "model/config.hpp"
 #include "model/error.hpp"
 
@@ -29,74 +30,6 @@ using namespace tetra::test;
 
 using tetra::test::error_of;
 using tetra::test::TempDir;
-
-namespace {
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
-
-RunState state_at(int64_t step, const ModelConfig& cfg) {
-  RunState s;
-  s.step = step;
-  s.tokens_seen = step * 8 * cfg.seq_len;
-  s.seed = 0xFEDCBA9876543210ull;  // above 2^63: must survive the int64 JSON numbers
-  s.sampler_step = step;
-  s.global_batch = 8;
-  s.model = model_to_json(cfg);
-  s.layout["tp"] = 2;
-  s.layout["dp"] = 2;
-  s.layout["zero"] = 1;
-  return s;
-}
-
-// A TP 2 x DP 2 checkpoint written as four ranks would (rank = tp + 2 dp, as in the grid).
-// drop_from_rank1 leaves that tensor's segments out of rank 1's file.
-std::string save_tp2_dp2(const std::string& dir, const RunState& st, const Weights& w, int keep,
-                         const std::string& drop_from_rank1 = "") {
-  const ModelConfig cfg = model_from_json(st.model, "test");
-  const std::string tmp = begin_write(dir, st.step);
-  std::vector<ShardRecord> shards;
-  for (int rank = 0; rank < 4; ++rank) {
-    RankShard s = shard_of(cfg, w, 2, rank % 2, 2, rank / 2);
-    if (rank == 1)
-      std::erase_if(s.segments, [&](const Segment& g) { return g.name == drop_from_rank1; });
-    shards.push_back(write_shard(tmp, rank, cfg, s.segments));
-  }
-  return finish_write(dir, st, shards, keep);
-}
-
-// A one-rank checkpoint through the collective entry point.
-std::string save_one(const std::string& dir, int64_t step, int salt, int keep) {
-  const ModelConfig cfg = checkpoint_model();
-  const RankShard s = shard_of(cfg, make_weights(cfg, salt), 1, 0, 1, 0);
-  return save(MPI_COMM_SELF, dir, state_at(step, cfg), s.segments, keep);
-}
-
-std::vector<std::string> entries(const std::string& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-void check_tensors(const Reader& r, const ModelConfig& cfg, const Weights& w) {
-  for (const UnitLayout& u : make_units(cfg, 1, 0)) {
-    for (const ParamInfo& p : u.params) {
-      CAPTURE(p.name);
-      CHECK(r.tensor(p.name, Reader::Kind::Param) == w.param.at(p.name));
-      CHECK(r.tensor(p.name, Reader::Kind::AdamM) == w.adam_m.at(p.name));
-      CHECK(r.tensor(p.name, Reader::Kind::AdamV) == w.adam_v.at(p.name));
-    }
-  }
-}
-
-}  // namespace
 
 TEST_CASE("checkpoint: CRC-32C gives the standard check value, in any pieces") {
   CHECK(crc32c("123456789", 9) == 0xE3069283u);
@@ -164,7 +97,7 @@ TEST_CASE("checkpoint: TP 2 x ZeRO DP 2 segments reassemble into the exact tenso
 
   const json m = parsed_json(read_bytes(path + "/manifest.json"));
   CHECK(m.at("format").get<std::string>() == "tetra-checkpoint");
-  CHECK(int_of(m.at("version")) == 1);
+  CHECK(int_of(m.at("version")) == 2);
   CHECK(m.at("checksum").get<std::string>() == "crc32c");
   CHECK(int_of(m.at("world_size")) == 4);
   CHECK(int_of(m.at("sampler").at("global_batch")) == 8);
@@ -211,12 +144,12 @@ TEST_CASE("checkpoint: a rank without segments still writes its shard file") {
   TempDir tmp;
   const ModelConfig cfg = checkpoint_model();
   const Weights w = make_weights(cfg, 0);
-  const RunState st = state_at(3, cfg);
+  const RunState st = state_at(3, cfg, 1, 3);
   const std::string staging = begin_write(tmp.file("c"), 3);
   std::vector<ShardRecord> shards;
   for (int rank = 0; rank < 2; ++rank)
-    shards.push_back(write_shard(staging, rank, cfg, shard_of(cfg, w, 1, 0, 2, rank).segments));
-  shards.push_back(write_shard(staging, 2, cfg, {}));
+    shards.push_back(write_shard(staging, rank, 3, st, shard_of(cfg, w, 1, 0, 2, rank).segments));
+  shards.push_back(write_shard(staging, 2, 3, st, {}));
   const std::string path = finish_write(tmp.file("c"), st, shards, 0);
   CHECK(verify(path) == "");
   const st::Reader empty(path + "/rank_00002.safetensors");
@@ -263,7 +196,7 @@ TEST_CASE("checkpoint: verify names the file that is corrupt, truncated, missing
     json without = json::object();
     for (const auto& [key, value] : m.items())
       if (key != "shards") without[key] = value;
-    write_bytes(manifest, without.dump());
+    write_manifest(manifest, without);
     expect_file = manifest;
     expect_problem = "\"shards\"";
   }
@@ -287,7 +220,7 @@ TEST_CASE("checkpoint: verify names the file that is corrupt, truncated, missing
       shards.push_back(s);
     }
     m["shards"] = shards;
-    write_bytes(manifest, m.dump());
+    write_manifest(manifest, m);
     expect_file = file;
     expect_problem = "header length";
   }
@@ -366,15 +299,17 @@ TEST_CASE("checkpoint: keep deletes all but the newest, never the one just writt
   CHECK(entries(dir) == std::vector<std::string>{"latest", "step_00000003", "step_00000004"});
   CHECK(read_bytes(dir + "/latest") == "step_00000004\n");
 
-  save_one(dir, 2, 0, 2);  // e.g. a run resumed from step 1 elsewhere
+  // A new line from step 0 (a run that started over): the other line is not pruned.
+  save_one(dir, 2, 0, 2, CheckpointRef{});
   CHECK(entries(dir) ==
         std::vector<std::string>{"latest", "step_00000002", "step_00000003", "step_00000004"});
   CHECK(read_bytes(dir + "/latest") == "step_00000002\n");
 
   for (int step = 5; step <= 6; ++step) save_one(dir, step, 0, 0);  // keep 0: keep all
   CHECK(entries(dir).size() == 6);
-  save_one(dir, 7, 0, 1);
-  CHECK(entries(dir) == std::vector<std::string>{"latest", "step_00000007"});
+  save_one(dir, 7, 0, 1);  // its line is 2, 5, 6, 7
+  CHECK(entries(dir) ==
+        std::vector<std::string>{"latest", "step_00000003", "step_00000004", "step_00000007"});
 }
 
 TEST_CASE("checkpoint: saving an existing step again replaces it whole") {
@@ -383,13 +318,13 @@ TEST_CASE("checkpoint: saving an existing step again replaces it whole") {
   const ModelConfig cfg = checkpoint_model();
   save_tp2_dp2(dir, state_at(5, cfg), make_weights(cfg, 1), 0);
   RunState again = state_at(5, cfg);
-  again.tokens_seen += 1;
+  again.seed += 1;
   const Weights w2 = make_weights(cfg, 2);
   const std::string path = save_tp2_dp2(dir, again, w2, 0);
   CHECK(entries(dir) == std::vector<std::string>{"latest", "step_00000005"});
   CHECK(verify(path) == "");
   const Reader r(path);
-  CHECK(r.state().tokens_seen == again.tokens_seen);
+  CHECK(r.state().seed == again.seed);
   check_tensors(r, cfg, w2);
 
   // A stale .tmp of the step about to be written goes first, with whatever it held.

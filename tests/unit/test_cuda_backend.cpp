@@ -414,8 +414,6 @@ TEST_CASE("cuda backend: errors become tetra::Error and leave the backend usable
   CHECK(be->sum_squares(x.flat()) == doctest::Approx(9000.0));
 }
 
-#endif  // TETRA_HAVE_CUDA
-
 TEST_CASE("cuda backend: bf16 casts round as the CPU's do; ops on bf16 tensors agree") {
   SKIP_WITHOUT_GPU();
   // Ties both ways, either side of a tie, a NaN, the overflow to infinity, a subnormal.
@@ -474,3 +472,5 @@ TEST_CASE("cuda backend: events mark the stream's work; staging memory is pinned
   CHECK(a.type == cudaMemoryTypeHost);  // page-locked, not pageable
   be->host_free(p);
 }
+
+#endif  // TETRA_HAVE_CUDA

@@ -305,3 +305,19 @@ TEST_CASE("launch: SIGTERM goes to the attempt and stops the restarts") {
   CHECK(contains(r.err, "not restarting"));
   std::remove(log.c_str());
 }
+
+TEST_CASE("launch: steps a restart discards count as lost even when no attempt redoes them") {
+  const std::string log = tmp("log");
+  std::remove(log.c_str());
+  // Attempt 0 runs steps 0..7 and dies; attempt 1 resumes from step 4 (a later checkpoint
+  // was corrupt), runs 4 and 5 and dies too. Steps 4..7 of attempt 0 were discarded.
+  const std::string body =
+      "if [ \"$TETRA_RESTART\" = 0 ]; then steps 0 7 0 100; exit 1; fi; steps 4 5 0 100; exit 1";
+  const Launch r = launch(concat({"--restarts", "1", "--quiet", "--"}, script(log, body)));
+  CHECK(r.rc == 1);
+  const Summary s = parse_summary(r.out);
+  CHECK(s.lost == 4);
+  CHECK(s.kept == 6);  // 0..5, the line the last attempt ended on
+  CHECK(contains(r.out, "0.6 s of kept steps"));
+  std::remove(log.c_str());
+}

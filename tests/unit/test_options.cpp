@@ -98,7 +98,7 @@ TEST_CASE("options: each subcommand's --help lists every flag it defines, with i
                               "--warmup",     "--weight-decay", "--clip",        "--seed",
                               "--zero",       "--recompute",    "--data",        "--init-from",
                               "--device",     "--dtype",        "--comm",        "--ckpt-dir",
-                              "--ckpt-every", "--keep",         "--resume",      "--inject-failure",
+                              "--ckpt-every", "--keep",         "--resume",      "--allow-change", "--inject-failure",
                               "--timeout",    "--metrics",      "--trace",       "--trace-steps",
                               "--export",     "--export-dtype", "--peak-tflops", "--val-data",
                               "--val-split",  "--eval-every",   "--eval-batches", "--tokenizer",
@@ -160,6 +160,9 @@ TEST_CASE("options: refusals name the flag in tetra's words") {
       {{"train", "--resume", ""}, "--resume takes auto, never or a checkpoint directory"},
       {{"train", "--comm", "nccl"}, "--comm nccl needs --device cuda"},
       {{"train", "--ckpt-every", "2"}, "--ckpt-every needs --ckpt-dir"},
+      {{"train", "--allow-change", "lr,seed"},
+       "--allow-change takes a comma-separated list of data, lr, min-lr, warmup, steps, clip, "
+       "weight-decay (got 'seed')"},
       {{"ckpt"}, "tetra ckpt needs a command: inspect or verify"},
       {{"ckpt", "inspect"}, "tetra ckpt inspect needs DIR"},
       {{"ckpt", "verify", "a", "b"}, "unexpected argument 'b' (see tetra ckpt verify --help)"},

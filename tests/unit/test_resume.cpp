@@ -8,7 +8,9 @@
 #include <fstream>
 #include <regex>
 
+#include "checkpoint/safetensors.hpp"
 #include "spawn.hpp"
+#include "util/json.hpp"
 
 using namespace tetra::test;
 namespace fs = std::filesystem;
@@ -121,8 +123,8 @@ TEST_CASE("resume: a flipped byte is named by verify and skipped by --resume aut
   CHECK(verify.status == 2);
   CHECK(verify.err.find("rank_00001.safetensors") != std::string::npos);
   CHECK(spawn(tetra_bin() + " ckpt verify " + (d / "ck/step_00000004")).status == 0);
-  const Spawned resumed =
-      spawn(train(2, "--dp 2 --steps 9 --ckpt-dir " + (d / "ck") + " --resume auto"));
+  const Spawned resumed = spawn(train(
+      2, "--dp 2 --steps 9 --allow-change steps --ckpt-dir " + (d / "ck") + " --resume auto"));
   CHECK(resumed.status == 0);
   CHECK(resumed.err.find("skipping " + (d / "ck/step_00000008")) != std::string::npos);
   CHECK(resumed.out.find("resumed from " + (d / "ck/step_00000004")) != std::string::npos);
@@ -205,14 +207,14 @@ TEST_CASE("resume: after resuming from an earlier checkpoint, auto follows `late
   const std::string ck = " --ckpt-dir " + (d / "ck");
   REQUIRE(spawn(train(1, "--steps 6 --ckpt-every 2" + ck)).status == 0);
   // Go back to step 2 and train a new line of checkpoints up to step 4.
-  REQUIRE(
-      spawn(train(1, "--steps 4 --ckpt-every 1 --keep 2 --resume " + (d / "ck/step_00000002") + ck))
-          .status == 0);
+  REQUIRE(spawn(train(1, "--steps 4 --allow-change steps --ckpt-every 1 --keep 2 --resume " +
+                             (d / "ck/step_00000002") + ck))
+              .status == 0);
   CHECK(slurp(d / "ck/latest") == "step_00000004\n");
   CHECK(fs::exists(d / "ck/step_00000003"));                // kept: the newest two of this line
   CHECK(!fs::exists(d / "ck/step_00000002"));               // pruned
   CHECK(fs::exists(d / "ck/step_00000006/manifest.json"));  // the abandoned line is left alone
-  const Spawned r = spawn(train(1, "--steps 8" + ck));
+  const Spawned r = spawn(train(1, "--steps 8 --allow-change steps" + ck));
   CHECK(r.status == 0);
   CHECK(r.out.find("resumed from " + (d / "ck/step_00000004")) != std::string::npos);
 }
@@ -248,11 +250,93 @@ TEST_CASE("resume: when nothing verifies, auto refuses; --keep never prunes what
     f.seekp(-100, std::ios::end);
     f.put('\x55');
   }
-  const Spawned more =
-      spawn(train(1, "--steps 6 --ckpt-dir " + ck + " --ckpt-every 1 --keep 1 --resume auto"));
+  const Spawned more = spawn(train(1, "--steps 6 --allow-change steps --ckpt-dir " + ck +
+                                          " --ckpt-every 1 --keep 1 --resume auto"));
   CHECK(more.status == 0);
   CHECK(fs::exists(ck + "/step_00000002"));
   CHECK_FALSE(fs::exists(ck + "/step_00000003"));
   CHECK_FALSE(fs::exists(ck + "/step_00000005"));
   CHECK(fs::exists(ck + "/step_00000006"));
+}
+
+TEST_CASE("resume: a supervised restart after a rollback continues the rollback's line") {
+  Dir d("resume_rollback");
+  const std::string ck = d / "ck", flags = " --steps 6 --ckpt-every 2 --ckpt-dir " + ck;
+  REQUIRE(spawn(train(1, flags + " --export " + (d / "a.st"))).status == 0);
+  // Back to step 2; the first attempt dies at step 3, before a checkpoint of the new line.
+  const Spawned sup = spawn(tetra_bin() + " launch --restarts 1 -- " +
+                            train(1, flags + " --resume " + ck + "/step_00000002" +
+                                         " --inject-failure 0@3 --export " + (d / "b.st")));
+  CAPTURE(sup.err);
+  CHECK(sup.status == 0);
+  CHECK(count(sup.out, "resumed from " + ck + "/step_00000002 ") == 2);
+  CHECK(sup.out.find("1 step lost, 4 kept") != std::string::npos);
+  CHECK(slurp(d / "a.st") == slurp(d / "b.st"));
+  CHECK(slurp(ck + "/latest") == "step_00000006\n");
+  CHECK(slurp(ck + "/step_00000004/manifest.json").find("\"name\": \"step_00000002\"") !=
+        std::string::npos);
+  CHECK(slurp(ck + "/step_00000006/manifest.json").find("\"name\": \"step_00000004\"") !=
+        std::string::npos);
+}
+
+TEST_CASE("resume: past a corrupt checkpoint, auto falls back on its own line, not a newer one") {
+  Dir d("resume_line");
+  const std::string ck = d / "ck";
+  REQUIRE(spawn(train(1, "--steps 6 --ckpt-every 2 --keep 5 --ckpt-dir " + ck)).status == 0);
+  // A rollback to 2 writes 3 and 4 (its own) and dies; 6 is left from the abandoned line.
+  const Spawned rollback =
+      spawn(train(1, "--steps 6 --ckpt-every 1 --keep 5 --ckpt-dir " + ck + " --resume " + ck +
+                         "/step_00000002 --inject-failure 0@4"));
+  CHECK(rollback.status != 0);
+  CHECK(slurp(ck + "/latest") == "step_00000004\n");
+  REQUIRE(fs::exists(ck + "/step_00000006/manifest.json"));
+  {
+    std::fstream f(ck + "/step_00000004/rank_00000.safetensors",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-100, std::ios::end);
+    f.put('\x55');
+  }
+  const Spawned r = spawn(train(1, "--steps 6 --ckpt-every 1 --keep 5 --ckpt-dir " + ck));
+  CAPTURE(r.err);
+  CHECK(r.status == 0);
+  CHECK(r.err.find("skipping " + ck + "/step_00000004: ") != std::string::npos);
+  CHECK(r.out.find("resumed from " + ck + "/step_00000003 ") != std::string::npos);
+
+  // A run that starts over has no checkpoint until its first: until then `latest` says so,
+  // and a restart starts over too rather than continue an older line.
+  const Spawned over = spawn(train(
+      1, "--steps 6 --ckpt-every 4 --ckpt-dir " + ck + " --resume never --inject-failure 0@1"));
+  CHECK(over.status != 0);
+  CHECK(slurp(ck + "/latest") == "none\n");
+  const Spawned again = spawn(train(1, "--steps 6 --ckpt-every 4 --ckpt-dir " + ck));
+  CHECK(again.status == 0);
+  CHECK(again.out.find("resumed from") == std::string::npos);
+  CHECK(slurp(ck + "/latest") == "step_00000006\n");
+}
+
+TEST_CASE("resume: an edited manifest is refused; TP-replicated tensors are stored once") {
+  Dir d("resume_manifest");
+  const std::string ck = d / "ck";
+  REQUIRE(spawn(train(2, "--tp 2 --steps 4 --ckpt-every 2 --ckpt-dir " + ck)).status == 0);
+  auto has_norms = [&](int rank) {
+    const tetra::st::Reader shard(ck + "/step_00000004/rank_0000" + std::to_string(rank) +
+                                  ".safetensors");
+    return shard.metadata().at("segments").find("norm.weight") != std::string::npos;
+  };
+  CHECK(has_norms(0));
+  CHECK_FALSE(has_norms(1));
+
+  const std::string manifest = ck + "/step_00000004/manifest.json";
+  tetra::json m;
+  REQUIRE(tetra::parse_json(slurp(manifest), m).empty());
+  m["step"] = 5;
+  std::ofstream(manifest, std::ios::trunc) << m.dump(2);
+  const Spawned verify = spawn(tetra_bin() + " ckpt verify " + ck + "/step_00000004");
+  CHECK(verify.status == 2);
+  CHECK(verify.err.find("manifest.json': its checksum") != std::string::npos);
+  const Spawned r = spawn(train(2, "--tp 2 --steps 4 --ckpt-dir " + ck));
+  CAPTURE(r.err);
+  CHECK(r.status == 0);
+  CHECK(r.err.find("skipping " + ck + "/step_00000004: ") != std::string::npos);
+  CHECK(r.out.find("resumed from " + ck + "/step_00000002 ") != std::string::npos);
 }

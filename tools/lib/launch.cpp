@@ -234,12 +234,15 @@ std::string describe(const Attempt& a) {
          (a.steps.empty() ? " before any step" : " at step " + std::to_string(a.steps.back().step));
 }
 
-// A step number that comes again in a later attempt was redone after resuming from an
-// earlier checkpoint: only its last execution is kept, the others are lost work.
+// An attempt starts where its checkpoint left off, at its first step: every step at or
+// after it that earlier attempts ran was discarded, whether or not a later attempt runs it
+// again (a rollback to an older checkpoint discards more than it redoes). Kept steps are
+// those of the line the last attempt ended on; all others executed are lost work.
 void print_summary(const std::vector<Attempt>& attempts, double wall_s) {
-  std::map<int64_t, double> kept_ms;  // step -> step_ms of its last execution
+  std::map<int64_t, double> kept_ms;  // step -> step_ms, on the current line
   int64_t executed = 0;
   for (const Attempt& a : attempts) {
+    if (!a.steps.empty()) kept_ms.erase(kept_ms.lower_bound(a.steps.front().step), kept_ms.end());
     for (const StepTime& s : a.steps) kept_ms[s.step] = s.ms;
     executed += int64_t(a.steps.size());
   }

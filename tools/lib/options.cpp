@@ -68,6 +68,17 @@ CLI::Validator one_of(const std::vector<std::string>& values) {
       "");
 }
 
+// "a,b,,c" -> {"a", "b", "", "c"}.
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at <= s.size();) {
+    const size_t comma = std::min(s.find(',', at), s.size());
+    out.push_back(s.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
+}
+
 const CLI::Validator kPositive = rule(CLI::PositiveNumber, "must be positive");
 const CLI::Validator kNonNegative = rule(CLI::NonNegativeNumber, "must not be negative");
 const CLI::Validator kAtLeast1 =
@@ -192,9 +203,10 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
              "own, else MPI through host memory");
 
   app.option_defaults()->group("Checkpoints and faults");
-  add(app, "--ckpt-dir", o.ckpt_dir, "DIR", "write sharded checkpoints here");
+  add(app, "--ckpt-dir", o.ckpt_dir, "DIR",
+      "write sharded checkpoints here, after the last step at least; lock it while running");
   add(app, "--ckpt-every", o.ckpt_every, "N",
-      "checkpoint every N steps and after the last (0: never)")
+      "checkpoint every N steps too (0: only after the last)")
       ->check(kNonNegative);
   add(app, "--keep", o.keep, "K", "keep the newest K checkpoints")->check(kAtLeast1);
   add(app, "--resume", o.resume, "auto|never|DIR",
@@ -202,6 +214,25 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
       ->check(CLI::Validator(
           [](std::string& s) -> std::string {
             return s.empty() ? "takes auto, never or a checkpoint directory" : "";
+          },
+          ""));
+  app.add_option_function<std::string>(
+         "--allow-change",
+         [&o](const std::string& v) {
+           for (const std::string& name : split_commas(v)) o.allow_change.insert(name);
+         },
+         "settings a resumed run may change from the checkpoint's run, comma-separated: "
+         "data, lr, min-lr, warmup, steps, clip, weight-decay")
+      ->type_name("A,B")
+      ->default_str("\"\"")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            for (const std::string& name : split_commas(s))
+              if (std::find(kChangeable.begin(), kChangeable.end(), name) == kChangeable.end())
+                return "takes a comma-separated list of data, lr, min-lr, warmup, steps, clip, "
+                       "weight-decay (got '" +
+                       name + "')";
+            return "";
           },
           ""));
   add(app, "--inject-failure", o.inject_failure, "R@S[:MODE]",

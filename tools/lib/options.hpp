@@ -47,7 +47,9 @@ struct TrainOptions {
   // Checkpoints and faults. resume: "auto" (newest complete checkpoint in ckpt_dir that
   // verifies, if any), "never", or a checkpoint directory.
   std::string ckpt_dir, resume = "auto", inject_failure;
-  int64_t ckpt_every = 0;
+  int64_t ckpt_every = 0;  // with ckpt_dir: also every N steps (0: only after the last)
+  // Settings a resumed run may change from the checkpoint's run (kChangeable names).
+  std::set<std::string> allow_change;
   int keep = 3;
   double timeout = 300;
   // Output. trace_steps: steps traced after the run's first (warm-up) step.
@@ -58,6 +60,11 @@ struct TrainOptions {
   // --init-from's shapes, and to tell a default --schedule from a chosen one.
   std::set<std::string> given;
 };
+
+// The settings of a run that --allow-change may name: resuming with any other value than the
+// checkpoint's run had is refused unless allowed.
+inline const std::vector<std::string> kChangeable = {"data",  "lr",   "min-lr",      "warmup",
+                                                     "steps", "clip", "weight-decay"};
 
 // `tetra launch [--restarts N] [--quiet] -- COMMAND ARGS...`.
 struct LaunchOptions {

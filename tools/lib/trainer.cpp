@@ -58,6 +58,9 @@ int threads_per_rank(int local_ranks, bool warn) {
   return threads;
 }
 
+// How long a supervised restart waits for the lock of its checkpoint directory.
+constexpr double kRestartLockWaitSeconds = 60;
+
 // Every rank holds the same totals, so every rank throws the same DivergedError.
 void stop_if_diverged(int64_t step, double loss, double grad_norm) {
   if (std::isfinite(loss) && std::isfinite(grad_norm)) return;
@@ -169,8 +172,15 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
         const std::string problem = output_file_problem(*path);
         check(problem.empty(), "cannot write ", flag, " file '", *path, "': ", problem);
       }
-      if (!opt.ckpt_dir.empty()) check_writable_dir(opt.ckpt_dir);
+      if (!opt.ckpt_dir.empty()) {
+        check_writable_dir(opt.ckpt_dir);
+        // A supervised restart may start while the failed attempt's ranks are still being
+        // torn down: it waits for them a while.
+        lock_ = std::make_unique<ckpt::DirLock>(
+            opt.ckpt_dir, FaultPlan::first_attempt() ? 0.0 : kRestartLockWaitSeconds);
+      }
     }
+    settings_ = run_settings(opt);
     if (rank == 0) resume_path = find_resume_path(opt);
     // This rank's units (its pipeline stage's, its TP slice), initialized or read.
     std::vector<UnitLayout> all = make_units(cfg_, plan_.layout.tp, plan_.coord.tp);
@@ -489,6 +499,10 @@ void Trainer::run() {
   if (root && !resumed_from_.empty())
     std::printf("resumed from %s at step %lld (loaded in %.3f s)\n", resumed_from_.c_str(),
                 (long long)step_, resume_seconds_);
+  if (step_ >= opt_.steps) return finish_already_done();
+  agree(world_, [&] {
+    if (root && !opt_.ckpt_dir.empty()) point_latest_here();
+  });
   std::unique_ptr<RunReport> report;
   agree(world_, [&] {
     if (!root) return;
@@ -516,7 +530,8 @@ void Trainer::run() {
     if (root)
       report->step(r, grid_.layout.pp > 1, r.step > first_step || opt_.steps - first_step == 1);
     if (root && !text.empty()) std::printf("sample: %s\n", text.c_str());
-    if (opt_.ckpt_every > 0 && (step_ % opt_.ckpt_every == 0 || step_ == opt_.steps)) {
+    const bool every = opt_.ckpt_every > 0 && step_ % opt_.ckpt_every == 0;
+    if (!opt_.ckpt_dir.empty() && (every || step_ == opt_.steps)) {
       const double seconds = save_checkpoint();
       if (root)
         std::printf("checkpoint: step %lld saved to %s in %.3f s\n", (long long)step_,

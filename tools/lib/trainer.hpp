@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint.hpp"
+#include "checkpoint/lock.hpp"
 #include "data/dataset.hpp"
 #include "data/tokenizer.hpp"
 #include "parallel/agree.hpp"
@@ -91,10 +93,17 @@ class Trainer {
   MicroBatch make_micro_batch(const data::Dataset& source, int64_t step, int j, Buffer& tokens,
                               Buffer& targets);
   std::vector<CommStats*> comm_stats();
-  // Loads weights, Adam state and the step from a checkpoint of any layout.
+  // Loads weights, Adam state and the step from a checkpoint of any layout, after checking
+  // that the checkpoint's run had this run's settings (or --allow-change says they may
+  // differ) and is not past --steps.
   void resume_from(const std::string& path);
+  // Rank 0, before the first step: `latest` names the line this run trains from now on
+  // (the checkpoint it resumed from, or none yet).
+  void point_latest_here();
   // Collective; returns the seconds it took.
   double save_checkpoint();
+  // A run resumed at its last step: says so, exports if asked, trains nothing.
+  void finish_already_done();
 
   TrainOptions opt_;
   MPI_Comm world_;
@@ -114,6 +123,9 @@ class Trainer {
   std::string peak_source_;
   int threads_ = 1;
   FaultPlan fault_;
+  std::unique_ptr<ckpt::DirLock> lock_;  // rank 0, with --ckpt-dir
+  json settings_;                        // this run's, as checkpoints record them
+  ckpt::CheckpointRef line_head_;        // the newest checkpoint of the line trained
   std::string resumed_from_;
   double resume_seconds_ = 0;
 };

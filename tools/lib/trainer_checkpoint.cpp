@@ -52,6 +52,20 @@ std::string find_resume_path(const TrainOptions& opt) {
   return path;
 }
 
+json run_settings(const TrainOptions& opt) {
+  json v = json::object();
+  std::error_code ec;
+  const auto path = std::filesystem::weakly_canonical(std::filesystem::absolute(opt.data), ec);
+  v["data"] = opt.data == "synthetic" || ec ? opt.data : path.string();
+  v["lr"] = opt.lr;
+  v["min-lr"] = opt.min_lr;
+  v["warmup"] = opt.warmup;
+  v["steps"] = opt.steps;
+  v["clip"] = opt.clip;
+  v["weight-decay"] = opt.weight_decay;
+  return v;
+}
+
 std::string broadcast_string(MPI_Comm comm, std::string s) {
   int n = int(s.size());
   MPI_Bcast(&n, 1, MPI_INT, 0, comm);
@@ -70,6 +84,28 @@ void Trainer::resume_from(const std::string& path) {
   check(r.state().global_batch == opt_.global_batch, "checkpoint '", path,
         "' was written with --global-batch ", r.state().global_batch, "; this run has ",
         opt_.global_batch);
+  check(r.state().step <= opt_.steps, "checkpoint '", path, "' is at step ", r.state().step,
+        ", past --steps ", opt_.steps,
+        ": nothing is left to train; pass a larger --steps with --allow-change steps, or "
+        "--resume never to start over");
+  // What the run continues must be the run that was checkpointed, unless the user says
+  // which settings may change (to extend a run, or fine-tune from it).
+  std::string differ, names;
+  for (const std::string& key : kChangeable) {
+    check(r.state().run.contains(key), "checkpoint '", path, "' does not record the run's --", key);
+    const json& was = r.state().run.at(key);
+    const json& now = settings_.at(key);
+    // An --min-lr left to its default follows --lr: allowing or naming --lr covers it.
+    const bool follows_lr =
+        key == "min-lr" && !opt_.given.count("--min-lr") &&
+        (opt_.allow_change.count("lr") || r.state().run.at("lr") != settings_.at("lr"));
+    if (was == now || opt_.allow_change.count(key) || follows_lr) continue;
+    differ += (differ.empty() ? "" : "; ") + ("--" + key) + " " + was.dump() + " there, " +
+              now.dump() + " here";
+    names += (names.empty() ? "" : ",") + key;
+  }
+  check(differ.empty(), "checkpoint '", path, "' comes from a run with other settings (", differ,
+        "); pass --allow-change ", names, " to continue it with this run's");
   // Every rank assembles the whole tensors of its units and keeps its own TP slice; the
   // ZeRO shard is cut by load_state. Any saved layout resumes at any new one.
   for (int u = 0; u < params_->size(); ++u) {
@@ -90,6 +126,22 @@ void Trainer::resume_from(const std::string& path) {
   }
   step_ = r.state().step;
   resumed_from_ = path;
+  if (!opt_.ckpt_dir.empty()) line_head_ = ckpt::reference_to(opt_.ckpt_dir, path);
+}
+
+void Trainer::point_latest_here() {
+  ckpt::set_latest(opt_.ckpt_dir, line_head_.name.empty() ? ckpt::kNoCheckpoint : line_head_.name);
+}
+
+void Trainer::finish_already_done() {
+  if (grid_.rank == 0)
+    std::printf("run finished: %s is at step %lld, the last of --steps %lld; nothing to train\n",
+                resumed_from_.c_str(), (long long)step_, (long long)opt_.steps);
+  if (opt_.export_path.empty()) return;
+  export_weights(opt_.export_path);
+  if (grid_.rank == 0)
+    std::printf("exported the weights of step %lld to %s\n", (long long)step_,
+                opt_.export_path.c_str());
 }
 
 double Trainer::save_checkpoint() {
@@ -111,13 +163,19 @@ double Trainer::save_checkpoint() {
   l["sp"] = opt_.sp;
   l["schedule"] = schedule_name(plan_.schedule);
   st.layout = l;
+  st.run = settings_;
+  st.parent = line_head_;
   const auto slices = params_->owned_slices();
   std::vector<ckpt::Segment> segments;
-  for (const auto& s : slices)
+  for (const auto& s : slices) {
+    // A TP-replicated tensor (the norms) is the same on every TP rank: TP rank 0 stores it.
+    if (s.param->tp_dim < 0 && grid_.coord.tp != 0) continue;
     segments.push_back({s.param->name, grid_.coord.tp, grid_.layout.tp, s.begin, s.end,
                         s.weights.data(), s.adam_m.data(), s.adam_v.data()});
+  }
   const bool die = fault_.kill_during_checkpoint(grid_.rank, step_);
-  ckpt::save(world_, opt_.ckpt_dir, st, segments, opt_.keep, die);
+  const std::string path = ckpt::save(world_, opt_.ckpt_dir, st, segments, opt_.keep, die);
+  line_head_ = ckpt::reference_to(opt_.ckpt_dir, path);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "tools/lib/options.hpp"
+#include "util/json.hpp"
 
 namespace tetra {
 
@@ -15,6 +16,9 @@ void check_writable_dir(const std::string& dir);
 // Rank 0: the checkpoint to resume from under --resume (auto: the newest one in --ckpt-dir
 // that verifies, warning about each one skipped), or "" for a fresh start.
 std::string find_resume_path(const TrainOptions& opt);
+// The settings a checkpoint records of the run that wrote it, keyed by kChangeable's names:
+// what a resume compares. --data as an absolute path, so that spellings of one file agree.
+json run_settings(const TrainOptions& opt);
 // Rank 0's string on every rank of comm.
 std::string broadcast_string(MPI_Comm comm, std::string s);
 

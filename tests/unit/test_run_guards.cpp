@@ -1,0 +1,136 @@
+// What a run may continue and where it may write, with the real binary: a resumed run must
+// have the checkpoint's settings unless --allow-change names the ones that differ; a
+// finished run says so and trains nothing; --ckpt-dir alone still checkpoints the end; two
+// jobs never share a checkpoint directory.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "spawn.hpp"
+
+using namespace tetra::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kModel =
+    " --layers 2 --dim 32 --heads 4 --kv-heads 2 --ffn-dim 64 --seq-len 16 --global-batch 4"
+    " --steps 4 --peak-tflops 1 ";
+
+struct Dir {
+  std::string path;
+  explicit Dir(const std::string& name) : path(tmp_path(name)) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~Dir() { fs::remove_all(path); }
+  std::string operator/(const std::string& f) const { return path + "/" + f; }
+};
+
+std::string train(const std::string& args) {
+  return tetra_bin() + " train " + with_defaults(kModel, args);
+}
+
+}  // namespace
+
+TEST_CASE("guards: --ckpt-dir alone checkpoints the last step") {
+  Dir d("guards_default");
+  const Spawned r = spawn(train("--ckpt-dir " + (d / "ck")));
+  CHECK(r.status == 0);
+  CHECK(fs::exists(d / "ck/step_00000004/manifest.json"));
+  CHECK_FALSE(fs::exists(d / "ck/step_00000002"));
+  CHECK(slurp(d / "ck/latest") == "step_00000004\n");
+  CHECK_FALSE(fs::exists(d / "ck/lock"));  // released at the end
+}
+
+TEST_CASE("guards: a resumed run keeps the checkpoint's settings unless told otherwise") {
+  Dir d("guards_settings");
+  const std::string ck = " --ckpt-dir " + (d / "ck");
+  REQUIRE(spawn(train(ck + " --ckpt-every 2 --export " + (d / "a.st"))).status == 0);
+  std::ofstream(d / "text.txt") << std::string(2000, 'x');
+  struct Case {
+    std::string flags, name, what;
+  };
+  const std::vector<Case> cases = {
+      {"--data " + (d / "text.txt"), "data", "--data \"synthetic\" there, \""},
+      {"--lr 0.001", "lr", "--lr 0.003 there, 0.001 here"},
+      {"--min-lr 0.0001", "min-lr", "--min-lr "},
+      {"--warmup 3", "warmup", "--warmup 10 there, 3 here"},
+      {"--steps 6", "steps", "--steps 4 there, 6 here"},
+      {"--clip 0.5", "clip", "--clip 1.0 there, 0.5 here"},
+      {"--weight-decay 0.01", "weight-decay", "--weight-decay 0.1 there, 0.01 here"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.flags);
+    const Spawned r = spawn(train(c.flags + ck + " --export " + (d / "x.st")));
+    CAPTURE(r.err);
+    CHECK(r.status == 2);
+    CHECK(count(r.err, "tetra: error:") == 1);
+    CHECK(r.err.find("comes from a run with other settings (" + c.what) != std::string::npos);
+    CHECK(r.err.find("pass --allow-change " + c.name + " to continue") != std::string::npos);
+    CHECK(count(r.out, "step ") == 0);
+    CHECK_FALSE(fs::exists(d / "x.st"));
+    CHECK_FALSE(fs::exists(d / "ck/lock"));
+  }
+  const Spawned two = spawn(train("--lr 0.002 --clip 2" + ck));
+  CHECK(two.status == 2);
+  CHECK(two.err.find("(--lr 0.003 there, 0.002 here; --clip 1.0 there, 2.0 here); pass "
+                     "--allow-change lr,clip to") != std::string::npos);
+
+  // Finished: said, nothing trained, and the export is the checkpoint's final weights.
+  const Spawned done = spawn(train(ck + " --export " + (d / "b.st")));
+  CAPTURE(done.err);
+  CHECK(done.status == 0);
+  CHECK(done.out.find("run finished: " + (d / "ck/step_00000004") +
+                      " is at step 4, the last of --steps 4; nothing to train") !=
+        std::string::npos);
+  CHECK(done.out.find("summary") == std::string::npos);
+  CHECK(done.out.find("loss") == std::string::npos);
+  CHECK(slurp(d / "a.st") == slurp(d / "b.st"));
+  // Fewer steps than the checkpoint holds: refused, whatever is allowed.
+  const Spawned past =
+      spawn(train("--steps 2 --allow-change steps" + ck + " --export " + (d / "c.st")));
+  CHECK(past.status == 2);
+  CHECK(count(past.err, "tetra: error:") == 1);
+  CHECK(past.err.find("is at step 4, past --steps 2") != std::string::npos);
+  CHECK_FALSE(fs::exists(d / "c.st"));
+  CHECK(slurp(d / "ck/latest") == "step_00000004\n");
+
+  // Allowed: extending the run with a new peak LR (whose default --min-lr follows it).
+  const Spawned more = spawn(train("--steps 6 --lr 0.002 --allow-change steps,lr" + ck));
+  CAPTURE(more.err);
+  CHECK(more.status == 0);
+  CHECK(more.out.find("resumed from " + (d / "ck/step_00000004")) != std::string::npos);
+  const std::string manifest = slurp(d / "ck/step_00000006/manifest.json");
+  CHECK(manifest.find("\"lr\": 0.002") != std::string::npos);
+  CHECK(manifest.find("\"steps\": 6") != std::string::npos);
+}
+
+TEST_CASE("guards: a second job on a checkpoint directory is refused; a stale lock is taken") {
+  Dir d("guards_lock");
+  const std::string ck = d / "ck";
+  // The first job stalls at step 1 and holds the lock until it is killed.
+  const std::string script =
+      train("--ckpt-dir " + ck + " --inject-failure 0@1:hang --timeout 0") + " & holder=$!; " +
+      "i=0; while [ ! -f " + ck + "/lock ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; " +
+      "echo holder=$holder; " + train("--ckpt-dir " + ck) + "; echo second=$?; " +
+      "kill -9 $holder; wait $holder; " + train("--ckpt-dir " + ck) + "; echo third=$?";
+  const Spawned r = spawn(script, 180);
+  CAPTURE(r.out);
+  CAPTURE(r.err);
+  const size_t at = r.out.find("holder=");
+  REQUIRE(at != std::string::npos);
+  const std::string pid = r.out.substr(at + 7, r.out.find('\n', at) - at - 7);
+  CHECK(r.out.find("second=2") != std::string::npos);
+  CHECK(count(r.err, "tetra: error:") == 1);
+  CHECK(r.err.find("tetra: error: checkpoint directory '" + ck +
+                   "' is in use by another job (pid " + pid + " on host ") != std::string::npos);
+  CHECK(r.err.find("tetra: warning: taking over the lock of checkpoint directory '" + ck +
+                   "' left by pid " + pid + " on host ") != std::string::npos);
+  CHECK(r.out.find("third=0") != std::string::npos);
+  CHECK(fs::exists(ck + "/step_00000004/manifest.json"));
+  CHECK_FALSE(fs::exists(ck + "/lock"));
+}
