@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "tools/lib/options.hpp"
 #include "tools/lib/trainer.hpp"
 #include "util/bf16.hpp"
+#include "util/json.hpp"
 
 using namespace tetra;
 
@@ -108,10 +111,14 @@ TEST_CASE("bf16: an export in bf16 is the fp32 master weights rounded") {
   args.insert(args.end(), {"--dtype", "bf16", "--export-dtype", "bf16"});
   Trainer t(parse_train_options(args), MPI_COMM_SELF);
   for (int s = 0; s < 3; ++s) t.step();
-  const std::string path = std::string("/tmp/tetra_test_bf16_") + std::to_string(::getpid());
-  t.export_weights(path);
+  // A model directory: config.json says bfloat16, model.safetensors holds BF16 tensors.
+  const std::string dir = std::string("/tmp/tetra_test_bf16_") + std::to_string(::getpid());
+  t.export_weights(dir);
   const auto master = t.full_weights();
-  st::Reader file(path);
+  std::ifstream config(dir + "/config.json");
+  const json cfg = json::parse(config);
+  CHECK(cfg.at("torch_dtype") == "bfloat16");
+  st::Reader file(dir + "/model.safetensors");
   for (const auto& [name, w] : master) {
     CAPTURE(name);
     CHECK(file.info(name).dtype == "BF16");
@@ -125,5 +132,5 @@ TEST_CASE("bf16: an export in bf16 is the fp32 master weights rounded") {
     CHECK(same == w.size());
     CHECK(moved > 0);  // the master really is finer than bf16
   }
-  std::remove(path.c_str());
+  std::filesystem::remove_all(dir);
 }
