@@ -1,5 +1,7 @@
 #include "data/token_cache.hpp"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -75,7 +77,8 @@ std::string tokenize_cached(const std::string& text, const Tokenizer& tok, bool*
     check(id >= 0 && id < 65536, "tokenizer: id ", id, " does not fit an llm.c shard's uint16");
     tokens.push_back(uint16_t(id));
   }
-  const std::string tmp = bin + ".tmp";
+  // Per process: two runs tokenizing the same text write the same bytes, and either rename wins.
+  const std::string tmp = bin + ".tmp." + std::to_string(::getpid());
   write_bin_shard(tmp, tokens);
   check(std::rename(tmp.c_str(), bin.c_str()) == 0, "cannot rename '", tmp, "' to '", bin, "'");
   return bin;

@@ -1,5 +1,7 @@
 #include "data/tokenizer.hpp"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -107,7 +109,7 @@ void train_bpe(const std::string& text_path, int pieces, const std::string& mode
                                                  nullptr, &serialized);
   check(status.ok(), "--tokenizer bpe:", pieces, " on '", text_path,
         "': SentencePiece could not train: ", status.ToString());
-  const std::string tmp = model_path + ".tmp";
+  const std::string tmp = model_path + ".tmp." + std::to_string(::getpid());  // per process
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out.write(serialized.data(), std::streamsize(serialized.size()));

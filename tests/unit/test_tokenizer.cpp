@@ -159,6 +159,14 @@ TEST_CASE("tokenizer: training on BPE tokens lowers the validation loss; the exp
   t.export_weights(dir + "/model");
   CHECK(std::filesystem::exists(dir + "/model/tokenizer.model"));
   CHECK(std::filesystem::exists(dir + "/model/tokenizer_config.json"));
+  // Going on from the directory, the text is tokenized with its tokenizer, unasked: the
+  // same validation loss.
+  Trainer u(parse_train_options({"--init-from", dir + "/model", "--seq-len", "16", "--global-batch",
+                                 "4", "--steps", "25", "--peak-tflops", "1", "--data",
+                                 dir + "/corpus.txt", "--val-split", "0.1"}),
+            MPI_COMM_SELF);
+  CHECK(u.model().real_vocab() == 400);
+  CHECK(u.evaluate() == after);
   std::filesystem::remove_all(dir);
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <sstream>
@@ -114,6 +115,12 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
   std::string resume_path;
   const NodeRank node = node_rank(world);
   tokenizer_ = data::byte_tokenizer();
+  // Text on a model directory that has a tokenizer (tetra's or another's export): the
+  // model's own tokenizer, unless --tokenizer names one.
+  const std::string own = opt_.init_from + "/tokenizer.model";
+  if (opt_.tokenizer.empty() && !opt_.init_from.empty() && std::filesystem::is_regular_file(own) &&
+      std::filesystem::is_regular_file(opt_.data) && !data::is_bin_shard(opt_.data))
+    opt_.tokenizer = own;
   if (!opt_.tokenizer.empty()) {
     // Rank 0 trains and tokenizes what is not cached; the others then find it all cached.
     agree(world, [&] {
