@@ -231,6 +231,33 @@ TEST_CASE("plot: bad input ends in one error line and exit status 2") {
   }
 }
 
+TEST_CASE("plot: odd but valid metrics draw a finite loss curve, without hanging") {
+  tetra::test::TempDir dir;
+  struct Case {
+    const char* name;
+    std::string records;
+  };
+  for (const Case& c : {
+           // One step past 2^53: step + 1 rounds to the step, so stepping ticks never ended.
+           Case{"huge_step", "{\"step\": 100000000000000000, \"loss\": 3}\n"},
+           Case{"zero", "{\"step\": 0, \"loss\": 0}\n{\"step\": 1, \"loss\": 0}\n"},
+           Case{"negative", "{\"step\": 0, \"loss\": -3}\n{\"step\": 1, \"loss\": -2}\n"},
+       }) {
+    CAPTURE(c.name);
+    const std::string in = dir.file(std::string(c.name) + ".jsonl"),
+                      svg = dir.file(std::string(c.name) + ".svg");
+    std::ofstream(in) << c.records;
+    const Spawned r = spawn(tetra_bin() + " plot --loss " + in + " --out " + svg, 10);
+    CAPTURE(r.err);
+    REQUIRE(r.status == 0);
+    std::ifstream f(svg);
+    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    CHECK(text.find("nan") == std::string::npos);
+    CHECK(text.find("inf") == std::string::npos);
+    svg_summary(svg);  // parses as XML
+  }
+}
+
 TEST_CASE("plot: tetra plan --draw draws the planned run's schedule") {
   tetra::test::TempDir dir;
   const std::string out = dir.file("plan.svg");
