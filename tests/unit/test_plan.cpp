@@ -194,3 +194,29 @@ TEST_CASE("plan --compare: in bf16 the peak counts the mixed-precision backend's
   CHECK(m[1] == m[2]);
   std::remove(metrics.c_str());
 }
+
+TEST_CASE("plan --compare: a metrics value of the wrong type is named, exit 2") {
+  struct Case {
+    const char* record;
+    const char* message;
+  };
+  for (const Case& c : {
+           Case{R"({"step": 0, "comm_bytes": {"tp": "x"}, "peak_memory_bytes": 1})",
+                "line 1: comm_bytes.tp is not an integer"},
+           Case{R"({"step": 0, "comm_bytes": {"tp": 1e300}, "peak_memory_bytes": 1})",
+                "line 1: comm_bytes.tp is not an integer"},
+           Case{R"({"step": 0, "comm_bytes": {"tp": 0}, "peak_memory_bytes": "big"})",
+                "line 1: peak_memory_bytes is not a number"},
+           Case{R"({"step": 0, "comm_bytes": [1, 2], "peak_memory_bytes": 1})",
+                "line 1: comm_bytes is not an object"},
+       }) {
+    CAPTURE(c.record);
+    const std::string metrics = tmp_path("plan_bad_metrics.jsonl");
+    std::ofstream(metrics) << c.record << "\n";
+    const Spawned r = spawn(tetra_bin() + " plan --compare " + metrics, 30);
+    CHECK(r.status == 2);
+    CHECK(count(r.err, "tetra: error:") == 1);
+    CHECK_MESSAGE(r.err.find(c.message) != std::string::npos, r.err);
+    std::remove(metrics.c_str());
+  }
+}
