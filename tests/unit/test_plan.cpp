@@ -110,6 +110,13 @@ TEST_CASE("plan: presets and machines") {
                     doctest::Contains("--preset takes"));
   const plan::Machine a100 = plan::machine_named("a100");
   CHECK(a100.peak_flops == 312e12);
+  // The peak of the run's precision, as its MFU counts it: fp32 without TF32 on an H100.
+  const auto peak_for = [](const char* dtype) {
+    return plan::machine_of(parse_command_line({"plan", "--gpu", "h100", "--dtype", dtype}).plan)
+        .peak_flops;
+  };
+  CHECK(peak_for("bf16") == 989e12);
+  CHECK(peak_for("fp32") == 67e12);
   // Explicit numbers replace the --gpu's.
   PlanOptions o =
       parse_command_line({"plan", "--gpu", "h200", "--peak-tflops", "500", "--gpu-memory", "100",
