@@ -220,6 +220,8 @@ TEST_CASE("plot: bad input ends in one error line and exit status 2") {
            Case{"--schedule interleaved --pp 4 --micro-batches 6" + out,
                 "not a multiple of --pp 4"},
            Case{"--schedule zigzag" + out, "--schedule takes gpipe, 1f1b or interleaved"},
+           // 8 million boxes: minutes and gigabytes of simulation before.
+           Case{"--schedule 1f1b --pp 2000" + out, "than the 200,000 tetra draws"},
            Case{"--loss " + old + " --out " + dir.path.string(), "it is a directory"},
        }) {
     CAPTURE(c.args);
@@ -228,6 +230,33 @@ TEST_CASE("plot: bad input ends in one error line and exit status 2") {
     CHECK(r.status == 2);
     CHECK(count(r.err, "tetra: error:") == 1);
     CHECK(r.err.find(c.message) != std::string::npos);
+  }
+}
+
+TEST_CASE("plot: odd but valid metrics draw a finite loss curve, without hanging") {
+  tetra::test::TempDir dir;
+  struct Case {
+    const char* name;
+    std::string records;
+  };
+  for (const Case& c : {
+           // One step past 2^53: step + 1 rounds to the step, so stepping ticks never ended.
+           Case{"huge_step", "{\"step\": 100000000000000000, \"loss\": 3}\n"},
+           Case{"zero", "{\"step\": 0, \"loss\": 0}\n{\"step\": 1, \"loss\": 0}\n"},
+           Case{"negative", "{\"step\": 0, \"loss\": -3}\n{\"step\": 1, \"loss\": -2}\n"},
+       }) {
+    CAPTURE(c.name);
+    const std::string in = dir.file(std::string(c.name) + ".jsonl"),
+                      svg = dir.file(std::string(c.name) + ".svg");
+    std::ofstream(in) << c.records;
+    const Spawned r = spawn(tetra_bin() + " plot --loss " + in + " --out " + svg, 10);
+    CAPTURE(r.err);
+    REQUIRE(r.status == 0);
+    std::ifstream f(svg);
+    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    CHECK(text.find("nan") == std::string::npos);
+    CHECK(text.find("inf") == std::string::npos);
+    svg_summary(svg);  // parses as XML
   }
 }
 

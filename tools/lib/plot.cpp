@@ -1,5 +1,7 @@
 #include "tools/lib/plot.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -18,7 +20,8 @@ void plot_command(const PlotOptions& opt) {
   try {
     if (!opt.schedule.empty()) {
       const ScheduleKind kind = parse_schedule(opt.schedule);
-      const int m = opt.micro_batches > 0 ? opt.micro_batches : 2 * opt.pp;
+      const int m = opt.micro_batches > 0 ? opt.micro_batches
+                                          : int(std::min<int64_t>(2 * int64_t(opt.pp), INT32_MAX));
       check(m >= opt.pp, "--micro-batches ", m, " is fewer than --pp ", opt.pp,
             ": every stage needs a micro-batch");
       check(kind != ScheduleKind::Interleaved || m % opt.pp == 0, "--micro-batches ", m,

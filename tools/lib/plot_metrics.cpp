@@ -84,19 +84,19 @@ std::string loss_svg(const std::vector<json>& records, const std::string& source
   check(!loss.empty(), source, ": no step with a finite loss");
   const double floor = number(records.back(), "entropy_floor");
   const double ln_vocab = number(records.back(), "ln_vocab");
-  double hi = 0;
-  for (const auto& [s, l] : loss) hi = std::max(hi, l);
+  double lo = 0, hi = 0;  // from 0, or below it for a file whose losses are negative
+  for (const auto& [s, l] : loss) lo = std::min(lo, l), hi = std::max(hi, l);
   if (std::isfinite(ln_vocab)) hi = std::max(hi, ln_vocab);
+  if (!(hi > lo)) hi = lo + 1;  // every loss 0: an empty range would divide by zero
+  // Steps as doubles: one step alone, or steps past 2^53 that round together, still get a
+  // range.
+  const double first = double(loss.begin()->first);
+  const double last =
+      std::max(double(loss.rbegin()->first), first + std::max(1.0, std::abs(first) * 1e-6));
 
   Svg svg(720, 400);
-  const Frame f{60,
-                50,
-                620,
-                290,
-                double(loss.begin()->first),
-                double(std::max(loss.rbegin()->first, loss.begin()->first + 1)),
-                0,
-                hi * 1.08};
+  const Frame f{
+      60, 50, 620, 290, first, last, lo - 0.08 * (hi - lo) * (lo < 0), lo + 1.08 * (hi - lo)};
   svg.text(60, 20,
            "loss per step (" + std::filesystem::path(source).filename().string() + "): final " +
                fixed4(loss.rbegin()->second),

@@ -132,9 +132,16 @@ std::vector<double> nice_ticks(double lo, double hi, int count, double min_step)
       break;
     }
   step = std::max(step, min_step);
+  // Counted, not stepped: where step is below the resolution of lo (a step number of 1e17),
+  // t += step would not move. At most count + 1 ticks fit; rounding may add one.
   std::vector<double> ticks;
-  for (double t = std::ceil(lo / step) * step; t <= hi + 1e-9 * step; t += step)
+  const double first = std::ceil(lo / step) * step;
+  for (int i = 0; i <= count + 1; ++i) {
+    const double t = first + i * step;
+    if (!(t <= hi + 1e-9 * step)) break;
+    if (!ticks.empty() && t <= ticks.back()) continue;
     ticks.push_back(std::abs(t) < 1e-12 * step ? 0.0 : t);
+  }
   return ticks;
 }
 

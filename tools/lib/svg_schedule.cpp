@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "model/error.hpp"
+
 namespace tetra {
 
 void draw_action(Svg& svg, double x, double y, double w, double h, Action::Kind kind,
@@ -38,6 +40,11 @@ double draw_micro_batch_legend(Svg& svg, double x, double y, int micro_batches) 
 }
 
 std::string schedule_svg(ScheduleKind kind, int pp, int vpp, int m) {
+  // A forward and a backward box per micro-batch, virtual stage and rank: past this many no
+  // one can read them, and the simulation alone would take minutes and gigabytes.
+  const double boxes = 2.0 * pp * vpp * m;
+  check(boxes <= 200000, "a schedule of PP ", pp, ", V ", vpp, " and ", m,
+        " micro-batches is more boxes (2 PP V m) than the 200,000 tetra draws");
   const SimResult sim = simulate(kind, pp, vpp, m, 1.0 / vpp, 2.0 / vpp);
   const double left = 70, right = 20, top = 54, lane = 26, box = 20;
   const double plot_w = std::clamp(sim.makespan * 36.0, 400.0, 1100.0);

@@ -14,7 +14,8 @@ namespace tetra {
 // The schedule of `kind` for PP ranks, V virtual stages and m micro-batches, simulated with
 // a chunk's forward taking 1/V and its backward 2/V (a stage's forward is one unit, its
 // backward two, whatever V), as an SVG document. Its title gives the bubble by the formula
-// and by the simulation. Throws tetra::Error for a combination check_schedule refuses.
+// and by the simulation. Throws tetra::Error for a combination check_schedule refuses, or
+// past 200,000 boxes.
 std::string schedule_svg(ScheduleKind kind, int pp, int vpp, int micro_batches);
 
 // One action's box at (x, y, w, h), carrying class "F" or "B", data-mb and data-chunk (the

@@ -27,18 +27,23 @@ Comparison compare_metrics(const Setup& s, const std::string& path) {
     check(err.empty(), "--compare: '", path, "' line ", n + 1, ": ", err);
     if (!j.is_object() || !j.contains("comm_bytes") || !j.contains("peak_memory_bytes")) continue;
     ++records;
-    const int64_t step = j.value("step", int64_t(-1));
+    // Values of the wrong type are bad input, named, not a JSON library's exception.
+    const std::string where = "--compare: '" + path + "' line " + std::to_string(n + 1) + ": ";
+    const json& counted = j["comm_bytes"];
+    check(counted.is_object(), where, "comm_bytes is not an object");
+    check(j["peak_memory_bytes"].is_number(), where, "peak_memory_bytes is not a number");
+    const int64_t step = j.contains("step") ? json_int(j["step"]).value_or(-1) : -1;
     for (const auto& [group, bytes] : predicted) {
       const int64_t want = std::llround(bytes);
-      const json& got = j["comm_bytes"];
-      const bool have = got.contains(group);
-      const int64_t measured = have ? got[group].get<int64_t>() : -1;
-      const bool ok = have && measured == want;
+      const bool have = counted.contains(group);
+      const std::optional<int64_t> measured = have ? json_int(counted[group]) : std::nullopt;
+      check(!have || measured, where, "comm_bytes.", group, " is not an integer");
+      const bool ok = have && *measured == want;
       c.match = c.match && ok;
       char row[160];
       std::snprintf(row, sizeof row, "%4lld  %-6s  %15lld  %15s  %s\n", (long long)step,
                     group.c_str(), (long long)want,
-                    have ? std::to_string(measured).c_str() : "absent", ok ? "ok" : "MISMATCH");
+                    have ? std::to_string(*measured).c_str() : "absent", ok ? "ok" : "MISMATCH");
       os << row;
     }
     const double got = j["peak_memory_bytes"].get<double>();

@@ -14,13 +14,14 @@ Machine machine_named(const std::string& name) {
   // H100 and H200 SXM: 989 TFLOP/s dense BF16, 18 NVLinks of 25 GB/s per direction
   // (450 GB/s), one 400 Gb/s NIC per GPU (50 GB/s). A100 SXM: 312 TFLOP/s, 12 NVLinks
   // (300 GB/s per direction), one 200 Gb/s NIC (25 GB/s).
-  if (name == "h100") return {"H100 SXM", 989e12, 80e9, 450e9, 50e9, 8};
-  if (name == "h200") return {"H200 SXM", 989e12, 141e9, 450e9, 50e9, 8};
-  if (name == "a100") return {"A100 SXM", 312e12, 80e9, 300e9, 25e9, 8};
+  // fp32 without TF32 (tetra's fp32 is exact fp32): 67 and 19.5 TFLOP/s.
+  if (name == "h100") return {"H100 SXM", 989e12, 67e12, 80e9, 450e9, 50e9, 8};
+  if (name == "h200") return {"H200 SXM", 989e12, 67e12, 141e9, 450e9, 50e9, 8};
+  if (name == "a100") return {"A100 SXM", 312e12, 19.5e12, 80e9, 300e9, 25e9, 8};
   if (name == "cpu") {
     const double pages = double(::sysconf(_SC_PHYS_PAGES)), page = double(::sysconf(_SC_PAGESIZE));
     // One node: every rank shares this machine's memory; memory moves at a few GB/s.
-    return {"this CPU", 0, pages * page, 10e9, 10e9, 1 << 20};
+    return {"this CPU", 0, 0, pages * page, 10e9, 10e9, 1 << 20};
   }
   fail("--gpu takes h100, h200, a100 or cpu (got '", name, "')");
 }

@@ -12,13 +12,15 @@ namespace tetra::plan {
 struct Machine {
   std::string name;
   double peak_flops = 0;    // dense, per GPU, in the run's compute precision
+  double fp32_flops = 0;    // dense fp32 without TF32, what --dtype fp32 runs at (0: unknown)
   double memory_bytes = 0;  // per GPU
   double nvlink_Bps = 0;    // per GPU, per direction, inside a node
   double network_Bps = 0;   // per GPU, per direction, between nodes
   int gpus_per_node = 1;
 };
 
-// h100, h200, a100 (SXM, dense BF16 peaks; NVLink and one NIC per GPU, per direction), or
+// h100, h200, a100 (SXM, dense BF16 peaks, and the fp32 ones tools/lib/peak.cpp uses; NVLink
+// and one NIC per GPU, per direction), or
 // cpu: this machine, one node, its memory; peak and links from the flags. Throws
 // tetra::Error for any other name.
 Machine machine_named(const std::string& name);

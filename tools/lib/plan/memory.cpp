@@ -1,6 +1,8 @@
 // The walk mirrors the allocations of transformer/chunk.cpp, transformer/block.cpp,
 // parallel/tp.cpp, parallel/cp.cpp, parallel/zero.cpp and parallel/pipeline.cpp, in their
-// order, so that the peak falls where tetra's does.
+// order, so that the peak falls where tetra's does. Under bf16 each op of the mixed-precision
+// backend (model/mixed_backend.cpp) also holds an fp32 copy of every bf16 argument while it
+// runs: `op` counts that scratch at the point where the op runs.
 #include "tools/lib/plan/memory.hpp"
 
 #include <algorithm>
@@ -24,18 +26,23 @@ struct Ledger {
     most_kept = std::max(most_kept, kept);
   }
   void free(double b) { in_use -= b; }
+  // An op whose scratch (b bytes) lives only while it runs.
+  void op(double b) { peak = std::max(peak, in_use + b); }
 };
 
 // The sizes of one rank's buffers, bytes. Shapes as in transformer/block.hpp: T tokens of a
 // micro-batch on this rank, Tl rows outside the TP region, per-rank head widths.
 struct Sizes {
   double R, x, q, kv_local, kv, F, lse, norm, logits, stats;
+  double wq, wkv, wf, wn, wv;  // weights: [qw, d], [kw, d], [F/TP, d], [d], [V/TP, d]
+  double e;                    // bytes of an activation
   bool sp;
   int cp;
   explicit Sizes(const Setup& s) {
     const ModelConfig& c = s.cfg;
     const int t = s.layout().tp;
-    const double e = s.prec.act, f = 4, T = double(s.tokens()), Tl = double(s.rows());
+    e = s.prec.act;
+    const double f = 4, T = double(s.tokens()), Tl = double(s.rows());
     const double hd = c.head_dim();
     sp = s.opt.sp;
     cp = s.layout().cp;
@@ -49,7 +56,16 @@ struct Sizes {
     norm = f * Tl;                         // rstd
     logits = T * double(c.vocab / t) * e;  // [T, V/TP]
     stats = f * 3 * T;                     // row maxima and (sum of exp, target logit)
+    const double w = s.prec.compute_w, d = c.dim;
+    wq = (c.heads / t) * hd * d * w;
+    wkv = (c.kv_heads / t) * hd * d * w;
+    wf = (c.ffn_dim / t) * d * w;
+    wn = d * w;
+    wv = double(c.vocab / t) * d * w;
   }
+  // The mixed-precision backend's fp32 scratch for an op whose bf16 arguments (outputs
+  // included) hold `bf16` bytes; none in fp32.
+  double wide(double bf16) const { return e < 4 ? bf16 * 4 / e : 0; }
   // What a block keeps for backward, its output (the next block's input) included.
   double block_saved() const { return R + norm + x + 2 * q + 2 * kv + lse + R + norm + x + 3 * F; }
   double head_saved() const { return norm + x + logits + stats; }
@@ -60,9 +76,10 @@ void enter_region(Ledger& L, const Sizes& z) {
   if (z.sp) L.alloc(z.x), L.free(z.R);
 }
 // A region exit: partial sums [T, d] -> [Tl, d] (reduce-scatter under --sp), the [T, d]
-// partial sums allocated first.
-void leave_region(Ledger& L, const Sizes& z) {
+// partial sums allocated first and computed by an op with `scratch` bytes.
+void leave_region(Ledger& L, const Sizes& z, double scratch) {
   L.alloc(z.x);
+  L.op(scratch);
   if (z.sp) L.alloc(z.R), L.free(z.x);
 }
 
@@ -70,17 +87,26 @@ void leave_region(Ledger& L, const Sizes& z) {
 void block_forward(Ledger& L, const Sizes& z) {
   L.alloc(z.R);                   // out
   L.alloc(z.R), L.alloc(z.norm);  // n1, rstd1
+  L.op(z.wide(2 * z.R + z.wn));
   enter_region(L, z);
   L.alloc(z.q), L.alloc(z.kv_local), L.alloc(z.kv_local);  // q, k, v
+  L.op(z.wide(z.q + z.x + z.wq));                          // q = n1 Wq^T, the widest
   if (z.cp > 1)
     for (int i = 0; i < 2; ++i)  // gathered, reordered; the gathered and local copies freed
       L.alloc(z.kv), L.alloc(z.kv), L.free(z.kv), L.free(z.kv_local);
-  L.alloc(z.q), L.alloc(z.lse);   // attn, lse
-  leave_region(L, z);             // h
-  L.alloc(z.R), L.alloc(z.norm);  // n2, rstd2
+  L.alloc(z.q), L.alloc(z.lse);  // attn, lse
+  L.op(z.wide(2 * z.q + 2 * z.kv));
+  leave_region(L, z, z.wide(z.x + z.q + z.wq));  // h
+  L.op(z.wide(2 * z.R));                         // h += x
+  L.alloc(z.R), L.alloc(z.norm);                 // n2, rstd2
+  L.op(z.wide(2 * z.R + z.wn));
   enter_region(L, z);
-  L.alloc(z.F), L.alloc(z.F), L.alloc(z.F);  // gate, up, act
-  leave_region(L, z);                        // down's output, added into out
+  L.alloc(z.F), L.alloc(z.F);  // gate, up
+  L.op(z.wide(z.F + z.x + z.wf));
+  L.alloc(z.F);  // act
+  L.op(z.wide(3 * z.F));
+  leave_region(L, z, z.wide(z.x + z.F + z.wf));  // down's output, added into out
+  L.op(z.wide(3 * z.R));
   L.free(z.R);
 }
 
@@ -92,20 +118,26 @@ void block_backward(Ledger& L, const Sizes& z, bool recompute) {
   // MLP half: dact, dgate, dup; dn2 leaves the region; dh.
   if (z.sp) L.alloc(z.x);
   L.alloc(z.F);
+  L.op(z.wide(z.F + z.x + z.wf));
   if (z.sp) L.free(z.x);
   L.alloc(2 * z.F);
-  leave_region(L, z);
+  L.op(z.wide(5 * z.F));
+  leave_region(L, z, z.wide(z.x + z.F + z.wf));
   L.alloc(z.R);  // dh
+  L.op(z.wide(3 * z.R + z.wn));
   L.free(3 * z.F), L.free(z.R);
   // Attention half: dattn, dq, dk and dv for every CP rank, scattered back; dn1.
   if (z.sp) L.alloc(z.x);
   L.alloc(z.q);
+  L.op(z.wide(z.q + z.x + z.wq));
   if (z.sp) L.free(z.x);
   L.alloc(z.q), L.alloc(z.kv), L.alloc(z.kv);
+  L.op(z.wide(4 * z.q + 4 * z.kv));
   if (z.cp > 1)
     for (int i = 0; i < 2; ++i) L.alloc(z.kv), L.alloc(z.kv_local), L.free(z.kv), L.free(z.kv);
-  leave_region(L, z);  // dn1
-  L.free(z.R);         // dn1 after the norm's backward
+  leave_region(L, z, z.wide(z.x + z.q + z.wq));  // dn1
+  L.op(z.wide(3 * z.R + z.wn));
+  L.free(z.R);  // dn1 after the norm's backward
   L.free(2 * z.q), L.free(2 * (z.cp > 1 ? z.kv_local : z.kv));
   L.free(z.R);                    // dh
   L.free(z.block_saved() - z.R);  // the activations (a.clear())
@@ -157,14 +189,18 @@ Memory stage_memory(const Setup& s, int stage) {
       for (int g : units) {
         if (zero == 3) L.alloc(double(s.padded(g)) * pr.compute_w);
         if (g == 0) {
-          leave_region(L, z);
+          leave_region(L, z, z.wide(z.x + z.wv));
         } else if (g <= L_) {
           block_forward(L, z);
           if (recompute) L.free(z.block_saved() - z.R);
         } else {
           L.alloc(z.R), L.alloc(z.norm);  // n, rstd
+          L.op(z.wide(2 * z.R + z.wn));
           enter_region(L, z);
-          L.alloc(z.logits), L.alloc(z.stats);
+          L.alloc(z.logits);
+          L.op(z.wide(z.logits + z.x + z.wv));
+          L.alloc(z.stats);
+          L.op(z.wide(z.logits));
         }
         if (zero == 3) L.free(double(s.padded(g)) * pr.compute_w);
       }
@@ -184,14 +220,18 @@ Memory stage_memory(const Setup& s, int stage) {
         if (zero == 3) L.alloc(np * pr.compute_w);
         if (zero >= 2 && backwards[g] == 0) L.alloc(np * pr.grad);
         if (g == L_ + 1) {
-          leave_region(L, z);  // dn, freed after the norm's backward
+          L.op(z.wide(z.logits));
+          leave_region(L, z, z.wide(z.x + z.logits + z.wv));  // dn, freed after the norm's backward
+          L.op(z.wide(3 * z.R + z.wn));
           L.free(z.sp ? z.R : z.x);
           L.free(z.logits + z.x);  // logits and the head's input
         } else if (g >= 1) {
           block_backward(L, z, recompute);
         } else if (z.sp) {
-          L.alloc(z.x), L.free(z.R), L.free(z.x);  // the gradient, gathered and consumed
+          L.alloc(z.x), L.op(z.wide(z.x));  // the gradient, gathered and consumed
+          L.free(z.R), L.free(z.x);
         } else {
+          L.op(z.wide(z.R));
           L.free(z.R);
         }
         if (zero == 3) L.free(np * pr.compute_w);

@@ -335,6 +335,8 @@ void time_section(Ctx& c, const Times& t, double card) {
 
 Machine machine_of(const PlanOptions& opt) {
   Machine m = machine_named(opt.gpu);
+  // An fp32 run computes at the fp32 rate, as its MFU counts it (tools/lib/peak.cpp).
+  if (opt.train.dtype != "bf16" && m.fp32_flops > 0) m.peak_flops = m.fp32_flops;
   if (opt.train.peak_tflops > 0) m.peak_flops = opt.train.peak_tflops * 1e12;
   if (opt.memory_gb > 0) m.memory_bytes = opt.memory_gb * 1e9;
   if (opt.nvlink_gbs > 0) m.nvlink_Bps = opt.nvlink_gbs * 1e9;
