@@ -6,7 +6,9 @@
 // what). Every op here takes any mix of the two: a bf16 argument is widened to an fp32
 // scratch copy (exact), the wrapped backend's fp32 op runs, and a bf16 result is rounded back
 // to nearest even. So each op computes as a bf16 kernel with fp32 accumulation would, and
-// rounds once per output; on the CPU that is what CI checks against fp32 and across layouts.
+// rounds its output once; an output accumulated over several ops (beta = 1: the input
+// gradient of q, k and v, or of gate and up, one matmul per weight) is rounded after each.
+// On the CPU that is what CI checks against fp32 and across layouts.
 // The CUDA backend runs the same way until it has native bf16 kernels.
 #include <optional>
 
