@@ -16,14 +16,19 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 Peak find_peak(Backend& be, Comm& world, double peak_tflops, int threads, DType dtype) {
   if (peak_tflops > 0) return {peak_tflops * 1e12, "--peak-tflops"};
-  // Known GPUs (SXM parts): the dense peak of the precision the run computes in, fp32
+  // Known GPUs: the dense peak of the precision the run computes in, fp32
   // without TF32 (the fp32 FMA rate) or bf16 tensor cores.
   const bool bf16 = dtype == DType::BF16;
   struct Gpu {
     const char* name;
     double fp32, bf16;
   };
-  for (const Gpu& g : {Gpu{"H100", 67.0, 989.0}, {"H200", 67.0, 989.0}, {"A100", 19.5, 312.0}}) {
+  // The first name the device's contains: the PCIe and NVL parts before the SXM ones.
+  for (const Gpu& g : {Gpu{"H100 PCIe", 51.0, 756.0},
+                       {"H100", 67.0, 989.0},
+                       {"H200 NVL", 60.0, 836.0},
+                       {"H200", 67.0, 989.0},
+                       {"A100", 19.5, 312.0}}) {
     if (be.device() == Device::CUDA && be.name().find(g.name) != std::string::npos)
       return {(bf16 ? g.bf16 : g.fp32) * 1e12,
               std::string(g.name) + (bf16 ? " dense BF16 peak" : " dense FP32 peak")};
