@@ -223,3 +223,64 @@ TEST_CASE("data: a directory or a glob of .bin shards is one source, in sorted o
                        doctest::Contains("matches no file"), Error);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("tokenizer: a continuation keeps the space where it joins the prompt") {
+  if (!data::have_sentencepiece()) {
+    MESSAGE("skipped: this build has no SentencePiece");
+    return;
+  }
+  const std::string dir = corpus_dir("tok_join");
+  bool trained = false;
+  const auto tok =
+      data::load_sentencepiece(data::tokenizer_model("bpe:400", dir + "/corpus.txt", &trained));
+  const std::string text = "the old fox helps the crowd, and a dog reads to her sister";
+  const std::vector<int> ids = tok->encode(text);
+  int glued = 0;  // cuts where decoding the two halves apart loses the space between them
+  for (size_t k = 1; k < ids.size(); ++k) {
+    CAPTURE(k);
+    const std::vector<int> head(ids.begin(), ids.begin() + k), tail(ids.begin() + k, ids.end());
+    CHECK(tok->decode(head) + data::decode_continuation(*tok, head, tail) == text);
+    glued += tok->decode(head) + tok->decode(tail) != text;
+  }
+  CHECK(glued > 0);
+  // Bytes decode piece by piece.
+  const auto bytes = data::byte_tokenizer();
+  CHECK(data::decode_continuation(*bytes, {'a', ' '}, {'b'}) == "b");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("tokenizer: one of more pieces than an llm.c shard's uint16 holds is refused") {
+  // Its ids here are all small: the refusal must not depend on which ones a text uses.
+  struct Wide final : data::Tokenizer {
+    explicit Wide(std::string f) : file(std::move(f)) {}
+    int vocab() const override { return 70000; }
+    std::vector<int> encode(const std::string& t) const override {
+      return std::vector<int>(t.size(), 5);
+    }
+    std::string decode(const std::vector<int>& ids) const override {
+      return std::string(ids.size(), 'x');
+    }
+    std::string model_file() const override { return file; }
+    std::string file;
+  };
+  const std::string dir = corpus_dir("tok_wide");
+  std::ofstream(dir + "/wide.model") << "its bytes name the cached shard";
+  bool reused = false;
+  CHECK_THROWS_WITH_AS(
+      data::tokenize_cached(dir + "/corpus.txt", Wide(dir + "/wide.model"), &reused),
+      doctest::Contains("has 70000 pieces"), Error);
+  CHECK(only_file(dir, ".bin").empty());
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("data: a text file whose name holds a wildcard character is that file, not a glob") {
+  const std::string dir = tmp_path("wild");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/notes [draft].txt";
+  std::ofstream(path) << std::string(100, 'a');
+  const auto ds = data::open_dataset(path, 256, 9, 1);
+  CHECK(ds->num_sequences() == (100 - 1) / 9);
+  CHECK(ds->describe().rfind("text file", 0) == 0);
+  std::filesystem::remove_all(dir);
+}

@@ -194,7 +194,8 @@ std::string generate_text(const GenerateOptions& o) {
   Generator generator(*be, cfg, whole);
   const std::vector<int> prompt = tok->encode(o.prompt);
   check(!prompt.empty(), "--prompt gives no tokens");
-  return tok->decode(generator.generate(prompt, {o.tokens, o.temperature, o.top_k, o.seed}));
+  return data::decode_continuation(
+      *tok, prompt, generator.generate(prompt, {o.tokens, o.temperature, o.top_k, o.seed}));
 }
 
 }  // namespace tetra

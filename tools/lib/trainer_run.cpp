@@ -75,7 +75,8 @@ std::string Trainer::sample(int tokens) {
   auto cpu = make_cpu_backend(threads_);
   Generator generator(*cpu, cfg_, full);
   const std::vector<int> out = generator.generate(prompt, SampleOptions{tokens, 0, 0, opt_.seed});
-  return printable(tokenizer_->decode(prompt)) + " -> " + printable(tokenizer_->decode(out));
+  return printable(tokenizer_->decode(prompt)) + " -> " +
+         printable(data::decode_continuation(*tokenizer_, prompt, out));
 }
 
 std::string Trainer::startup_report() const {
