@@ -13,6 +13,7 @@
 #include "data/token_cache.hpp"
 #include "data/tokenizer.hpp"
 #include "spawn.hpp"
+#include "tools/lib/generate.hpp"
 #include "tools/lib/options.hpp"
 #include "tools/lib/trainer.hpp"
 
@@ -282,5 +283,37 @@ TEST_CASE("data: a text file whose name holds a wildcard character is that file,
   const auto ds = data::open_dataset(path, 256, 9, 1);
   CHECK(ds->num_sequences() == (100 - 1) / 9);
   CHECK(ds->describe().rfind("text file", 0) == 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("tokenizer: token shards on a model directory are its tokenizer's: samples, export") {
+  if (!data::have_sentencepiece()) {
+    MESSAGE("skipped: this build has no SentencePiece");
+    return;
+  }
+  const std::string dir = corpus_dir("tok_own");
+  const std::vector<std::string> run = {"--seq-len", "16", "--global-batch", "4",
+                                        "--steps",   "1",  "--peak-tflops",  "1"};
+  auto with = [&](std::vector<std::string> args) {
+    args.insert(args.end(), run.begin(), run.end());
+    return parse_train_options(args);
+  };
+  Trainer(with({"--layers", "2", "--dim", "32", "--heads", "4", "--kv-heads", "2", "--ffn-dim",
+                "64", "--data", dir + "/corpus.txt", "--tokenizer", "bpe:400"}),
+          MPI_COMM_SELF)
+      .export_weights(dir + "/model");
+  const std::string bin = only_file(dir, ".bin");
+  REQUIRE(!bin.empty());
+  // Going on from the directory on the cached shard (its tokens), not on the text.
+  Trainer u(with({"--init-from", dir + "/model", "--data", bin, "--vocab", "400"}), MPI_COMM_SELF);
+  const auto tok = data::load_sentencepiece(dir + "/model/tokenizer.model");
+  const auto ds = data::open_dataset(bin, 400, 16, 1);
+  std::vector<int32_t> seq(17);
+  ds->sequence(0, seq.data());
+  const std::string prompt = printable(tok->decode(std::vector<int>(seq.begin(), seq.begin() + 8)));
+  CHECK(u.sample(4).rfind(prompt + " -> ", 0) == 0);
+  u.export_weights(dir + "/again");
+  CHECK(tetra::test::slurp(dir + "/again/tokenizer.model") ==
+        tetra::test::slurp(dir + "/model/tokenizer.model"));
   std::filesystem::remove_all(dir);
 }

@@ -75,6 +75,15 @@ std::string Trainer::sample(int tokens) {
   auto cpu = make_cpu_backend(threads_);
   Generator generator(*cpu, cfg_, full);
   const std::vector<int> out = generator.generate(prompt, SampleOptions{tokens, 0, 0, opt_.seed});
+  if (tokenizer_->model_file().empty() && cfg_.real_vocab() > 256) {
+    // Tokens of a tokenizer tetra does not have (token shards): their ids, not bytes.
+    auto ids = [](const std::vector<int>& v) {
+      std::string s = "[";
+      for (size_t i = 0; i < v.size(); ++i) s += (i ? " " : "") + std::to_string(v[i]);
+      return s + "]";
+    };
+    return ids(prompt) + " -> " + ids(out);
+  }
   return printable(tokenizer_->decode(prompt)) + " -> " +
          printable(data::decode_continuation(*tokenizer_, prompt, out));
 }
