@@ -127,7 +127,7 @@ void check_all_used(const HfModel& m, const ModelConfig& c) {
   for (const std::string& name : m.names())
     check(used.count(name) || name.ends_with(".rotary_emb.inv_freq"), "init model '", m.path(),
           "': holds tensor '", name, "', which a Llama model of ", c.layers,
-          " layers does not have");
+          c.layers == 1 ? " layer" : " layers", " does not have");
 }
 
 }  // namespace
