@@ -79,7 +79,10 @@ std::string Trainer::sample(int tokens) {
     // Tokens of a tokenizer tetra does not have (token shards): their ids, not bytes.
     auto ids = [](const std::vector<int>& v) {
       std::string s = "[";
-      for (size_t i = 0; i < v.size(); ++i) s += (i ? " " : "") + std::to_string(v[i]);
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (i > 0) s += ' ';
+        s += std::to_string(v[i]);
+      }
       return s + "]";
     };
     return ids(prompt) + " -> " + ids(out);
