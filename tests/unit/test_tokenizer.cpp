@@ -317,3 +317,24 @@ TEST_CASE("tokenizer: token shards on a model directory are its tokenizer's: sam
         tetra::test::slurp(dir + "/model/tokenizer.model"));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("tokenizer: tetra generate refuses a tokenizer.model of another vocabulary") {
+  if (!data::have_sentencepiece()) {
+    MESSAGE("skipped: this build has no SentencePiece");
+    return;
+  }
+  const std::string dir = corpus_dir("tok_mismatch");
+  bool trained = false;
+  const std::string model = data::tokenizer_model("bpe:400", dir + "/corpus.txt", &trained);
+  // A byte-level model (256 tokens) given the 400-piece tokenizer.
+  const auto made = spawn(tetra_bin() + kTiny + "--steps 1 --export " + dir + "/m", 60);
+  REQUIRE(made.status == 0);
+  std::filesystem::copy_file(model, dir + "/m/tokenizer.model");
+  const auto r =
+      spawn(tetra_bin() + " generate --init-from " + dir + "/m --prompt 'the cat' --tokens 8", 60);
+  CAPTURE(r.out);
+  CHECK(r.status == 2);
+  CHECK(count(r.err, "tetra: error:") == 1);
+  CHECK(count(r.err, "has 256 tokens, and its tokenizer.model 400 pieces") == 1);
+  std::filesystem::remove_all(dir);
+}
