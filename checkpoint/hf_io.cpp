@@ -251,6 +251,9 @@ std::string export_problem(const std::string& path) {
       return "its directory '" + dir + "' is not writable: " + std::strerror(errno);
     return "";
   }
+  if (S_ISLNK(st.st_mode))
+    return "it is a symbolic link; tetra writes a model directory only where it is (name the "
+           "directory it points to)";
   if (!S_ISDIR(st.st_mode))
     return "it exists and is not a directory (a model directory is exported; name a path "
            "ending in .safetensors for one file)";

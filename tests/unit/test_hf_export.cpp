@@ -193,6 +193,12 @@ TEST_CASE("hf: an export directory that is not tetra's is refused before step 0"
   std::ofstream(dir + "/config.json") << R"({"model_type": "llama"})";
   CHECK(export_problem(dir).find("not a model directory tetra exported") != std::string::npos);
   std::filesystem::remove_all(dir);
+  // A link, even to an empty directory, is named as one; nothing is written through it.
+  std::filesystem::create_directories(dir + "_target");
+  std::filesystem::create_directory_symlink(dir + "_target", dir);
+  CHECK(export_problem(dir).find("symbolic link") != std::string::npos);
+  std::filesystem::remove(dir);
+  std::filesystem::remove_all(dir + "_target");
   // An empty directory or a missing one is fine.
   std::filesystem::create_directories(dir);
   CHECK(export_problem(dir) == "");
