@@ -92,9 +92,17 @@ std::string Trainer::sample(int tokens) {
 }
 
 std::string Trainer::startup_report() const {
-  return tetra::startup_report(
-      opt_, cfg_, plan_,
-      {data_->describe(), be_->name(), grid_.comm_kinds(), peak_source_, peak_flops_});
+  std::string data = data_->describe();
+  if (val_) {
+    // The evaluation takes B global batches; a smaller validation set wraps around.
+    const int64_t taken = int64_t(opt_.eval_batches) * opt_.global_batch;
+    data += "\n  validation: " + val_->describe() + "; each evaluation takes " +
+            std::to_string(taken) + " sequences";
+    if (val_->num_sequences() < taken)
+      data += ", so some twice or more (" + std::to_string(val_->num_sequences()) + " distinct)";
+  }
+  return tetra::startup_report(opt_, cfg_, plan_,
+                               {data, be_->name(), grid_.comm_kinds(), peak_source_, peak_flops_});
 }
 
 void Trainer::run() {
