@@ -338,3 +338,27 @@ TEST_CASE("tokenizer: tetra generate refuses a tokenizer.model of another vocabu
   CHECK(count(r.err, "has 256 tokens, and its tokenizer.model 400 pieces") == 1);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("corpus.sh: every text document is kept, also one longer than a pipe's buffer") {
+  const std::string dir = tmp_path("corpus_sh");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/licenses");
+  std::filesystem::create_directories(dir + "/doc/pkg");
+  {
+    std::ofstream big(dir + "/licenses/BIG");  // ~190 kB: more than two pipe buffers of 64 kB
+    for (int i = 0; i < 11000; ++i) big << "alpha line " << i << "\n";
+  }
+  std::ofstream(dir + "/licenses/SMALL") << "beta, a short license\n";
+  std::ofstream(dir + "/doc/pkg/README") << "gamma, a readme\n";
+  const auto r = spawn("CORPUS_LICENSES=" + dir + "/licenses CORPUS_DOCS=" + dir + "/doc bash " +
+                           std::string(TETRA_SOURCE_DIR) + "/tools/corpus.sh " + dir + "/out",
+                       60);
+  CAPTURE(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(count(r.out, "corpus: 3 documents") == 1);
+  const std::string train = tetra::test::slurp(dir + "/out/train.txt");
+  CHECK(count(train, "alpha line 10999\n") == 1);
+  CHECK(count(train, "beta, a short license") == 1);
+  CHECK(count(train, "gamma, a readme") == 1);
+  std::filesystem::remove_all(dir);
+}
