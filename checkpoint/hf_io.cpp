@@ -87,7 +87,47 @@ void check_architecture(const HfModel& m) {
   refuse_if(c.contains("hidden_act") && c["hidden_act"] != "silu", "an activation other than silu");
   refuse_if(c.value("attention_bias", false), "attention biases");
   refuse_if(c.value("mlp_bias", false), "MLP biases");
-  refuse_if(c.contains("rope_scaling") && !c["rope_scaling"].is_null(), "RoPE scaling");
+}
+
+// RoPE's base. transformers 5 writes it inside "rope_parameters" (with "rope_type"), earlier
+// versions at the top as "rope_theta", with "rope_scaling" for the variants; tetra computes
+// the default type only, over the whole head.
+double config_rope_theta(const HfModel& m) {
+  const json& c = m.config();
+  double theta = config_number(m, "rope_theta", 10000.0);
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    if (!c.contains(key) || c[key].is_null()) continue;
+    const json& r = c[key];
+    check(r.is_object(), "init model '", m.path(), "': config.json's \"", key, "\" is ", r.dump(),
+          ", not an object");
+    const json& type = r.contains("rope_type") ? r["rope_type"]
+                       : r.contains("type")    ? r["type"]
+                                               : json("default");
+    check(type == "default", "init model '", m.path(), "': config.json's \"", key,
+          "\" asks for RoPE of type ", type.dump(), ", which tetra does not implement");
+    check(!r.contains("partial_rotary_factor") || r["partial_rotary_factor"] == 1, "init model '",
+          m.path(), "': config.json's \"", key,
+          "\" asks for RoPE over part of each head, which tetra does not implement");
+    if (!r.contains("rope_theta")) continue;
+    check(r["rope_theta"].is_number() && r["rope_theta"].get<double>() > 0, "init model '",
+          m.path(), "': config.json's ", key, ".rope_theta is ", r["rope_theta"].dump(),
+          ", not a positive number");
+    theta = r["rope_theta"].get<double>();
+  }
+  return theta;
+}
+
+// Every tensor of the model is one that a Llama of shape `c` has (transformers' older files
+// also store RoPE's inv_freq, which is computed, not learned): a config.json that names fewer
+// layers than the file holds, or a file with biases, is refused rather than cut short.
+void check_all_used(const HfModel& m, const ModelConfig& c) {
+  std::set<std::string> used;
+  for (const UnitLayout& u : make_units(c, 1, 0))
+    for (const ParamInfo& p : u.params) used.insert(p.name);
+  for (const std::string& name : m.names())
+    check(used.count(name) || name.ends_with(".rotary_emb.inv_freq"), "init model '", m.path(),
+          "': holds tensor '", name, "', which a Llama model of ", c.layers,
+          c.layers == 1 ? " layer" : " layers", " does not have");
 }
 
 }  // namespace
@@ -119,7 +159,7 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& flags,
     c.heads = int(config_int(m, "num_attention_heads"));
     c.kv_heads = int(config_int(m, "num_key_value_heads", c.heads));
     c.ffn_dim = int(config_int(m, "intermediate_size"));
-    c.rope_theta = config_number(m, "rope_theta", 10000.0);
+    c.rope_theta = config_rope_theta(m);
     c.norm_eps = float(config_number(m, "rms_norm_eps", 1e-6));
     check(c.dim % c.heads == 0, "init model '", m.path(), "': hidden_size ", c.dim,
           " is not divisible by ", c.heads, " heads");
@@ -167,6 +207,7 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& flags,
   agree("--heads", c.heads, flags.heads);
   agree("--kv-heads", c.kv_heads, flags.kv_heads);
   agree("--ffn-dim", c.ffn_dim, flags.ffn_dim);
+  check_all_used(m, c);
   return c;
 }
 
@@ -210,6 +251,9 @@ std::string export_problem(const std::string& path) {
       return "its directory '" + dir + "' is not writable: " + std::strerror(errno);
     return "";
   }
+  if (S_ISLNK(st.st_mode))
+    return "it is a symbolic link; tetra writes a model directory only where it is (name the "
+           "directory it points to)";
   if (!S_ISDIR(st.st_mode))
     return "it exists and is not a directory (a model directory is exported; name a path "
            "ending in .safetensors for one file)";

@@ -210,7 +210,8 @@ std::vector<std::string> shard_list(const std::string& spec) {
     for (const auto& e : std::filesystem::directory_iterator(spec, ec))
       if (e.path().extension() == ".bin") files.push_back(e.path().string());
     check(!files.empty(), "data directory '", spec, "' holds no .bin shards");
-  } else if (spec.find_first_of("*?[") != std::string::npos) {
+  } else if (spec.find_first_of("*?[") != std::string::npos && !std::filesystem::exists(spec, ec)) {
+    // A file whose name holds a wildcard character ("notes [draft].txt") is that file.
     glob_t g;
     const int rc = ::glob(spec.c_str(), 0, nullptr, &g);
     if (rc == 0)

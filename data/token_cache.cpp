@@ -64,6 +64,9 @@ std::string tokenizer_model(const std::string& spec, const std::string& text, bo
 
 std::string tokenize_cached(const std::string& text, const Tokenizer& tok, bool* reused) {
   refuse_tokens(text);
+  // Refused whatever the text: which ids a text uses would otherwise decide it.
+  check(tok.vocab() <= 65536, "tokenizer '", tok.model_file(), "' has ", tok.vocab(),
+        " pieces, and an llm.c shard's uint16 tokens hold ids below 65536 only");
   const std::string bytes = read_all(text, "data file");
   const std::string bin =
       text + "." + content_hash(bytes, read_all(tok.model_file(), "tokenizer")) + ".bin";

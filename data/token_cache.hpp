@@ -17,7 +17,7 @@ std::string tokenizer_model(const std::string& spec, const std::string& text, bo
 
 // The .bin shard of `text` under `tok`, written now when missing (through a temporary and a
 // rename); `reused` says whether it was there. Throws tetra::Error for a .bin `text` (it is
-// tokens already), an unreadable file or a token that does not fit uint16.
+// tokens already), an unreadable file or a tokenizer of more pieces than uint16 holds.
 std::string tokenize_cached(const std::string& text, const Tokenizer& tok, bool* reused);
 
 }  // namespace tetra::data

@@ -68,6 +68,15 @@ std::unique_ptr<Tokenizer> byte_tokenizer() {
   return std::make_unique<Bytes>();
 }
 
+std::string decode_continuation(const Tokenizer& tok, const std::vector<int>& context,
+                                const std::vector<int>& ids) {
+  std::vector<int> all = context;
+  all.insert(all.end(), ids.begin(), ids.end());
+  const std::string whole = tok.decode(all), head = tok.decode(context);
+  if (whole.compare(0, head.size(), head) == 0) return whole.substr(head.size());
+  return tok.decode(ids);  // the context decodes differently at the join: no better cut
+}
+
 bool have_sentencepiece() {
 #ifdef TETRA_HAVE_SENTENCEPIECE
   return true;

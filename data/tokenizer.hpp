@@ -21,6 +21,12 @@ class Tokenizer {
 
 std::unique_ptr<Tokenizer> byte_tokenizer();
 
+// The text that `ids` add after `context`. Decoded together and the context's text taken
+// off: SentencePiece drops the space of a word piece ("\u2581word") at the start of what
+// it decodes, so decoding `ids` alone would glue their first word to the context's last.
+std::string decode_continuation(const Tokenizer& tok, const std::vector<int>& context,
+                                const std::vector<int>& ids);
+
 bool have_sentencepiece();
 // Loads a SentencePiece model. Throws tetra::Error naming the file when it is missing or
 // is not a SentencePiece model, or when this build has no SentencePiece.

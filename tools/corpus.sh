@@ -7,8 +7,11 @@
 #
 #   bash tools/corpus.sh [DIR] [MAX_MB]     # DIR defaults to corpus/, MAX_MB to 8
 #
-# writes DIR/train.txt and DIR/val.txt and prints their sizes.
+# writes DIR/train.txt and DIR/val.txt and prints their sizes. CORPUS_LICENSES and
+# CORPUS_DOCS name other folders to read (the tests use small ones).
 set -euo pipefail
+licenses="${CORPUS_LICENSES:-/usr/share/common-licenses}"
+docs="${CORPUS_DOCS:-/usr/share/doc}"
 out="${1:-corpus}"
 max_bytes=$(( ${2:-8} * 1024 * 1024 ))
 mkdir -p "$out"
@@ -18,8 +21,8 @@ train="$out/train.txt" val="$out/val.txt"
 
 # One document per line of this list, in sorted order.
 {
-  find /usr/share/common-licenses -type f 2>/dev/null | LC_ALL=C sort
-  find /usr/share/doc -type f \( -name copyright -o -name 'README*' -o -name 'changelog*' \
+  find "$licenses" -type f 2>/dev/null | LC_ALL=C sort
+  find "$docs" -type f \( -name copyright -o -name 'README*' -o -name 'changelog*' \
     -o -name 'NEWS*' -o -name '*.txt' \) 2>/dev/null | LC_ALL=C sort
 } | {
   n=0
@@ -30,8 +33,10 @@ train="$out/train.txt" val="$out/val.txt"
       *.html | *.pdf | *.png | *.svg | *.bz2 | *.xz) continue ;;
       *) text=$(head -c 200000 -- "$f" 2>/dev/null || true) ;;
     esac
-    # Text only: skip what is binary, keep printable characters, newlines and tabs.
-    printf '%s' "$text" | grep -qI . 2>/dev/null || continue
+    # Text only: skip what is binary, keep printable characters, newlines and tabs. (A here-
+    # string, not a pipe: grep -q stops at the first line, and under pipefail the writer's
+    # SIGPIPE would drop every document longer than a pipe's buffer.)
+    grep -qI . <<<"$text" 2>/dev/null || continue
     text=$(printf '%s' "$text" | tr -d '\000-\010\013-\037\177')
     [ -n "$text" ] || continue
     if (( n % 20 == 19 )); then dest="$val.tmp"; else dest="$train.tmp"; fi

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "data/dataset.hpp"
 #include "model/backend.hpp"
 #include "spawn.hpp"
 #include "tools/lib/generate.hpp"
@@ -118,4 +119,20 @@ TEST_CASE("generate: --sample-every prints a sample from rank 0 during training"
   REQUIRE(r.status == 0);
   CHECK(count(r.out, "sample: \"the cat \" -> \"") == 2);  // after steps 1 and 3
   std::filesystem::remove(corpus);
+}
+
+TEST_CASE("generate: a sample of token shards with no tokenizer shows their ids, not bytes") {
+  const std::string bin = tmp_path("gen_ids.bin");
+  std::vector<uint16_t> tokens;
+  for (int i = 0; i < 400; ++i) tokens.push_back(uint16_t(250 + i % 40));  // ids past a byte
+  data::write_bin_shard(bin, tokens);
+  Trainer t(parse_train_options({"--layers",       "2",   "--dim",     "32", "--heads",       "4",
+                                 "--kv-heads",     "2",   "--ffn-dim", "64", "--seq-len",     "16",
+                                 "--global-batch", "4",   "--steps",   "1",  "--peak-tflops", "1",
+                                 "--vocab",        "300", "--data",    bin}),
+            MPI_COMM_SELF);
+  const std::string s = t.sample(3);
+  MESSAGE(s);
+  CHECK(s.rfind("[250 251 252 253 254 255 256 257] -> [", 0) == 0);
+  std::filesystem::remove(bin);
 }

@@ -8,10 +8,12 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "checkpoint/hf_io.hpp"
+#include "checkpoint/hf_model.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "spawn.hpp"
 #include "tools/lib/options.hpp"
@@ -191,9 +193,50 @@ TEST_CASE("hf: an export directory that is not tetra's is refused before step 0"
   std::ofstream(dir + "/config.json") << R"({"model_type": "llama"})";
   CHECK(export_problem(dir).find("not a model directory tetra exported") != std::string::npos);
   std::filesystem::remove_all(dir);
+  // A link, even to an empty directory, is named as one; nothing is written through it.
+  std::filesystem::create_directories(dir + "_target");
+  std::filesystem::create_directory_symlink(dir + "_target", dir);
+  CHECK(export_problem(dir).find("symbolic link") != std::string::npos);
+  std::filesystem::remove(dir);
+  std::filesystem::remove_all(dir + "_target");
   // An empty directory or a missing one is fine.
   std::filesystem::create_directories(dir);
   CHECK(export_problem(dir) == "");
   std::filesystem::remove_all(dir);
   CHECK(export_problem(dir) == "");
+}
+
+TEST_CASE("hf: config.json as transformers 5 writes it; one that disagrees with the tensors") {
+  const std::string dir = tmp_path("hf_config");
+  std::filesystem::remove_all(dir);
+  Trainer(options({}), MPI_COMM_SELF).export_weights(dir);
+  const json exported = read_json_file(dir + "/config.json");
+  // The config as edited by `edit`, read with no flags.
+  auto read_with = [&](const std::function<void(json&)>& edit) {
+    json c = exported;
+    edit(c);
+    std::ofstream(dir + "/config.json") << c.dump();
+    return config_from_model(HfModel(dir), ModelConfig{}, {});
+  };
+  // transformers 5 keeps RoPE's base inside rope_parameters, with no rope_theta at the top.
+  const ModelConfig v5 = read_with([](json& c) {
+    c.erase("rope_theta");
+    c["rope_parameters"] = {{"rope_theta", 500000.0}, {"rope_type", "default"}};
+  });
+  CHECK(v5.rope_theta == 500000.0);
+  // A RoPE variant tetra does not compute is refused, in either place.
+  CHECK_THROWS_WITH_AS(
+      read_with([](json& c) {
+        c["rope_parameters"] = {{"rope_theta", 500000.0}, {"rope_type", "llama3"}, {"factor", 8.0}};
+      }),
+      doctest::Contains("RoPE of type \"llama3\""), Error);
+  CHECK_THROWS_WITH_AS(read_with([](json& c) {
+                         c["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+                       }),
+                       doctest::Contains("RoPE of type \"linear\""), Error);
+  // Fewer layers than the file holds: refused, not silently cut to the first layer.
+  CHECK_THROWS_WITH_AS(read_with([](json& c) { c["num_hidden_layers"] = 1; }),
+                       doctest::Contains("holds tensor 'model.layers.1."), Error);
+  CHECK(read_with([](json&) {}).layers == 2);
+  std::filesystem::remove_all(dir);
 }

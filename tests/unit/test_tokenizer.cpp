@@ -13,6 +13,7 @@
 #include "data/token_cache.hpp"
 #include "data/tokenizer.hpp"
 #include "spawn.hpp"
+#include "tools/lib/generate.hpp"
 #include "tools/lib/options.hpp"
 #include "tools/lib/trainer.hpp"
 
@@ -221,5 +222,143 @@ TEST_CASE("data: a directory or a glob of .bin shards is one source, in sorted o
                        doctest::Contains("is not an llm.c .bin shard"), Error);
   CHECK_THROWS_WITH_AS(data::open_dataset(dir + "/nothing_*.bin", 256, 9, 1),
                        doctest::Contains("matches no file"), Error);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("tokenizer: a continuation keeps the space where it joins the prompt") {
+  if (!data::have_sentencepiece()) {
+    MESSAGE("skipped: this build has no SentencePiece");
+    return;
+  }
+  const std::string dir = corpus_dir("tok_join");
+  bool trained = false;
+  const auto tok =
+      data::load_sentencepiece(data::tokenizer_model("bpe:400", dir + "/corpus.txt", &trained));
+  const std::string text = "the old fox helps the crowd, and a dog reads to her sister";
+  const std::vector<int> ids = tok->encode(text);
+  int glued = 0;  // cuts where decoding the two halves apart loses the space between them
+  for (size_t k = 1; k < ids.size(); ++k) {
+    CAPTURE(k);
+    const std::vector<int> head(ids.begin(), ids.begin() + k), tail(ids.begin() + k, ids.end());
+    CHECK(tok->decode(head) + data::decode_continuation(*tok, head, tail) == text);
+    glued += tok->decode(head) + tok->decode(tail) != text;
+  }
+  CHECK(glued > 0);
+  // Bytes decode piece by piece.
+  const auto bytes = data::byte_tokenizer();
+  CHECK(data::decode_continuation(*bytes, {'a', ' '}, {'b'}) == "b");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("tokenizer: one of more pieces than an llm.c shard's uint16 holds is refused") {
+  // Its ids here are all small: the refusal must not depend on which ones a text uses.
+  struct Wide final : data::Tokenizer {
+    explicit Wide(std::string f) : file(std::move(f)) {}
+    int vocab() const override { return 70000; }
+    std::vector<int> encode(const std::string& t) const override {
+      return std::vector<int>(t.size(), 5);
+    }
+    std::string decode(const std::vector<int>& ids) const override {
+      return std::string(ids.size(), 'x');
+    }
+    std::string model_file() const override { return file; }
+    std::string file;
+  };
+  const std::string dir = corpus_dir("tok_wide");
+  std::ofstream(dir + "/wide.model") << "its bytes name the cached shard";
+  bool reused = false;
+  CHECK_THROWS_WITH_AS(
+      data::tokenize_cached(dir + "/corpus.txt", Wide(dir + "/wide.model"), &reused),
+      doctest::Contains("has 70000 pieces"), Error);
+  CHECK(only_file(dir, ".bin").empty());
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("data: a text file whose name holds a wildcard character is that file, not a glob") {
+  const std::string dir = tmp_path("wild");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/notes [draft].txt";
+  std::ofstream(path) << std::string(100, 'a');
+  const auto ds = data::open_dataset(path, 256, 9, 1);
+  CHECK(ds->num_sequences() == (100 - 1) / 9);
+  CHECK(ds->describe().rfind("text file", 0) == 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("tokenizer: token shards on a model directory are its tokenizer's: samples, export") {
+  if (!data::have_sentencepiece()) {
+    MESSAGE("skipped: this build has no SentencePiece");
+    return;
+  }
+  const std::string dir = corpus_dir("tok_own");
+  const std::vector<std::string> run = {"--seq-len", "16", "--global-batch", "4",
+                                        "--steps",   "1",  "--peak-tflops",  "1"};
+  auto with = [&](std::vector<std::string> args) {
+    args.insert(args.end(), run.begin(), run.end());
+    return parse_train_options(args);
+  };
+  Trainer(with({"--layers", "2", "--dim", "32", "--heads", "4", "--kv-heads", "2", "--ffn-dim",
+                "64", "--data", dir + "/corpus.txt", "--tokenizer", "bpe:400"}),
+          MPI_COMM_SELF)
+      .export_weights(dir + "/model");
+  const std::string bin = only_file(dir, ".bin");
+  REQUIRE(!bin.empty());
+  // Going on from the directory on the cached shard (its tokens), not on the text.
+  Trainer u(with({"--init-from", dir + "/model", "--data", bin, "--vocab", "400"}), MPI_COMM_SELF);
+  const auto tok = data::load_sentencepiece(dir + "/model/tokenizer.model");
+  const auto ds = data::open_dataset(bin, 400, 16, 1);
+  std::vector<int32_t> seq(17);
+  ds->sequence(0, seq.data());
+  const std::string prompt = printable(tok->decode(std::vector<int>(seq.begin(), seq.begin() + 8)));
+  CHECK(u.sample(4).rfind(prompt + " -> ", 0) == 0);
+  u.export_weights(dir + "/again");
+  CHECK(tetra::test::slurp(dir + "/again/tokenizer.model") ==
+        tetra::test::slurp(dir + "/model/tokenizer.model"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("tokenizer: tetra generate refuses a tokenizer.model of another vocabulary") {
+  if (!data::have_sentencepiece()) {
+    MESSAGE("skipped: this build has no SentencePiece");
+    return;
+  }
+  const std::string dir = corpus_dir("tok_mismatch");
+  bool trained = false;
+  const std::string model = data::tokenizer_model("bpe:400", dir + "/corpus.txt", &trained);
+  // A byte-level model (256 tokens) given the 400-piece tokenizer.
+  const auto made = spawn(tetra_bin() + kTiny + "--steps 1 --export " + dir + "/m", 60);
+  REQUIRE(made.status == 0);
+  std::filesystem::copy_file(model, dir + "/m/tokenizer.model");
+  const auto r =
+      spawn(tetra_bin() + " generate --init-from " + dir + "/m --prompt 'the cat' --tokens 8", 60);
+  CAPTURE(r.out);
+  CHECK(r.status == 2);
+  CHECK(count(r.err, "tetra: error:") == 1);
+  CHECK(count(r.err, "has 256 tokens, and its tokenizer.model 400 pieces") == 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("corpus.sh: every text document is kept, also one longer than a pipe's buffer") {
+  const std::string dir = tmp_path("corpus_sh");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/licenses");
+  std::filesystem::create_directories(dir + "/doc/pkg");
+  {
+    std::ofstream big(dir + "/licenses/BIG");  // ~190 kB: more than two pipe buffers of 64 kB
+    for (int i = 0; i < 11000; ++i) big << "alpha line " << i << "\n";
+  }
+  std::ofstream(dir + "/licenses/SMALL") << "beta, a short license\n";
+  std::ofstream(dir + "/doc/pkg/README") << "gamma, a readme\n";
+  const auto r = spawn("CORPUS_LICENSES=" + dir + "/licenses CORPUS_DOCS=" + dir + "/doc bash " +
+                           std::string(TETRA_SOURCE_DIR) + "/tools/corpus.sh " + dir + "/out",
+                       60);
+  CAPTURE(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(count(r.out, "corpus: 3 documents") == 1);
+  const std::string train = tetra::test::slurp(dir + "/out/train.txt");
+  CHECK(count(train, "alpha line 10999\n") == 1);
+  CHECK(count(train, "beta, a short license") == 1);
+  CHECK(count(train, "gamma, a readme") == 1);
   std::filesystem::remove_all(dir);
 }

@@ -109,3 +109,24 @@ TEST_CASE("validation: a bad split or a source too short is one error line, exit
   }
   std::filesystem::remove(corpus);
 }
+
+TEST_CASE("validation: the start-up report says what is evaluated, and when sequences repeat") {
+  const std::string corpus = write_corpus("val_report.txt");  // ~15 kB: ~900 sequences of 17
+  auto report = [&](const std::string& split, const std::string& batches) {
+    Trainer t(
+        parse_train_options({"--layers",       "2",   "--dim",          "32",   "--heads",   "4",
+                             "--kv-heads",     "2",   "--ffn-dim",      "64",   "--seq-len", "16",
+                             "--global-batch", "4",   "--peak-tflops",  "1",    "--data",    corpus,
+                             "--val-split",    split, "--eval-batches", batches}),
+        MPI_COMM_SELF);
+    return t.startup_report();
+  };
+  const std::string enough = report("0.1", "2");
+  CHECK(count(enough, "validation: text file (validation split)") == 1);
+  CHECK(count(enough, "each evaluation takes 8 sequences\n") == 1);
+  // A validation set of a few sequences, evaluated over 40: said, not hidden.
+  const std::string few = report("0.004", "10");
+  MESSAGE(few);
+  CHECK(count(few, "each evaluation takes 40 sequences, so some twice or more (") == 1);
+  std::filesystem::remove(corpus);
+}

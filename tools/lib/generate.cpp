@@ -174,6 +174,9 @@ std::string generate_text(const GenerateOptions& o) {
   std::unique_ptr<data::Tokenizer> tok;
   if (!model.tokenizer_model().empty()) {
     tok = data::load_sentencepiece(model.tokenizer_model());
+    // Else a prompt's ids, or the ones drawn, would fall outside one or the other.
+    check(tok->vocab() == cfg.real_vocab(), "model '", o.init_from, "' has ", cfg.real_vocab(),
+          " tokens, and its tokenizer.model ", tok->vocab(), " pieces");
   } else {
     check(cfg.real_vocab() <= 256, "model '", o.init_from, "' has ", cfg.real_vocab(),
           " tokens and no tokenizer.model: tetra generate reads bytes only without one");
@@ -194,7 +197,8 @@ std::string generate_text(const GenerateOptions& o) {
   Generator generator(*be, cfg, whole);
   const std::vector<int> prompt = tok->encode(o.prompt);
   check(!prompt.empty(), "--prompt gives no tokens");
-  return tok->decode(generator.generate(prompt, {o.tokens, o.temperature, o.top_k, o.seed}));
+  return data::decode_continuation(
+      *tok, prompt, generator.generate(prompt, {o.tokens, o.temperature, o.top_k, o.seed}));
 }
 
 }  // namespace tetra

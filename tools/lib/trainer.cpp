@@ -115,12 +115,16 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
   std::string resume_path;
   const NodeRank node = node_rank(world);
   tokenizer_ = data::byte_tokenizer();
-  // Text on a model directory that has a tokenizer (tetra's or another's export): the
-  // model's own tokenizer, unless --tokenizer names one.
+  // A model directory that has a tokenizer (tetra's or another's export): text is tokenized
+  // with it, unless --tokenizer names one; token shards are taken as its tokens, so that the
+  // samples decode through it and the export carries it.
   const std::string own = opt_.init_from + "/tokenizer.model";
-  if (opt_.tokenizer.empty() && !opt_.init_from.empty() && std::filesystem::is_regular_file(own) &&
-      std::filesystem::is_regular_file(opt_.data) && !data::is_bin_shard(opt_.data))
+  const bool has_own =
+      opt_.tokenizer.empty() && !opt_.init_from.empty() && std::filesystem::is_regular_file(own);
+  if (has_own && std::filesystem::is_regular_file(opt_.data) && !data::is_bin_shard(opt_.data))
     opt_.tokenizer = own;
+  else if (has_own && data::have_sentencepiece())
+    agree(world, [&] { tokenizer_ = data::load_sentencepiece(own); });
   if (!opt_.tokenizer.empty()) {
     // Rank 0 trains and tokenizes what is not cached; the others then find it all cached.
     agree(world, [&] {

@@ -75,13 +75,34 @@ std::string Trainer::sample(int tokens) {
   auto cpu = make_cpu_backend(threads_);
   Generator generator(*cpu, cfg_, full);
   const std::vector<int> out = generator.generate(prompt, SampleOptions{tokens, 0, 0, opt_.seed});
-  return printable(tokenizer_->decode(prompt)) + " -> " + printable(tokenizer_->decode(out));
+  if (tokenizer_->model_file().empty() && cfg_.real_vocab() > 256) {
+    // Tokens of a tokenizer tetra does not have (token shards): their ids, not bytes.
+    auto ids = [](const std::vector<int>& v) {
+      std::string s = "[";
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (i > 0) s += ' ';
+        s += std::to_string(v[i]);
+      }
+      return s + "]";
+    };
+    return ids(prompt) + " -> " + ids(out);
+  }
+  return printable(tokenizer_->decode(prompt)) + " -> " +
+         printable(data::decode_continuation(*tokenizer_, prompt, out));
 }
 
 std::string Trainer::startup_report() const {
-  return tetra::startup_report(
-      opt_, cfg_, plan_,
-      {data_->describe(), be_->name(), grid_.comm_kinds(), peak_source_, peak_flops_});
+  std::string data = data_->describe();
+  if (val_) {
+    // The evaluation takes B global batches; a smaller validation set wraps around.
+    const int64_t taken = int64_t(opt_.eval_batches) * opt_.global_batch;
+    data += "\n  validation: " + val_->describe() + "; each evaluation takes " +
+            std::to_string(taken) + " sequences";
+    if (val_->num_sequences() < taken)
+      data += ", so some twice or more (" + std::to_string(val_->num_sequences()) + " distinct)";
+  }
+  return tetra::startup_report(opt_, cfg_, plan_,
+                               {data, be_->name(), grid_.comm_kinds(), peak_source_, peak_flops_});
 }
 
 void Trainer::run() {
