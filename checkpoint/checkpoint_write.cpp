@@ -93,7 +93,8 @@ void prune(const std::string& dir, const CheckpointRef& parent, int keep) {
   std::error_code ec;
   for (size_t i = size_t(keep) - 1; i < line.size(); ++i) {
     const fs::path old = line[i];
-    if (!verify(old.string()).empty()) continue;
+    // Only tetra's own step_N directories: a copy the user made ("best") is theirs.
+    if (!parse_step_dir_name(old.filename().string()) || !verify(old.string()).empty()) continue;
     fs::remove(old / kManifestFile, ec);
     if (!ec) fs::remove_all(old, ec);
     // The new checkpoint is complete: a leftover old one wastes space, it breaks nothing.

@@ -209,3 +209,21 @@ TEST_CASE("checkpoint: pruning keeps to the line of the new checkpoint") {
   CHECK(entries(dir) == std::vector<std::string>{"latest", "step_00000003", "step_00000004",
                                                  "step_00000005", "step_00000006"});
 }
+
+TEST_CASE("checkpoint: a line may continue from a copy under another name, which is never pruned") {
+  TempDir tmp;
+  const std::string dir = tmp.file("c");
+  save_one(dir, 2, 0, 0);
+  // Copies of step 2, one elsewhere and one beside the checkpoints, resumed from in turn.
+  for (const std::string& copy : {tmp.file("best"), dir + "/best"}) {
+    fs::copy(dir + "/step_00000002", copy);
+    CAPTURE(copy);
+    const std::string p4 = save_one(dir, 4, 1, 1, reference_to(dir, copy));
+    CHECK(verify(p4) == "");
+    CHECK(find_latest(dir, nullptr) == p4);
+    const std::string p6 = save_one(dir, 6, 1, 1);  // keep 1: 4 goes, the copy stays
+    CHECK(verify(p6) == "");
+    CHECK(fs::exists(copy + "/manifest.json"));
+    CHECK_FALSE(fs::exists(p4));
+  }
+}

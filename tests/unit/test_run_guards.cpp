@@ -62,6 +62,7 @@ TEST_CASE("guards: a resumed run keeps the checkpoint's settings unless told oth
       {"--steps 6", "steps", "--steps 4 there, 6 here"},
       {"--clip 0.5", "clip", "--clip 1.0 there, 0.5 here"},
       {"--weight-decay 0.01", "weight-decay", "--weight-decay 0.1 there, 0.01 here"},
+      {"--dtype bf16", "dtype", "--dtype \"fp32\" there, \"bf16\" here"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.flags);

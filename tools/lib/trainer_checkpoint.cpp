@@ -63,6 +63,8 @@ json run_settings(const TrainOptions& opt) {
   v["steps"] = opt.steps;
   v["clip"] = opt.clip;
   v["weight-decay"] = opt.weight_decay;
+  // bf16 and fp32 keep the same fp32 master state, but step on other numbers.
+  v["dtype"] = opt.dtype;
   return v;
 }
 
@@ -92,8 +94,9 @@ void Trainer::resume_from(const std::string& path) {
   // which settings may change (to extend a run, or fine-tune from it).
   std::string differ, names;
   for (const std::string& key : kChangeable) {
-    check(r.state().run.contains(key), "checkpoint '", path, "' does not record the run's --", key);
-    const json& was = r.state().run.at(key);
+    // A setting the checkpoint does not record (written before tetra recorded it) counts
+    // as a difference, which --allow-change can accept.
+    const json was = r.state().run.contains(key) ? r.state().run.at(key) : json("not recorded");
     const json& now = settings_.at(key);
     // An --min-lr left to its default follows --lr: allowing or naming --lr covers it.
     const bool follows_lr =
