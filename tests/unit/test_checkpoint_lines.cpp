@@ -187,7 +187,8 @@ TEST_CASE("checkpoint: a parent whose name another line took ends the line there
   TempDir tmp;
   const std::string dir = tmp.file("c");
   for (int step : {2, 4, 6}) save_one(dir, step, 0, 0);
-  save_one(dir, 4, 1, 0, reference_to(dir, dir + "/step_00000002"));  // B replaces A's 4
+  save_one(dir, 4, 1, 0, reference_to(dir, dir + "/step_00000002"));  // B takes A's 4's name
+  CHECK(verify(dir + "/step_00000004.abandoned") == "");              // A's 4, moved aside
   set_latest(dir, "step_00000006");  // an explicit resume from A's 6
   const std::string shard = dir + "/step_00000006/rank_00000.safetensors";
   std::string bytes = read_bytes(shard);
