@@ -344,4 +344,11 @@ TEST_CASE("resume: an edited manifest is refused; TP-replicated tensors are stor
   CHECK(r.status == 0);
   CHECK(r.err.find("skipping " + ck + "/step_00000004: ") != std::string::npos);
   CHECK(r.out.find("resumed from " + ck + "/step_00000002 ") != std::string::npos);
+
+  // A checkpoint without its manifest is named as one, with what it lacks.
+  fs::remove(ck + "/step_00000002/manifest.json");
+  const Spawned lost = spawn(tetra_bin() + " ckpt verify " + ck + "/step_00000002/");
+  CHECK(lost.status == 2);
+  CHECK(count(lost.err, "tetra: error:") == 1);
+  CHECK(lost.err.find("step_00000002/manifest.json': not found") != std::string::npos);
 }
