@@ -219,6 +219,11 @@ TEST_CASE("checkpoint: a line may continue from a copy under another name, which
   for (const std::string& copy : {tmp.file("best"), dir + "/best"}) {
     fs::copy(dir + "/step_00000002", copy);
     CAPTURE(copy);
+    // `latest` names the copy until the first checkpoint of the run that resumed from it.
+    set_latest(dir, reference_to(dir, copy).name);
+    std::vector<std::string> warnings;
+    CHECK(find_latest(dir, &warnings) == copy);
+    CHECK(warnings.empty());
     const std::string p4 = save_one(dir, 4, 1, 1, reference_to(dir, copy));
     CHECK(verify(p4) == "");
     CHECK(find_latest(dir, nullptr) == p4);
