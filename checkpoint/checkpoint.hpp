@@ -73,11 +73,12 @@ json model_to_json(const ModelConfig& c);
 ModelConfig model_from_json(const json& v, const std::string& what);
 
 // Collective over `world`: every rank passes its segments (possibly none). Writes
-// dir/step_<8 digits>/ as described above (creating dir if needed, and replacing an
-// existing checkpoint of the same step only once the new one is complete), updates
-// dir/latest and deletes all but the newest `keep` complete checkpoints (keep <= 0: none),
-// never the new one. Throws tetra::Error on every rank (the same message) if any rank
-// fails, leaving any earlier checkpoint and `latest` untouched.
+// dir/step_<8 digits>/ as described above (creating dir if needed; an existing checkpoint
+// of the same step is replaced, once the new one is complete, only when it is identical,
+// and otherwise moved aside to step_<8 digits>.abandoned), updates dir/latest and deletes
+// the new checkpoint's ancestors beyond the newest `keep` of its line (keep <= 0: none).
+// Throws tetra::Error on every rank (the same message) if any rank fails, leaving any
+// earlier checkpoint and `latest` untouched.
 // die_after_shard (--inject-failure RANK@STEP:ckpt): this rank kills itself with SIGKILL
 // once its shard file is on disk, before the checkpoint is complete.
 // Returns the path of the new checkpoint directory.
@@ -103,9 +104,10 @@ std::string begin_write(const std::string& dir, int64_t step);
 // checksum.
 ShardRecord write_shard(const std::string& tmp_dir, int rank, int world_size, const RunState& state,
                         const std::vector<Segment>& segments);
-// Writes the manifest, moves the .tmp directory into place, updates dir/latest and deletes
-// the new checkpoint's ancestors beyond the newest `keep` of its line. Returns the path of
-// the new checkpoint directory.
+// Writes the manifest, moves the .tmp directory into place (setting aside a different
+// checkpoint of the same step), updates dir/latest and deletes the new checkpoint's
+// ancestors beyond the newest `keep` of its line. Returns the path of the new checkpoint
+// directory.
 std::string finish_write(const std::string& dir, const RunState& state,
                          const std::vector<ShardRecord>& shards, int keep);
 

@@ -125,7 +125,8 @@ std::string find_latest(const std::string& dir, std::vector<std::string>* warnin
   std::getline(latest_file, latest);
   if (latest_file.is_open()) {
     if (latest == kNoCheckpoint) return "";
-    const bool a_name = latest.find('/') != std::string::npos || parse_step_dir_name(latest);
+    // A name in dir (step_N, or a copy resumed from, such as "best") or a path elsewhere.
+    const bool a_name = !latest.empty() && latest != "." && latest != "..";
     const std::string head = a_name ? locate(dir, latest) : "";
     if (!head.empty()) return newest_on_line(dir, head, notes);
     // A `latest` that names nothing here was edited or damaged: say so rather than ignore it.

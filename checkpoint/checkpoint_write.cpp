@@ -42,9 +42,9 @@ std::string old_dir_of(const std::string& dir, int64_t step) {
   return (fs::path(dir) / (step_dir_name(step) + ".old")).string();
 }
 
-// Moves the finished tmp directory to `final_dir`. A checkpoint already there (a resumed
-// run saving the same step again) is swapped out in one atomic rename, so that the name
-// always holds one complete checkpoint, and then deleted.
+// Moves the finished tmp directory to `final_dir`. A checkpoint already there (the same one,
+// written again: see set_aside_unless_same) is swapped out in one atomic rename, so that the
+// name always holds one complete checkpoint, and then deleted.
 void install(const std::string& tmp, const std::string& final_dir, const std::string& old,
              const std::string& context) {
   if (::rename(tmp.c_str(), final_dir.c_str()) == 0) return;
@@ -64,6 +64,27 @@ void install(const std::string& tmp, const std::string& final_dir, const std::st
   check(::rename(tmp.c_str(), final_dir.c_str()) == 0, context, ": cannot rename '", tmp, "' to '",
         final_dir, "': ", std::strerror(errno));
   fs::remove_all(old, ec);
+}
+
+// A checkpoint already at final_dir is replaced only when it is the very checkpoint being
+// written (the same manifest: a run that redid its steps after a crash between the rename
+// and `latest`). Anything else there, another line's checkpoint (a rollback, or a run from
+// step 0, that reached its step) or one that does not verify, is moved aside to
+// step_N.abandoned (.abandoned.2, ...) rather than deleted: it may be wanted, or salvageable.
+void set_aside_unless_same(const std::string& final_dir, const std::string& manifest_checksum,
+                           const std::string& context) {
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(final_dir, ec))) return;
+  const std::string problem = verify(final_dir);
+  if (problem.empty() && crc_hex(read_manifest(final_dir).checksum) == manifest_checksum) return;
+  std::string aside = final_dir + ".abandoned";
+  for (int k = 2; fs::exists(fs::symlink_status(aside, ec)); ++k)
+    aside = final_dir + ".abandoned." + std::to_string(k);
+  check(::rename(final_dir.c_str(), aside.c_str()) == 0, context, ": cannot move '", final_dir,
+        "' aside: ", std::strerror(errno));
+  std::fprintf(stderr, "tetra: warning: moved '%s' to '%s' rather than replace it (%s)\n",
+               final_dir.c_str(), aside.c_str(),
+               problem.empty() ? "another checkpoint of that step" : problem.c_str());
 }
 
 // The checkpoint `ref` names, relative to dir: its path when it is there and is the very
@@ -93,7 +114,8 @@ void prune(const std::string& dir, const CheckpointRef& parent, int keep) {
   std::error_code ec;
   for (size_t i = size_t(keep) - 1; i < line.size(); ++i) {
     const fs::path old = line[i];
-    if (!verify(old.string()).empty()) continue;
+    // Only tetra's own step_N directories: a copy the user made ("best") is theirs.
+    if (!parse_step_dir_name(old.filename().string()) || !verify(old.string()).empty()) continue;
     fs::remove(old / kManifestFile, ec);
     if (!ec) fs::remove_all(old, ec);
     // The new checkpoint is complete: a leftover old one wastes space, it breaks nothing.
@@ -190,8 +212,9 @@ std::string finish_write(const std::string& dir, const RunState& state,
   const std::string name = step_dir_name(state.step);
   const std::string tmp = tmp_dir_of(dir, state.step);
   const std::string final_dir = (fs::path(dir) / name).string();
-  write_file_atomically((fs::path(tmp) / kManifestFile).string(),
-                        manifest_json(state, shards).dump(2) + "\n", context);
+  const json manifest = manifest_json(state, shards);
+  write_file_atomically((fs::path(tmp) / kManifestFile).string(), manifest.dump(2) + "\n", context);
+  set_aside_unless_same(final_dir, manifest.at("manifest_checksum").get<std::string>(), context);
   install(tmp, final_dir, old_dir_of(dir, state.step), context);
   sync_dir(dir, context);
   // Only now may `latest` name it: before this point a crash leaves the previous one.

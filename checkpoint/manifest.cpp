@@ -99,10 +99,11 @@ void check_consistent(const RunState& s, int64_t world, const std::string& check
   for (const char* dim : {"tp", "cp", "pp", "dp"}) product *= int_member(s.layout, dim, 1, INT_MAX);
   check(product == world, "the layout has ", product, " ranks (tp*cp*pp*dp), \"world_size\" ",
         world);
-  if (s.parent.name.empty()) return;
-  const auto parent_step = step_of_path(s.parent.name);
-  check(parent_step.has_value(), "the parent '", s.parent.name, "' is not a checkpoint's name");
-  check(*parent_step < s.step, "the parent '", s.parent.name, "' is not older than step ", s.step);
+  // A parent named step_N must be older; one under another name (a resume from a copy such
+  // as "/backup/best") has no step in its name to compare.
+  if (const auto parent_step = step_of_path(s.parent.name))
+    check(*parent_step < s.step, "the parent '", s.parent.name, "' is not older than step ",
+          s.step);
 }
 
 RunState run_state(const json& m) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.hpp"
+#include "checkpoint/manifest.hpp"
 #include "model/error.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/watchdog.hpp"
@@ -34,11 +35,16 @@ void train(const tetra::TrainOptions& opt) {
   trainer.run();
 }
 
-// tetra ckpt inspect|verify DIR. DIR is one checkpoint (step_...) or a checkpoint
-// directory, meaning its newest complete checkpoint.
+// tetra ckpt inspect|verify DIR. DIR is one checkpoint (step_..., or any directory with a
+// manifest) or a checkpoint directory, meaning its newest complete checkpoint.
 void ckpt_command(const tetra::CkptOptions& opt, int rank) {
   std::string dir = opt.dir;
-  if (!std::filesystem::exists(dir + "/manifest.json")) {
+  // A step_N directory is one checkpoint even when its manifest is gone: say so.
+  const std::filesystem::path leaf = std::filesystem::path(dir).lexically_normal();
+  const bool one = std::filesystem::exists(dir + "/manifest.json") ||
+                   tetra::ckpt::parse_step_dir_name(
+                       (leaf.filename().empty() ? leaf.parent_path() : leaf).filename().string());
+  if (!one) {
     std::vector<std::string> warnings;
     const std::string newest = tetra::ckpt::find_latest(dir, &warnings);
     for (const std::string& w : warnings)

@@ -312,20 +312,33 @@ TEST_CASE("checkpoint: keep deletes all but the newest, never the one just writt
         std::vector<std::string>{"latest", "step_00000003", "step_00000004", "step_00000007"});
 }
 
-TEST_CASE("checkpoint: saving an existing step again replaces it whole") {
+TEST_CASE("checkpoint: saving an existing step again replaces it only when identical") {
   TempDir tmp;
   const std::string dir = tmp.file("c");
   const ModelConfig cfg = checkpoint_model();
   save_tp2_dp2(dir, state_at(5, cfg), make_weights(cfg, 1), 0);
+  save_tp2_dp2(dir, state_at(5, cfg), make_weights(cfg, 1), 0);  // the same one, redone
+  CHECK(entries(dir) == std::vector<std::string>{"latest", "step_00000005"});
   RunState again = state_at(5, cfg);
   again.seed += 1;
   const Weights w2 = make_weights(cfg, 2);
   const std::string path = save_tp2_dp2(dir, again, w2, 0);
-  CHECK(entries(dir) == std::vector<std::string>{"latest", "step_00000005"});
+  // Another checkpoint of the step (another run's) is moved aside whole, not deleted.
+  CHECK(entries(dir) ==
+        std::vector<std::string>{"latest", "step_00000005", "step_00000005.abandoned"});
+  CHECK(verify(dir + "/step_00000005.abandoned") == "");
+  check_tensors(Reader(dir + "/step_00000005.abandoned"), cfg, make_weights(cfg, 1));
   CHECK(verify(path) == "");
   const Reader r(path);
   CHECK(r.state().seed == again.seed);
   check_tensors(r, cfg, w2);
+  // So is one that does not verify: it may be salvageable.
+  write_bytes(path + "/manifest.json", "{");
+  save_tp2_dp2(dir, state_at(5, cfg), make_weights(cfg, 3), 0);
+  CHECK(read_bytes(dir + "/step_00000005.abandoned.2/manifest.json") == "{");
+  CHECK(verify(dir + "/step_00000005") == "");
+  fs::remove_all(dir + "/step_00000005.abandoned");
+  fs::remove_all(dir + "/step_00000005.abandoned.2");
 
   // A stale .tmp of the step about to be written goes first, with whatever it held.
   fs::create_directories(dir + "/step_00000006.tmp");

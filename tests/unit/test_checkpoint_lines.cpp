@@ -187,7 +187,8 @@ TEST_CASE("checkpoint: a parent whose name another line took ends the line there
   TempDir tmp;
   const std::string dir = tmp.file("c");
   for (int step : {2, 4, 6}) save_one(dir, step, 0, 0);
-  save_one(dir, 4, 1, 0, reference_to(dir, dir + "/step_00000002"));  // B replaces A's 4
+  save_one(dir, 4, 1, 0, reference_to(dir, dir + "/step_00000002"));  // B takes A's 4's name
+  CHECK(verify(dir + "/step_00000004.abandoned") == "");              // A's 4, moved aside
   set_latest(dir, "step_00000006");  // an explicit resume from A's 6
   const std::string shard = dir + "/step_00000006/rank_00000.safetensors";
   std::string bytes = read_bytes(shard);
@@ -208,4 +209,27 @@ TEST_CASE("checkpoint: pruning keeps to the line of the new checkpoint") {
   save_one(dir, 5, 1, 2);
   CHECK(entries(dir) == std::vector<std::string>{"latest", "step_00000003", "step_00000004",
                                                  "step_00000005", "step_00000006"});
+}
+
+TEST_CASE("checkpoint: a line may continue from a copy under another name, which is never pruned") {
+  TempDir tmp;
+  const std::string dir = tmp.file("c");
+  save_one(dir, 2, 0, 0);
+  // Copies of step 2, one elsewhere and one beside the checkpoints, resumed from in turn.
+  for (const std::string& copy : {tmp.file("best"), dir + "/best"}) {
+    fs::copy(dir + "/step_00000002", copy);
+    CAPTURE(copy);
+    // `latest` names the copy until the first checkpoint of the run that resumed from it.
+    set_latest(dir, reference_to(dir, copy).name);
+    std::vector<std::string> warnings;
+    CHECK(find_latest(dir, &warnings) == copy);
+    CHECK(warnings.empty());
+    const std::string p4 = save_one(dir, 4, 1, 1, reference_to(dir, copy));
+    CHECK(verify(p4) == "");
+    CHECK(find_latest(dir, nullptr) == p4);
+    const std::string p6 = save_one(dir, 6, 1, 1);  // keep 1: 4 goes, the copy stays
+    CHECK(verify(p6) == "");
+    CHECK(fs::exists(copy + "/manifest.json"));
+    CHECK_FALSE(fs::exists(p4));
+  }
 }

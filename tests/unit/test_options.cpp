@@ -162,7 +162,7 @@ TEST_CASE("options: refusals name the flag in tetra's words") {
       {{"train", "--ckpt-every", "2"}, "--ckpt-every needs --ckpt-dir"},
       {{"train", "--allow-change", "lr,seed"},
        "--allow-change takes a comma-separated list of data, lr, min-lr, warmup, steps, clip, "
-       "weight-decay (got 'seed')"},
+       "weight-decay, dtype (got 'seed')"},
       {{"ckpt"}, "tetra ckpt needs a command: inspect or verify"},
       {{"ckpt", "inspect"}, "tetra ckpt inspect needs DIR"},
       {{"ckpt", "verify", "a", "b"}, "unexpected argument 'b' (see tetra ckpt verify --help)"},

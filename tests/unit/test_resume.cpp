@@ -239,11 +239,16 @@ TEST_CASE("resume: when nothing verifies, auto refuses; --keep never prunes what
   CHECK(count(refused.err, "--resume never") == 1);
   CHECK(count(refused.out, "step ") == 0);
 
-  // Starting over on purpose writes steps 1 to 4 with --keep 1; the corrupt checkpoints of
-  // steps 1 and 2 are replaced by the new ones, so corrupt step 2 again and write up to 6:
-  // pruning deletes the valid 3 to 5 and leaves the corrupt 2.
-  REQUIRE(spawn(train(1, "--steps 4 --ckpt-dir " + ck + " --ckpt-every 1 --resume never")).status ==
-          0);
+  // Starting over on purpose writes steps 1 to 4; the corrupt checkpoints of steps 1 and 2
+  // are moved aside, whole, not replaced. Then corrupt the new step 2 and write up to 6
+  // with --keep 1: pruning deletes the valid 3 to 5 and leaves the corrupt 2.
+  const std::string first = slurp(ck + "/step_00000001/rank_00000.safetensors");
+  const Spawned over =
+      spawn(train(1, "--steps 4 --ckpt-dir " + ck + " --ckpt-every 1 --resume never"));
+  REQUIRE(over.status == 0);
+  CHECK(count(over.err, "tetra: warning: moved '" + ck + "/step_0000000") == 2);
+  CHECK(slurp(ck + "/step_00000001.abandoned/rank_00000.safetensors") == first);
+  CHECK(fs::exists(ck + "/step_00000002.abandoned/manifest.json"));
   {
     std::fstream f(ck + "/step_00000002/rank_00000.safetensors",
                    std::ios::in | std::ios::out | std::ios::binary);
@@ -339,4 +344,11 @@ TEST_CASE("resume: an edited manifest is refused; TP-replicated tensors are stor
   CHECK(r.status == 0);
   CHECK(r.err.find("skipping " + ck + "/step_00000004: ") != std::string::npos);
   CHECK(r.out.find("resumed from " + ck + "/step_00000002 ") != std::string::npos);
+
+  // A checkpoint without its manifest is named as one, with what it lacks.
+  fs::remove(ck + "/step_00000002/manifest.json");
+  const Spawned lost = spawn(tetra_bin() + " ckpt verify " + ck + "/step_00000002/");
+  CHECK(lost.status == 2);
+  CHECK(count(lost.err, "tetra: error:") == 1);
+  CHECK(lost.err.find("step_00000002/manifest.json': not found") != std::string::npos);
 }

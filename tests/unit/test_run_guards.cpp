@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checksum.hpp"
 #include "spawn.hpp"
+#include "util/json.hpp"
 
 using namespace tetra::test;
 namespace fs = std::filesystem;
@@ -62,6 +64,7 @@ TEST_CASE("guards: a resumed run keeps the checkpoint's settings unless told oth
       {"--steps 6", "steps", "--steps 4 there, 6 here"},
       {"--clip 0.5", "clip", "--clip 1.0 there, 0.5 here"},
       {"--weight-decay 0.01", "weight-decay", "--weight-decay 0.1 there, 0.01 here"},
+      {"--dtype bf16", "dtype", "--dtype \"fp32\" there, \"bf16\" here"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.flags);
@@ -107,6 +110,23 @@ TEST_CASE("guards: a resumed run keeps the checkpoint's settings unless told oth
   const std::string manifest = slurp(d / "ck/step_00000006/manifest.json");
   CHECK(manifest.find("\"lr\": 0.002") != std::string::npos);
   CHECK(manifest.find("\"steps\": 6") != std::string::npos);
+
+  // A checkpoint that does not record a setting (from before tetra recorded --dtype, here by
+  // an edit with the checksum made to match) differs in it, unless that change is allowed.
+  tetra::json m;
+  REQUIRE(tetra::parse_json(manifest, m).empty());
+  m["run"].erase("dtype");
+  m.erase("manifest_checksum");
+  const std::string text = m.dump();
+  m["manifest_checksum"] = tetra::ckpt::crc_hex(tetra::ckpt::crc32c(text.data(), text.size()));
+  std::ofstream(d / "ck/step_00000006/manifest.json", std::ios::trunc) << m.dump(2);
+  const Spawned old = spawn(train("--steps 6 --lr 0.002" + ck));
+  CHECK(old.status == 2);
+  CHECK(old.err.find("(--dtype \"not recorded\" there, \"fp32\" here); pass --allow-change "
+                     "dtype") != std::string::npos);
+  const Spawned allowed = spawn(train("--steps 6 --lr 0.002 --allow-change dtype" + ck));
+  CHECK(allowed.status == 0);
+  CHECK(allowed.out.find("run finished: ") != std::string::npos);
 }
 
 TEST_CASE("guards: a second job on a checkpoint directory is refused; a stale lock is taken") {

@@ -63,8 +63,8 @@ struct TrainOptions {
 
 // The settings of a run that --allow-change may name: resuming with any other value than the
 // checkpoint's run had is refused unless allowed.
-inline const std::vector<std::string> kChangeable = {"data",  "lr",   "min-lr",      "warmup",
-                                                     "steps", "clip", "weight-decay"};
+inline const std::vector<std::string> kChangeable = {"data",  "lr",   "min-lr",       "warmup",
+                                                     "steps", "clip", "weight-decay", "dtype"};
 
 // `tetra launch [--restarts N] [--quiet] -- COMMAND ARGS...`.
 struct LaunchOptions {
@@ -112,7 +112,7 @@ struct GenerateOptions {
 struct CommandLine {
   // "train", "plan", "launch", "ckpt", "plot" or "generate"; empty when help was asked for
   std::string command;
-  std::string help;     // the --help text asked for, else empty
+  std::string help;  // the --help text asked for, else empty
   TrainOptions train;
   PlanOptions plan;
   LaunchOptions launch;

@@ -110,7 +110,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
            for (const std::string& name : split_commas(v)) o.allow_change.insert(name);
          },
          "settings a resumed run may change from the checkpoint's run, comma-separated: "
-         "data, lr, min-lr, warmup, steps, clip, weight-decay")
+         "data, lr, min-lr, warmup, steps, clip, weight-decay, dtype")
       ->type_name("A,B")
       ->default_str("\"\"")
       ->check(CLI::Validator(
@@ -118,7 +118,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
             for (const std::string& name : split_commas(s))
               if (std::find(kChangeable.begin(), kChangeable.end(), name) == kChangeable.end())
                 return "takes a comma-separated list of data, lr, min-lr, warmup, steps, clip, "
-                       "weight-decay (got '" +
+                       "weight-decay, dtype (got '" +
                        name + "')";
             return "";
           },

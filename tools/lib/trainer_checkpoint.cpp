@@ -63,6 +63,8 @@ json run_settings(const TrainOptions& opt) {
   v["steps"] = opt.steps;
   v["clip"] = opt.clip;
   v["weight-decay"] = opt.weight_decay;
+  // bf16 and fp32 keep the same fp32 master state, but step on other numbers.
+  v["dtype"] = opt.dtype;
   return v;
 }
 
@@ -90,15 +92,18 @@ void Trainer::resume_from(const std::string& path) {
         "--resume never to start over");
   // What the run continues must be the run that was checkpointed, unless the user says
   // which settings may change (to extend a run, or fine-tune from it).
+  // A setting the checkpoint does not record (written before tetra recorded it) counts as a
+  // difference, which --allow-change can accept.
+  const auto recorded = [&](const std::string& key) {
+    return r.state().run.contains(key) ? r.state().run.at(key) : json("not recorded");
+  };
   std::string differ, names;
   for (const std::string& key : kChangeable) {
-    check(r.state().run.contains(key), "checkpoint '", path, "' does not record the run's --", key);
-    const json& was = r.state().run.at(key);
+    const json was = recorded(key);
     const json& now = settings_.at(key);
     // An --min-lr left to its default follows --lr: allowing or naming --lr covers it.
-    const bool follows_lr =
-        key == "min-lr" && !opt_.given.count("--min-lr") &&
-        (opt_.allow_change.count("lr") || r.state().run.at("lr") != settings_.at("lr"));
+    const bool follows_lr = key == "min-lr" && !opt_.given.count("--min-lr") &&
+                            (opt_.allow_change.count("lr") || recorded("lr") != settings_.at("lr"));
     if (was == now || opt_.allow_change.count(key) || follows_lr) continue;
     differ += (differ.empty() ? "" : "; ") + ("--" + key) + " " + was.dump() + " there, " +
               now.dump() + " here";
