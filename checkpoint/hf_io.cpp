@@ -241,15 +241,7 @@ std::string export_problem(const std::string& path) {
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) {
     if (errno != ENOENT) return std::strerror(errno);
-    // Created at export: its parent must take it.
-    const fs::path parent = fs::path(path).parent_path();
-    const std::string dir = parent.empty() ? "." : parent.string();
-    struct stat d;
-    if (::stat(dir.c_str(), &d) != 0 || !S_ISDIR(d.st_mode))
-      return "its directory '" + dir + "' does not exist";
-    if (::access(dir.c_str(), W_OK | X_OK) != 0)
-      return "its directory '" + dir + "' is not writable: " + std::strerror(errno);
-    return "";
+    return parent_dir_problem(path);  // created at export: its parent must take it
   }
   if (S_ISLNK(st.st_mode))
     return "it is a symbolic link; tetra writes a model directory only where it is (name the "

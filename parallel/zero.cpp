@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "util/bf16.hpp"
-
 namespace tetra {
 
 ZeroParams::ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> units, int zero_stage,
@@ -64,10 +62,11 @@ void ZeroParams::load(int i, const std::vector<float>& host) {
   if (!u.master.empty()) be_.upload(u.master.flat(), padded.data() + comm_.rank() * u.shard);
   if (zero_ == 3) return;
   if (compute_ == DType::F32) return be_.upload(u.weights.flat(), padded.data());
-  // Rounded here as the backend's cast rounds (util/bf16.hpp): no collective in load.
-  std::vector<uint16_t> low(padded.size());
-  for (size_t j = 0; j < padded.size(); ++j) low[j] = float_to_bf16(padded[j]);
-  be_.upload(u.weights.flat(), low.data());
+  // The whole compute copy from the host values (every rank has them: no collective), rounded
+  // as publish() rounds the master shard.
+  Buffer full(be_, u.padded);
+  be_.upload(full.flat(), padded.data());
+  be_.cast(u.weights.flat(), full.flat());
 }
 
 std::vector<float> ZeroParams::gather_to_host(int i) {

@@ -4,8 +4,11 @@
 
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <filesystem>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "model/error.hpp"
 #include "util/json.hpp"
@@ -30,7 +33,22 @@ struct TempDir {
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   std::string file(const std::string& name) const { return (path / name).string(); }
+  std::string operator/(const std::string& name) const { return file(name); }
 };
+
+// Floats that test bf16 rounding: ties both ways, values just either side of a tie, a NaN,
+// the overflow to infinity, a subnormal.
+inline std::vector<float> bf16_rounding_cases() {
+  return {1.0f,
+          std::bit_cast<float>(0x3F808000u),
+          std::bit_cast<float>(0x3F818000u),
+          std::bit_cast<float>(0x3F808001u),
+          std::bit_cast<float>(0x3F807FFFu),
+          -0.0f,
+          std::numeric_limits<float>::quiet_NaN(),
+          3.4e38f,
+          1e-40f};
+}
 
 // The message of the tetra::Error that fn throws, or "" when it throws nothing.
 template <typename Fn>

@@ -96,12 +96,35 @@ sanitizer() {
   echo "$1: no errors over the op tests"
 }
 
+# gpu_against_cpu DIR LIMIT LABEL [FLAGS...]: the SMALL model with FLAGS twice on the GPU and
+# once on the CPU; per-step losses within LIMIT relative, the two GPU runs bitwise equal.
+gpu_against_cpu() {
+  local d=$1 limit=$2 label=$3 run dev
+  shift 3
+  for run in gpu1 gpu2 cpu; do
+    dev=cuda
+    [ $run = cpu ] && dev=cpu
+    "$TETRA" train "${SMALL[@]}" "$@" --device $dev --metrics "$d/$run.jsonl" >"$d/$run.txt" ||
+      return 1
+  done
+  python3 - "$d" "$limit" "$label" <<'EOF'
+import json, sys
+d, limit, label = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+load = lambda n: [json.loads(l)["loss"] for l in open(f"{d}/{n}.jsonl")]
+g1, g2, c = load("gpu1"), load("gpu2"), load("cpu")
+worst = max(abs(a - b) / abs(b) for a, b in zip(g1, c))
+for s, (a, b) in enumerate(zip(g1, c)):
+    print(f"step {s}: gpu {a:.8f} cpu {b:.8f} rel {abs(a - b) / abs(b):.2e}")
+ok = len(g1) == len(c) == 8 and worst <= limit and g1 == g2
+print(f"{label}8 steps: max rel loss gap GPU vs CPU {worst:.2e} (limit {limit:g}); two GPU runs "
+      f"{'bitwise equal' if g1 == g2 else 'DIFFER'}")
+sys.exit(0 if ok else 1)
+EOF
+}
+
 train() {
   local d=$out/train
   rm -rf "$d" && mkdir -p "$d"
-  "$TETRA" train "${SMALL[@]}" --device cuda --metrics "$d/gpu1.jsonl" >"$d/gpu1.txt" || return 1
-  "$TETRA" train "${SMALL[@]}" --device cuda --metrics "$d/gpu2.jsonl" >"$d/gpu2.txt" || return 1
-  "$TETRA" train "${SMALL[@]}" --device cpu --metrics "$d/cpu.jsonl" >"$d/cpu.txt" || return 1
   # The layout tests' model after 5 steps on each: how far fp32 GPU and CPU drift apart.
   "$TETRA" train "${TINY[@]}" --device cuda --export "$d/tiny_gpu.safetensors" >/dev/null || return 1
   "$TETRA" train "${TINY[@]}" --device cpu --export "$d/tiny_cpu.safetensors" >/dev/null || return 1
@@ -123,17 +146,8 @@ rel = sorted(((sum((x - y) ** 2 for x, y in zip(g[k], c[k])) /
 print("layout-test model after 5 steps, largest ||W_gpu - W_cpu|| / ||W_cpu||:")
 for r, k in rel[::-1][:4]:
     print(f"  {r:.2e} {k}")
-
-load = lambda n: [json.loads(l)["loss"] for l in open(f"{d}/{n}.jsonl")]
-g1, g2, c = load("gpu1"), load("gpu2"), load("cpu")
-worst = max(abs(a - b) / abs(b) for a, b in zip(g1, c))
-for s, (a, b) in enumerate(zip(g1, c)):
-    print(f"step {s}: gpu {a:.8f} cpu {b:.8f} rel {abs(a - b) / abs(b):.2e}")
-ok = len(g1) == len(c) == 8 and worst <= 2e-4 and g1 == g2
-print(f"8 steps: max rel loss gap GPU vs CPU {worst:.2e} (limit 2e-4); two GPU runs "
-      f"{'bitwise equal' if g1 == g2 else 'DIFFER'}")
-sys.exit(0 if ok else 1)
 EOF
+  gpu_against_cpu "$d" 2e-4 ""
 }
 
 # bf16 on the GPU (the mixed-precision backend over the fp32 kernels) against bf16 on the CPU:
@@ -141,26 +155,10 @@ EOF
 # (tests/mpi/test_bf16.cpp), since a value near a rounding tie may round to the other
 # neighbour on the other device; two GPU runs bitwise equal.
 bf16() {
-  local d=$out/bf16 run dev
+  local d=$out/bf16
   rm -rf "$d" && mkdir -p "$d"
-  for run in gpu1 gpu2 cpu; do
-    dev=cuda
-    [ $run = cpu ] && dev=cpu
-    "$TETRA" train "${SMALL[@]}" --dtype bf16 --device $dev --metrics "$d/$run.jsonl" \
-      >"$d/$run.txt" || return 1
-  done
+  gpu_against_cpu "$d" 3e-3 "bf16, " --dtype bf16 || return 1
   grep -q 'BF16 peak' "$d/gpu1.txt" || { echo "MFU is not against the bf16 peak"; return 1; }
-  python3 - "$d" <<'EOF'
-import json, sys
-d = sys.argv[1]
-load = lambda n: [json.loads(l)["loss"] for l in open(f"{d}/{n}.jsonl")]
-g1, g2, c = load("gpu1"), load("gpu2"), load("cpu")
-worst = max(abs(a - b) / abs(b) for a, b in zip(g1, c))
-ok = len(g1) == len(c) == 8 and worst <= 3e-3 and g1 == g2
-print(f"bf16, 8 steps: max rel loss gap GPU vs CPU {worst:.2e} (limit 3e-3); two GPU runs "
-      f"{'bitwise equal' if g1 == g2 else 'DIFFER'}")
-sys.exit(0 if ok else 1)
-EOF
 }
 
 # expect_error WHAT COMMAND...: the command must exit 2 with exactly one "tetra: error:" line.

@@ -24,6 +24,10 @@ std::string output_file_problem(const std::string& path) {
     return std::strerror(errno);
   }
   // The temporary is created next to the target and renamed over it.
+  return parent_dir_problem(path);
+}
+
+std::string parent_dir_problem(const std::string& path) {
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   const std::string dir = parent.empty() ? "." : parent.string();
   struct stat d;

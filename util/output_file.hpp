@@ -12,5 +12,7 @@ namespace tetra {
 // "" when `path` may be written, else what is wrong with it ("it is a directory"), for the
 // caller to report after the path.
 std::string output_file_problem(const std::string& path);
+// "" when `path`'s directory exists and tetra may create entries in it, else what is wrong.
+std::string parent_dir_problem(const std::string& path);
 
 }  // namespace tetra

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../test_util.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "tools/lib/options.hpp"
 #include "tools/lib/trainer.hpp"
@@ -68,16 +69,7 @@ TEST_CASE("bf16: the backend rounds to nearest even exactly as util/bf16.hpp doe
   for (bool guarded : {false, true}) {
     auto be =
         make_mixed_precision_backend(guarded ? make_guarded_cpu_backend(1) : make_cpu_backend(1));
-    // Ties both ways, values just either side of a tie, a NaN, the overflow to infinity.
-    const std::vector<float> x = {1.0f,
-                                  std::bit_cast<float>(0x3F808000u),
-                                  std::bit_cast<float>(0x3F818000u),
-                                  std::bit_cast<float>(0x3F808001u),
-                                  std::bit_cast<float>(0x3F807FFFu),
-                                  -0.0f,
-                                  NAN,
-                                  3.4e38f,
-                                  1e-40f};
+    const std::vector<float> x = test::bf16_rounding_cases();
     const int64_t n = int64_t(x.size());
     Buffer f(*be, n), h(*be, n, DType::BF16), back(*be, n);
     be->upload(f.flat(), x.data());

@@ -21,9 +21,6 @@ using namespace tetra;
 using namespace tetra::ckpt;
 using namespace tetra::test;
 
-using tetra::test::error_of;
-using tetra::test::TempDir;
-
 TEST_CASE("checkpoint: verify catches a manifest that disagrees with itself or its shards") {
   TempDir tmp;
   const ModelConfig cfg = checkpoint_model();

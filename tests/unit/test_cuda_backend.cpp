@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "../test_util.hpp"
 #include "model/backend.hpp"
 #include "util/bf16.hpp"
 
@@ -416,16 +417,7 @@ TEST_CASE("cuda backend: errors become tetra::Error and leave the backend usable
 
 TEST_CASE("cuda backend: bf16 casts round as the CPU's do; ops on bf16 tensors agree") {
   SKIP_WITHOUT_GPU();
-  // Ties both ways, either side of a tie, a NaN, the overflow to infinity, a subnormal.
-  const std::vector<float> x = {1.0f,
-                                std::bit_cast<float>(0x3F808000u),
-                                std::bit_cast<float>(0x3F818000u),
-                                std::bit_cast<float>(0x3F808001u),
-                                std::bit_cast<float>(0x3F807FFFu),
-                                -0.0f,
-                                NAN,
-                                3.4e38f,
-                                1e-40f};
+  const std::vector<float> x = test::bf16_rounding_cases();
   std::vector<std::vector<uint16_t>> rounded;
   std::vector<std::vector<float>> products;
   for (int side = 0; side < 2; ++side) {

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <regex>
 
+#include "../test_util.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "spawn.hpp"
 #include "util/json.hpp"
@@ -20,16 +21,6 @@ namespace {
 const std::string kModel =
     " --layers 4 --dim 64 --heads 8 --kv-heads 4 --ffn-dim 128 --seq-len 16 --global-batch 8"
     " --steps 12 --peak-tflops 1 ";
-
-struct Dir {
-  std::string path;
-  explicit Dir(const std::string& name) : path(tmp_path(name)) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~Dir() { fs::remove_all(path); }
-  std::string operator/(const std::string& f) const { return path + "/" + f; }
-};
 
 std::string train(int ranks, const std::string& args) {
   return (ranks > 1 ? mpirun(ranks) : std::string()) + tetra_bin() + " train " +
@@ -65,7 +56,7 @@ TEST_CASE("resume: a run killed between checkpoints ends bitwise equal to an uni
   };
   for (const Case& c : cases) {
     CAPTURE(c.layout);
-    Dir d("resume_kill");
+    TempDir d;
     const Spawned clean = spawn(train(c.ranks, c.layout + " --export " + (d / "a.safetensors")));
     REQUIRE(clean.status == 0);
     const Spawned sup = spawn(tetra_bin() + " launch --restarts 2 -- " +
@@ -84,7 +75,7 @@ TEST_CASE("resume: a run killed between checkpoints ends bitwise equal to an uni
 }
 
 TEST_CASE("resume: a kill while writing a checkpoint leaves it unused; the run ends identical") {
-  Dir d("resume_ckpt");
+  TempDir d;
   const std::string layout = "--dp 2 --zero 2";
   REQUIRE(spawn(train(2, layout + " --export " + (d / "a.safetensors"))).status == 0);
   // Rank 1 dies after writing its shard of the step-8 checkpoint.
@@ -106,7 +97,7 @@ TEST_CASE("resume: a kill while writing a checkpoint leaves it unused; the run e
 }
 
 TEST_CASE("resume: a flipped byte is named by verify and skipped by --resume auto") {
-  Dir d("resume_flip");
+  TempDir d;
   REQUIRE(spawn(train(2, "--dp 2 --steps 8 --ckpt-dir " + (d / "ck") + " --ckpt-every 4")).status ==
           0);
   const std::string shard = d / "ck/step_00000008/rank_00001.safetensors";
@@ -131,7 +122,7 @@ TEST_CASE("resume: a flipped byte is named by verify and skipped by --resume aut
 }
 
 TEST_CASE("resume: a checkpoint resumes at other layouts with the same next loss") {
-  Dir d("resume_reshard");
+  TempDir d;
   REQUIRE(spawn(train(16, "--tp 2 --cp 2 --pp 2 --dp 2 --zero 3 --ckpt-dir " + (d / "ck") +
                               " --ckpt-every 6 --metrics " + (d / "a.jsonl")))
               .status == 0);
@@ -160,7 +151,7 @@ TEST_CASE("resume: a checkpoint resumes at other layouts with the same next loss
 }
 
 TEST_CASE("resume: bad checkpoints get one message, and nothing existing is overwritten") {
-  Dir d("resume_bad");
+  TempDir d;
   REQUIRE(spawn(train(2, "--dp 2 --steps 4 --ckpt-dir " + (d / "ck") + " --ckpt-every 4")).status ==
           0);
   const std::string ck = d / "ck/step_00000004";
@@ -203,7 +194,7 @@ TEST_CASE("resume: a rank that stops answering ends the job through the watchdog
 }
 
 TEST_CASE("resume: after resuming from an earlier checkpoint, auto follows `latest`") {
-  Dir d("resume_latest");
+  TempDir d;
   const std::string ck = " --ckpt-dir " + (d / "ck");
   REQUIRE(spawn(train(1, "--steps 6 --ckpt-every 2" + ck)).status == 0);
   // Go back to step 2 and train a new line of checkpoints up to step 4.
@@ -220,7 +211,7 @@ TEST_CASE("resume: after resuming from an earlier checkpoint, auto follows `late
 }
 
 TEST_CASE("resume: when nothing verifies, auto refuses; --keep never prunes what does not verify") {
-  Dir d("resume_none");
+  TempDir d;
   const std::string ck = d / "ck";
   REQUIRE(spawn(train(1, "--steps 2 --ckpt-dir " + ck + " --ckpt-every 1 --keep 5")).status == 0);
   // Flip a byte in every checkpoint's shard.
@@ -265,7 +256,7 @@ TEST_CASE("resume: when nothing verifies, auto refuses; --keep never prunes what
 }
 
 TEST_CASE("resume: a supervised restart after a rollback continues the rollback's line") {
-  Dir d("resume_rollback");
+  TempDir d;
   const std::string ck = d / "ck", flags = " --steps 6 --ckpt-every 2 --ckpt-dir " + ck;
   REQUIRE(spawn(train(1, flags + " --export " + (d / "a.st"))).status == 0);
   // Back to step 2; the first attempt dies at step 3, before a checkpoint of the new line.
@@ -285,7 +276,7 @@ TEST_CASE("resume: a supervised restart after a rollback continues the rollback'
 }
 
 TEST_CASE("resume: past a corrupt checkpoint, auto falls back on its own line, not a newer one") {
-  Dir d("resume_line");
+  TempDir d;
   const std::string ck = d / "ck";
   REQUIRE(spawn(train(1, "--steps 6 --ckpt-every 2 --keep 5 --ckpt-dir " + ck)).status == 0);
   // A rollback to 2 writes 3 and 4 (its own) and dies; 6 is left from the abandoned line.
@@ -320,7 +311,7 @@ TEST_CASE("resume: past a corrupt checkpoint, auto falls back on its own line, n
 }
 
 TEST_CASE("resume: an edited manifest is refused; TP-replicated tensors are stored once") {
-  Dir d("resume_manifest");
+  TempDir d;
   const std::string ck = d / "ck";
   REQUIRE(spawn(train(2, "--tp 2 --steps 4 --ckpt-every 2 --ckpt-dir " + ck)).status == 0);
   auto has_norms = [&](int rank) {

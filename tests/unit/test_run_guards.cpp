@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../test_util.hpp"
 #include "checkpoint/checksum.hpp"
 #include "spawn.hpp"
 #include "util/json.hpp"
@@ -22,16 +23,6 @@ const std::string kModel =
     " --layers 2 --dim 32 --heads 4 --kv-heads 2 --ffn-dim 64 --seq-len 16 --global-batch 4"
     " --steps 4 --peak-tflops 1 ";
 
-struct Dir {
-  std::string path;
-  explicit Dir(const std::string& name) : path(tmp_path(name)) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~Dir() { fs::remove_all(path); }
-  std::string operator/(const std::string& f) const { return path + "/" + f; }
-};
-
 std::string train(const std::string& args) {
   return tetra_bin() + " train " + with_defaults(kModel, args);
 }
@@ -39,7 +30,7 @@ std::string train(const std::string& args) {
 }  // namespace
 
 TEST_CASE("guards: --ckpt-dir alone checkpoints the last step") {
-  Dir d("guards_default");
+  TempDir d;
   const Spawned r = spawn(train("--ckpt-dir " + (d / "ck")));
   CHECK(r.status == 0);
   CHECK(fs::exists(d / "ck/step_00000004/manifest.json"));
@@ -49,7 +40,7 @@ TEST_CASE("guards: --ckpt-dir alone checkpoints the last step") {
 }
 
 TEST_CASE("guards: a resumed run keeps the checkpoint's settings unless told otherwise") {
-  Dir d("guards_settings");
+  TempDir d;
   const std::string ck = " --ckpt-dir " + (d / "ck");
   REQUIRE(spawn(train(ck + " --ckpt-every 2 --export " + (d / "a.st"))).status == 0);
   std::ofstream(d / "text.txt") << std::string(2000, 'x');
@@ -130,7 +121,7 @@ TEST_CASE("guards: a resumed run keeps the checkpoint's settings unless told oth
 }
 
 TEST_CASE("guards: a second job on a checkpoint directory is refused; a stale lock is taken") {
-  Dir d("guards_lock");
+  TempDir d;
   const std::string ck = d / "ck";
   // The first job stalls at step 1 and holds the lock until it is killed.
   const std::string script =
