@@ -1,8 +1,8 @@
 // Sharded checkpoints: DIR/step_00000100/ holds one safetensors file per rank
 // (rank_00003.safetensors: the rank's parameter, Adam m and Adam v shards) and
-// manifest.json (model config, layout, step, tokens seen, RNG and sampler state, the run's
-// settings, the checkpoint it follows, every shard file's size and checksum, and its own
-// checksum).
+// manifest.json (model config, layout, step, tokens seen, RNG and sampler state, the rest of
+// the run's configuration, the checkpoint it follows, every shard file's size and checksum,
+// and its own checksum).
 //
 // Writing is crash-safe: everything goes into step_00000100.tmp/, each file is flushed
 // (fsync) before the directory is renamed, which happens only after every rank has
@@ -63,8 +63,12 @@ struct RunState {
   int64_t sampler_step = 0;
   int global_batch = 0;
   json model;   // ModelConfig as JSON (model_to_json)
-  json layout;  // {"tp","cp","pp","dp","vpp","zero","sp","schedule"}; tp..dp are checked
-  json run;     // the settings of the run that wrote it (the trainer's; an object)
+  json layout;  // the layout section (LayoutConfig, dp as run); tp..dp are checked
+  // The rest of the configuration of the run that wrote it, by section (the trainer's
+  // TrainConfig: {"batch": {...}, "optimizer": {...}, "data", "device", "checkpoint",
+  // "output"}); what a resume compares (checkpoint/resume.hpp). From a version 2 manifest,
+  // which recorded only `run` (the --allow-change settings), those settings in their sections.
+  json config;
   CheckpointRef parent;
 };
 

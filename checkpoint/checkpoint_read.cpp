@@ -295,7 +295,7 @@ std::string Reader::describe() const {
   os << "  model: " << model_.str() << ", rope theta " << model_.rope_theta << ", norm eps "
      << model_.norm_eps << "\n";
   os << "  layout: " << state_.layout.dump() << "\n";
-  os << "  run: " << state_.run.dump() << "\n";
+  os << "  config: " << state_.config.dump() << "\n";
   os << "  parent: "
      << (state_.parent.name.empty()
              ? "none (its line starts at step 0)"

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "util/json.hpp"
+
 namespace tetra {
 
 struct CheckpointConfig {
@@ -20,6 +22,8 @@ struct CheckpointConfig {
   std::string inject_failure;          // RANK@STEP[:MODE] (train/faults.hpp)
   double timeout = 300;                // seconds a collective may block (0: forever)
 };
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CheckpointConfig, ckpt_dir, ckpt_every, keep,
+                                                resume, allow_change, inject_failure, timeout)
 
 // The settings of a run that --allow-change may name: resuming with any other value than the
 // checkpoint's run had is refused unless allowed.

@@ -106,7 +106,33 @@ void check_consistent(const RunState& s, int64_t world, const std::string& check
           s.step);
 }
 
-RunState run_state(const json& m) {
+// Version 2 manifests recorded the run's settings as `run`, under their --allow-change names
+// ("min-lr"), and the ZeRO stage in the layout; version 3 records the configuration's sections.
+// A version 2 manifest's settings are put where version 3 keeps them, beside its seed and
+// global batch, so that a resume compares both alike.
+json config_of_version_2(const json& run, const RunState& s) {
+  check(run.is_object(), "\"run\" is ", run.dump(), ", not an object");
+  json c = json::object();
+  c["optimizer"]["seed"] = s.seed;
+  c["batch"]["global_batch"] = s.global_batch;
+  if (s.layout.is_object() && s.layout.contains("zero")) c["optimizer"]["zero"] = s.layout["zero"];
+  const std::pair<const char*, const char*> sections[] = {{"data", "data"},
+                                                          {"lr", "optimizer"},
+                                                          {"min-lr", "optimizer"},
+                                                          {"warmup", "optimizer"},
+                                                          {"steps", "optimizer"},
+                                                          {"clip", "optimizer"},
+                                                          {"weight-decay", "optimizer"},
+                                                          {"dtype", "device"}};
+  for (const auto& [name, section] : sections) {
+    std::string key = name;
+    std::replace(key.begin(), key.end(), '-', '_');
+    if (run.contains(name)) c[section][key] = run.at(name);
+  }
+  return c;
+}
+
+RunState run_state(const json& m, int64_t version) {
   RunState s;
   s.step = int_member(m, "step", 0, INT64_MAX);
   s.tokens_seen = int_member(m, "tokens_seen", 0, INT64_MAX);
@@ -117,8 +143,18 @@ RunState run_state(const json& m) {
   s.model = member(m, "model");
   model_from_json(s.model, "model");
   s.layout = member(m, "layout");
-  s.run = member(m, "run");
-  check(s.run.is_object(), "\"run\" is ", s.run.dump(), ", not an object");
+  s.config = version == 2 ? config_of_version_2(member(m, "run"), s) : member(m, "config");
+  check(s.config.is_object(), "\"config\" is ", s.config.dump(), ", not an object");
+  for (const auto& [name, section] : s.config.items())
+    check(section.is_object(), "\"config\" has ", name, " = ", section.dump(), ", not an object");
+  // The seed and the global batch are the sampler's too: both records must say the same.
+  const json& optimizer = s.config.value("optimizer", json::object());
+  const json& batch = s.config.value("batch", json::object());
+  check(!optimizer.contains("seed") || optimizer.at("seed") == json(s.seed), "\"config\" has seed ",
+        optimizer.value("seed", json()).dump(), ", the manifest ", s.seed);
+  check(!batch.contains("global_batch") || batch.at("global_batch") == json(s.global_batch),
+        "\"config\" has global_batch ", batch.value("global_batch", json()).dump(),
+        ", the sampler ", s.global_batch);
   s.parent = ref_from_json(member(m, "parent"), "parent");
   return s;
 }
@@ -126,18 +162,10 @@ RunState run_state(const json& m) {
 }  // namespace
 
 json model_to_json(const ModelConfig& c) {
-  json v = json::object();
-  v["vocab"] = c.vocab;
+  // The section's mapping (model/config.hpp); norm_eps goes in as the float's exact value as
+  // a double, so that it comes back bit for bit.
+  json v = c;
   v["data_vocab"] = c.real_vocab();
-  v["layers"] = c.layers;
-  v["dim"] = c.dim;
-  v["heads"] = c.heads;
-  v["kv_heads"] = c.kv_heads;
-  v["ffn_dim"] = c.ffn_dim;
-  v["seq_len"] = c.seq_len;
-  v["rope_theta"] = c.rope_theta;
-  // The float's exact value as a double, so that it comes back bit for bit.
-  v["norm_eps"] = double(c.norm_eps);
   return v;
 }
 
@@ -310,7 +338,7 @@ json manifest_json(const RunState& state, const std::vector<ShardRecord>& shards
   m["sampler"]["global_batch"] = state.global_batch;
   m["model"] = state.model;
   m["layout"] = state.layout;
-  m["run"] = state.run.is_null() ? json::object() : state.run;
+  m["config"] = state.config.is_null() ? json::object() : state.config;
   m["parent"] = ref_json(state.parent);
   m["world_size"] = static_cast<int64_t>(shards.size());
   m["checksum"] = kChecksumAlgorithm;
@@ -347,8 +375,8 @@ Manifest read_manifest(const std::string& checkpoint_dir) {
     const std::string& format = string_member(m, "format");
     check(format == kFormatName, "format is \"", format, "\", not \"", kFormatName, "\"");
     const int64_t version = int_member(m, "version", 1, INT64_MAX);
-    check(version == kFormatVersion, "format version ", version, "; this tetra reads version ",
-          kFormatVersion);
+    check(version >= kOldestFormatVersion && version <= kFormatVersion, "format version ", version,
+          "; this tetra reads versions ", kOldestFormatVersion, " to ", kFormatVersion);
     const std::string& algorithm = string_member(m, "checksum");
     check(algorithm == kChecksumAlgorithm, "unknown checksum algorithm \"", algorithm, "\"");
     const std::string& stored = string_member(m, "manifest_checksum");
@@ -356,7 +384,7 @@ Manifest read_manifest(const std::string& checkpoint_dir) {
     const uint32_t actual = contents_crc(m);
     check(actual == out.checksum, "its checksum ", stored, " does not match its contents (",
           crc_hex(actual), "): the manifest was edited or is corrupt");
-    out.state = run_state(m);
+    out.state = run_state(m, version);
 
     const int64_t world = int_member(m, "world_size", 1, INT_MAX);
     check_consistent(out.state, world, checkpoint_dir);

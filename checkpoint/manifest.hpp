@@ -4,7 +4,7 @@
 //   DIR/latest                      "step_00000100\n" (or a path, or "none")
 //   DIR/lock                        the running job's host and pid (checkpoint/lock.hpp)
 //   DIR/step_00000100/manifest.json {format, version, step, tokens_seen, seed, sampler,
-//                                    model, layout, run, parent: null | {name,
+//                                    model, layout, config, parent: null | {name,
 //                                    manifest_checksum}, world_size, checksum: "crc32c",
 //                                    shards: [{file, bytes, checksum}] in rank order,
 //                                    manifest_checksum}
@@ -30,7 +30,10 @@
 namespace tetra::ckpt {
 
 inline constexpr const char* kFormatName = "tetra-checkpoint";
-inline constexpr int kFormatVersion = 2;
+// Version 3 records the run's whole configuration (`config`); version 2, which tetra still
+// reads, recorded only the settings a resume compared (`run`).
+inline constexpr int kFormatVersion = 3;
+inline constexpr int kOldestFormatVersion = 2;
 inline constexpr const char* kManifestFile = "manifest.json";
 inline constexpr const char* kLatestFile = "latest";
 

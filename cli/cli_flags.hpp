@@ -13,12 +13,14 @@
 #include <utility>
 #include <vector>
 
+#include "cli/config_file.hpp"
 #include "cli/options.hpp"
 
 namespace tetra::cli {
 
-// Value checks, as CLI11 validators that word a refusal the way tetra always has. CLI11
-// reports it as "--flag: <words>"; reworded() below makes that "--flag <words>".
+// Value checks, as CLI11 validators that word a refusal the way tetra always has; the parse
+// (cli/options.cpp) puts the option's name (or a config file's key) before the words:
+// "--keep must be at least 1 (got 0)".
 
 // Whole numbers in base 10 that fit T. The value goes on to CLI11 spelled canonically:
 // CLI11's own conversion would read "010" as octal and "0x10" as hexadecimal.
@@ -120,8 +122,47 @@ inline CLI::Option* add_switch(CLI::App& app, const std::string& name, bool& fie
       ->default_str("off");
 }
 
-// Each subcommand's flags, writing into its options.
-void add_train_options(CLI::App& app, TrainConfig& o);
+// A section of tetra train's flags: the help group that lists them and the table of the
+// configuration file that holds them. Its flags are added as add(), add_choice() and
+// add_switch() add them, and each is also recorded in `settings` (when given) with the means
+// to write its field's value, which is all --config and --print-config need of a flag.
+class Section {
+ public:
+  Section(CLI::App& app, Settings* settings, const std::string& group, std::string name)
+      : app_(app), settings_(settings), name_(std::move(name)) {
+    app.option_defaults()->group(group);
+  }
+  template <typename T>
+  CLI::Option* add(const std::string& flag, T& field, const std::string& metavar,
+                   const std::string& help) {
+    return record(cli::add(app_, flag, field, metavar, help),
+                  [&field] { return toml_value(field); });
+  }
+  CLI::Option* add_choice(const std::string& flag, std::string& field,
+                          const std::vector<std::string>& values, const std::string& help) {
+    return record(cli::add_choice(app_, flag, field, values, help),
+                  [&field] { return toml_value(field); });
+  }
+  CLI::Option* add_switch(const std::string& flag, bool& field, const std::string& help) {
+    return record(
+        cli::add_switch(app_, flag, field, help), [&field] { return toml_value(field); }, true);
+  }
+  // A flag CLI11 defined some other way; `toml` writes its field's value as the flag takes it.
+  CLI::Option* record(CLI::Option* opt, std::function<std::string()> toml, bool is_switch = false) {
+    if (settings_) settings_->push_back({opt, name_, std::move(toml), is_switch});
+    return opt;
+  }
+  CLI::App& app() { return app_; }
+
+ private:
+  CLI::App& app_;
+  Settings* settings_;
+  std::string name_;
+};
+
+// Each subcommand's flags, writing into its options. settings: where tetra train's flags are
+// recorded as keys of a configuration file (for --config and --print-config), or null.
+void add_train_options(CLI::App& app, TrainConfig& o, Settings* settings = nullptr);
 void add_generate_options(CLI::App& app, GenerateOptions& o);
 void add_plan_options(CLI::App& app, PlanOptions& o);
 void add_launch_options(CLI::App& app, LaunchOptions& o);

@@ -103,6 +103,8 @@ int main(int argc, char** argv) {
     tetra::agree(MPI_COMM_WORLD, [&] { cli = tetra::parse_command_line(args); });
     if (!cli.help.empty()) {
       if (rank == 0) std::printf("%s", cli.help.c_str());
+    } else if (cli.print_config) {
+      if (rank == 0) std::printf("%s", cli.printed_config.c_str());
     } else if (cli.command == "train") {
       train(cli.train);
     } else if (cli.command == "plan") {

@@ -37,14 +37,14 @@ void configure(CLI::App& app) {
 }
 
 // The subcommands given, outermost first: {tetra, train} or {tetra, ckpt, verify}.
-std::vector<const CLI::App*> chain(const CLI::App& app) {
-  std::vector<const CLI::App*> apps = {&app};
+std::vector<CLI::App*> chain(CLI::App& app) {
+  std::vector<CLI::App*> apps = {&app};
   while (!apps.back()->get_subcommands().empty())
     apps.push_back(apps.back()->get_subcommands().front());
   return apps;
 }
 
-std::string path_of(const std::vector<const CLI::App*>& apps) {
+std::string path_of(const std::vector<CLI::App*>& apps) {
   std::string path;
   for (const CLI::App* a : apps) path += (path.empty() ? "" : " ") + a->get_name();
   return path;
@@ -52,13 +52,13 @@ std::string path_of(const std::vector<const CLI::App*>& apps) {
 
 // The first argument no (sub)command took, innermost command first (an unknown flag stays
 // with the subcommand it follows, a stray word may go up to its parent); empty if none.
-std::string leftover(const std::vector<const CLI::App*>& apps) {
+std::string leftover(const std::vector<CLI::App*>& apps) {
   for (auto a = apps.rbegin(); a != apps.rend(); ++a)
     if (!(*a)->remaining().empty()) return (*a)->remaining().front();
   return {};
 }
 
-std::string unexpected(const std::vector<const CLI::App*>& apps, const std::string& arg) {
+std::string unexpected(const std::vector<CLI::App*>& apps, const std::string& arg) {
   const bool wants_command = apps.back()->get_require_subcommand_min() > 0;
   const std::string kind = arg.rfind('-', 0) == 0 ? "unknown flag"
                            : wants_command        ? "unknown command"
@@ -66,38 +66,60 @@ std::string unexpected(const std::vector<const CLI::App*>& apps, const std::stri
   return kind + " '" + arg + "' (see " + path_of(apps) + " --help)";
 }
 
-// Whether CLI11's message is about option `opt`: it starts with the option's name, with or
-// without its dashes ("--dim: ...", "sp was given ..."). The rest of the message follows.
-bool about(const std::string& what, const CLI::Option& opt, std::string& rest) {
-  for (const std::string& name : {opt.get_name(), opt.get_name().substr(2)}) {
-    if (what.rfind(name + ": ", 0) == 0)
-      rest = what.substr(name.size() + 2);
-    else if (what.rfind(name + " ", 0) == 0)
-      rest = what.substr(name.size() + 1);
-    else
-      continue;
-    return true;
-  }
-  return false;
+// The option whose values failed their checks. Once the arguments are read, CLI11 checks
+// and reduces the values of each option given, in the order the options were defined,
+// outermost command first, marking each one done: the first given and not done failed.
+CLI::Option* unfinished(const std::vector<CLI::App*>& apps) {
+  for (CLI::App* a : apps)
+    for (CLI::Option* opt : a->get_options())
+      if (opt->count() > 0 && !opt->get_callback_run()) return opt;
+  return nullptr;
 }
 
-// CLI11's error in tetra's words, naming the flag: "--dim takes an integer (got 'x')",
-// "--dim needs a value (D)", "--dim is given more than once".
-std::string reworded(const CLI::App& app, const CLI::ParseError& e) {
-  const std::string what = e.what();
-  const std::vector<const CLI::App*> apps = chain(app);
-  for (const CLI::App* a : apps) {
-    for (const CLI::Option* opt :
-         a->get_options([](const CLI::Option* o) { return !o->get_positional(); })) {
-      const std::string name = opt->get_name();
-      std::string rest;
-      if (!about(what, *opt, rest)) continue;
-      if (dynamic_cast<const CLI::ValidationError*>(&e)) return name + " " + rest;
-      if (dynamic_cast<const CLI::ArgumentMismatch*>(&e)) {
-        if (opt->count() > 1) return name + " is given more than once";
-        if (opt->get_expected_max() == 0) return name + " takes no value";
-        return name + " needs a value (" + opt->get_type_name() + ")";
+// What opt's validators (tetra's, cli_flags.hpp) say of the first of its values they refuse,
+// run in their order as CLI11 runs them: "must be at least 1 (got 0)"; empty if none.
+std::string refusal(CLI::Option& opt) {
+  for (std::string value : opt.results()) {
+    for (int i = 0;; ++i) {
+      CLI::Validator* v = nullptr;
+      try {
+        v = opt.get_validator(i);
+      } catch (const CLI::OptionNotFound&) {
+        break;
       }
+      if (std::string words = (*v)(value); !words.empty()) return words;
+    }
+  }
+  return {};
+}
+
+// CLI11's error in tetra's words, from its type and the options' state rather than its text:
+// "--dim takes an integer (got 'x')", "--dim needs a value (D)", "--dim is given more than
+// once". `args` are the arguments as CLI11 was given them (last first) and `rest` those it
+// had not read yet; `subject` names an option (its flag, or the file and key its value came
+// from).
+std::string reworded(CLI::App& app, const CLI::ParseError& e, const std::vector<std::string>& args,
+                     const std::vector<std::string>& rest,
+                     const std::function<std::string(const CLI::Option&)>& subject) {
+  const std::vector<CLI::App*> apps = chain(app);
+  const bool invalid = dynamic_cast<const CLI::ValidationError*>(&e) != nullptr;
+  const bool mismatch = dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr;
+  if (invalid || mismatch) {
+    if (CLI::Option* opt = unfinished(apps)) {
+      if (opt->count() > 1) return subject(*opt) + " is given more than once";
+      if (const std::string words = invalid ? refusal(*opt) : ""; !words.empty())
+        return subject(*opt) + " " + words;
+    }
+    // A mismatch while reading: CLI11 takes the arguments off the back of `rest`, and the
+    // last one it took is a flag it found no value for, or a switch given a value.
+    if (mismatch && rest.size() < args.size()) {
+      const std::string& arg = args[rest.size()];
+      const std::string name = arg.substr(0, arg.find('='));
+      for (auto a = apps.rbegin(); a != apps.rend(); ++a)
+        if (const CLI::Option* opt = (*a)->get_option_no_throw(name))
+          return opt->get_expected_max() == 0
+                     ? name + " takes no value"
+                     : name + " needs a value (" + opt->get_type_name() + ")";
     }
   }
   if (dynamic_cast<const CLI::RequiredError*>(&e)) {
@@ -114,7 +136,7 @@ std::string reworded(const CLI::App& app, const CLI::ParseError& e) {
       if (opt->get_positional() && opt->count() == 0)
         return path_of(apps) + " needs " + opt->get_name();
   }
-  return path_of(apps) + ": " + what;
+  return path_of(apps) + ": " + e.what();
 }
 
 // The preset's model, except the fields whose flags were given.
@@ -133,9 +155,23 @@ void apply_preset(const std::string& name, TrainConfig& o) {
   set("--vocab", o.model.data_vocab, p.data_vocab);
 }
 
-}  // namespace
+// The flags of train and plan, as keys of a configuration file.
+struct TrainSettings {
+  Settings train, plan;
+};
 
-std::unique_ptr<CLI::App> make_app(CommandLine& into) {
+// --config FILE (train and plan) and --print-config (train).
+void add_config_options(CLI::App& app, CommandLine& into, bool print) {
+  app.option_defaults()->group("Configuration");
+  add(app, "--config", into.config_file, "FILE.toml",
+      "take the flags not given here from a TOML file, a key per flag in its section (as "
+      "--print-config writes it)");
+  if (print)
+    add_switch(app, "--print-config", into.print_config,
+               "write the effective configuration as TOML (for --config) and exit");
+}
+
+std::unique_ptr<CLI::App> build_app(CommandLine& into, TrainSettings* settings) {
   auto app = std::make_unique<CLI::App>(
       "tetra trains Llama-style transformers on N ranks laid out as TP x CP x PP x DP.", "tetra");
   auto formatter = std::make_shared<Formatter>();
@@ -150,7 +186,8 @@ std::unique_ptr<CLI::App> make_app(CommandLine& into) {
   train->footer(
       "[mpirun -np N] tetra train [OPTIONS]: the ranks are laid out as TP x CP x PP x DP\n"
       "(rank = tp + TP*(cp + CP*(pp + PP*dp))); the product must equal N.");
-  add_train_options(*train, into.train);
+  add_train_options(*train, into.train, settings ? &settings->train : nullptr);
+  add_config_options(*train, into, true);
 
   CLI::App* plan = app->add_subcommand(
       "plan", "predict a layout's memory, traffic and time, or check them against a run");
@@ -161,8 +198,9 @@ std::unique_ptr<CLI::App> make_app(CommandLine& into) {
       "The layout is TP x CP x PP x DP (--dp defaults to 1). Example:\n"
       "  tetra plan --preset llama3-405b --dtype bf16 --tp 8 --pp 16 --dp 128 \\\n"
       "             --global-batch 2048 --micro-batch 1 --tokens 15.6e12");
-  add_train_options(*plan, into.plan.train);
+  add_train_options(*plan, into.plan.train, settings ? &settings->plan : nullptr);
   add_plan_options(*plan, into.plan);
+  add_config_options(*plan, into, false);
 
   CLI::App* launch = app->add_subcommand(
       "launch", "supervise a training command: rerun it with --resume auto after a failure");
@@ -211,41 +249,88 @@ std::unique_ptr<CLI::App> make_app(CommandLine& into) {
   return app;
 }
 
+}  // namespace
+
+std::unique_ptr<CLI::App> make_app(CommandLine& into) {
+  return build_app(into, nullptr);
+}
+
+namespace {
+
+// One command line parsed into `cli` by an app of its own, which it returns with the settings
+// of train and plan. `args` in command order; `file_args`, appended to them, came from the
+// --config file `file`, and a refusal of one of their values names the file and the key.
+std::unique_ptr<CLI::App> parse_into(CommandLine& cli, TrainSettings& settings,
+                                     const std::vector<std::string>& args,
+                                     const std::vector<std::string>& file_args = {},
+                                     const std::string& file = "") {
+  std::unique_ptr<CLI::App> app = build_app(cli, &settings);
+  std::vector<std::string> all(args);
+  all.insert(all.end(), file_args.begin(), file_args.end());
+  std::reverse(all.begin(), all.end());  // CLI11 takes them last first
+  std::vector<std::string> rest = all;
+  try {
+    app->parse(rest);
+  } catch (const CLI::CallForHelp&) {
+    cli.help = app->help();
+  } catch (const CLI::ParseError& e) {
+    std::set<std::string> from_file;
+    for (const std::string& a : file_args) from_file.insert(a.substr(0, a.find('=')));
+    const auto subject = [&](const CLI::Option& opt) {
+      if (!from_file.count(opt.get_name())) return opt.get_name();
+      for (const Setting& s : cli.command == "plan" ? settings.plan : settings.train)
+        if (s.option == &opt) return file + ": " + s.key();
+      return opt.get_name();
+    };
+    fail(reworded(*app, e, all, rest, subject));
+  }
+  return app;
+}
+
+}  // namespace
+
 CommandLine parse_command_line(std::vector<std::string> args) {
-  CommandLine cli;
   // What follows launch's first "--" is the command to supervise, not tetra's to read.
+  std::vector<std::string> supervised;
   bool separated = false;
   if (!args.empty() && args[0] == "launch") {
     const auto dash = std::find(args.begin(), args.end(), "--");
     separated = dash != args.end();
     if (separated) {
-      cli.launch.command.assign(dash + 1, args.end());
+      supervised.assign(dash + 1, args.end());
       args.erase(dash, args.end());
     }
   }
-  const std::unique_ptr<CLI::App> app = make_app(cli);
-  std::reverse(args.begin(), args.end());  // CLI11 takes them last first
-  try {
-    app->parse(args);
-  } catch (const CLI::CallForHelp&) {
-    cli.help = app->help();
-    return cli;
-  } catch (const CLI::ParseError& e) {
-    fail(reworded(*app, e));
-  }
-  const std::vector<const CLI::App*> apps = chain(*app);
+  CommandLine cli;
+  TrainSettings settings;
+  std::unique_ptr<CLI::App> app = parse_into(cli, settings, args);
+  if (!cli.help.empty()) return cli;
+  std::vector<CLI::App*> apps = chain(*app);
   if (const std::string arg = leftover(apps); !arg.empty()) fail(unexpected(apps, arg));
   cli.command = apps[1]->get_name();
+  cli.launch.command = supervised;
   if (cli.command == "train" || cli.command == "plan") {
+    if (!cli.config_file.empty()) {
+      // The file's keys for the flags the command line left out, read again with it.
+      const std::string file = cli.config_file;
+      const std::vector<std::string> file_args =
+          config_file_args(file, cli.command == "plan" ? settings.plan : settings.train);
+      cli = CommandLine();
+      settings = TrainSettings();
+      cli.command = apps[1]->get_name();
+      app = parse_into(cli, settings, args, file_args, file);
+    }
     TrainConfig& o = cli.command == "train" ? cli.train : cli.plan.train;
-    for (const CLI::Option* opt : apps[1]->get_options())
-      if (opt->count() > 0) o.given.insert(opt->get_name());
+    const Settings& flags = cli.command == "train" ? settings.train : settings.plan;
+    for (const Setting& s : flags)
+      if (s.option->count() > 0) o.given.insert(s.flag());
     if (cli.command == "plan") {
       if (!cli.plan.request.preset.empty()) apply_preset(cli.plan.request.preset, o);
       if (o.layout.dp == 0) o.layout.dp = 1;
       cli.plan.request.peak_tflops = o.output.peak_tflops;
     }
     resolve(o);
+    if (cli.print_config) cli.printed_config = config_toml(flags, o.given);
   } else if (cli.command == "launch") {
     check(separated, "tetra launch needs '--' before the command (see tetra launch --help)");
     check(!cli.launch.command.empty(), "no command after '--' (see tetra launch --help)");

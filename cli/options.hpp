@@ -43,6 +43,12 @@ struct CommandLine {
   // "train", "plan", "launch", "ckpt", "plot" or "generate"; empty when help was asked for
   std::string command;
   std::string help;  // the --help text asked for, else empty
+  // train and plan: --config FILE, a configuration file (cli/config_file.hpp) whose keys give
+  // the flags the command line does not; train: --print-config, and then the effective
+  // configuration as TOML, to print instead of training.
+  std::string config_file;
+  bool print_config = false;
+  std::string printed_config;
   TrainConfig train;
   PlanOptions plan;
   LaunchOptions launch;
@@ -51,9 +57,10 @@ struct CommandLine {
   GenerateOptions generate;
 };
 
-// Parses tetra's arguments (argv without the program name). Throws tetra::Error with a
-// one-line message naming the flag for an unknown flag, a missing, repeated or malformed
-// value, a value out of range, or flags that contradict each other.
+// Parses tetra's arguments (argv without the program name), and for train and plan the
+// --config file they name. Throws tetra::Error with a one-line message naming the flag (or
+// the file and the key) for an unknown flag or key, a missing, repeated or malformed value, a
+// value out of range, or flags that contradict each other.
 CommandLine parse_command_line(std::vector<std::string> args);
 
 // parse_command_line({"train", args...}).train, for callers that build flag lists.

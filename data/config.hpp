@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "util/json.hpp"
+
 namespace tetra {
 
 struct DataConfig {
@@ -19,5 +21,7 @@ struct DataConfig {
   std::string tokenizer;
   std::string init_from;  // a Hugging Face model directory or safetensors file
 };
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataConfig, data, val_data, val_split, eval_every,
+                                                eval_batches, tokenizer, init_from)
 
 }  // namespace tetra

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "util/json.hpp"
+
 namespace tetra {
 
 struct ModelConfig {
@@ -30,6 +32,8 @@ struct ModelConfig {
   int64_t matmul_params() const;
   int64_t total_params() const;
 };
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelConfig, vocab, data_vocab, layers, dim, heads,
+                                                kv_heads, ffn_dim, seq_len, rope_theta, norm_eps)
 
 // Model FLOPs per token, 6N + 12 L d S (PaLM's attention term), and the forward FLOPs of
 // the blocks that --recompute full runs a second time (2 N_blocks + 4 L d S).

@@ -4,6 +4,8 @@
 #pragma once
 #include <cstdint>
 
+#include "util/json.hpp"
+
 namespace tetra {
 
 struct OptimizerConfig {
@@ -15,5 +17,7 @@ struct OptimizerConfig {
   int zero = 1;            // ZeRO stage: Adam state (1), + gradients (2), + weights (3) sharded
   bool recompute = false;  // --recompute full: each block's forward again during backward
 };
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimizerConfig, steps, warmup, lr, min_lr,
+                                                weight_decay, clip, seed, zero, recompute)
 
 }  // namespace tetra

@@ -5,6 +5,8 @@
 #pragma once
 #include <string>
 
+#include "util/json.hpp"
+
 namespace tetra {
 
 struct LayoutConfig {
@@ -14,17 +16,20 @@ struct LayoutConfig {
   int vpp = 1;                    // virtual pipeline stages (model chunks) per pipeline rank
   std::string schedule = "1f1b";  // gpipe, 1f1b or interleaved
 };
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LayoutConfig, tp, cp, pp, dp, sp, vpp, schedule)
 
 struct BatchConfig {
   // global_batch sequences per step, over all DP ranks, in micro-batches of micro_batch
   // sequences (0: the largest that gives every pipeline stage PP micro-batches).
   int global_batch = 8, micro_batch = 0;
 };
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(BatchConfig, global_batch, micro_batch)
 
 struct DeviceConfig {
   std::string device = "cpu";  // cpu, cuda, or guarded-cpu (a test configuration)
   std::string dtype = "fp32";  // fp32, or bf16 compute over fp32 master weights
   std::string comm = "auto";   // device collectives: auto, nccl or mpi
 };
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceConfig, device, dtype, comm)
 
 }  // namespace tetra

@@ -83,21 +83,17 @@ std::vector<float> ZeroParams::gather_to_host(int i) {
   return host;
 }
 
-void ZeroParams::gather_weights(int i) {
-  if (zero_ < 3) return;
+Tensor ZeroParams::acquire(int i) {
   Unit& u = units_[i];
-  u.weights = Buffer(be_, u.padded, compute_);
-  publish(u);
-}
-
-void ZeroParams::release_weights(int i) {
-  if (zero_ == 3) units_[i].weights.reset();
-}
-
-Tensor ZeroParams::weights(int i) const {
-  const Unit& u = units_[i];
-  check(!u.weights.empty(), "unit ", u.layout.name, " used outside gather_weights/release_weights");
+  if (zero_ == 3) {
+    u.weights = Buffer(be_, u.padded, compute_);
+    publish(u);
+  }
   return u.weights.flat(0, u.layout.numel);
+}
+
+void ZeroParams::release(int i) {
+  if (zero_ == 3) units_[i].weights.reset();
 }
 
 Tensor ZeroParams::grads(int i) {
@@ -117,12 +113,12 @@ void ZeroParams::begin_step(int micro_batches) {
   }
 }
 
-bool ZeroParams::last_backward(int i) {
-  return ++units_[i].backward_calls == micro_batches_;
+void ZeroParams::hand_over_grads(int i) {
+  Unit& u = units_[i];
+  if (++u.backward_calls == micro_batches_) reduce_scatter_grads(u);
 }
 
-void ZeroParams::reduce_scatter_grads(int i) {
-  Unit& u = units_[i];
+void ZeroParams::reduce_scatter_grads(Unit& u) {
   if (sp_tp_ && sp_tp_->size() > 1)
     for (const ParamInfo& p : u.layout.params)
       if (p.tp_dim < 0) sp_tp_->all_reduce(u.grads.flat(p.offset, p.numel()));

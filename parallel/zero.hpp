@@ -26,6 +26,7 @@
 
 #include "model/backend.hpp"
 #include "model/config.hpp"
+#include "model/unit_params.hpp"
 #include "parallel/comm.hpp"
 
 namespace tetra {
@@ -34,7 +35,10 @@ struct MemoryBytes {
   int64_t params = 0, grads = 0, adam = 0;  // persistent, this rank
 };
 
-class ZeroParams {
+// The model's chunks see it as their UnitParams: acquire and release are the ZeRO-3 gather and
+// free around each use, and a unit's gradients handed over after its last micro-batch are
+// reduce-scattered at once, overlapping the rest of the backward.
+class ZeroParams final : public UnitParams {
  public:
   // units: the units this rank holds (its pipeline chunks), TP-local layouts.
   // sequence_parallel: the TP group under --sp, where each TP rank sees only its share of
@@ -46,9 +50,9 @@ class ZeroParams {
              Comm* sequence_parallel = nullptr, DType compute = DType::F32);
 
   int size() const { return int(units_.size()); }
-  const UnitLayout& layout(int u) const { return units_[u].layout; }
+  const UnitLayout& layout(int u) const override { return units_[u].layout; }
   int zero_stage() const { return zero_; }
-  DType compute_dtype() const { return compute_; }
+  DType compute_dtype() const override { return compute_; }
 
   // Writes the unit's TP-local weights from a host vector of layout(u).numel floats (every
   // dp_cp rank passes the same values; each keeps what its stage keeps).
@@ -57,21 +61,18 @@ class ZeroParams {
   // ZeRO-3 or bf16: collective over dp_cp).
   std::vector<float> gather_to_host(int u);
 
-  // Forward / backward bracket for one unit: the ZeRO-3 all-gather of its weights, and
-  // freeing them again (both no-ops under ZeRO-1/2, which keep the full weights).
-  void gather_weights(int u);
-  void release_weights(int u);
-  // The compute copy; valid between gather_weights and release_weights.
-  Tensor weights(int u) const;
-  Tensor grads(int u);  // full accumulator for this step, allocated on first use
+  // Forward / backward bracket for one unit: the ZeRO-3 all-gather of its weights (returning
+  // the compute copy, valid until release), and freeing them again (both no-ops under
+  // ZeRO-1/2, which keep the full weights).
+  Tensor acquire(int u) override;
+  void release(int u) override;
+  Tensor grads(int u) override;  // full accumulator for this step, allocated on first use
 
+  // A step of `micro_batches` micro-batches begins: gradients zeroed, backwards counted anew.
   void begin_step(int micro_batches);
-  // Counts the backwards of unit u; true after the step's last micro-batch, when the
-  // unit's gradients are complete and can be reduce-scattered.
-  bool last_backward(int u);
-  // The data-parallel gradient sync of unit u: its full gradients reduce-scattered over
-  // dp_cp into this rank's shard (summed first over TP under --sp for replicated weights).
-  void reduce_scatter_grads(int u);
+  // Counts the backwards of unit u; after the step's last micro-batch the unit's gradients
+  // are complete and are synced (reduce_scatter_grads).
+  void hand_over_grads(int u) override;
   // ZeRO-1/2, after the optimizer step: every rank's updated master shard (rounded to the
   // compute dtype) all-gathered into the full weights. ZeRO-3 gathers at each use instead (a
   // no-op here).
@@ -121,6 +122,9 @@ class ZeroParams {
     int backward_calls = 0;
   };
   Tensor master_shard(const Unit& u) const;
+  // The data-parallel gradient sync of unit u: its full gradients reduce-scattered over
+  // dp_cp into this rank's shard (summed first over TP under --sp for replicated weights).
+  void reduce_scatter_grads(Unit& u);
   // Rounds the master shard into this rank's slice of u.weights and all-gathers the slices.
   void publish(Unit& u);
 

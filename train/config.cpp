@@ -14,8 +14,6 @@ void resolve(TrainConfig& c) {
   check(c.device.comm != "nccl" || c.device.device == "cuda", "--comm nccl needs --device cuda");
   check(c.checkpoint.ckpt_every == 0 || !c.checkpoint.ckpt_dir.empty(),
         "--ckpt-every needs --ckpt-dir");
-  check(!given("--val-split") || (d.val_split > 0 && d.val_split < 1),
-        "--val-split must be between 0 and 1, exclusive (got ", d.val_split, ")");
   check(d.val_data.empty() || d.val_split == 0, "--val-data and --val-split exclude each other");
   check(!given("--eval-every") || !d.val_data.empty() || d.val_split > 0,
         "--eval-every needs --val-data or --val-split");

@@ -25,6 +25,9 @@ struct OutputConfig {
   double peak_tflops = 0;             // per device for MFU (0: a GPU table, else a probe)
   int64_t sample_every = 0;           // a sample from rank 0 every N steps (0: never)
 };
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OutputConfig, metrics, trace, trace_steps,
+                                                export_path, export_dtype, peak_tflops,
+                                                sample_every)
 
 struct TrainConfig {
   LayoutConfig layout;
@@ -35,14 +38,19 @@ struct TrainConfig {
   CheckpointConfig checkpoint;
   OutputConfig output;
   DeviceConfig device;
-  // The flags the user gave, by long name ("--heads"): to check them against --init-from's
-  // shapes, and to tell a default from a chosen value.
+  // The flags the user gave, by long name ("--heads"), on the command line or as keys of a
+  // --config file: to check them against --init-from's shapes, and to tell a default from a
+  // chosen value (cli/config_file.hpp keeps it across --print-config and --config).
   std::set<std::string> given;
 
   bool was_given(const std::string& flag) const { return given.count(flag) > 0; }
   // What tetra plan's models read of it.
   plan::RunSpec run_spec() const { return {layout, batch, optimizer, device}; }
 };
+// The sections as JSON objects under their names ({"layout": {"tp": 1, ...}, ...}); `given`
+// is how the values were chosen, not part of them.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, layout, model, batch, optimizer, data,
+                                                checkpoint, output, device)
 
 // Fills what the other values imply: --min-lr lr/10 when not given, the interleaved schedule
 // for --vpp above 1 without --schedule, the model's padded vocabulary. Then checks the

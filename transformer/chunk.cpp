@@ -3,7 +3,7 @@
 namespace tetra {
 
 ModelChunk::ModelChunk(Backend& be, const TensorParallel& tp, const ContextParallel& cp,
-                       const ModelConfig& cfg, ZeroParams& params, std::vector<int> units,
+                       const ModelConfig& cfg, UnitParams& params, std::vector<int> units,
                        bool recompute)
     : be_(be),
       tp_(tp),
@@ -38,8 +38,7 @@ StageOutput ModelChunk::forward(int id, const MicroBatch& mb, const Tensor* x_in
   }
   for (int u : units_) {
     const UnitLayout& l = params_.layout(u);
-    params_.gather_weights(u);
-    const Tensor w = params_.weights(u);
+    const Tensor w = params_.acquire(u);
     if (l.kind == UnitLayout::Kind::Embedding) {
       // x [Tl, d] = the rows of the tokens, from the TP ranks' vocabulary shards.
       const VocabParallelEmbedding embed(be_, tp_, param_view(w, l.params[0]));
@@ -66,7 +65,7 @@ StageOutput ModelChunk::forward(int id, const MicroBatch& mb, const Tensor* x_in
                                                       mb.targets, s.row_max.flat(),
                                                       s.ce_stats.flat(), cfg_.real_vocab());
     }
-    params_.release_weights(u);
+    params_.release(u);
   }
   if (!has_head()) y.activation = s.xs.back().view({Tl, d});
   return y;
@@ -85,8 +84,7 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
   for (auto u_it = units_.rbegin(); u_it != units_.rend(); ++u_it) {
     const int u = *u_it;
     const UnitLayout& l = params_.layout(u);
-    params_.gather_weights(u);
-    const Tensor w = params_.weights(u), dw = params_.grads(u);
+    const Tensor w = params_.acquire(u), dw = params_.grads(u);
     if (l.kind == UnitLayout::Kind::Head) {
       const int64_t V = l.params[kLmHead].local_shape[0];
       // dlogits [T, V/TP] = loss_scale * (softmax - onehot(target)), over the logits.
@@ -119,9 +117,8 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
                                          param_view(dw, l.params[0]));
       embed.backward(mb.tokens, std::move(grad));
     }
-    params_.release_weights(u);
-    // The data-parallel gradient sync, per unit, as soon as its last micro-batch is done.
-    if (params_.last_backward(u)) params_.reduce_scatter_grads(u);
+    params_.release(u);
+    params_.hand_over_grads(u);
   }
   states_.erase(it);
   if (has_embedding()) return Buffer();

@@ -5,12 +5,16 @@
 // Per micro-batch the chunk keeps its activations from forward until backward. Under
 // --recompute full it keeps only each block's input and runs the block's forward again
 // right before its backward, so the step computes the same numbers in the same order.
+//
+// The chunk knows its parameters only as UnitParams: it acquires a unit's weights around each
+// forward and backward and hands over the unit's gradients after each backward; how they are
+// sharded and synced (ZeRO, parallel/zero.hpp) is the holder's business.
 #pragma once
 #include <map>
 #include <vector>
 
+#include "model/unit_params.hpp"
 #include "parallel/pipeline.hpp"
-#include "parallel/zero.hpp"
 #include "transformer/block.hpp"
 
 namespace tetra {
@@ -19,7 +23,7 @@ class ModelChunk final : public PipelineStage {
  public:
   // units: indices into params of this chunk's units, in model order.
   ModelChunk(Backend& be, const TensorParallel& tp, const ContextParallel& cp,
-             const ModelConfig& cfg, ZeroParams& params, std::vector<int> units, bool recompute);
+             const ModelConfig& cfg, UnitParams& params, std::vector<int> units, bool recompute);
 
   bool has_embedding() const;
   bool has_head() const;
@@ -50,8 +54,8 @@ class ModelChunk final : public PipelineStage {
   Backend& be_;
   TensorParallel tp_;
   ContextParallel cp_;
-  const ModelConfig& cfg_;
-  ZeroParams& params_;
+  const ModelConfig cfg_;  // a copy: the chunk outlives whoever built it
+  UnitParams& params_;
   std::vector<int> units_;
   bool recompute_;
   std::map<int, State> states_;  // by micro-batch id, from forward to backward

@@ -138,7 +138,9 @@ TEST_CASE("options: each subcommand's --help lists every flag it defines, with i
                                              "--eval-every",
                                              "--eval-batches",
                                              "--tokenizer",
-                                             "--sample-every"});
+                                             "--sample-every",
+                                             "--config",
+                                             "--print-config"});
 
   // The defaults shown are TrainConfig' own.
   const std::string train_help = spawn(tetra_bin() + " train --help", 60).out;

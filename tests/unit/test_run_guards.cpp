@@ -106,7 +106,7 @@ TEST_CASE("guards: a resumed run keeps the checkpoint's settings unless told oth
   // an edit with the checksum made to match) differs in it, unless that change is allowed.
   tetra::json m;
   REQUIRE(tetra::parse_json(manifest, m).empty());
-  m["run"].erase("dtype");
+  m["config"]["device"].erase("dtype");
   m.erase("manifest_checksum");
   const std::string text = m.dump();
   m["manifest_checksum"] = tetra::ckpt::crc_hex(tetra::ckpt::crc32c(text.data(), text.size()));
@@ -118,6 +118,45 @@ TEST_CASE("guards: a resumed run keeps the checkpoint's settings unless told oth
   const Spawned allowed = spawn(train("--steps 6 --lr 0.002 --allow-change dtype" + ck));
   CHECK(allowed.status == 0);
   CHECK(allowed.out.find("run finished: ") != std::string::npos);
+}
+
+TEST_CASE("guards: a checkpoint of format version 2 (before the whole configuration) resumes") {
+  TempDir d;
+  const std::string ck = " --ckpt-dir " + (d / "ck") + " --ckpt-every 2";
+  REQUIRE(spawn(train("--export " + (d / "a.st"))).status == 0);
+  REQUIRE(spawn(train(ck)).status == 0);
+  // Step 2's manifest as version 2 wrote it: the settings a resume compared as `run`, by
+  // their --allow-change names, the ZeRO stage in the layout, no `config`.
+  const std::string manifest = d / "ck/step_00000002/manifest.json";
+  tetra::json m;
+  REQUIRE(tetra::parse_json(slurp(manifest), m).empty());
+  const tetra::json c = m.at("config");
+  m["version"] = 2;
+  m["run"] = {{"data", c["data"]["data"]},
+              {"lr", c["optimizer"]["lr"]},
+              {"min-lr", c["optimizer"]["min_lr"]},
+              {"warmup", c["optimizer"]["warmup"]},
+              {"steps", c["optimizer"]["steps"]},
+              {"clip", c["optimizer"]["clip"]},
+              {"weight-decay", c["optimizer"]["weight_decay"]},
+              {"dtype", c["device"]["dtype"]}};
+  m["layout"]["zero"] = c["optimizer"]["zero"];
+  m.erase("config");
+  m.erase("manifest_checksum");
+  const std::string text = m.dump();
+  m["manifest_checksum"] = tetra::ckpt::crc_hex(tetra::ckpt::crc32c(text.data(), text.size()));
+  std::ofstream(manifest, std::ios::trunc) << m.dump(2);
+  fs::remove_all(d / "ck/step_00000004");
+  std::ofstream(d / "ck/latest", std::ios::trunc) << "step_00000002\n";
+  const Spawned r = spawn(train(ck + " --export " + (d / "b.st")));
+  CAPTURE(r.err);
+  CHECK(r.status == 0);
+  CHECK(r.out.find("resumed from " + (d / "ck/step_00000002")) != std::string::npos);
+  CHECK(slurp(d / "a.st") == slurp(d / "b.st"));
+  // Its continuation is written in the current format.
+  REQUIRE(tetra::parse_json(slurp(d / "ck/step_00000004/manifest.json"), m).empty());
+  CHECK(m["version"] == 3);
+  CHECK(m["config"]["optimizer"]["lr"] == c["optimizer"]["lr"]);
 }
 
 TEST_CASE("guards: a second job on a checkpoint directory is refused; a stale lock is taken") {

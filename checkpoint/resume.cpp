@@ -1,0 +1,138 @@
+#include "checkpoint/resume.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <vector>
+
+namespace tetra::ckpt {
+namespace {
+
+// The sections of the configuration a resumed run compares with its checkpoint's, each with
+// the keys that may change freely: restore() reshards to any micro-batch split and ZeRO stage,
+// recomputation gives the same numbers, and validation, the tokenizer (of text the data key
+// names), --init-from (the checkpoint replaces it), the device and the communicators do not
+// enter the state. The other sections (layout, checkpoint, output) are not compared. A key
+// added to a compared section is compared from then on, and fixes the run unless it is listed
+// here or in kChangeable.
+struct Compared {
+  const char* section;
+  std::vector<std::string> free;
+};
+const Compared kCompared[] = {
+    {"batch", {"micro_batch"}},
+    {"optimizer", {"zero", "recompute"}},
+    {"data", {"val_data", "val_split", "eval_every", "eval_batches", "tokenizer", "init_from"}},
+    {"device", {"device", "comm"}},
+};
+
+// A configuration key's flag name without the dashes ("min_lr" -> "min-lr"), which is also
+// its --allow-change name.
+std::string flag_name(std::string key) {
+  std::replace(key.begin(), key.end(), '_', '-');
+  return key;
+}
+
+bool changeable(const std::string& name) {
+  return std::find(kChangeable.begin(), kChangeable.end(), name) != kChangeable.end();
+}
+
+// Member `key` of section `section` of a recorded configuration; "not recorded" when absent.
+json recorded(const RunState& s, const std::string& section, const std::string& key) {
+  const json& c = s.config;
+  if (c.is_object() && c.contains(section) && c.at(section).contains(key))
+    return c.at(section).at(key);
+  return "not recorded";
+}
+
+}  // namespace
+
+std::string resume_path(const CheckpointConfig& c) {
+  if (c.resume == "never") return "";
+  if (c.resume != "auto") {
+    const std::string problem = verify(c.resume);
+    check(problem.empty(), "--resume ", c.resume, ": ", problem);
+    return c.resume;
+  }
+  if (c.ckpt_dir.empty()) return "";
+  std::vector<std::string> warnings;
+  const std::string path = find_latest(c.ckpt_dir, &warnings);
+  // Checkpoints exist but none verifies: starting over would hide that (and --keep would
+  // then prune them), so stop and say why each failed.
+  const bool skipped = std::any_of(warnings.begin(), warnings.end(),
+                                   [](const std::string& w) { return w.starts_with("skipping "); });
+  if (path.empty() && skipped) {
+    std::string why;
+    for (const std::string& w : warnings) why += (why.empty() ? "" : "; ") + w;
+    fail("--resume auto: no checkpoint in '", c.ckpt_dir, "' verifies (", why,
+         "); pass --resume never to start from step 0, keeping them");
+  }
+  for (const std::string& w : warnings) std::fprintf(stderr, "tetra: warning: %s\n", w.c_str());
+  return path;
+}
+
+void check_resumable(const RunState& saved, const RunState& now,
+                     const std::set<std::string>& allowed, bool min_lr_given,
+                     const std::string& path) {
+  const ModelConfig was = model_from_json(saved.model, "checkpoint '" + path + "'");
+  check(model_to_json(was) == now.model, "checkpoint '", path, "' holds another model (", was.str(),
+        "); this run trains ", model_from_json(now.model, "this run").str());
+  // What the run continues must be the run that was checkpointed, unless the user says
+  // which settings may change (to extend a run, or fine-tune from it).
+  std::map<std::string, std::string> changes;  // by --allow-change name
+  for (const Compared& c : kCompared) {
+    for (const auto& [key, value] : now.config.at(c.section).items()) {
+      if (std::find(c.free.begin(), c.free.end(), key) != c.free.end()) continue;
+      const std::string name = flag_name(key);
+      const json there = recorded(saved, c.section, key);
+      if (there == value || allowed.count(name)) continue;
+      const bool in_record =
+          saved.config.contains(c.section) && saved.config[c.section].contains(key);
+      if (!changeable(name)) {
+        check(!in_record, "checkpoint '", path, "' was written with --", name, " ", there.dump(),
+              "; this run has ", value.dump(), ", which a resumed run cannot change");
+        continue;
+      }
+      // A --min-lr left to its default follows --lr: allowing or changing --lr covers it.
+      const bool follows_lr = name == "min-lr" && !min_lr_given &&
+                              (allowed.count("lr") ||
+                               recorded(saved, "optimizer", "lr") != now.config["optimizer"]["lr"]);
+      if (!follows_lr)
+        changes[name] = "--" + name + " " + there.dump() + " there, " + value.dump() + " here";
+    }
+  }
+  const int64_t steps = now.config.at("optimizer").at("steps").get<int64_t>();
+  check(saved.step <= steps, "checkpoint '", path, "' is at step ", saved.step, ", past --steps ",
+        steps,
+        ": nothing is left to train; pass a larger --steps with --allow-change steps, or "
+        "--resume never to start over");
+  std::string differ, names;
+  for (const std::string& name : kChangeable) {
+    if (!changes.count(name)) continue;
+    differ += (differ.empty() ? "" : "; ") + changes[name];
+    names += (names.empty() ? "" : ",") + name;
+  }
+  check(differ.empty(), "checkpoint '", path, "' comes from a run with other settings (", differ,
+        "); pass --allow-change ", names, " to continue it with this run's");
+}
+
+void restore(const Reader& r, ZeroParams& params, int tp_rank) {
+  for (int u = 0; u < params.size(); ++u) {
+    const UnitLayout& l = params.layout(u);
+    std::vector<float> w(l.numel), m(l.numel), v(l.numel);
+    for (const ParamInfo& p : l.params) {
+      const auto whole_w = r.tensor(p.name, Reader::Kind::Param);
+      const auto whole_m = r.tensor(p.name, Reader::Kind::AdamM);
+      const auto whole_v = r.tensor(p.name, Reader::Kind::AdamV);
+      for (int64_t i = 0; i < p.numel(); ++i) {
+        const int64_t g = p.global_index(i, tp_rank);
+        w[p.offset + i] = whole_w[g];
+        m[p.offset + i] = whole_m[g];
+        v[p.offset + i] = whole_v[g];
+      }
+    }
+    params.load_state(u, w, m, v);
+  }
+}
+
+}  // namespace tetra::ckpt

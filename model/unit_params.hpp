@@ -1,0 +1,31 @@
+// The parameters of a model's units as model code sees them: it borrows a unit's weights for
+// one forward or backward, accumulates into its gradients, and hands them over when a
+// backward is done. Who holds the parameters and how (sharded over data-parallel ranks and
+// gathered for each use, or whole) is the holder's policy, not the model's: ZeroParams
+// (parallel/zero.hpp) is the one tetra trains with.
+#pragma once
+#include "model/config.hpp"
+#include "model/tensor.hpp"
+
+namespace tetra {
+
+class UnitParams {
+ public:
+  virtual ~UnitParams() = default;
+
+  // The unit's TP-local layout (its tensors' names, shapes and offsets in the flat buffers).
+  virtual const UnitLayout& layout(int u) const = 0;
+  // The dtype of the weights acquire() gives and of the activations computed with them.
+  virtual DType compute_dtype() const = 0;
+
+  // The unit's weights, flat, in the compute dtype, valid until release(u).
+  virtual Tensor acquire(int u) = 0;
+  virtual void release(int u) = 0;
+  // The unit's gradient accumulator for this step, flat, fp32 (backwards add into it).
+  virtual Tensor grads(int u) = 0;
+  // A backward of unit u is done: its micro-batch's gradients are in grads(u). The holder
+  // may sync them from here (ZeroParams reduce-scatters after the step's last micro-batch).
+  virtual void hand_over_grads(int u) = 0;
+};
+
+}  // namespace tetra

@@ -1,0 +1,353 @@
+#include "train/rank_parts.hpp"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iomanip>
+#include <sstream>
+#include <thread>
+
+#include "checkpoint/hf_io.hpp"
+#include "checkpoint/resume.hpp"
+#include "data/token_cache.hpp"
+#include "model/init.hpp"
+#include "parallel/agree.hpp"
+#include "parallel/nccl_comm.hpp"
+#include "plan/memory.hpp"
+#include "util/output_file.hpp"
+
+namespace tetra {
+namespace {
+
+// How long a supervised restart waits for the lock of its checkpoint directory.
+constexpr double kRestartLockWaitSeconds = 60;
+
+// Threads per rank: OMP_NUM_THREADS when set, else the cores this rank may run on (its
+// affinity). mpirun binds a rank to one core when it starts at most two, and to a socket or
+// nothing otherwise; ranks that all see every core share them. More threads than cores
+// only time-slice, so that is said once.
+int threads_per_rank(int local_ranks, bool warn) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int all = std::max(1, int(std::thread::hardware_concurrency()));
+  const int mine = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : all;
+  int threads = std::max(1, mine >= all ? all / std::max(1, local_ranks) : mine);
+  if (const char* env = std::getenv("OMP_NUM_THREADS")) {
+    const int n = std::atoi(env);
+    if (n > 0) threads = n;
+  }
+  if (warn && threads > mine)
+    std::fprintf(stderr, "tetra: warning: %d threads per rank, but a rank may run on %d core%s\n",
+                 threads, mine, mine > 1 ? "s" : "");
+  return threads;
+}
+
+// Rank 0's string on every rank of comm.
+std::string broadcast_string(MPI_Comm comm, std::string s) {
+  int n = int(s.size());
+  MPI_Bcast(&n, 1, MPI_INT, 0, comm);
+  s.resize(n);
+  MPI_Bcast(s.data(), n, MPI_CHAR, 0, comm);
+  return s;
+}
+
+// --tokenizer: loads (or trains) the SentencePiece model and points the data at its token
+// shards, tokenizing what is not cached yet; `report` prints what it did.
+void use_tokenizer(RankParts& p, bool report) {
+  DataConfig& d = p.config.data;
+  check(d.data != "synthetic", "--tokenizer needs text data: give --data FILE");
+  bool trained = false;
+  const std::string model = data::tokenizer_model(d.tokenizer, d.data, &trained);
+  p.tokenizer = data::load_sentencepiece(model);
+  const int vocab = p.tokenizer->vocab();
+  if (report)
+    std::printf("tokenizer: %s, %d pieces (%s)\n", model.c_str(), vocab,
+                trained ? "trained now" : "reused");
+  for (std::string* text : {&d.data, &d.val_data}) {
+    if (text->empty()) continue;
+    bool reused = false;
+    const std::string bin = data::tokenize_cached(*text, *p.tokenizer, &reused);
+    if (report)
+      std::printf("tokens: %s -> %s (%s)\n", text->c_str(), bin.c_str(),
+                  reused ? "reused" : "tokenized now");
+    *text = bin;
+  }
+  p.config.model.data_vocab = vocab;
+  p.config.model.vocab = padded_vocab(vocab);
+}
+
+// The tokenizer: bytes, --tokenizer's, or a model directory's own (tetra's or another's
+// export): text is tokenized with it unless --tokenizer names one, and token shards are taken
+// as its tokens, so that the samples decode through it and the export carries it.
+void choose_tokenizer(RankParts& p, MPI_Comm world, int rank) {
+  DataConfig& d = p.config.data;
+  p.tokenizer = data::byte_tokenizer();
+  const std::string own = d.init_from + "/tokenizer.model";
+  const bool has_own =
+      d.tokenizer.empty() && !d.init_from.empty() && std::filesystem::is_regular_file(own);
+  if (has_own && std::filesystem::is_regular_file(d.data) && !data::is_bin_shard(d.data))
+    d.tokenizer = own;
+  else if (has_own && data::have_sentencepiece())
+    agree(world, [&] { p.tokenizer = data::load_sentencepiece(own); });
+  if (d.tokenizer.empty()) return;
+  // Rank 0 trains and tokenizes what is not cached; the others then find it all cached.
+  agree(world, [&] {
+    if (rank == 0) use_tokenizer(p, true);
+  });
+  agree(world, [&] {
+    if (rank != 0) use_tokenizer(p, false);
+  });
+}
+
+// Before step 0: the memory of a step, by the plan's model (plan/memory.hpp), for
+// every rank this machine runs, against what the machine has left. A step that cannot fit
+// is refused with its numbers instead of failing part-way (or being killed). On CPU the
+// attention's per-thread score matrices count too; GPU memory is not checked here.
+void check_memory_fits(const TrainConfig& c, const ModelConfig& model, int world, int local_ranks,
+                       int threads) {
+  if (c.device.device == "cuda") return;
+  const plan::Setup s = plan::make_setup(c.run_spec(), model, world);
+  const plan::PeakMemory peak = plan::peak_memory(s);
+  const double scratch = plan::cpu_attention_scratch(s, threads);
+  const double rank = peak.memory.peak() + scratch, need = rank * local_ranks;
+  const double avail = plan::host_memory_available();
+  const auto gb = [](double b) {
+    std::ostringstream os;
+    os << std::setprecision(3) << b / 1e9 << " GB";
+    return os.str();
+  };
+  check(need <= avail, "a step needs about ", gb(rank), " per rank (weights, gradients and Adam ",
+        gb(peak.memory.weights + peak.memory.grads + peak.memory.adam),
+        ", activations and buffers ", gb(peak.memory.step_peak), ", attention scores ", gb(scratch),
+        " for ", threads, " thread", threads > 1 ? "s" : "", "), ", gb(need), " for the ",
+        local_ranks, " rank", local_ranks > 1 ? "s" : "", " on this machine, which has ", gb(avail),
+        " available; shorten --seq-len, lower --micro-batch, split the work over more ranks "
+        "(--cp, --tp, --pp) or use --recompute full");
+}
+
+// The training data, and the validation data: --val-data, or the last --val-split of --data.
+void open_data(RankParts& p) {
+  const DataConfig& d = p.config.data;
+  const int vocab = int(p.config.model.data_vocab);
+  const int S = p.model.seq_len;
+  const uint64_t seed = p.config.optimizer.seed;
+  const data::Portion train{d.val_split > 0 ? data::Portion::Train : data::Portion::All,
+                            d.val_split};
+  p.data = data::open_dataset(d.data, vocab, S, seed, train);
+  if (!d.val_data.empty())
+    p.val = data::open_dataset(d.val_data, vocab, S, seed);
+  else if (d.val_split > 0)
+    p.val = data::open_dataset(d.data, vocab, S, seed, {data::Portion::Validation, d.val_split});
+}
+
+// A checkpoint directory must be writable before the first step, not at the first save.
+void check_writable_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  check(!ec, "cannot create checkpoint directory '", dir, "': ", ec.message());
+  const std::string probe = dir + "/.tetra_write_probe";
+  std::FILE* f = std::fopen(probe.c_str(), "w");
+  check(f != nullptr, "checkpoint directory '", dir, "' is not writable: ", std::strerror(errno));
+  std::fclose(f);
+  std::remove(probe.c_str());
+}
+
+// Rank 0, before step 0: every output path (a typo or a device must not cost the run), and
+// the checkpoint directory, locked.
+void check_outputs(RankParts& p) {
+  const OutputConfig& o = p.config.output;
+  if (!o.export_path.empty()) {
+    const std::string problem = export_problem(o.export_path);
+    check(problem.empty(), "cannot write --export ",
+          export_is_file(o.export_path) ? "file" : "directory", " '", o.export_path,
+          "': ", problem);
+  }
+  for (const auto& [flag, path] : {std::pair{"--trace", &o.trace}, {"--metrics", &o.metrics}}) {
+    if (path->empty()) continue;
+    const std::string problem = output_file_problem(*path);
+    check(problem.empty(), "cannot write ", flag, " file '", *path, "': ", problem);
+  }
+  const std::string& dir = p.config.checkpoint.ckpt_dir;
+  if (dir.empty()) return;
+  check_writable_dir(dir);
+  // A supervised restart may start while the failed attempt's ranks are still being torn
+  // down: it waits for them a while.
+  p.lock = std::make_unique<ckpt::DirLock>(
+      dir, FaultPlan::first_attempt() ? 0.0 : kRestartLockWaitSeconds);
+}
+
+// The backend (CPU, guarded CPU or CUDA; mixed precision under --dtype bf16) and the process
+// grid with its communicators.
+void make_backend_and_grid(RankParts& p, MPI_Comm world) {
+  const DeviceConfig& d = p.config.device;
+  const NodeRank node = node_rank(world);
+  int rank = 0;
+  MPI_Comm_rank(world, &rank);
+  p.threads = threads_per_rank(node.size, rank == 0);
+#ifdef TETRA_HAVE_CUDA
+  // One rank per GPU where there are enough; ranks beyond that share them round robin.
+  if (d.device == "cuda") agree(world, [&] { p.backend = make_cuda_backend(node.rank); });
+#endif
+  if (d.device == "guarded-cpu") p.backend = make_guarded_cpu_backend(p.threads);
+  if (!p.backend) p.backend = make_cpu_backend(p.threads);
+  if (d.dtype == "bf16") {
+    agree(world, [&] {
+      check(
+          p.backend->has_bf16(), "--dtype bf16: ", p.backend->name(),
+          " has no bf16 support (a GPU of compute capability 8.0 or later has); use --dtype fp32");
+    });
+    p.backend = make_mixed_precision_backend(std::move(p.backend));
+  }
+  const bool shared = shares_device(world, *p.backend);
+  agree(world, [&] {
+    check(d.comm != "nccl" || have_nccl(),
+          "--comm nccl: this build has no NCCL (it was not found when tetra was configured); "
+          "use --comm mpi");
+    check(d.comm != "nccl" || !shared, "--comm nccl: ", p.work.layout.world(),
+          " ranks share this machine's GPUs, and NCCL needs a GPU of its own for every rank; "
+          "use --comm mpi (or auto, which takes NCCL only for groups whose ranks each have one)");
+  });
+  p.grid = make_grid(world, p.work.layout, *p.backend, d.comm != "mpi");
+}
+
+// Continues the checkpoint at `path`: its run's settings checked against this run's, then
+// every rank's units and Adam state restored from it, at any saved layout.
+void resume(RankParts& p, const std::string& path) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const ckpt::Reader r(path);
+  ckpt::check_resumable(r.state(), p.record, p.config.checkpoint.allow_change,
+                        p.config.was_given("--min-lr"), path);
+  ckpt::restore(r, *p.params, p.grid.coord.tp);
+  p.resume.path = path;
+  p.resume.step = r.state().step;
+  if (!p.config.checkpoint.ckpt_dir.empty())
+    p.resume.line = ckpt::reference_to(p.config.checkpoint.ckpt_dir, path);
+  p.resume.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// This stage's model chunks, the pipeline executor over them, and the positions of the
+// rank's tokens (the same every step: RoPE angles per token, queries and keys per sequence).
+void make_pipeline(RankParts& p) {
+  const TensorParallel tp{*p.grid.tp, p.config.layout.sp};
+  const ContextParallel cp{*p.grid.cp};
+  Backend& be = *p.backend;
+  const RankWork& w = p.work;
+  for (const ChunkPlan& c : w.chunks) {
+    if (c.stage != p.grid.coord.pp) continue;
+    std::vector<int> local;
+    for (int g : c.units) local.push_back(w.place.local_unit[g]);
+    p.chunks.push_back(std::make_unique<ModelChunk>(
+        be, tp, cp, p.model, *p.params, std::move(local), p.config.optimizer.recompute));
+  }
+  std::vector<PipelineStage*> stages;
+  for (auto& c : p.chunks) stages.push_back(c.get());
+  const int64_t rows = tp.local_rows(w.local_tokens());
+  p.executor = std::make_unique<PipelineExecutor>(be, *p.grid.pp, std::move(stages), w.schedule,
+                                                  w.micro_batches, rows * p.model.dim,
+                                                  compute_dtype(p.config.device));
+
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < w.micro_batch; ++i)
+    tokens.insert(tokens.end(), w.seq_pos.begin(), w.seq_pos.end());
+  p.seq_pos = Buffer(be, int64_t(w.seq_pos.size()), DType::I32);
+  p.key_pos = Buffer(be, int64_t(w.key_pos.size()), DType::I32);
+  p.token_pos = Buffer(be, int64_t(tokens.size()), DType::I32);
+  be.upload(p.seq_pos.flat(), w.seq_pos.data());
+  be.upload(p.key_pos.flat(), w.key_pos.data());
+  be.upload(p.token_pos.flat(), tokens.data());
+}
+
+}  // namespace
+
+ckpt::RunState record_of(const TrainConfig& c, const ModelConfig& model, const Layout& layout) {
+  ckpt::RunState s;
+  s.seed = c.optimizer.seed;
+  s.global_batch = c.batch.global_batch;
+  s.model = ckpt::model_to_json(model);
+  LayoutConfig laid_out = c.layout;
+  laid_out.dp = layout.dp;
+  s.layout = laid_out;
+  s.config = c;
+  s.config.erase("model");
+  s.config.erase("layout");
+  std::error_code ec;
+  const auto path = std::filesystem::weakly_canonical(std::filesystem::absolute(c.data.data), ec);
+  if (c.data.data != "synthetic" && !ec) s.config["data"]["data"] = path.string();
+  return s;
+}
+
+RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
+  int world_size = 1, rank = 0;
+  MPI_Comm_size(world, &world_size);
+  MPI_Comm_rank(world, &rank);
+  RankParts p;
+  p.config = c;
+  choose_tokenizer(p, world, rank);
+
+  // Everything that can reject the input runs first, on every rank, before any collective;
+  // agree() then makes every rank stop together with rank 0's (or the first) message.
+  std::vector<UnitLayout> units;
+  std::vector<std::vector<float>> init;
+  std::string resume_path;
+  agree(world, [&] {
+#ifndef TETRA_HAVE_CUDA
+    check(c.device.device != "cuda",
+          "--device cuda: this build has no CUDA backend (nvcc was not found when it was "
+          "configured)");
+#endif
+    const TrainConfig& o = p.config;
+    std::unique_ptr<HfModel> file;
+    p.model = o.model;
+    if (!o.data.init_from.empty()) {
+      file = std::make_unique<HfModel>(o.data.init_from);
+      p.model = config_from_model(*file, o.model, o.given);
+      check(o.model.data_vocab <= p.model.real_vocab(), "the data's vocabulary ",
+            o.model.data_vocab, " is larger than the init model's ", p.model.real_vocab());
+    }
+    p.model.validate();
+    p.work = rank_work(o.layout, o.batch, p.model, world_size, rank);
+    const NodeRank node = node_rank(world);
+    check_memory_fits(o, p.model, world_size, node.size, threads_per_rank(node.size, false));
+    open_data(p);
+    if (!o.checkpoint.inject_failure.empty()) {
+      p.fault = FaultPlan::parse(o.checkpoint.inject_failure);
+      check(p.fault.rank < world_size, "--inject-failure names rank ", p.fault.rank, " of ",
+            world_size);
+      check(p.fault.step < o.optimizer.steps, "--inject-failure at step ", p.fault.step,
+            ", after the last step (", o.optimizer.steps - 1, ")");
+    }
+    if (rank == 0) check_outputs(p);
+    // The user's configuration (text data, not its shards), as it runs.
+    p.record = record_of(c, p.model, p.work.layout);
+    if (rank == 0) resume_path = ckpt::resume_path(o.checkpoint);
+    // This rank's units (its pipeline stage's, its TP slice), initialized or read.
+    std::vector<UnitLayout> all = make_units(p.model, p.work.layout.tp, p.work.coord.tp);
+    for (size_t g = 0; g < all.size(); ++g) {
+      if (p.work.place.local_unit[g] < 0) continue;
+      init.push_back(file ? read_unit(*file, p.model, all[g], p.work.coord.tp)
+                          : init_unit(all[g], o.optimizer.seed, p.work.coord.tp));
+      units.push_back(std::move(all[g]));
+    }
+  });
+  resume_path = broadcast_string(world, resume_path);
+
+  make_backend_and_grid(p, world);
+  p.params = std::make_unique<ZeroParams>(*p.backend, *p.grid.dp_cp, std::move(units),
+                                          c.optimizer.zero, c.layout.sp ? p.grid.tp.get() : nullptr,
+                                          compute_dtype(c.device));
+  for (size_t u = 0; u < init.size(); ++u) p.params->load(int(u), init[u]);
+  init.clear();
+  if (!resume_path.empty()) agree(world, [&] { resume(p, resume_path); });
+  make_pipeline(p);
+  p.peak = find_peak(*p.backend, *p.grid.world, c.output.peak_tflops, p.threads,
+                     compute_dtype(c.device));
+  return p;
+}
+
+}  // namespace tetra
