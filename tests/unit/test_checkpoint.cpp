@@ -97,7 +97,7 @@ TEST_CASE("checkpoint: TP 2 x ZeRO DP 2 segments reassemble into the exact tenso
 
   const json m = parsed_json(read_bytes(path + "/manifest.json"));
   CHECK(m.at("format").get<std::string>() == "tetra-checkpoint");
-  CHECK(int_of(m.at("version")) == 2);
+  CHECK(int_of(m.at("version")) == 3);
   CHECK(m.at("checksum").get<std::string>() == "crc32c");
   CHECK(int_of(m.at("world_size")) == 4);
   CHECK(int_of(m.at("sampler").at("global_batch")) == 8);
