@@ -4,13 +4,13 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 
 #include "checkpoint/checkpoint.hpp"
 #include "tools/lib/trainer.hpp"
+#include "util/clock.hpp"
 #include "util/json.hpp"
 
 namespace tetra {
@@ -150,7 +150,7 @@ void Trainer::finish_already_done() {
 }
 
 double Trainer::save_checkpoint() {
-  const auto t0 = std::chrono::steady_clock::now();
+  const Clock::time_point t0 = Clock::now();
   ckpt::RunState st;
   st.step = step_;
   st.tokens_seen = step_ * opt_.global_batch * cfg_.seq_len;
@@ -181,7 +181,7 @@ double Trainer::save_checkpoint() {
   const bool die = fault_.kill_during_checkpoint(grid_.rank, step_);
   const std::string path = ckpt::save(world_, opt_.ckpt_dir, st, segments, opt_.keep, die);
   line_head_ = ckpt::reference_to(opt_.ckpt_dir, path);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return seconds_since(t0);
 }
 
 }  // namespace tetra
