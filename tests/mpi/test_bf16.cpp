@@ -1,8 +1,10 @@
 // bf16 mixed precision on every layout class (DP with ZeRO 1, 2, 3; TP with and without
 // SP; each pipeline schedule; CP; 4D), each against one rank training in bf16, within the
-// bounds the closing note of [8/13] justifies; and bf16 against fp32 on one rank.
+// bounds the closing note of [8/13] justifies; the validation loss under each pipeline
+// schedule likewise; and bf16 against fp32 on one rank.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "layout_check.hpp"
@@ -67,6 +69,39 @@ TEST_CASE("bf16: every layout class matches one rank in bf16") {
   if (world_rank() == 0)
     std::printf("bf16 largest gaps: loss %.2e  grad %.2e  weight %.2e\n", worst.loss, worst.grad,
                 worst.weight);
+}
+
+TEST_CASE("bf16: the validation loss under each pipeline schedule matches one rank in bf16") {
+  // Evaluation runs each schedule forward only and sends bf16 activations between stages, as
+  // training does (it once sent fp32 ones, which the next stage cannot receive). After two
+  // steps, so that the weights are trained ones.
+  const std::vector<std::string> common = {"--dtype",        "bf16", "--global-batch", "8",
+                                           "--micro-batch",  "1",    "--val-split",    "0.25",
+                                           "--eval-batches", "2"};
+  const RunResult ref = run_on(1, common, 2);
+  const std::vector<Case> cases = {
+      {2, {"--pp", "2", "--schedule", "gpipe"}},
+      {4, {"--pp", "4", "--schedule", "1f1b"}},
+      {2, {"--pp", "2", "--schedule", "interleaved", "--vpp", "2"}},
+      {8,
+       {"--pp", "2", "--dp", "2", "--tp", "2", "--sp", "--schedule", "interleaved", "--vpp", "2"}},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = common;
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    const RunResult run = run_on(c.ranks, args, 2);
+    if (world_rank() != 0) continue;
+    std::string layout;
+    for (const std::string& a : c.args) layout += a + " ";
+    CAPTURE(layout);
+    REQUIRE(ref.val_loss > 0);
+    const double rel = std::abs(run.val_loss - ref.val_loss) / ref.val_loss;
+    std::printf("bf16 validation %-45s %.6f vs one rank's %.6f (rel %.2e)\n", layout.c_str(),
+                run.val_loss, ref.val_loss, rel);
+    CHECK(rel <= kBf16Bound.loss);
+    const std::string diff = compare(ref, run, kBf16Bound);
+    CHECK_MESSAGE(diff.empty(), diff);
+  }
 }
 
 TEST_CASE("bf16: one rank stays near fp32, and is not fp32") {
