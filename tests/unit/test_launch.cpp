@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "../test_util.hpp"
-#include "tools/lib/launch.hpp"
+#include "cli/launch.hpp"
 #include "util/clock.hpp"
 
 using tetra::test::TempDir;

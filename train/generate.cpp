@@ -1,0 +1,148 @@
+#include "train/generate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <numeric>
+#include <random>
+
+#include "parallel/mpi_comm.hpp"
+
+namespace tetra {
+
+Generator::Generator(Backend& be, const ModelConfig& cfg,
+                     const std::map<std::string, std::vector<float>>& weights)
+    : be_(be),
+      cfg_(cfg),
+      units_(make_units(cfg, 1, 0)),
+      self_(make_mpi_comm(MPI_COMM_SELF, "generate")) {
+  self_->bind_backend(&be_);
+  for (const UnitLayout& u : units_) {
+    std::vector<float> flat(u.numel);
+    for (const ParamInfo& p : u.params) {
+      const auto it = weights.find(p.name);
+      check(it != weights.end() && int64_t(it->second.size()) == p.numel(), "generate: tensor '",
+            p.name, "' is missing or has the wrong size");
+      std::copy(it->second.begin(), it->second.end(), flat.begin() + p.offset);
+    }
+    weights_.emplace_back(be_, u.numel);
+    be_.upload(weights_.back().flat(), flat.data());
+  }
+}
+
+std::vector<float> Generator::forward(const std::vector<int>& tokens, int64_t p0) {
+  const int64_t n = int64_t(tokens.size()), d = cfg_.dim;
+  // The new tokens are one sequence of n at positions p0 .. p0+n-1 (RoPE and the queries);
+  // the keys are every position so far.
+  TokenPositions pos;
+  pos.batch = 1;
+  pos.seq = n;
+  pos.token_pos = pos.seq_pos = positions_.flat(p0, n);
+  pos.key_pos = positions_.flat(0, p0 + n);
+  const TensorParallel tp{*self_};
+  const ContextParallel cp{*self_};
+  Buffer ids(be_, n, DType::I32);
+  be_.upload(ids.flat(), tokens.data());
+  Buffer x(be_, n * d);  // [n, d]: the residual stream of the new tokens
+  std::vector<float> out;
+  for (size_t i = 0; i < units_.size(); ++i) {
+    const UnitLayout& u = units_[i];
+    const Tensor w = weights_[i].flat();
+    if (u.kind == UnitLayout::Kind::Embedding) {
+      be_.embedding_forward(x.view({n, d}), ids.flat(), param_view(w, u.params[0]), 0);
+    } else if (u.kind == UnitLayout::Kind::Block) {
+      const BlockContext ctx{be_, tp, cp, cfg_, pos, &caches_[u.layer]};
+      BlockActs acts;  // what a backward would read; dropped
+      Buffer y(be_, n * d);
+      block_forward(ctx, u, w, x.view({n, d}), y.view({n, d}), acts);
+      x = std::move(y);
+    } else {
+      // The last token's logits [1, vocab] = rmsnorm(x_last) W_head^T.
+      Buffer last(be_, d), logits(be_, cfg_.vocab), rstd(be_, 1);
+      be_.rmsnorm_forward(last.view({1, d}), rstd.flat(), x.view({n, d}).rows_view(n - 1, 1),
+                          param_view(w, u.params[kFinalNorm]), cfg_.norm_eps);
+      be_.matmul(logits.view({1, cfg_.vocab}), last.view({1, d}), false,
+                 param_view(w, u.params[kLmHead]), true);
+      out.resize(cfg_.vocab);
+      be_.download(out.data(), logits.flat());
+      out.resize(cfg_.real_vocab());  // the padding rows are not tokens
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// The next token from logits: the arg max at temperature 0, else a draw from
+// softmax(logits / T) over the top k (all when k is 0).
+int pick(const std::vector<float>& logits, const SampleOptions& o, std::mt19937_64& rng) {
+  const int V = int(logits.size());
+  if (o.temperature <= 0)
+    return int(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  std::vector<int> order(V);
+  std::iota(order.begin(), order.end(), 0);
+  const int k = o.top_k > 0 ? std::min(o.top_k, V) : V;
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  std::vector<double> p(k);
+  for (int i = 0; i < k; ++i)
+    p[i] = std::exp((logits[order[i]] - logits[order[0]]) / o.temperature);
+  const double total = std::accumulate(p.begin(), p.end(), 0.0);
+  // A uniform draw from the 53 top bits, so that the same seed picks the same token anywhere.
+  double u = double(rng() >> 11) * 0x1.0p-53 * total;
+  for (int i = 0; i < k; ++i) {
+    if (u < p[i]) return order[i];
+    u -= p[i];
+  }
+  return order[k - 1];
+}
+
+}  // namespace
+
+std::vector<int> Generator::generate(const std::vector<int>& prompt, const SampleOptions& o) {
+  check(!prompt.empty(), "generate: the prompt has no tokens");
+  for (int t : prompt)
+    check(t >= 0 && t < cfg_.real_vocab(), "generate: prompt token ", t, " is outside the ",
+          cfg_.real_vocab(), "-token vocabulary");
+  const int64_t max_len = int64_t(prompt.size()) + o.tokens;
+  const int64_t kw = int64_t(cfg_.kv_heads) * cfg_.head_dim();
+  caches_.clear();
+  for (int l = 0; l < cfg_.layers; ++l)
+    caches_.push_back(KvCache{Buffer(be_, max_len * kw), Buffer(be_, max_len * kw), 0});
+  std::vector<int32_t> pos(max_len);
+  std::iota(pos.begin(), pos.end(), 0);
+  positions_ = Buffer(be_, max_len, DType::I32);
+  be_.upload(positions_.flat(), pos.data());
+
+  std::mt19937_64 rng(o.seed);
+  std::vector<int> out;
+  std::vector<float> logits = forward(prompt, 0);
+  for (int i = 0; i < o.tokens; ++i) {
+    out.push_back(pick(logits, o, rng));
+    if (i + 1 < o.tokens) logits = forward({out.back()}, int64_t(prompt.size()) + i);
+  }
+  return out;
+}
+
+std::string printable(const std::string& text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace tetra
