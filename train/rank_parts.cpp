@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +19,7 @@
 #include "parallel/agree.hpp"
 #include "parallel/nccl_comm.hpp"
 #include "plan/memory.hpp"
+#include "util/clock.hpp"
 #include "util/output_file.hpp"
 
 namespace tetra {
@@ -219,7 +219,7 @@ void make_backend_and_grid(RankParts& p, MPI_Comm world) {
 // Continues the checkpoint at `path`: its run's settings checked against this run's, then
 // every rank's units and Adam state restored from it, at any saved layout.
 void resume(RankParts& p, const std::string& path) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const Clock::time_point t0 = Clock::now();
   const ckpt::Reader r(path);
   ckpt::check_resumable(r.state(), p.record, p.config.checkpoint.allow_change,
                         p.config.was_given("--min-lr"), path);
@@ -228,7 +228,7 @@ void resume(RankParts& p, const std::string& path) {
   p.resume.step = r.state().step;
   if (!p.config.checkpoint.ckpt_dir.empty())
     p.resume.line = ckpt::reference_to(p.config.checkpoint.ckpt_dir, path);
-  p.resume.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  p.resume.seconds = seconds_since(t0);
 }
 
 // This stage's model chunks, the pipeline executor over them, and the positions of the

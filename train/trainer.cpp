@@ -1,7 +1,6 @@
 #include "train/trainer.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <sstream>
 
@@ -9,14 +8,10 @@
 #include "optim/clip.hpp"
 #include "optim/lr_schedule.hpp"
 #include "parallel/trace.hpp"
+#include "util/clock.hpp"
 
 namespace tetra {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // Every rank holds the same totals, so every rank throws the same DivergedError.
 void stop_if_diverged(int64_t step, double loss, double grad_norm) {

@@ -1,11 +1,11 @@
 // The trainer's side of checkpoints: saving this rank's shards with the run's record, moving
 // `latest` to the line it trains, and a resumed run that has nothing left to train (deciding
 // where to resume and restoring are checkpoint/resume.hpp's, called by build_rank).
-#include <chrono>
 #include <cstdio>
 
 #include "checkpoint/checkpoint.hpp"
 #include "train/trainer.hpp"
+#include "util/clock.hpp"
 
 namespace tetra {
 
@@ -26,7 +26,7 @@ void Trainer::finish_already_done() {
 }
 
 double Trainer::save_checkpoint() {
-  const auto t0 = std::chrono::steady_clock::now();
+  const Clock::time_point t0 = Clock::now();
   ckpt::RunState st = record_;
   st.step = step_;
   st.tokens_seen = step_ * opt_.batch.global_batch * cfg_.seq_len;
@@ -44,7 +44,7 @@ double Trainer::save_checkpoint() {
   const std::string path =
       ckpt::save(world_, opt_.checkpoint.ckpt_dir, st, segments, opt_.checkpoint.keep, die);
   line_head_ = ckpt::reference_to(opt_.checkpoint.ckpt_dir, path);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return seconds_since(t0);
 }
 
 }  // namespace tetra
