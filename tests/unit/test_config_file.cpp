@@ -196,10 +196,10 @@ TEST_CASE("config file: a run from --print-config's output trains bit for bit as
   TempDir d;
   fs::create_directories(d / "a");
   fs::create_directories(d / "b");
-  // A pipeline with a derived schedule and min-lr, validation and recomputation; the
+  // A pipeline with a derived schedule and min-lr, validation, bf16 and recomputation; the
   // outputs are relative paths, so the second run writes its own in its own directory.
   const std::string flags = with_defaults(
-      kModel, "--pp 2 --vpp 2 --layers 4 --lr 2e-3 --val-split 0.25 --eval-every 2 "
+      kModel, "--pp 2 --vpp 2 --layers 4 --lr 2e-3 --val-split 0.25 --eval-every 2 --dtype bf16 "
               "--recompute full --seed 7 --clip 0.5 --metrics m.jsonl --export model");
   const std::string train = mpirun(2) + tetra_bin() + " train ";
   const Spawned a = spawn("cd " + (d / "a") + " && " + train + flags);
