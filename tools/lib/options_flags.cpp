@@ -124,7 +124,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
           },
           ""));
   add(app, "--inject-failure", o.inject_failure, "R@S[:MODE]",
-      "fail rank R at step S, first attempt only: kill, ckpt, hang, slow=MS");
+      "fail rank R at step S, first attempt only: kill, ckpt, hang, slow=MS, preempt");
   add(app, "--timeout", o.timeout, "SECONDS",
       "abort the job when a collective blocks this long (0: never)")
       ->check(kNonNegative);

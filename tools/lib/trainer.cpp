@@ -15,16 +15,19 @@
 #include <vector>
 
 #include "checkpoint/hf_io.hpp"
+#include "checkpoint/shared_dir.hpp"
 #include "data/token_cache.hpp"
 #include "model/init.hpp"
 #include "optim/adamw.hpp"
 #include "optim/clip.hpp"
 #include "optim/lr_schedule.hpp"
 #include "parallel/agree.hpp"
+#include "parallel/hosts.hpp"
 #include "parallel/nccl_comm.hpp"
 #include "parallel/trace.hpp"
 #include "tools/lib/peak.hpp"
 #include "tools/lib/plan/memory.hpp"
+#include "tools/lib/preempt.hpp"
 #include "tools/lib/report.hpp"
 #include "tools/lib/trainer_checkpoint.hpp"
 #include "util/output_file.hpp"
@@ -37,16 +40,35 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// The ranks of this machine whose affinity is the same set of cores as this rank's (this
+// one included). Collective over world.
+int ranks_sharing_my_cores(MPI_Comm world) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) CPU_ZERO(&set);
+  MPI_Comm node;
+  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int n = 1;
+  MPI_Comm_size(node, &n);
+  std::vector<cpu_set_t> all(n);
+  MPI_Allgather(&set, sizeof set, MPI_BYTE, all.data(), sizeof set, MPI_BYTE, node);
+  MPI_Comm_free(&node);
+  int same = 0;
+  for (const cpu_set_t& s : all) same += CPU_EQUAL(&s, &set) ? 1 : 0;
+  return std::max(1, same);
+}
+
 // Threads per rank: OMP_NUM_THREADS when set, else the cores this rank may run on (its
-// affinity). mpirun binds a rank to one core when it starts at most two, and to a socket or
-// nothing otherwise; ranks that all see every core share them. More threads than cores
-// only time-slice, so that is said once.
-int threads_per_rank(int local_ranks, bool warn) {
+// affinity) divided among the ranks of the machine that may run on the same cores. mpirun
+// binds a rank to one core when it starts at most two, and to a socket or nothing
+// otherwise; srun may give several ranks one mask; ranks that all see every core share
+// them. More threads than cores only time-slice, so that is said once.
+int threads_per_rank(int sharing, bool warn) {
   cpu_set_t set;
   CPU_ZERO(&set);
   const int all = std::max(1, int(std::thread::hardware_concurrency()));
   const int mine = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : all;
-  int threads = std::max(1, mine >= all ? all / std::max(1, local_ranks) : mine);
+  int threads = std::max(1, mine / std::max(1, sharing));
   if (const char* env = std::getenv("OMP_NUM_THREADS")) {
     const int n = std::atoi(env);
     if (n > 0) threads = n;
@@ -55,6 +77,22 @@ int threads_per_rank(int local_ranks, bool warn) {
     std::fprintf(stderr, "tetra: warning: %d threads per rank, but a rank may run on %d core%s\n",
                  threads, mine, mine > 1 ? "s" : "");
   return threads;
+}
+
+// TP all-reduces the activations four times per block in every step: meant for a machine's
+// fast links. A TP group split over hosts still computes the same, only slowly: said once.
+void warn_tp_across_hosts(const Layout& l, const Hosts& hosts) {
+  for (int g = 0; g < l.world() / l.tp; ++g) {
+    std::vector<int> group;
+    for (int t = 0; t < l.tp; ++t) group.push_back(g * l.tp + t);  // TP varies fastest
+    if (!hosts.spans_hosts(group)) continue;
+    std::fprintf(stderr,
+                 "tetra: warning: a TP group spans hosts: %s; its all-reduces (four per block "
+                 "and step) cross the network; give every host a multiple of --tp ranks, in "
+                 "rank order\n",
+                 hosts.describe(group).c_str());
+    return;
+  }
 }
 
 // How long a supervised restart waits for the lock of its checkpoint directory.
@@ -114,6 +152,7 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
   std::vector<std::vector<float>> init;
   std::string resume_path;
   const NodeRank node = node_rank(world);
+  sharing_cores_ = ranks_sharing_my_cores(world);
   tokenizer_ = data::byte_tokenizer();
   // A model directory that has a tokenizer (tetra's or another's export): text is tokenized
   // with it, unless --tokenizer names one; token shards are taken as its tokens, so that the
@@ -150,7 +189,7 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
     }
     cfg_.validate();
     plan_ = plan_run(opt, cfg_, world_size, rank);
-    check_memory_fits(opt_, cfg_, world_size, node.size, threads_per_rank(node.size, false));
+    check_memory_fits(opt_, cfg_, world_size, node.size, threads_per_rank(sharing_cores_, false));
     const data::Portion train_part{opt.val_split > 0 ? data::Portion::Train : data::Portion::All,
                                    opt.val_split};
     const int vocab = int(opt_.data_vocab);
@@ -185,8 +224,10 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
         check_writable_dir(opt.ckpt_dir);
         // A supervised restart may start while the failed attempt's ranks are still being
         // torn down: it waits for them a while.
+        const bool restart = !FaultPlan::first_attempt();
         lock_ = std::make_unique<ckpt::DirLock>(
-            opt.ckpt_dir, FaultPlan::first_attempt() ? 0.0 : kRestartLockWaitSeconds);
+            opt.ckpt_dir, ckpt::LockRequest{ckpt::job_identity(), restart,
+                                            restart ? kRestartLockWaitSeconds : 0.0});
       }
     }
     settings_ = run_settings(opt);
@@ -201,6 +242,9 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
     }
   });
   resume_path = broadcast_string(world, resume_path);
+  const Hosts hosts = gather_hosts(world);
+  if (!opt_.ckpt_dir.empty()) ckpt::check_shared_dir(world, opt_.ckpt_dir, hosts);
+  if (rank == 0) warn_tp_across_hosts(plan_.layout, hosts);
 
   make_backend_and_grid();
   params_ = std::make_unique<ZeroParams>(*be_, *grid_.dp_cp, std::move(mine), opt.zero,
@@ -245,7 +289,7 @@ void Trainer::make_backend_and_grid() {
   const NodeRank node = node_rank(world_);
   int rank = 0;
   MPI_Comm_rank(world_, &rank);
-  threads_ = threads_per_rank(node.size, rank == 0);
+  threads_ = threads_per_rank(sharing_cores_, rank == 0);
 #ifdef TETRA_HAVE_CUDA
   // One rank per GPU where there are enough; ranks beyond that share them round robin.
   if (opt_.device == "cuda") agree(world_, [&] { be_ = make_cuda_backend(node.rank); });
@@ -429,12 +473,16 @@ StepResult Trainer::measure(const StepTotals& totals, const PipelineStats& pipe,
   // read (so it is not in this step's bytes): every rank's compute and wait, each rank
   // writing its own slot of zeros (an all-gather), and its peak of backend memory (weights,
   // gradients, Adam state, activations), of which the step reports the largest.
+  // The last slot counts the ranks that received a pre-emption signal: summed in the same
+  // call, so every rank agrees on the step at which the run stops.
   const int world_size = grid_.world->size(), me = grid_.world->rank();
-  std::vector<double> slots(3 * size_t(world_size), 0.0);
+  std::vector<double> slots(3 * size_t(world_size) + 1, 0.0);
   slots[3 * me] = seconds - wait_s;
   slots[3 * me + 1] = wait_s;
   slots[3 * me + 2] = double(be_->alloc_stats.peak);
+  slots.back() = PreemptSignals::received() != 0 ? 1 : 0;
   grid_.world->all_reduce_host(slots.data(), int(slots.size()));
+  r.preempted = int(slots.back());
   for (int q = 0; q < world_size; ++q) {
     r.compute_ms.push_back(1e3 * slots[3 * q]);
     r.wait_ms.push_back(1e3 * slots[3 * q + 1]);

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Cluster test (a): tetra on a throwaway single-node Slurm cluster (slurm_cluster.sh).
+#   srun_4, srun_8   srun --mpi=pmix at 4 and 8 ranks trains exactly as mpirun does
+#   srun_no_pmix     srun without PMIx (singleton ranks) is refused with one line, exit 2
+#   requeue_kill     tools/slurm/train.sbatch with a rank killed: Slurm requeues the job, which
+#                    resumes to the same final weights, byte for byte, as an uninterrupted run
+#   preempt          the same job signalled (scancel --signal=USR1) checkpoints, requeues and
+#                    resumes with no step lost or repeated, to the same bytes
+# Usage: test_slurm.sh TETRA_BINARY. Needs root (munged, slurmd); prints each scenario's wall
+# time; removes everything it made.
+set -euo pipefail
+tetra=$1
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+if [ "$(id -u)" -ne 0 ]; then
+  echo "skipped: the Slurm test needs root"
+  exit 77
+fi
+for tool in munged slurmctld slurmd srun; do
+  command -v "$tool" >/dev/null || { echo "FAIL: $tool is missing (tools/test.sh installs it)"; exit 1; }
+done
+source "$repo/tests/cluster/slurm_cluster.sh"
+W=$(mktemp -d /tmp/tetra_slurm_XXXXXX)
+trap 'slurm_down; rm -rf "$W"' EXIT
+slurm_up "$W/slurm" 16
+# Open MPI does not know that Slurm oversubscribes the node: without yielding, ranks that
+# busy-poll starve the others on 2 cores.
+export OMPI_MCA_mpi_yield_when_idle=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMP_NUM_THREADS=1 TETRA=$tetra
+model="--layers 2 --dim 32 --heads 2 --kv-heads 2 --ffn-dim 64 --seq-len 16 --global-batch 8 \
+  --peak-tflops 1 --timeout 60"
+
+failed=0
+t0=0
+begin() { t0=$(date +%s.%N); }
+result() {  # NAME STATUS
+  local s
+  s=$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$t0" "$(date +%s.%N)")
+  if [ "$2" = 0 ]; then echo "scenario $1: ok ($s s)"; else echo "scenario $1: FAILED ($s s)"; failed=1; fi
+}
+numbers() { grep -o '"\(loss\|grad_norm\)":[^,]*' "$1"; }
+steps() { grep -o '"step":[0-9]*' "$1" | cut -d: -f2 | tr '\n' ' '; }
+# Waits for a batch job to leave the queue for good (a requeued job comes back) and prints
+# its final state and restart count.
+wait_job() {
+  local i state
+  for i in $(seq 600); do
+    state=$(scontrol show job "$1" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+    case $state in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY)
+      echo "$state $(scontrol show job "$1" | grep -o 'Restarts=[0-9]*' | cut -d= -f2)"
+      return 0 ;;
+    esac
+    sleep 0.5
+  done
+  echo "TIMEOUT-OF-TEST 0"
+}
+
+for n in 4 8; do
+  begin
+  layout="--tp 2"
+  [ "$n" = 8 ] && layout="--tp 2 --pp 2"
+  rc=0
+  srun --mpi=pmix -n "$n" "$tetra" train $model $layout --steps 3 --metrics "$W/srun$n.jsonl" \
+    >"$W/srun$n.out" 2>&1 || rc=$?
+  mpirun --oversubscribe -np "$n" "$tetra" train $model $layout --steps 3 \
+    --metrics "$W/mpirun$n.jsonl" >"$W/mpirun$n.out" 2>&1 || rc=$?
+  ok=1
+  [ "$rc" = 0 ] && [ "$(numbers "$W/srun$n.jsonl" | wc -l)" = 6 ] &&
+    [ "$(numbers "$W/srun$n.jsonl")" = "$(numbers "$W/mpirun$n.jsonl")" ] &&
+    grep -q "^tetra train: $n ranks, " "$W/srun$n.out" && ok=0
+  [ "$ok" = 0 ] || { echo "exit $rc"; tail -5 "$W/srun$n.out" "$W/mpirun$n.out"; }
+  result "srun_$n" "$ok"
+done
+
+begin
+rc=0
+srun --mpi=none -n 2 "$tetra" train $model --steps 1 >"$W/nopmix.out" 2>"$W/nopmix.err" || rc=$?
+ok=1
+[ "$rc" = 2 ] && [ "$(grep -c . "$W/nopmix.err")" = 1 ] &&
+  grep -q "^tetra: error: srun started 2 tasks, but each is an MPI world of one rank: .*run srun --mpi=pmix$" "$W/nopmix.err" &&
+  ok=0
+[ "$ok" = 0 ] || { echo "exit $rc"; cat "$W/nopmix.err"; }
+result srun_no_pmix "$ok"
+
+# The uninterrupted run both jobs must reproduce.
+train="$model --tp 2 --steps 8"
+mpirun --oversubscribe -np 4 "$tetra" train $train --export "$W/ref.safetensors" >"$W/ref.out" 2>&1
+
+begin
+job=$(MAX_REQUEUES=2 sbatch --parsable -n 4 -o "$W/kill.out" "$repo/tools/slurm/train.sbatch" \
+  $train --ckpt-dir "$W/ck_kill" --ckpt-every 2 --inject-failure 1@5 --metrics "$W/kill.jsonl" \
+  --export "$W/kill.safetensors")
+read -r state restarts < <(wait_job "$job")
+ok=1
+[ "$state" = COMPLETED ] && [ "$restarts" = 1 ] && cmp -s "$W/ref.safetensors" "$W/kill.safetensors" &&
+  grep -q "attempt 0 of job $job ended with exit status [1-9]" "$W/kill.out" &&
+  grep -q "attempt 1 of job $job ended with exit status 0" "$W/kill.out" &&
+  grep -q "resumed from $W/ck_kill/step_00000004" "$W/kill.out" && ok=0
+[ "$ok" = 0 ] || { echo "$state restarts=$restarts"; tail -20 "$W/kill.out"; }
+result requeue_kill "$ok"
+
+begin
+job=$(MAX_REQUEUES=2 sbatch --parsable -n 4 -o "$W/preempt.out" "$repo/tools/slurm/train.sbatch" \
+  $train --ckpt-dir "$W/ck_preempt" --ckpt-every 100 --metrics "$W/preempt.jsonl" \
+  --export "$W/preempt.safetensors" --inject-failure 0@2:slow=400)
+# Signalled while it trains (the slowed rank keeps it from finishing first).
+for _ in $(seq 600); do
+  [ "$(grep -c '"step"' "$W/preempt.jsonl" 2>/dev/null)" -ge 2 ] && break
+  sleep 0.1
+done
+scancel --signal=USR1 "$job"
+read -r state restarts < <(wait_job "$job")
+ok=1
+[ "$state" = COMPLETED ] && [ "$restarts" = 1 ] &&
+  [ "$(steps "$W/preempt.jsonl")" = "0 1 2 3 4 5 6 7 " ] &&
+  cmp -s "$W/ref.safetensors" "$W/preempt.safetensors" &&
+  grep -q "pre-empted: a signal reached 4 of 4 ranks" "$W/preempt.out" &&
+  grep -q "attempt 0 of job $job ended with exit status 75" "$W/preempt.out" && ok=0
+[ "$ok" = 0 ] || { echo "$state restarts=$restarts steps: $(steps "$W/preempt.jsonl")"; tail -20 "$W/preempt.out"; }
+result preempt "$ok"
+
+exit "$failed"
