@@ -71,18 +71,18 @@ std::string node_rank_problem(const Hosts& hosts) {
   return "";
 }
 
-std::string singleton_problem(int world_size) {
+std::string srun_problem() {
   // srun sets it in every task of a job step; a batch script, which may start one rank
   // itself, has SLURM_NTASKS but not this.
   const char* tasks = std::getenv("SLURM_STEP_NUM_TASKS");
   const int n = tasks ? std::atoi(tasks) : 0;
-  // Open MPI under mpirun sets OMPI_COMM_WORLD_SIZE: its ranks are connected, whatever
-  // Slurm counts (mpirun inside an allocation starts its daemons as one task per node).
-  if (world_size != 1 || n <= 1 || std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr)
-    return "";
+  if (n <= 1 || std::getenv("PMIX_RANK") != nullptr) return "";
+#ifndef OPEN_MPI
+  if (std::getenv("PMI_RANK") != nullptr) return "";  // PMI-2, which MPICH also speaks
+#endif
   return "srun started " + std::to_string(n) +
-         " tasks, but each is an MPI world of one rank: srun did not connect them (it needs "
-         "--mpi=pmix for Open MPI, or MpiDefault=pmix in slurm.conf); run srun --mpi=pmix";
+         " tasks without PMIx, so MPI cannot connect them into one job (each would be a "
+         "world of one rank); run srun --mpi=pmix, or set MpiDefault=pmix in slurm.conf";
 }
 
 }  // namespace tetra

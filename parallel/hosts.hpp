@@ -2,8 +2,8 @@
 // ranks MPI counts as sharing its machine (the node-local rank: it picks the GPU, sizes the
 // threads and joins the watchdog's shared memory). And the checks that MPI connected the
 // ranks as the launcher meant: node-local ranks unique per host (hosts that share a name,
-// as containers may, confuse Open MPI), and a job of several tasks that became one MPI
-// world each (srun without PMIx).
+// as containers may, confuse Open MPI), and tasks that srun started without PMIx, which MPI
+// cannot connect into one job.
 #pragma once
 #include <mpi.h>
 
@@ -28,8 +28,9 @@ Hosts gather_hosts(MPI_Comm world);
 // line.
 std::string node_rank_problem(const Hosts& hosts);
 
-// "" unless this process is a world of one inside a Slurm job step of several tasks (srun
-// without --mpi=pmix: every task starts MPI on its own); then the refusal.
-std::string singleton_problem(int world_size);
+// "" unless srun started this process as one of several tasks without a process-management
+// interface that MPI can use (PMIx for Open MPI: srun --mpi=none or pmi2); then the refusal.
+// Read from the environment, before MPI_Init, which would fail there with pages of text.
+std::string srun_problem();
 
 }  // namespace tetra

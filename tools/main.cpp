@@ -34,18 +34,9 @@
 namespace {
 
 // Before anything that relies on MPI's picture of the machines (the watchdog's shared
-// memory, the GPU choice): srun must have connected the tasks into one world, and each
-// host's node-local ranks must be unique. A pre-emption signal from here on is honoured at
+// memory, the GPU choice): each host's node-local ranks must be unique. A pre-emption signal from here on is honoured at
 // the first step boundary.
 int train(const tetra::TrainOptions& opt) {
-  int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  if (const std::string problem = tetra::singleton_problem(world); !problem.empty()) {
-    const char* task = std::getenv("SLURM_PROCID");  // every task is a rank 0: one speaks
-    if (task == nullptr || std::atoi(task) == 0)
-      std::fprintf(stderr, "tetra: error: %s\n", problem.c_str());
-    return 2;
-  }
   const tetra::Hosts hosts = tetra::gather_hosts(MPI_COMM_WORLD);
   tetra::agree(MPI_COMM_WORLD, [&] {
     const std::string problem = tetra::node_rank_problem(hosts);
@@ -115,6 +106,13 @@ int main(int argc, char** argv) {
   // The supervisor starts MPI jobs; it is not one.
   if (!args.empty() && args[0] == "launch")
     return tetra::run_launch(std::vector<std::string>(args.begin() + 1, args.end()));
+  // srun without PMIx: MPI_Init would fail on every task with pages of text.
+  if (const std::string problem = tetra::srun_problem(); !problem.empty()) {
+    const char* task = std::getenv("SLURM_PROCID");  // one task speaks
+    if (task == nullptr || std::atoi(task) == 0)
+      std::fprintf(stderr, "tetra: error: %s\n", problem.c_str());
+    return 2;
+  }
   MPI_Init(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -3,9 +3,12 @@
 #   slurm_up DIR CPUS    starts it (exports SLURM_CONF, which every Slurm command needs
 #                        first, or Slurm looks for its controller through DNS)
 #   slurm_down           stops what slurm_up started and removes DIR
-# A requeued job waits cred_expire seconds before it starts again (120 by default).
 # The node claims CPUS cores (more than the machine has: the tests oversubscribe, as mpirun
-# does with --oversubscribe).
+# does with --oversubscribe). Short waits keep the tests short: a requeued job may start again
+# cred_expire seconds after it ended (120 by default; it must outlive the old credentials,
+# or the new steps fail to launch), the scheduler looks every sched_interval seconds (60),
+# and a job step's tasks that ignore SIGTERM (tetra takes it as pre-emption) are killed
+# after KillWait seconds (30): the survivors of a killed rank, blocked in a collective.
 
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -28,7 +31,7 @@ SlurmctldHost=$host(127.0.0.1)
 SlurmctldPort=$(free_port)
 SlurmdPort=$(free_port)
 AuthType=auth/munge
-AuthInfo=socket=$SLURM_DIR/munge/sock,cred_expire=10
+AuthInfo=socket=$SLURM_DIR/munge/sock,cred_expire=5
 CredType=cred/munge
 SlurmUser=root
 SlurmdUser=root
@@ -43,12 +46,13 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 SchedulerType=sched/builtin
+SchedulerParameters=sched_interval=1
 SlurmdParameters=config_overrides
 ReturnToService=2
 MpiDefault=none
 JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
-KillWait=30
+KillWait=5
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=4000 State=UNKNOWN
 PartitionName=tetra Nodes=$host Default=YES MaxTime=INFINITE State=UP
 CONF

@@ -6,8 +6,9 @@
 #   on_host 1|2 COMMAND...     runs COMMAND on host 1 or 2
 #   hosts_down                 removes the namespaces and every process left in them
 # Ranks talk over TCP on the veth link only (MPI_ON_HOSTS below); nothing leaves the
-# namespaces. HOST_PRIVATE=DIR on host 2 mounts an empty directory over DIR there (a path
-# that host does not share).
+# namespaces. Each host has a /tmp and a /dev/shm of its own, as machines do (Open MPI keeps
+# its session files and shared memory there); HOST_PRIVATE=DIR on host 2 mounts an empty
+# directory over DIR there too (a path that host does not share).
 
 hosts_up() {
   HOSTS_DIR=$1
@@ -42,6 +43,8 @@ private=
 [ "\$ns" = "$NS2" ] && private=\${HOST_PRIVATE:-}
 exec ip netns exec "\$ns" unshare --uts --mount --propagation private sh -c '
   hostname "\$1"
+  mount -t tmpfs tetra-tmp /tmp
+  mount -t tmpfs tetra-shm /dev/shm
   [ -z "\$2" ] || mount -t tmpfs tetra-private "\$2"
   exec env -i PATH="\$PATH" HOME="\$HOME" OMPI_ALLOW_RUN_AS_ROOT=1 \
     OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 sh -c "\$3"' sh "\$name" "\$private" "\$cmd"
@@ -57,7 +60,8 @@ on_host() {
   [ "$1" = 2 ] && private=${HOST_PRIVATE:-}
   shift
   ip netns exec "$ns" unshare --uts --mount --propagation private sh -c \
-    'hostname "$1"; [ -z "$2" ] || mount -t tmpfs tetra-private "$2"; shift 2; exec "$@"' \
+    'hostname "$1"; mount -t tmpfs tetra-tmp /tmp; mount -t tmpfs tetra-shm /dev/shm
+     [ -z "$2" ] || mount -t tmpfs tetra-private "$2"; shift 2; exec "$@"' \
     sh "$name" "$private" "$@"
 }
 
