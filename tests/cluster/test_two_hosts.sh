@@ -101,7 +101,7 @@ begin
 printf '%s slots=3\n%s slots=1\n' "$ADDR1" "$ADDR2" >"$W/hosts31"
 rc=0
 on_host 1 mpirun $MPI_ON_HOSTS --hostfile "$W/hosts31" -np 4 "$tetra" train $model --steps 4 \
-  --inject-failure 3@1:hang --timeout 3 >"$W/hang.out" 2>&1 || rc=$?
+  --inject-failure 3@1:hang --timeout 5 >"$W/hang.out" 2>&1 || rc=$?
 ok=1
 [ "$rc" != 0 ] &&
   grep -q "^tetra: error: watchdog: .* every member on this machine (h1) has arrived; the missing are among those on other machines: h2 (rank 3)$" "$W/hang.out" &&
