@@ -104,8 +104,8 @@ std::optional<Holder> parse_holder(const std::string& text) {
   const auto pid = json_int(v.at("pid"));
   const auto start = json_int(v.at("start_time"));
   if (!pid || !start || *pid <= 0) return std::nullopt;
-  return Holder{str("job"), str("host"), str("boot_id"), str("pid_ns"), *pid,
-                (unsigned long long)*start};
+  return Holder{str("job"),    str("host"), str("boot_id"),
+                str("pid_ns"), *pid,        (unsigned long long)*start};
 }
 
 // Whether a checkable holder still runs: the same process (not a later one that got its

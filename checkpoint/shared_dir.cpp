@@ -34,8 +34,8 @@ void check_shared_dir(MPI_Comm world, const std::string& dir, const Hosts& hosts
     std::fclose(f);
   });
   int seen = 0;
-  const auto until = std::chrono::steady_clock::now() +
-                     std::chrono::milliseconds(int64_t(kProbeSeconds * 1000));
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(kProbeSeconds * 1000));
   for (;;) {
     struct stat st;
     seen = ::stat(probe.c_str(), &st) == 0 ? 1 : 0;
@@ -49,9 +49,9 @@ void check_shared_dir(MPI_Comm world, const std::string& dir, const Hosts& hosts
   for (int r = 0; r < size; ++r)
     if (!all[r]) blind.push_back(r);
   agree(world, [&] {
-    check(blind.empty(), "checkpoint directory '", dir, "' is not shared by every rank: ",
-          hosts.describe(blind), " do", blind.size() == 1 ? "es" : "",
-          " not see the file that rank 0 on ", hosts.name[0],
+    check(blind.empty(), "checkpoint directory '", dir,
+          "' is not shared by every rank: ", hosts.describe(blind), " do",
+          blind.size() == 1 ? "es" : "", " not see the file that rank 0 on ", hosts.name[0],
           " wrote there; every rank writes its shard into --ckpt-dir, so it must be one file "
           "system that all hosts mount at the same path");
   });

@@ -12,8 +12,7 @@ namespace tetra {
 
 struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
-  Error(const std::string& what, int exit_status)
-      : std::runtime_error(what), status(exit_status) {}
+  Error(const std::string& what, int exit_status) : std::runtime_error(what), status(exit_status) {}
   int status = 2;  // the program's exit status when this error ends it
 };
 

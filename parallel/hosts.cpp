@@ -38,8 +38,8 @@ Hosts gather_hosts(MPI_Comm world) {
   int len = 0;
   MPI_Get_processor_name(me, &len);
   std::vector<char> all(size_t(size) * MPI_MAX_PROCESSOR_NAME);
-  MPI_Allgather(me, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
-                MPI_CHAR, world);
+  MPI_Allgather(me, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                world);
   MPI_Comm node;
   MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
   int local = 0;

@@ -33,9 +33,9 @@
 
 namespace {
 
-// Before anything that relies on MPI's picture of the machines (the watchdog's shared
-// memory, the GPU choice): each host's node-local ranks must be unique. A pre-emption signal from here on is honoured at
-// the first step boundary.
+// Before anything that relies on MPI's picture of the machines (the watchdog's shared memory,
+// the GPU choice): each host's node-local ranks must be unique. A pre-emption signal from here
+// on is honoured at the first step boundary.
 int train(const tetra::TrainOptions& opt) {
   const tetra::Hosts hosts = tetra::gather_hosts(MPI_COMM_WORLD);
   tetra::agree(MPI_COMM_WORLD, [&] {
@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
     rc = 65;                               // EX_DATAERR: the numbers went wrong, not the input
   } catch (const tetra::AgreedError& e) {  // every rank has it: rank 0 reports
     if (rank == 0) std::fprintf(stderr, "tetra: error: %s\n", e.what());
-    rc = e.status;  // 2, or 73 for a checkpoint directory another job holds
+    rc = e.status;                     // 2, or 73 for a checkpoint directory another job holds
   } catch (const std::exception& e) {  // this rank's alone: report it and stop the job
     int world = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &world);

@@ -6,6 +6,7 @@
 #                    resumes to the same final weights, byte for byte, as an uninterrupted run
 #   preempt          the same job signalled (scancel --signal=USR1) checkpoints, requeues and
 #                    resumes with no step lost or repeated, to the same bytes
+#   sigint           one SIGINT to tetra launch stops the srun under it, tasks and all
 # Usage: test_slurm.sh TETRA_BINARY. Needs root (munged, slurmd); prints each scenario's wall
 # time; removes everything it made.
 set -euo pipefail
@@ -24,19 +25,9 @@ trap 'slurm_down; [ -n "${KEEP:-}" ] || rm -rf "$W"' EXIT
 slurm_up "$W/slurm" 16
 # Open MPI does not know that Slurm oversubscribes the node: without yielding, ranks that
 # busy-poll starve the others on 2 cores.
-export OMPI_MCA_mpi_yield_when_idle=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMP_NUM_THREADS=1 TETRA=$tetra
-model="--layers 2 --dim 32 --heads 2 --kv-heads 2 --ffn-dim 64 --seq-len 16 --global-batch 8 \
-  --peak-tflops 1 --timeout 60"
-
-failed=0
-t0=0
-begin() { t0=$(date +%s.%N); }
-result() {  # NAME STATUS
-  local s
-  s=$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$t0" "$(date +%s.%N)")
-  if [ "$2" = 0 ]; then echo "scenario $1: ok ($s s)"; else echo "scenario $1: FAILED ($s s)"; failed=1; fi
-}
+export OMPI_MCA_mpi_yield_when_idle=1 TETRA=$tetra
+source "$repo/tests/cluster/scenarios.sh"
+model="$model --timeout 60"
 numbers() { grep -o '"\(loss\|grad_norm\)":[^,]*' "$1"; }
 steps() { grep -o '"step":[0-9]*' "$1" | cut -d: -f2 | tr '\n' ' '; }
 # Waits for a batch job to leave the queue for good and prints its final state and restart
@@ -123,5 +114,25 @@ ok=1
   grep -q "attempt 0 of job $job ended with exit status 75" "$W/preempt.out" && ok=0
 [ "$ok" = 0 ] || { echo "$state restarts=$restarts steps: $(steps "$W/preempt.jsonl")"; tail -20 "$W/preempt.out"; }
 result preempt "$ok"
+
+begin
+# One SIGINT to tetra launch stops srun and its tasks (srun alone wants two within a second).
+"$tetra" launch --restarts 3 -- srun --mpi=pmix -n 2 "$tetra" train $model --steps 1000 \
+  --inject-failure 0@1:slow=100 >"$W/sigint.out" 2>&1 &
+launcher=$!
+for _ in $(seq 600); do
+  grep -q "^step     2 " "$W/sigint.out" && break
+  sleep 0.1
+done
+kill -INT "$launcher"
+stopped=$(date +%s.%N)
+rc=0
+wait "$launcher" || rc=$?
+took=$(python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]) < 10)" "$stopped" "$(date +%s.%N)")
+ok=1
+[ "$rc" != 0 ] && [ "$took" = True ] && [ -z "$(squeue -h)" ] &&
+  grep -q "interrupted by Interrupt, not restarting" "$W/sigint.out" && ok=0
+[ "$ok" = 0 ] || { echo "exit $rc, stopped in 10 s: $took, queue: $(squeue -h)"; tail -5 "$W/sigint.out"; }
+result sigint "$ok"
 
 exit "$failed"

@@ -25,18 +25,7 @@ source "$repo/tests/cluster/two_hosts.sh"
 # Not under /tmp: each simulated host has a /tmp of its own.
 W=$(mktemp -d /var/tmp/tetra_hosts_XXXXXX)
 trap 'hosts_down; [ -n "${KEEP:-}" ] || rm -rf "$W"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-model="--layers 2 --dim 32 --heads 2 --kv-heads 2 --ffn-dim 64 --seq-len 16 --global-batch 8 \
-  --peak-tflops 1"
-
-failed=0
-t0=0
-begin() { t0=$(date +%s.%N); }
-result() {  # NAME STATUS
-  local s
-  s=$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$t0" "$(date +%s.%N)")
-  if [ "$2" = 0 ]; then echo "scenario $1: ok ($s s)"; else echo "scenario $1: FAILED ($s s)"; failed=1; fi
-}
+source "$repo/tests/cluster/scenarios.sh"
 
 # One host's runs: what the two hosts must reproduce.
 mpirun --oversubscribe -np 4 "$tetra" train $model --tp 2 --steps 4 --export "$W/one4.safetensors" \

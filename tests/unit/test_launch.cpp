@@ -322,17 +322,17 @@ TEST_CASE("launch: steps a restart discards count as lost even when no attempt r
   std::remove(log.c_str());
 }
 
-TEST_CASE("launch: an exported TETRA_RESTART is an outer count; every attempt gets the job's token") {
+TEST_CASE(
+    "launch: an exported TETRA_RESTART is an outer count; every attempt gets the job's token") {
   const std::string log = tmp("log"), vars = tmp("vars");
   std::remove(log.c_str());
   std::remove(vars.c_str());
   ::setenv("TETRA_RESTART", "2", 1);  // this supervisor runs inside an outer one's restart 2
   ::unsetenv("TETRA_JOB");
   ::unsetenv("SLURM_DISABLE_STATUS");
-  const Launch r = launch(concat(
-      {"--restarts", "1", "--quiet", "--"},
-      script(log, "echo \"$TETRA_JOB $SLURM_DISABLE_STATUS\" >> " + vars +
-                      "; [ \"$TETRA_RESTART\" = 3 ]")));
+  const Launch r = launch(concat({"--restarts", "1", "--quiet", "--"},
+                                 script(log, "echo \"$TETRA_JOB $SLURM_DISABLE_STATUS\" >> " +
+                                                 vars + "; [ \"$TETRA_RESTART\" = 3 ]")));
   ::unsetenv("TETRA_RESTART");
   CHECK(r.rc == 0);
   const std::vector<std::string> runs = lines(log), seen = lines(vars);
@@ -384,7 +384,8 @@ TEST_CASE("launch: a pre-empted attempt (exit 75) resumes; pre-empting the super
   });
   const Launch stopped = launch(concat(
       {"--restarts", "3", "--"},
-      script(log, "trap 'exit 75' USR1; i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done")));
+      script(log,
+             "trap 'exit 75' USR1; i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done")));
   sender.join();
   CHECK(stopped.rc == 75);
   CHECK(lines(log).size() == 1);
@@ -396,8 +397,9 @@ TEST_CASE("launch: a pre-empted attempt (exit 75) resumes; pre-empting the super
 TEST_CASE("launch: the temporary metrics file lies in the command's --ckpt-dir") {
   const std::string log = tmp("log"), ck = tmp("ck");
   std::remove(log.c_str());
-  const Launch r = launch(concat({"--quiet", "--"}, script(log, "echo \"$metrics\" >> \"$log\"; steps 0 2 0 7",
-                                                           {"--ckpt-dir=" + ck})));
+  const Launch r =
+      launch(concat({"--quiet", "--"}, script(log, "echo \"$metrics\" >> \"$log\"; steps 0 2 0 7",
+                                              {"--ckpt-dir=" + ck})));
   CHECK(r.rc == 0);
   const std::vector<std::string> got = lines(log);
   REQUIRE(got.size() == 2);

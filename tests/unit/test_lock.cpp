@@ -82,8 +82,9 @@ TEST_CASE("lock: one holder; a second is refused with the holder, exit status 73
     const auto [status, err] = refusal(dir, {"slurm:c/42", false, 0.3});
     CHECK(status == ckpt::kLockedExitStatus);
     CHECK(status != 2);
-    CHECK(err.find("checkpoint directory '" + dir + "' is in use by another job (job slurm:c/41, pid " +
-                   std::to_string(::getpid()) + " on host " + my_host() + ")") == 0);
+    CHECK(err.find("checkpoint directory '" + dir +
+                   "' is in use by another job (job slurm:c/41, pid " + std::to_string(::getpid()) +
+                   " on host " + my_host() + ")") == 0);
     // The same job on this host, still alive, is refused too (a second step of one allocation).
     CHECK(refusal(dir, {"slurm:c/41", true, 0}).first == ckpt::kLockedExitStatus);
     CHECK(read_text(lock) == ckpt::lock_text("slurm:c/41", int(::getpid())));  // untouched
@@ -125,8 +126,8 @@ TEST_CASE("lock: a stale lock is taken over, an unreadable one is not") {
     CHECK(read_text(lock) == mine);
   }
   write_text(lock, "garbage");
-  std::filesystem::last_write_time(lock, std::filesystem::file_time_type::clock::now() -
-                                             std::chrono::seconds(60));
+  std::filesystem::last_write_time(
+      lock, std::filesystem::file_time_type::clock::now() - std::chrono::seconds(60));
   CHECK(error_of([&] { ckpt::DirLock l(dir, {}); }).find("cannot read") != std::string::npos);
   CHECK(read_text(lock) == "garbage");
 }
@@ -136,15 +137,18 @@ TEST_CASE("lock: a holder this machine cannot check is refused with the command 
   const std::string dir = tmp.path.string(), lock = tmp.file("lock");
   const pid_t dead = sleeper(0);
   ::waitpid(dead, nullptr, 0);
-  const std::string breaks = "which this machine cannot check); if that job is gone, break the "
-                             "lock with: rm '" + lock + "'";
+  const std::string breaks =
+      "which this machine cannot check); if that job is gone, break the "
+      "lock with: rm '" +
+      lock + "'";
   SUBCASE("another host") {
     write_text(lock, holder_text({{"host", "elsewhere.example"}, {"job", "slurm:c/7"}}, 4242));
     const auto [status, err] = refusal(dir, {"slurm:c/8", true, 0});
     CHECK(status == ckpt::kLockedExitStatus);
     CHECK(err == "checkpoint directory '" + dir +
                      "' is in use by another job (job slurm:c/7, pid 4242 on host "
-                     "elsewhere.example, " + breaks);
+                     "elsewhere.example, " +
+                     breaks);
   }
   SUBCASE("another PID namespace of this host: a dead pid here says nothing about it there") {
     write_text(lock, holder_text({{"pid_ns", "pid:[1]"}}, dead));
@@ -155,8 +159,9 @@ TEST_CASE("lock: a holder this machine cannot check is refused with the command 
   }
   SUBCASE("another boot id: a reboot, or another machine of the same name") {
     write_text(lock, holder_text({{"boot_id", "00000000-0000-0000-0000-000000000000"}}, dead));
-    CHECK(refusal(dir, {"", false, 0}).second.find("or on another machine of that name, " +
-                                                   breaks) != std::string::npos);
+    CHECK(
+        refusal(dir, {"", false, 0}).second.find("or on another machine of that name, " + breaks) !=
+        std::string::npos);
   }
   CHECK_FALSE(read_text(lock).empty());  // untouched
 }
@@ -205,7 +210,8 @@ TEST_CASE("lock: a restart waits for a holder that is still exiting") {
   reaper.join();
 }
 
-TEST_CASE("lock: without hard links, created exclusively; a lock still being written is waited for") {
+TEST_CASE(
+    "lock: without hard links, created exclusively; a lock still being written is waited for") {
   TempDir tmp;
   const std::string lock = tmp.file("lock");
   CHECK(ckpt::create_exclusive(lock, "one\n") == 0);

@@ -56,10 +56,10 @@ TEST_CASE("preempt: a signal stops every rank at one step with a checkpoint; the
     CHECK(v.status == 0);
   }
   SUBCASE("under tetra launch: resumed from that checkpoint, no step lost, the same bytes") {
-    const Spawned r = spawn(tetra_bin() + " launch --restarts 1 -- " +
-                            train("--ckpt-dir " + (d / "ck") + " --inject-failure 1@2:preempt" +
-                                  " --metrics " + (d / "m.jsonl") + " --export " +
-                                  (d / "got.safetensors")));
+    const Spawned r =
+        spawn(tetra_bin() + " launch --restarts 1 -- " +
+              train("--ckpt-dir " + (d / "ck") + " --inject-failure 1@2:preempt" + " --metrics " +
+                    (d / "m.jsonl") + " --export " + (d / "got.safetensors")));
     CAPTURE(r.err);
     CHECK(r.status == 0);
     CHECK(r.out.find("resumed from " + (d / "ck/step_00000003") + " at step 3") !=

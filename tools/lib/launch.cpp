@@ -165,7 +165,7 @@ class SignalForwarding {
 
  private:
   static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGUSR1};
-  struct sigaction old_[3] {};
+  struct sigaction old_[3]{};
 };
 
 // An environment variable as an int, 0 when unset or not a number.

@@ -6,7 +6,8 @@ namespace tetra {
 namespace {
 
 volatile sig_atomic_t g_received = 0;
-struct sigaction g_old_term {}, g_old_usr1 {};
+struct sigaction g_old_term;  // the handlers before, restored after
+struct sigaction g_old_usr1;
 
 void on_signal(int sig) {
   g_received = sig;

@@ -159,12 +159,12 @@ int Trainer::run() {
       lock_.reset();  // released before exit: the resumed job may start at once, anywhere
       if (!root) return kPreemptedExitStatus;
       report->summary(first_step, step_ - 1, seconds_since(t0));
-      std::printf("pre-empted: a signal reached %d of %d ranks; stopped after step %lld%s; exit "
-                  "status %d: resume with --resume auto\n",
-                  r.preempted, grid_.world->size(), (long long)step_ - 1,
-                  opt_.ckpt_dir.empty() ? " with no --ckpt-dir, so nothing was saved"
-                                        : ", checkpointed",
-                  kPreemptedExitStatus);
+      std::printf(
+          "pre-empted: a signal reached %d of %d ranks; stopped after step %lld%s; exit "
+          "status %d: resume with --resume auto\n",
+          r.preempted, grid_.world->size(), (long long)step_ - 1,
+          opt_.ckpt_dir.empty() ? " with no --ckpt-dir, so nothing was saved" : ", checkpointed",
+          kPreemptedExitStatus);
       std::fflush(stdout);
       return kPreemptedExitStatus;
     }
