@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "util/error.hpp"
 #include "util/json.hpp"
 
 namespace tetra::ckpt {

@@ -17,7 +17,7 @@
 #pragma once
 #include <string>
 
-#include "model/error.hpp"
+#include "util/error.hpp"
 
 namespace tetra::ckpt {
 

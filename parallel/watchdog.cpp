@@ -14,8 +14,8 @@
 #include <sstream>
 #include <thread>
 
-#include "model/error.hpp"
 #include "parallel/hosts.hpp"
+#include "util/error.hpp"
 
 namespace tetra::watchdog {
 
