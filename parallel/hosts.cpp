@@ -25,10 +25,17 @@ std::string Hosts::describe(const std::vector<int>& ranks) const {
   return os.str();
 }
 
-bool Hosts::spans_hosts(const std::vector<int>& ranks) const {
-  std::set<std::string> seen;
-  for (int r : ranks) seen.insert(name[r]);
-  return seen.size() > 1;
+std::string Hosts::spanning_group(int size) const {
+  for (size_t first = 0; first + size_t(size) <= name.size(); first += size_t(size)) {
+    std::vector<int> group;
+    std::set<std::string> seen;
+    for (int r = int(first); r < int(first) + size; ++r) {
+      group.push_back(r);
+      seen.insert(name[r]);
+    }
+    if (seen.size() > 1) return describe(group);
+  }
+  return "";
 }
 
 Hosts gather_hosts(MPI_Comm world) {

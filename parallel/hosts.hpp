@@ -17,8 +17,9 @@ struct Hosts {
   std::vector<int> local_rank;    // by world rank
   // "h2 (ranks 2, 3)" for each host that holds one of `ranks`, joined by ", ".
   std::string describe(const std::vector<int>& ranks) const;
-  // Whether the ranks run on more than one host.
-  bool spans_hosts(const std::vector<int>& ranks) const;
+  // The first group of `size` consecutive ranks (a TP group: TP varies fastest in the rank)
+  // whose ranks run on more than one host, described; "" when there is none.
+  std::string spanning_group(int size) const;
 };
 
 // Collective over world.

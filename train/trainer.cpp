@@ -79,22 +79,6 @@ int threads_per_rank(int sharing, bool warn) {
   return threads;
 }
 
-// TP all-reduces activations four times per block and micro-batch: meant for a machine's
-// fast links. A TP group split over hosts still computes the same, only slowly: said once.
-void warn_tp_across_hosts(const Layout& l, const Hosts& hosts) {
-  for (int g = 0; g < l.world() / l.tp; ++g) {
-    std::vector<int> group;
-    for (int t = 0; t < l.tp; ++t) group.push_back(g * l.tp + t);  // TP varies fastest
-    if (!hosts.spans_hosts(group)) continue;
-    std::fprintf(stderr,
-                 "tetra: warning: a TP group spans hosts: %s; its all-reduces (four per block "
-                 "and micro-batch) cross the network; give every host a multiple of --tp ranks, in "
-                 "rank order\n",
-                 hosts.describe(group).c_str());
-    return;
-  }
-}
-
 // How long a supervised restart waits for the lock of its checkpoint directory.
 constexpr double kRestartLockWaitSeconds = 60;
 
@@ -244,8 +228,16 @@ Trainer::Trainer(const TrainConfig& opt, MPI_Comm world) : opt_(opt), world_(wor
   });
   resume_path = broadcast_string(world, resume_path);
   const Hosts hosts = gather_hosts(world);
-  if (!opt_.checkpoint.ckpt_dir.empty()) ckpt::check_shared_dir(world, opt_.checkpoint.ckpt_dir, hosts);
-  if (rank == 0) warn_tp_across_hosts(work_.layout, hosts);
+  if (!opt_.checkpoint.ckpt_dir.empty())
+    ckpt::check_shared_dir(world, opt_.checkpoint.ckpt_dir, hosts);
+  // TP all-reduces activations four times per block and micro-batch, meant for a machine's
+  // fast links: a TP group over several hosts computes the same, slowly.
+  if (const std::string group = hosts.spanning_group(work_.layout.tp); rank == 0 && !group.empty())
+    std::fprintf(stderr,
+                 "tetra: warning: a TP group spans hosts: %s; its all-reduces (four per block "
+                 "and micro-batch) cross the network; give every host a multiple of --tp "
+                 "ranks, in rank order\n",
+                 group.c_str());
 
   make_backend_and_grid();
   params_ = std::make_unique<ZeroParams>(*be_, *grid_.dp_cp, std::move(mine), opt.optimizer.zero,

@@ -153,7 +153,8 @@ int Trainer::run() {
     if (root && !text.empty()) std::printf("sample: %s\n", text.c_str());
     const bool every = opt_.checkpoint.ckpt_every > 0 && step_ % opt_.checkpoint.ckpt_every == 0;
     const bool preempted = r.preempted > 0 && step_ < opt_.optimizer.steps;
-    if (!opt_.checkpoint.ckpt_dir.empty() && (every || step_ == opt_.optimizer.steps || preempted)) {
+    if (!opt_.checkpoint.ckpt_dir.empty() &&
+        (every || step_ == opt_.optimizer.steps || preempted)) {
       const double seconds = save_checkpoint();
       if (root)
         std::printf("checkpoint: step %lld saved to %s in %.3f s\n", (long long)step_,
@@ -167,7 +168,8 @@ int Trainer::run() {
           "pre-empted: a signal reached %d of %d ranks; stopped after step %lld%s; exit "
           "status %d: resume with --resume auto\n",
           r.preempted, grid_.world->size(), (long long)step_ - 1,
-          opt_.checkpoint.ckpt_dir.empty() ? " with no --ckpt-dir, so nothing was saved" : ", checkpointed",
+          opt_.checkpoint.ckpt_dir.empty() ? " with no --ckpt-dir, so nothing was saved"
+                                           : ", checkpointed",
           kPreemptedExitStatus);
       std::fflush(stdout);
       return kPreemptedExitStatus;

@@ -76,7 +76,7 @@ TEST_CASE("threads: ranks that share an affinity mask divide its cores") {
                           "--bind-to none " + tetra_bin() + kTrain);
   REQUIRE(r.status == 0);
   const int each = set / 2 > 0 ? set / 2 : 1;
-  CHECK(count(r.out, "(1024^3 fp32, " + std::to_string(each) + " thread" +
-                         (each > 1 ? "s" : "") + " per rank)") == 1);
+  CHECK(count(r.out, "(1024^3 fp32, " + std::to_string(each) + " thread" + (each > 1 ? "s" : "") +
+                         " per rank)") == 1);
   CHECK(count(r.err, "warning") == 0);
 }
