@@ -3,7 +3,6 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -30,15 +29,11 @@
 #include "train/preempt.hpp"
 #include "train/report.hpp"
 #include "train/trainer_checkpoint.hpp"
+#include "util/clock.hpp"
 #include "util/output_file.hpp"
 
 namespace tetra {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // The ranks of this machine whose affinity is the same set of cores as this rank's (this
 // one included). Collective over world.

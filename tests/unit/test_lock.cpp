@@ -18,6 +18,7 @@
 
 #include "../test_util.hpp"
 #include "checkpoint/lock.hpp"
+#include "util/clock.hpp"
 #include "util/json.hpp"
 
 using namespace tetra;
@@ -200,10 +201,10 @@ TEST_CASE("lock: a restart waits for a holder that is still exiting") {
   write_text(tmp.file("lock"), ckpt::lock_text("", int(child)));
   CHECK(refusal(dir, {}).second.find("in use by another job") != std::string::npos);
   std::thread reaper([&] { ::waitpid(child, nullptr, 0); });
-  const auto t0 = std::chrono::steady_clock::now();
+  const tetra::Clock::time_point t0 = tetra::Clock::now();
   {
     const ckpt::DirLock waited(dir, {"", true, 20});
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = tetra::seconds_since(t0);
     CHECK(s > 0.5);
     CHECK(s < 10);
   }
