@@ -315,9 +315,8 @@ TEST_CASE("launch: steps a restart discards count as lost even when no attempt r
 
 TEST_CASE(
     "launch: an exported TETRA_RESTART is an outer count; every attempt gets the job's token") {
-  const std::string log = tmp("log"), vars = tmp("vars");
-  std::remove(log.c_str());
-  std::remove(vars.c_str());
+  const TempDir tmp;
+  const std::string log = tmp / "log", vars = tmp / "vars";
   ::setenv("TETRA_RESTART", "2", 1);  // this supervisor runs inside an outer one's restart 2
   ::unsetenv("TETRA_JOB");
   ::unsetenv("SLURM_DISABLE_STATUS");
@@ -340,23 +339,20 @@ TEST_CASE(
   CHECK(launch(concat({"--quiet", "--"}, script(log, "echo \"$TETRA_JOB\" >> " + vars))).rc == 0);
   ::unsetenv("TETRA_JOB");
   CHECK(lines(vars) == std::vector<std::string>{"outer-token"});
-  std::remove(log.c_str());
-  std::remove(vars.c_str());
 }
 
 TEST_CASE("launch: exit 73 (another job holds --ckpt-dir) is not restarted") {
-  const std::string log = tmp("log");
-  std::remove(log.c_str());
+  const TempDir tmp;
+  const std::string log = tmp / "log";
   const Launch r = launch(concat({"--restarts", "3", "--"}, script(log, "exit 73")));
   CHECK(r.rc == 73);
   CHECK(lines(log).size() == 1);
   CHECK(contains(r.err, "another job holds the checkpoint directory, not restarting"));
-  std::remove(log.c_str());
 }
 
 TEST_CASE("launch: a pre-empted attempt (exit 75) resumes; pre-empting the supervisor returns 75") {
-  const std::string log = tmp("log");
-  std::remove(log.c_str());
+  const TempDir tmp;
+  const std::string log = tmp / "log";
   // The trainer alone was pre-empted (an injected preempt, a signal to its ranks): restart.
   const Launch alone = launch(
       concat({"--restarts", "1", "--"}, script(log, "[ \"$TETRA_RESTART\" = 1 ] || exit 75")));
@@ -382,12 +378,11 @@ TEST_CASE("launch: a pre-empted attempt (exit 75) resumes; pre-empting the super
   CHECK(lines(log).size() == 1);
   CHECK(contains(stopped.err, "not restarting"));
   CHECK(contains(stopped.err, "pre-empted by "));
-  std::remove(log.c_str());
 }
 
 TEST_CASE("launch: the temporary metrics file lies in the command's --ckpt-dir") {
-  const std::string log = tmp("log"), ck = tmp("ck");
-  std::remove(log.c_str());
+  const TempDir tmp;
+  const std::string log = tmp / "log", ck = tmp / "ck";
   const Launch r =
       launch(concat({"--quiet", "--"}, script(log, "echo \"$metrics\" >> \"$log\"; steps 0 2 0 7",
                                               {"--ckpt-dir=" + ck})));
@@ -397,6 +392,4 @@ TEST_CASE("launch: the temporary metrics file lies in the command's --ckpt-dir")
   CHECK(got[1].rfind(ck + "/.tetra_launch_", 0) == 0);
   CHECK(!exists(got[1]));
   CHECK(parse_summary(r.out).kept == 3);
-  std::remove(log.c_str());
-  std::remove(ck.c_str());
 }
