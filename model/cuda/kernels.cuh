@@ -8,61 +8,27 @@
 
 #include <cstdint>
 
+#include "model/cuda/reduce.cuh"
+#include "util/bf16.hpp"
+
 namespace tetra::cuda {
 
-constexpr int kThreads = 256;                          // elementwise and per-row kernels
 constexpr int kAttnThreads = 128;                      // attention: a tile of keys or queries
 constexpr int kMaxHeadDim = 512;                       // attention head_dim limit
 constexpr int kAttnCols = kMaxHeadDim / kAttnThreads;  // output columns per attention thread
-constexpr int64_t kSumChunk = 16384;                   // sum_squares: elements per block
-
-// Grid-stride loop over [0, n) with 64-bit indices.
-#define TETRA_FOR(i, n)                                                     \
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += int64_t(gridDim.x) * blockDim.x)
-
-struct Sum {
-  template <typename T>
-  __device__ T operator()(T a, T b) const {
-    return a + b;
-  }
-};
-struct Max {
-  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-
-// Reduces v over the block (blockDim.x a multiple of 32); every thread gets the result. A
-// butterfly in each warp, then one over the warp results: a fixed tree, hence deterministic.
-template <typename T, typename Op>
-__device__ T block_reduce(T v, Op op, T identity) {
-  __shared__ T part[32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  for (int o = 16; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-  __syncthreads();  // an earlier call may still be reading part
-  if (lane == 0) part[warp] = v;
-  __syncthreads();
-  v = lane < warps ? part[lane] : identity;
-  for (int o = 16; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
 
 // ---- Elementwise ----
 
 __global__ void fill_kernel(float* x, int64_t n, float value) {
   TETRA_FOR(i, n) x[i] = value;
 }
-// bf16 <-> f32 exactly as util/bf16.hpp does it on the host (round to nearest even, NaN kept
-// quiet), so the two backends round to the same bits.
+// bf16 <-> f32 by util/bf16.hpp, the host's functions (round to nearest even, NaN kept quiet),
+// so the two backends round to the same bits.
 __global__ void f32_to_bf16_kernel(uint16_t* dst, const float* src, int64_t n) {
-  TETRA_FOR(i, n) {
-    const float f = src[i];
-    const uint32_t bits = __float_as_uint(f);
-    dst[i] = isnan(f) ? uint16_t((bits >> 16) | 0x0040)
-                      : uint16_t((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
-  }
+  TETRA_FOR(i, n) dst[i] = float_to_bf16(src[i]);
 }
 __global__ void bf16_to_f32_kernel(float* dst, const uint16_t* src, int64_t n) {
-  TETRA_FOR(i, n) dst[i] = __uint_as_float(uint32_t(src[i]) << 16);
+  TETRA_FOR(i, n) dst[i] = bf16_to_float(src[i]);
 }
 __global__ void add_kernel(float* y, const float* x, int64_t n) {
   TETRA_FOR(i, n) y[i] += x[i];
@@ -72,24 +38,6 @@ __global__ void add3_kernel(float* out, const float* a, const float* b, int64_t 
 }
 __global__ void scale_kernel(float* x, int64_t n, float alpha) {
   TETRA_FOR(i, n) x[i] *= alpha;
-}
-
-// sum_squares, pass 1: one block per chunk c of kSumChunk elements,
-// partial[c] = sum_{i in chunk c} x_i^2 in double.
-__global__ void sum_squares_partial_kernel(double* partial, const float* x, int64_t n) {
-  const int64_t begin = int64_t(blockIdx.x) * kSumChunk;
-  const int64_t end = n < begin + kSumChunk ? n : begin + kSumChunk;
-  double s = 0;
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) s += double(x[i]) * x[i];
-  s = block_reduce(s, Sum{}, 0.0);
-  if (threadIdx.x == 0) partial[blockIdx.x] = s;
-}
-// Pass 2, one block: *total = sum_c partial[c].
-__global__ void sum_partials_kernel(double* total, const double* partial, int64_t chunks) {
-  double s = 0;
-  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) s += partial[c];
-  s = block_reduce(s, Sum{}, 0.0);
-  if (threadIdx.x == 0) *total = s;
 }
 
 // src seen as [a, b, block] -> dst [b, a, block]; E is a word of the block (4, 2 or 1 bytes).
