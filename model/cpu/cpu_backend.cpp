@@ -8,13 +8,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
-#include <limits>
-#include <new>
 #include <unordered_map>
 #include <vector>
 
 #include "model/backend.hpp"
+#include "model/cpu/cpu_attention.hpp"
 #include "model/op_math.hpp"
 
 namespace tetra {
@@ -23,9 +21,6 @@ namespace {
 using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using MapMat = Eigen::Map<RowMat>;
 using CMapMat = Eigen::Map<const RowMat>;
-// A [rows, cols] block inside a wider row-major matrix (one head of a [T, H*hd] tensor).
-using Strided = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
-using MStrided = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
 
 MapMat mat(const Tensor& t) {
   return MapMat(t.f32(), t.rows(), t.cols());
@@ -36,30 +31,6 @@ CMapMat cmat(const Tensor& t) {
 
 constexpr int64_t kChunk = 1 << 16;                 // fixed reduction chunk for sum_squares
 constexpr int64_t kTileRows = 64, kTileCols = 256;  // matmul's tiles of C
-
-// An exception must not leave an OpenMP parallel region (the program would terminate): the
-// attention loops, which allocate their score matrices per thread, catch inside and keep the
-// first; rethrow() raises it after the region, an allocation failure as a tetra::Error that
-// names what did not fit.
-class RegionErrors {
- public:
-  void capture() {
-#pragma omp critical(tetra_region_errors)
-    if (!first_) first_ = std::current_exception();
-  }
-  void rethrow(const char* op, int64_t rows, int64_t cols) const {
-    if (!first_) return;
-    try {
-      std::rethrow_exception(first_);
-    } catch (const std::bad_alloc&) {
-      fail("out of host memory in ", op, ": a [", rows, ", ", cols,
-           "] fp32 score matrix per thread does not fit; shorten --seq-len or raise --cp");
-    }
-  }
-
- private:
-  std::exception_ptr first_;
-};
 
 class CpuBackend final : public Backend {
  public:
@@ -347,80 +318,12 @@ class CpuBackend final : public Backend {
 
   void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
                          const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
-    const int64_t H = s.heads, KV = s.kv_heads, hd = s.head_dim, group = H / KV;
-    const float scale = 1.f / std::sqrt(float(hd));
-    const int32_t *qp = q_pos.i32(), *kp = k_pos.i32();
-    check_attn_mask(s, qp, kp);
-    RegionErrors errors;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t b = 0; b < s.batch; ++b) {
-      for (int64_t h = 0; h < H; ++h) {
-        try {
-          const int64_t g = h / group;
-          Strided Q(q.f32() + b * s.sq * H * hd + h * hd, s.sq, hd, Eigen::OuterStride<>(H * hd));
-          Strided K(k.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, Eigen::OuterStride<>(KV * hd));
-          Strided V(v.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, Eigen::OuterStride<>(KV * hd));
-          MStrided O(out.f32() + b * s.sq * H * hd + h * hd, s.sq, hd,
-                     Eigen::OuterStride<>(H * hd));
-          RowMat P = scale * (Q * K.transpose());  // [Sq, Sk]
-          float* L = lse.f32() + (b * H + h) * s.sq;
-          softmax_causal(P, qp, kp, L);
-          O.noalias() = P * V;
-        } catch (...) {
-          errors.capture();
-        }
-      }
-    }
-    errors.rethrow("attention forward", s.sq, s.sk);
+    cpu_attention_forward(out, lse, q, k, v, q_pos, k_pos, s);
   }
-
   void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
                           const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                           const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
-    // Per (batch, kv head) so that the query heads sharing a KV head add into dK, dV in order:
-    //   P = exp(S - lse), dV += P^T dO, dP = dO V^T, D = rowsum(dO * O),
-    //   dS = P * (dP - D), dQ = scale dS K, dK += scale dS^T Q.
-    const int64_t H = s.heads, KV = s.kv_heads, hd = s.head_dim, group = H / KV;
-    const float scale = 1.f / std::sqrt(float(hd));
-    const int32_t *qp = q_pos.i32(), *kp = k_pos.i32();
-    check_attn_mask(s, qp, kp);
-    const Eigen::OuterStride<> qs(H * hd), ks(KV * hd);
-    RegionErrors errors;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t b = 0; b < s.batch; ++b) {
-      for (int64_t g = 0; g < KV; ++g) {
-        try {
-          Strided K(k.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, ks);
-          Strided V(v.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, ks);
-          MStrided dK(dk.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, ks);
-          MStrided dV(dv.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, ks);
-          dK.setZero();
-          dV.setZero();
-          for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-            const int64_t off = b * s.sq * H * hd + h * hd;
-            Strided Q(q.f32() + off, s.sq, hd, qs), O(out.f32() + off, s.sq, hd, qs);
-            Strided dO(dout.f32() + off, s.sq, hd, qs);
-            MStrided dQ(dq.f32() + off, s.sq, hd, qs);
-            const float* L = lse.f32() + (b * H + h) * s.sq;
-            RowMat P = scale * (Q * K.transpose());
-            for (int64_t i = 0; i < s.sq; ++i)
-              for (int64_t j = 0; j < s.sk; ++j)
-                P(i, j) = kp[j] <= qp[i] ? std::exp(P(i, j) - L[i]) : 0.f;
-            dV.noalias() += P.transpose() * dO;
-            RowMat dP = dO * V.transpose();
-            for (int64_t i = 0; i < s.sq; ++i) {
-              const float D = dO.row(i).dot(O.row(i));
-              for (int64_t j = 0; j < s.sk; ++j) dP(i, j) = P(i, j) * (dP(i, j) - D);
-            }
-            dQ.noalias() = scale * (dP * K);
-            dK.noalias() += scale * (dP.transpose() * Q);
-          }
-        } catch (...) {
-          errors.capture();
-        }
-      }
-    }
-    errors.rethrow("attention backward", s.sq, s.sk);
+    cpu_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, s);
   }
 
   void swiglu_forward(Tensor h, const Tensor& gate, const Tensor& up) override {
@@ -492,8 +395,8 @@ class CpuBackend final : public Backend {
     check(copy.ptr == nullptr || (copy.dtype == DType::BF16 && copy.numel() == n),
           "adamw: compute copy ", copy.shape_str(), " for ", n, " weights");
     uint16_t* c = static_cast<uint16_t*>(copy.ptr);
-    const op::AdamCoeffs k = op::adamw_coeffs(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay,
-                                              h.grad_scale, h.step);
+    const op::AdamCoeffs k =
+        op::adamw_coeffs(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.grad_scale, h.step);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) {
       op::adamw_update(p[i], g[i], pm[i], pv[i], k);
@@ -540,25 +443,6 @@ class CpuBackend final : public Backend {
         const int64_t j = t * in_stride + i;
         op::swiglu_backward(dh[t * F + i], g[j], u[j], dg[j], du[j]);
       }
-  }
-
-  // Row-wise causal softmax of P in place; masked entries become 0, L[i] = log-sum-exp.
-  static void softmax_causal(RowMat& P, const int32_t* qp, const int32_t* kp, float* L) {
-    const float neg_inf = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < P.rows(); ++i) {
-      float mx = neg_inf;
-      for (int64_t j = 0; j < P.cols(); ++j) {
-        if (kp[j] > qp[i]) P(i, j) = neg_inf;
-        mx = std::max(mx, P(i, j));
-      }
-      float sum = 0;
-      for (int64_t j = 0; j < P.cols(); ++j) {
-        P(i, j) = P(i, j) == neg_inf ? 0.f : std::exp(P(i, j) - mx);
-        sum += P(i, j);
-      }
-      for (int64_t j = 0; j < P.cols(); ++j) P(i, j) /= sum;
-      L[i] = mx + std::log(sum);
-    }
   }
 };
 

@@ -23,7 +23,6 @@ __global__ void add_prefix_kernel(uint16_t* dst, const uint16_t* src, int64_t ba
   }
 }
 
-
 }  // namespace
 
 Attention::Attention(cudaStream_t s, cublasHandle_t blas) : stream_(s), blas_(blas) {
@@ -81,8 +80,7 @@ void Attention::forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k
     Scratch ws(stream_, size_t(cudnn_->workspace_bytes(g, false)));
     Scratch stats(stream_, size_t(a.batch * H * C) * sizeof(float));
     const int64_t off = c * C * H * hd;  // the chunk's first query row in each sequence
-    cudnn_->forward(g, bf16(q) + off, dev(k), dev(v), bf16(out) + off, stats.as<float>(),
-                    ws.get());
+    cudnn_->forward(g, bf16(q) + off, dev(k), dev(v), bf16(out) + off, stats.as<float>(), ws.get());
     // Packed [B, H, C] into columns [c C, (c+1) C) of lse [B, H, 2C].
     TETRA_CUDA_CHECK(cudaMemcpy2DAsync(f32(lse) + c * C, size_t(a.sq) * 4, stats.get(),
                                        size_t(C) * 4, size_t(C) * 4, size_t(a.batch * H),

@@ -63,8 +63,10 @@ std::shared_ptr<fe::graph::Graph> forward_graph(const SdpaGeometry& g, int sm) {
                   .set_attn_scale(1.f / std::sqrt(float(hd)));
   causal(opts, g);
   auto [o, stats] = graph->sdpa(q, k, v, opts);
-  o->set_output(true).set_uid(kO).set_dim({B, H, g.sq, hd}).set_stride(
-      {g.q_batch_stride, hd, H * hd, 1});
+  o->set_output(true)
+      .set_uid(kO)
+      .set_dim({B, H, g.sq, hd})
+      .set_stride({g.q_batch_stride, hd, H * hd, 1});
   stats_layout(stats->set_output(true), g);
   return graph;
 }
@@ -85,12 +87,18 @@ std::shared_ptr<fe::graph::Graph> backward_graph(const SdpaGeometry& g, int sm) 
                   .set_deterministic_algorithm(true);  // two runs give the same bits
   causal(opts, g);
   auto [dq, dk, dv] = graph->sdpa_backward(q, k, v, o, dO, stats, opts);
-  dq->set_output(true).set_uid(kdQ).set_dim({B, H, g.sq, hd}).set_stride(
-      {g.q_batch_stride, hd, H * hd, 1});
-  dk->set_output(true).set_uid(kdK).set_dim({B, KV, g.sk, hd}).set_stride(
-      {g.k_batch_stride, hd, KV * hd, 1});
-  dv->set_output(true).set_uid(kdV).set_dim({B, KV, g.sk, hd}).set_stride(
-      {g.k_batch_stride, hd, KV * hd, 1});
+  dq->set_output(true)
+      .set_uid(kdQ)
+      .set_dim({B, H, g.sq, hd})
+      .set_stride({g.q_batch_stride, hd, H * hd, 1});
+  dk->set_output(true)
+      .set_uid(kdK)
+      .set_dim({B, KV, g.sk, hd})
+      .set_stride({g.k_batch_stride, hd, KV * hd, 1});
+  dv->set_output(true)
+      .set_uid(kdV)
+      .set_dim({B, KV, g.sk, hd})
+      .set_stride({g.k_batch_stride, hd, KV * hd, 1});
   return graph;
 }
 
@@ -179,8 +187,8 @@ int64_t CudnnSdpa::workspace_bytes(const SdpaGeometry& g, bool backward) {
   return graphs_->built.at(std::tuple_cat(std::tuple(backward), g.key())).workspace;
 }
 
-void CudnnSdpa::forward(const SdpaGeometry& g, const void* q, const void* k, const void* v,
-                        void* o, float* stats, void* workspace) {
+void CudnnSdpa::forward(const SdpaGeometry& g, const void* q, const void* k, const void* v, void* o,
+                        float* stats, void* workspace) {
   std::string why;
   check(prepare(g, false, &why), "cuDNN SDPA forward: ", why);
   auto& graph = graphs_->built.at(std::tuple_cat(std::tuple(false), g.key())).graph;
@@ -199,12 +207,15 @@ void CudnnSdpa::backward(const SdpaGeometry& g, const void* q, const void* k, co
   std::string why;
   check(prepare(g, true, &why), "cuDNN SDPA backward: ", why);
   auto& graph = graphs_->built.at(std::tuple_cat(std::tuple(true), g.key())).graph;
-  std::unordered_map<int64_t, void*> pack{
-      {kQ, const_cast<void*>(q)},       {kK, const_cast<void*>(k)},
-      {kV, const_cast<void*>(v)},       {kO, const_cast<void*>(o)},
-      {kdO, const_cast<void*>(dout)},   {kStats, const_cast<float*>(stats)},
-      {kdQ, dq},                        {kdK, dk},
-      {kdV, dv}};
+  std::unordered_map<int64_t, void*> pack{{kQ, const_cast<void*>(q)},
+                                          {kK, const_cast<void*>(k)},
+                                          {kV, const_cast<void*>(v)},
+                                          {kO, const_cast<void*>(o)},
+                                          {kdO, const_cast<void*>(dout)},
+                                          {kStats, const_cast<float*>(stats)},
+                                          {kdQ, dq},
+                                          {kdK, dk},
+                                          {kdV, dv}};
   fe::error_t e = graph->execute(static_cast<cudnnHandle_t>(handle_), pack, workspace);
   check(e.is_good(), "cuDNN SDPA backward: ", message(e));
 }

@@ -23,7 +23,7 @@ namespace tetra::cuda {
 struct SdpaGeometry {
   int64_t batch, heads, kv_heads, sq, sk, head_dim;
   int64_t q_batch_stride, k_batch_stride;  // elements between sequences of q (o) and k (v)
-  bool bottom_right;                        // a CP chunk (else top-left causal)
+  bool bottom_right;                       // a CP chunk (else top-left causal)
   auto key() const {
     return std::tuple(batch, heads, kv_heads, sq, sk, head_dim, q_batch_stride, k_batch_stride,
                       bottom_right);

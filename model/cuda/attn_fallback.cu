@@ -64,11 +64,11 @@ void check_blas(cublasStatus_t st, const char* call) {
 void gemm(cublasHandle_t h, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
           const float* A, int64_t lda, int64_t sa, const float* B, int64_t ldb, int64_t sb,
           float beta, float* C, int64_t ldc, int64_t sc, int64_t batch) {
-  check_blas(cublasSgemmStridedBatched(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                       ta ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k),
-                                       &alpha, B, int(ldb), sb, A, int(lda), sa, &beta, C,
-                                       int(ldc), sc, int(batch)),
-             "cublasSgemmStridedBatched");
+  check_blas(
+      cublasSgemmStridedBatched(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                int(n), int(m), int(k), &alpha, B, int(ldb), sb, A, int(lda), sa,
+                                &beta, C, int(ldc), sc, int(batch)),
+      "cublasSgemmStridedBatched");
 }
 
 // A tensor as fp32 device memory: itself, or a widened scratch copy (read: copy its values).
@@ -130,7 +130,8 @@ void gemm_attention_forward(cudaStream_t s, cublasHandle_t blas, Tensor out, Ten
   Scratch S(s, size_t(H * Sq * std::max<int64_t>(Sk, 1)) * sizeof(float));
   float* P = S.as<float>();
   for (int64_t b = 0; b < a.batch; ++b) {
-    const float *qb = Q.get() + b * Sq * qw, *kb = K.get() + b * Sk * kw, *vb = V.get() + b * Sk * kw;
+    const float *qb = Q.get() + b * Sq * qw, *kb = K.get() + b * Sk * kw,
+                *vb = V.get() + b * Sk * kw;
     for (int64_t g = 0; g < KV; ++g)  // S_h [Sq, Sk] = scale Q_h K_g^T for the group's heads h
       gemm(blas, false, true, Sq, Sk, hd, scale, qb + g * G * hd, qw, hd, kb + g * hd, kw, 0, 0.f,
            P + g * G * Sq * Sk, Sk, Sq * Sk, G);
@@ -138,8 +139,8 @@ void gemm_attention_forward(cudaStream_t s, cublasHandle_t blas, Tensor out, Ten
                                                                 i32(q_pos), i32(k_pos), Sq, Sk);
     TETRA_LAUNCH_CHECK("masked_softmax_kernel");
     for (int64_t g = 0; g < KV; ++g)  // O_h [Sq, hd] = P_h V_g
-      gemm(blas, false, false, Sq, hd, Sk, 1.f, P + g * G * Sq * Sk, Sk, Sq * Sk, vb + g * hd, kw, 0,
-           0.f, O.get() + b * Sq * qw + g * G * hd, qw, hd, G);
+      gemm(blas, false, false, Sq, hd, Sk, 1.f, P + g * G * Sq * Sk, Sk, Sq * Sk, vb + g * hd, kw,
+           0, 0.f, O.get() + b * Sq * qw + g * G * hd, qw, hd, G);
   }
   O.store();
 }
@@ -157,8 +158,8 @@ void gemm_attention_backward(cudaStream_t s, cublasHandle_t blas, Tensor dq, Ten
   const int64_t H = a.heads, KV = a.kv_heads, hd = a.head_dim, G = H / KV, Sq = a.sq, Sk = a.sk;
   const int64_t qw = H * hd, kw = KV * hd;
   const float scale = 1.f / std::sqrt(float(hd));
-  const AsF32 Q(s, q), K(s, k), V(s, v), O(s, out), dO(s, dout), dQ(s, dq, false),
-      dK(s, dk, false), dV(s, dv, false);
+  const AsF32 Q(s, q), K(s, k), V(s, v), O(s, out), dO(s, dout), dQ(s, dq, false), dK(s, dk, false),
+      dV(s, dv, false);
   const size_t scores = size_t(H * std::max<int64_t>(Sq, 1) * std::max<int64_t>(Sk, 1));
   Scratch Ps(s, scores * sizeof(float)), dPs(s, scores * sizeof(float));
   float *P = Ps.as<float>(), *dP = dPs.as<float>();

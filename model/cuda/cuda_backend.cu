@@ -18,13 +18,13 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <string>
-#include <tuple>
 #include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <tuple>
 
 #include <map>
 #include <memory>
@@ -33,6 +33,8 @@
 
 #include "model/backend.hpp"
 #include "model/cuda/attention.hpp"
+#include "model/cuda/attention_fp32.hpp"
+#include "model/cuda/category_times.hpp"
 #include "model/cuda/common.hpp"
 #include "model/cuda/fused_ops.hpp"
 #include "model/cuda/gemm_lt.hpp"
@@ -65,76 +67,6 @@ int as_int(int64_t x, const char* what) {
   check(x >= 0 && x <= INT_MAX, "cuBLAS ", what, " = ", x, " does not fit in an int");
   return int(x);
 }
-
-// TETRA_CUDA_TIMING=1: stream time by category from CUDA events (GEMMs, attention, the rest),
-// summed at each synchronize() (the trainer's one per step) and printed when the backend goes,
-// for tools/bench/gpu.sh. Off by default: the events cost a little.
-class CategoryTimes {
- public:
-  enum Category { kGemm, kAttention, kCategories };
-  explicit CategoryTimes(cudaStream_t s) : stream_(s) {
-    const char* env = std::getenv("TETRA_CUDA_TIMING");
-    on_ = env && *env && std::string(env) != "0";
-  }
-  ~CategoryTimes() {
-    if (!on_ || syncs_ == 0) return;
-    std::fprintf(stderr,
-                 "tetra: cuda time by category over %d synchronizations: gemm %.1f ms, attention "
-                 "%.1f ms, other %.1f ms (stream total %.1f ms)\n",
-                 syncs_, ms_[kGemm], ms_[kAttention], total_ - ms_[kGemm] - ms_[kAttention], total_);
-  }
-  // An event pair around one call of a category.
-  class Span {
-   public:
-    Span(CategoryTimes& t, Category c) : t_(t), c_(c) {
-      if (t_.on_) start_ = t_.record();
-    }
-    ~Span() {
-      if (t_.on_) t_.spans_.push_back({c_, start_, t_.record()});
-    }
-
-   private:
-    CategoryTimes& t_;
-    Category c_;
-    cudaEvent_t start_ = nullptr;
-  };
-  // After the stream is idle: adds up the spans since the last call, and the stream time.
-  void collect() {
-    if (!on_) return;
-    const cudaEvent_t now = record();
-    cudaEventSynchronize(now);
-    for (const auto& [c, a, b] : spans_) {
-      float ms = 0;
-      cudaEventElapsedTime(&ms, a, b);
-      ms_[c] += ms;
-      cudaEventDestroy(a);
-      cudaEventDestroy(b);
-    }
-    spans_.clear();
-    if (last_) {
-      float ms = 0;
-      cudaEventElapsedTime(&ms, last_, now);
-      total_ += ms;
-      cudaEventDestroy(last_);
-      ++syncs_;
-    }
-    last_ = now;
-  }
-
- private:
-  cudaEvent_t record() {
-    cudaEvent_t e = nullptr;
-    cudaEventCreate(&e);
-    cudaEventRecord(e, stream_);
-    return e;
-  }
-  cudaStream_t stream_;
-  bool on_ = false;
-  std::vector<std::tuple<Category, cudaEvent_t, cudaEvent_t>> spans_;
-  cudaEvent_t last_ = nullptr;
-  double ms_[kCategories] = {}, total_ = 0;
-  int syncs_ = 0;
-};
 
 class CudaBackend final : public Backend {
  public:
@@ -388,7 +320,8 @@ class CudaBackend final : public Backend {
     const int64_t T = out.rows(), d = out.cols(), V = table.rows();
     check(tokens.numel() == T && table.cols() == d, "embedding_forward ", table.shape_str(), " -> ",
           out.shape_str());
-    if (!all_f32({&out, &table})) return embedding_forward_any(stream_, out, tokens, table, vocab_start);
+    if (!all_f32({&out, &table}))
+      return embedding_forward_any(stream_, out, tokens, table, vocab_start);
     if (T * d == 0) return;
     embedding_forward_kernel<<<blocks_for(T * d), kThreads, 0, stream_>>>(
         f32(out), i32(tokens), f32(table), T, d, V, vocab_start);
@@ -464,14 +397,7 @@ class CudaBackend final : public Backend {
     const CategoryTimes::Span timed(*times_, CategoryTimes::kAttention);
     if (!all_f32({&out, &q, &k, &v}))
       return attention_->forward(out, lse, q, k, v, q_pos, k_pos, s);
-    const AttnDims a = attn_dims(s, q, k, v, q_pos, k_pos);
-    check(out.numel() == q.numel() && lse.numel() == s.batch * s.heads * s.sq,
-          "attention_forward outputs ", out.shape_str(), ", ", lse.shape_str());
-    if (s.batch * s.sq == 0) return;
-    const size_t smem = (a.hd + kAttnThreads) * sizeof(float);
-    attention_forward_kernel<<<attn_grid(s.sq, s.heads, s.batch), kAttnThreads, smem, stream_>>>(
-        f32(out), f32(lse), f32(q), f32(k), f32(v), i32(q_pos), i32(k_pos), a);
-    LAUNCH_CHECK("attention_forward_kernel");
+    fp32_attention_forward(stream_, out, lse, q, k, v, q_pos, k_pos, s);
   }
   void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
                           const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
@@ -479,29 +405,7 @@ class CudaBackend final : public Backend {
     const CategoryTimes::Span timed(*times_, CategoryTimes::kAttention);
     if (!all_f32({&dq, &dk, &dv, &dout, &q, &k, &v, &out}))
       return attention_->backward(dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, s);
-    const AttnDims a = attn_dims(s, q, k, v, q_pos, k_pos);
-    check(dq.numel() == q.numel() && dout.numel() == q.numel() && out.numel() == q.numel() &&
-              dk.numel() == k.numel() && dv.numel() == v.numel() &&
-              lse.numel() == s.batch * s.heads * s.sq,
-          "attention_backward shapes");
-    if (s.batch == 0) return;
-    // D [B, H, Sq] = rowsum(dO * O), written by the dQ kernel and read by the dK/dV kernel.
-    Scratch D(stream_, size_t(s.batch * s.heads * s.sq) * sizeof(float));
-    float* pD = D.as<float>();
-    if (s.sq > 0) {
-      const size_t smem = (2 * a.hd + kAttnThreads) * sizeof(float);
-      attention_backward_dq_kernel<<<attn_grid(s.sq, s.heads, s.batch), kAttnThreads, smem,
-                                     stream_>>>(f32(dq), pD, f32(dout), f32(q), f32(k), f32(v),
-                                                f32(out), f32(lse), i32(q_pos), i32(k_pos), a);
-      LAUNCH_CHECK("attention_backward_dq_kernel");
-    }
-    if (s.sk > 0) {
-      const size_t smem = (2 * a.hd + 2 * kAttnThreads) * sizeof(float);
-      attention_backward_dkdv_kernel<<<attn_grid(s.sk, s.kv_heads, s.batch), kAttnThreads, smem,
-                                       stream_>>>(f32(dk), f32(dv), f32(dout), f32(q), f32(k),
-                                                  f32(v), f32(lse), pD, i32(q_pos), i32(k_pos), a);
-      LAUNCH_CHECK("attention_backward_dkdv_kernel");
-    }
+    fp32_attention_backward(stream_, dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, s);
   }
 
   void swiglu_forward(Tensor h, const Tensor& gate, const Tensor& up) override {
@@ -602,32 +506,6 @@ class CudaBackend final : public Backend {
     transpose_blocks_kernel<E><<<blocks_for(a * b * block), kThreads, 0, stream_>>>(
         static_cast<E*>(dev(dst)), static_cast<const E*>(dev(src)), a, b, block);
     LAUNCH_CHECK("transpose_blocks_kernel");
-  }
-
-  static AttnDims attn_dims(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
-                            const Tensor& q_pos, const Tensor& k_pos) {
-    check(s.heads > 0 && s.kv_heads > 0 && s.heads % s.kv_heads == 0 && s.head_dim > 0 &&
-              s.head_dim <= kMaxHeadDim,
-          "attention: heads ", s.heads, ", kv_heads ", s.kv_heads, ", head_dim ", s.head_dim,
-          " (the CUDA kernels take head_dim <= ", kMaxHeadDim, ")");
-    check(q.numel() == s.batch * s.sq * s.heads * s.head_dim &&
-              k.numel() == s.batch * s.sk * s.kv_heads * s.head_dim && v.numel() == k.numel() &&
-              q_pos.numel() == s.sq && k_pos.numel() == s.sk,
-          "attention shapes: q ", q.shape_str(), ", k ", k.shape_str(), ", positions ",
-          q_pos.shape_str(), ", ", k_pos.shape_str());
-    check(s.batch <= 65535 && s.heads <= 65535, "attention grid: batch ", s.batch, ", heads ",
-          s.heads);
-    return AttnDims{.Sq = s.sq,
-                    .Sk = s.sk,
-                    .H = s.heads,
-                    .KV = s.kv_heads,
-                    .hd = s.head_dim,
-                    .scale = 1.f / std::sqrt(float(s.head_dim))};
-  }
-  // One block per (row, head, batch).
-  static dim3 attn_grid(int64_t rows, int heads, int64_t batch) {
-    check(rows <= INT_MAX, "attention: ", rows, " rows");
-    return dim3(unsigned(rows), unsigned(heads), unsigned(batch));
   }
 
   void release() noexcept {

@@ -14,10 +14,10 @@
 
 namespace tetra::cuda {
 
-constexpr int kRowsPerWarpBlock = 8;       // warp-per-row kernels: 8 warps, 256 threads
-constexpr int64_t kNormPartialRows = 64;   // RMSNorm dw: rows per partial
+constexpr int kRowsPerWarpBlock = 8;        // warp-per-row kernels: 8 warps, 256 threads
+constexpr int64_t kNormPartialRows = 64;    // RMSNorm dw: rows per partial
 constexpr int kRopeTablePositions = 32768;  // positions below this read the cos/sin table
-constexpr int kMaxMultiTensors = 64;       // tensors per multi-tensor launch
+constexpr int kMaxMultiTensors = 64;        // tensors per multi-tensor launch
 
 // ---- Elementwise, any storage ----
 
@@ -85,7 +85,8 @@ __global__ void multi_sum_squares_partial_kernel(double* partial, const MultiTen
 }
 // One block per tensor i: out[i] = sum of its partials in order (0 for an empty tensor).
 template <typename T>
-__global__ void multi_sum_partials_kernel(double* out, const double* partial, const MultiTensor<T> m) {
+__global__ void multi_sum_partials_kernel(double* out, const double* partial,
+                                          const MultiTensor<T> m) {
   const int i = blockIdx.x;
   double s = 0;
   for (int64_t c = m.first[i] + threadIdx.x; c < m.first[i + 1]; c += blockDim.x) s += partial[c];
@@ -104,8 +105,8 @@ __global__ void embedding_forward_t_kernel(T* out, const int32_t* tok, const T* 
   }
 }
 // Key of token t for the sort: its row in the shard, or V when it is not in the shard.
-static __global__ void embedding_keys_kernel(int32_t* key, int32_t* index, const int32_t* tok, int64_t T_,
-                                      int64_t V, int64_t vocab_start) {
+static __global__ void embedding_keys_kernel(int32_t* key, int32_t* index, const int32_t* tok,
+                                             int64_t T_, int64_t V, int64_t vocab_start) {
   TETRA_FOR(t, T_) {
     const int64_t r = tok[t] - vocab_start;
     key[t] = (r >= 0 && r < V) ? int32_t(r) : int32_t(V);
@@ -177,7 +178,8 @@ __global__ void rmsnorm_dw_partial_kernel(float* partial, const T* dy, const T* 
   partial[p * d + c] = acc;
 }
 // dw[c] += partial[0, c] + partial[1, c] + ... in block order.
-static __global__ void rmsnorm_dw_sum_kernel(float* dw, const float* partial, int64_t parts, int64_t d) {
+static __global__ void rmsnorm_dw_sum_kernel(float* dw, const float* partial, int64_t parts,
+                                             int64_t d) {
   TETRA_FOR(c, d) {
     float acc = dw[c];
     for (int64_t p = 0; p < parts; ++p) acc += partial[p * d + c];
@@ -187,7 +189,8 @@ static __global__ void rmsnorm_dw_sum_kernel(float* dw, const float* partial, in
 
 // ---- RoPE from a table: table[p, i] = (cos, sin) of p theta^(-2i/hd), built in double ----
 
-static __global__ void rope_table_kernel(float2* table, int64_t positions, int64_t hd, double theta) {
+static __global__ void rope_table_kernel(float2* table, int64_t positions, int64_t hd,
+                                         double theta) {
   const int64_t half = hd / 2;
   TETRA_FOR(idx, positions * half) {
     const int64_t p = idx / half, i = idx % half;
@@ -271,7 +274,8 @@ __global__ void ce_stats_t_kernel(float* stats, const T* logits, const float* ro
   const int64_t t = blockIdx.x;
   const float m = row_max[t];
   float sum = 0;
-  for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) sum += expf(load(logits, t * V + j) - m);
+  for (int64_t j = threadIdx.x; j < valid; j += blockDim.x)
+    sum += expf(load(logits, t * V + j) - m);
   sum = block_reduce(sum, Sum{}, 0.f);
   if (threadIdx.x == 0) {
     const int64_t r = targets[t] - vocab_start;
@@ -294,8 +298,8 @@ __global__ void ce_backward_t_kernel(T* logits, const float* row_max, const floa
 
 // ---- AdamW on fp32 master, m, v; copy (bf16, may be null) gets the updated weights ----
 
-static __global__ void adamw_copy_kernel(float* p, const float* grad, float* m, float* v, uint16_t* copy,
-                                  int64_t n, op::AdamCoeffs c) {
+static __global__ void adamw_copy_kernel(float* p, const float* grad, float* m, float* v,
+                                         uint16_t* copy, int64_t n, op::AdamCoeffs c) {
   TETRA_FOR(i, n) {
     float pi = p[i], mi = m[i], vi = v[i];
     op::adamw_update(pi, grad[i], mi, vi, c);

@@ -213,12 +213,12 @@ void rmsnorm_backward_any(cudaStream_t s, Tensor dx, Tensor dw, const Tensor& dy
         ptr<T_>(dx), ptr<T_>(dy), ptr<T_>(x), ptr<T_>(w), f32(rstd), T, d);
     TETRA_LAUNCH_CHECK("rmsnorm_backward_dx_t_kernel");
     const dim3 grid(unsigned((d + kThreads - 1) / kThreads), unsigned(parts));
-    rmsnorm_dw_partial_kernel<T_><<<grid, kThreads, 0, s>>>(partial.as<float>(), ptr<T_>(dy),
-                                                            ptr<T_>(x), f32(rstd), T, d);
+    rmsnorm_dw_partial_kernel<T_>
+        <<<grid, kThreads, 0, s>>>(partial.as<float>(), ptr<T_>(dy), ptr<T_>(x), f32(rstd), T, d);
     TETRA_LAUNCH_CHECK("rmsnorm_dw_partial_kernel");
   });
   rmsnorm_dw_sum_kernel<<<grid_for(d, kThreads), kThreads, 0, s>>>(f32(dw), partial.as<float>(),
-                                                                    parts, d);
+                                                                   parts, d);
   TETRA_LAUNCH_CHECK("rmsnorm_dw_sum_kernel");
 }
 
@@ -233,8 +233,8 @@ void build_rope_table(cudaStream_t s, void* table, int64_t hd, double theta) {
   TETRA_LAUNCH_CHECK("rope_table_kernel");
 }
 
-void rope_any(cudaStream_t s, Tensor x, int heads, int64_t hd, const Tensor& pos,
-              const void* table, double theta, bool inverse) {
+void rope_any(cudaStream_t s, Tensor x, int heads, int64_t hd, const Tensor& pos, const void* table,
+              double theta, bool inverse) {
   const int64_t T = x.rows();
   check(heads > 0 && hd % 2 == 0 && heads * hd <= x.cols() && pos.numel() == T, "rope on ",
         x.shape_str(), " with ", heads, " heads of ", hd);
@@ -260,8 +260,8 @@ void columns(cudaStream_t s, const Tensor& part, const Tensor& fused, int64_t co
   });
   TETRA_LAUNCH_CHECK("copy_columns_kernel");
 }
-void check_qkv(const char* op, const Tensor& qkv, const Tensor& q, const Tensor& k,
-               const Tensor& v, int heads, int kv_heads) {
+void check_qkv(const char* op, const Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v,
+               int heads, int kv_heads) {
   const int64_t T = qkv.rows(), qw = q.cols(), kw = k.cols();
   check(heads > 0 && qw % heads == 0 && kw * heads == qw * kv_heads && qkv.cols() == qw + 2 * kw &&
             v.cols() == kw && q.rows() == T && k.rows() == T && v.rows() == T,
@@ -299,8 +299,8 @@ void swiglu_forward_any(cudaStream_t s, Tensor h, const Tensor& gate, const Tens
   if (n == 0) return;
   by_dtype(h.dtype, "swiglu_forward", [&](auto tag) {
     using T = decltype(tag);
-    swiglu_t_kernel<T><<<grid_for(n, kThreads), kThreads, 0, s>>>(ptr<T>(h), ptr<T>(gate),
-                                                                  ptr<T>(up), 1, n, n);
+    swiglu_t_kernel<T>
+        <<<grid_for(n, kThreads), kThreads, 0, s>>>(ptr<T>(h), ptr<T>(gate), ptr<T>(up), 1, n, n);
   });
   TETRA_LAUNCH_CHECK("swiglu_t_kernel");
 }
@@ -329,8 +329,8 @@ void swiglu_fused_forward_any(cudaStream_t s, Tensor h, const Tensor& gate_up) {
   by_dtype(h.dtype, "swiglu_fused_forward", [&](auto tag) {
     using T_ = decltype(tag);
     const T_* g = ptr<T_>(gate_up);
-    swiglu_t_kernel<T_><<<grid_for(T * F, kThreads), kThreads, 0, s>>>(ptr<T_>(h), g, g + F, T, F,
-                                                                       2 * F);
+    swiglu_t_kernel<T_>
+        <<<grid_for(T * F, kThreads), kThreads, 0, s>>>(ptr<T_>(h), g, g + F, T, F, 2 * F);
   });
   TETRA_LAUNCH_CHECK("swiglu_t_kernel");
 }
@@ -358,7 +358,8 @@ void ce_row_max_any(cudaStream_t s, Tensor row_max, const Tensor& logits, int64_
   if (T == 0) return;
   by_dtype(logits.dtype, "ce_row_max", [&](auto tag) {
     using T_ = decltype(tag);
-    ce_row_max_t_kernel<T_><<<unsigned(T), kThreads, 0, s>>>(f32(row_max), ptr<T_>(logits), V, valid);
+    ce_row_max_t_kernel<T_>
+        <<<unsigned(T), kThreads, 0, s>>>(f32(row_max), ptr<T_>(logits), V, valid);
   });
   TETRA_LAUNCH_CHECK("ce_row_max_t_kernel");
 }
@@ -399,8 +400,8 @@ void adamw_with_copy(cudaStream_t s, Tensor param, const Tensor& grad, Tensor m,
             (copy.ptr == nullptr || (copy.numel() == n && copy.dtype == DType::BF16)),
         "adamw shapes");
   if (n == 0) return;
-  const op::AdamCoeffs c = op::adamw_coeffs(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay,
-                                            h.grad_scale, h.step);
+  const op::AdamCoeffs c =
+      op::adamw_coeffs(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.grad_scale, h.step);
   adamw_copy_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(
       f32(param), f32(grad), f32(m), f32(v), copy.ptr ? bf16(copy) : nullptr, n, c);
   TETRA_LAUNCH_CHECK("adamw_copy_kernel");

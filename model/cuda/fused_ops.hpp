@@ -39,8 +39,8 @@ void rmsnorm_backward_any(cudaStream_t s, Tensor dx, Tensor dw, const Tensor& dy
 size_t rope_table_bytes(int64_t hd);
 void build_rope_table(cudaStream_t s, void* table, int64_t hd, double theta);
 // Rotates the first `heads` heads of each row of x (any width) in place.
-void rope_any(cudaStream_t s, Tensor x, int heads, int64_t hd, const Tensor& pos,
-              const void* table, double theta, bool inverse);
+void rope_any(cudaStream_t s, Tensor x, int heads, int64_t hd, const Tensor& pos, const void* table,
+              double theta, bool inverse);
 void rope_split_qkv_any(cudaStream_t s, Tensor q, Tensor k, Tensor v, const Tensor& qkv, int heads,
                         int kv_heads, const Tensor& pos, const void* table, double theta);
 void rope_merge_qkv_any(cudaStream_t s, Tensor dqkv, const Tensor& dq, const Tensor& dk,

@@ -9,7 +9,8 @@ namespace tetra::cuda {
 namespace {
 
 void check_lt(cublasStatus_t st, const char* call) {
-  if (st != CUBLAS_STATUS_SUCCESS) fail("cuBLASLt error in ", call, ": ", cublasGetStatusString(st));
+  if (st != CUBLAS_STATUS_SUCCESS)
+    fail("cuBLASLt error in ", call, ": ", cublasGetStatusString(st));
 }
 #define LT_CHECK(call) check_lt((call), #call)
 
@@ -100,8 +101,9 @@ void LtGemm::matmul(Tensor D, const Tensor& A, bool ta, const Tensor& B, bool tb
   if (g.m == 0 || g.n == 0) return;
   const void *a = dev(A), *b = dev(B), *c = dev(C);
   void* d = dev(D);
-  const Key key{g.m,          g.n,          g.k,          ta,           tb,          int(cuda_type(D.dtype)),
-                beta != 0.f,  alignment(a), alignment(b), alignment(c), alignment(d)};
+  const Key key{
+      g.m,         g.n,          g.k,          ta,           tb,          int(cuda_type(D.dtype)),
+      beta != 0.f, alignment(a), alignment(b), alignment(c), alignment(d)};
   const Plan& p = plan(key);
   LT_CHECK(cublasLtMatmul(lt_, p.op, &alpha, b, p.a, a, p.b, &beta, c, p.c, d, p.c, &p.algo,
                           workspace_, kWorkspace, stream_));

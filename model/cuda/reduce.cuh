@@ -9,8 +9,8 @@
 
 namespace tetra::cuda {
 
-constexpr int kThreads = 256;                          // elementwise and per-row kernels
-constexpr int64_t kSumChunk = 16384;                   // sum_squares: elements per block
+constexpr int kThreads = 256;         // elementwise and per-row kernels
+constexpr int64_t kSumChunk = 16384;  // sum_squares: elements per block
 
 // Grid-stride loop over [0, n) with 64-bit indices.
 #define TETRA_FOR(i, n)                                                     \

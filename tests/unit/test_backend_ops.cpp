@@ -31,6 +31,7 @@ Floats randn(int64_t n, uint32_t seed, float sd = 1.f) {
 
 // Host values in and out of one backend; bf16 tensors are uploaded rounded and read widened.
 struct Io {
+  explicit Io(Backend& b) : be(b) {}
   Backend& be;
   std::vector<Buffer> keep;
   Tensor put(const Floats& h, std::initializer_list<int64_t> shape, DType t = DType::F32) {
@@ -83,7 +84,7 @@ std::vector<std::unique_ptr<Backend>> fp32_backends() {
 
 TEST_CASE("ops: sums of squares of many tensors in one call, each as alone") {
   for (auto& be : fp32_backends()) {
-    Io io{*be};
+    Io io(*be);
     const Tensor a = io.put(randn(3 * 65536 + 11, 1), {3 * 65536 + 11}),
                  b = io.put(randn(7, 2), {7}), e = io.zeros({0});
     const std::vector<Tensor> xs = {a, e, b};
@@ -95,7 +96,7 @@ TEST_CASE("ops: sums of squares of many tensors in one call, each as alone") {
   }
   // bf16 tensors through the wrapper: widened exactly, so the same sums as their fp32 values.
   auto mixed = make_mixed_precision_backend(make_cpu_backend(1));
-  Io io{*mixed};
+  Io io(*mixed);
   const Floats h = randn(1000, 3);
   Floats rounded(h.size());
   for (size_t i = 0; i < h.size(); ++i) rounded[i] = bf16_to_float(float_to_bf16(h[i]));
@@ -107,7 +108,7 @@ TEST_CASE("ops: sums of squares of many tensors in one call, each as alone") {
 
 TEST_CASE("ops: matmul_add is the product, then C added; bf16 rounds once") {
   for (auto& be : fp32_backends()) {
-    Io io{*be};
+    Io io(*be);
     const Tensor A = io.put(randn(37 * 53, 4), {37, 53}), B = io.put(randn(29 * 53, 5), {29, 53}),
                  C = io.put(randn(37 * 29, 6), {37, 29}), D = io.zeros({37, 29}),
                  E = io.zeros({37, 29});
@@ -120,7 +121,7 @@ TEST_CASE("ops: matmul_add is the product, then C added; bf16 rounds once") {
   // bf16: D = round(A B + C) in fp32, not round(round(A B) + C).
   auto mixed = make_mixed_precision_backend(make_cpu_backend(1));
   auto cpu = make_cpu_backend(1);
-  Io io{*mixed}, ref{*cpu};
+  Io io(*mixed), ref(*cpu);
   const Floats a = randn(16 * 64, 7), b = randn(64 * 24, 8), c = randn(16 * 24, 9, 50.f);
   const Tensor D = io.zeros({16, 24}, DType::BF16);
   mixed->matmul_add(D, io.put(a, {16, 64}, DType::BF16), false, io.put(b, {64, 24}, DType::BF16),
@@ -154,7 +155,7 @@ TEST_CASE("ops: rope on the fused q|k|v output equals splitting, then rope") {
   for (int64_t t = 0; t < T; ++t) pos[t] = int32_t(3 * t + 1000 * (t % 2));
   const Floats x = randn(T * W, 10);
   for (auto& be : fp32_backends()) {
-    Io io{*be};
+    Io io(*be);
     const Tensor qkv = io.put(x, {T, W}), p = io.ints(pos);
     const Tensor q = io.zeros({T, qw}), k = io.zeros({T, kw}), v = io.zeros({T, kw});
     be->rope_split_qkv(q, k, v, qkv, int(H), int(KV), p, 10000.0);
@@ -176,7 +177,8 @@ TEST_CASE("ops: rope on the fused q|k|v output equals splitting, then rope") {
     const Tensor back = io.zeros({T, W});
     be->rope_merge_qkv(back, q, k, v, int(H), int(KV), p, 10000.0);
     const Floats b = io.get(back);
-    for (size_t i = 0; i < b.size(); ++i) CHECK(std::abs(b[i] - x[i]) <= 1e-5f * (1 + std::abs(x[i])));
+    for (size_t i = 0; i < b.size(); ++i)
+      CHECK(std::abs(b[i] - x[i]) <= 1e-5f * (1 + std::abs(x[i])));
     be->rope(rq, int(H), p, 10000.0, true);
     const Floats iq = io.get(rq);
     for (int64_t t = 0; t < T; ++t)
@@ -188,7 +190,7 @@ TEST_CASE("ops: SwiGLU on the fused gate|up output equals the split op") {
   const int64_t T = 9, F = 33;
   const Floats gu = randn(T * 2 * F, 11, 2.f), dh = randn(T * F, 12);
   for (auto& be : fp32_backends()) {
-    Io io{*be};
+    Io io(*be);
     const Tensor fused = io.put(gu, {T, 2 * F}), dhv = io.put(dh, {T, F});
     Floats g(T * F), u(T * F);
     for (int64_t t = 0; t < T; ++t)
@@ -216,21 +218,23 @@ TEST_CASE("ops: SwiGLU on the fused gate|up output equals the split op") {
 TEST_CASE("ops: cp_zigzag puts CP ranks' chunks in sequence order and back") {
   // 3 ranks, 2 sequences of 12 tokens, 2 values per token: rank r holds chunks r and 5 - r.
   const int cp = 3;
-  const int64_t batch = 2, S = 12, w = 2, Sl = S / cp;
+  const int64_t batch = 2, S = 12, w = 2;
   Floats gathered;  // [cp, batch, Sl, w] as an all-gather gives it: the token's position
   for (int r = 0; r < cp; ++r)
     for (int64_t b = 0; b < batch; ++b)
       for (int32_t p : cp_positions(S, cp, r))
         for (int64_t c = 0; c < w; ++c) gathered.push_back(float(1000 * b + 10 * p + c));
   for (auto& be : fp32_backends()) {
-    Io io{*be};
+    Io io(*be);
     const Tensor src = io.put(gathered, {int64_t(gathered.size())}),
-                 dst = io.zeros({int64_t(gathered.size())}), back = io.zeros({int64_t(gathered.size())});
+                 dst = io.zeros({int64_t(gathered.size())}),
+                 back = io.zeros({int64_t(gathered.size())});
     be->cp_zigzag(dst, src, cp, batch, true);
     const Floats g = io.get(dst);
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t p = 0; p < S; ++p)
-        for (int64_t c = 0; c < w; ++c) CHECK(g[(b * S + p) * w + c] == float(1000 * b + 10 * p + c));
+        for (int64_t c = 0; c < w; ++c)
+          CHECK(g[(b * S + p) * w + c] == float(1000 * b + 10 * p + c));
     be->cp_zigzag(back, dst, cp, batch, false);
     CHECK(same_bits(io.get(back), gathered));
   }
@@ -239,7 +243,7 @@ TEST_CASE("ops: cp_zigzag puts CP ranks' chunks in sequence order and back") {
 TEST_CASE("ops: AdamW writes the bf16 compute copy in the same pass") {
   const int64_t n = 777;
   for (auto& be : fp32_backends()) {
-    Io io{*be};
+    Io io(*be);
     const Floats p0 = randn(n, 13);
     const Tensor p = io.put(p0, {n}), q = io.put(p0, {n}), m = io.zeros({n}), v = io.zeros({n}),
                  m2 = io.zeros({n}), v2 = io.zeros({n}), copy = io.zeros({n}, DType::BF16),
@@ -259,7 +263,7 @@ TEST_CASE("ops: AdamW writes the bf16 compute copy in the same pass") {
 
 TEST_CASE("ops: the attention mask hint is checked against the positions") {
   auto be = make_cpu_backend(1);
-  Io io{*be};
+  Io io(*be);
   const int64_t B = 2, S = 8, H = 2, KV = 1, hd = 4;
   std::vector<int32_t> seq(S), shifted(S);
   for (int32_t i = 0; i < S; ++i) seq[i] = i, shifted[i] = i + 1;
@@ -313,7 +317,8 @@ TEST_CASE("op_math: the shared formulas against independent ones") {
   // The cross-entropy gradient: softmax minus the target's one.
   const float inv = 1.f / (std::exp(0.f) + std::exp(-1.f));
   CHECK(op::ce_grad(0.f, 0.f, inv, 1.f, true) == doctest::Approx(1 / (1 + std::exp(-1.0)) - 1));
-  CHECK(op::ce_grad(-1.f, 0.f, inv, 1.f, false) == doctest::Approx(std::exp(-1.0) / (1 + std::exp(-1.0))));
+  CHECK(op::ce_grad(-1.f, 0.f, inv, 1.f, false) ==
+        doctest::Approx(std::exp(-1.0) / (1 + std::exp(-1.0))));
   // RMSNorm's dx for a row of one element: y = x / sqrt(x^2 + eps) w has dy/dx = w eps / (x^2 +
   // eps)^1.5.
   const float x = 0.4f, w = 1.3f, eps = 1e-2f;

@@ -113,7 +113,8 @@ Outputs run_embedding(Backend& be) {
                dtable = in.f32(randn(V * d, 25), {V, d});
   be.embedding_forward(out, tokens, table, start);
   be.embedding_backward(dtable, tokens, dout, start);
-  return {{"embedding_forward", get(be, out)}, {"embedding_backward (fp32 dtable)", get(be, dtable)}};
+  return {{"embedding_forward", get(be, out)},
+          {"embedding_backward (fp32 dtable)", get(be, dtable)}};
 }
 
 Outputs run_rmsnorm(Backend& be, int64_t T, int64_t d) {
@@ -147,8 +148,10 @@ Outputs run_rope(Backend& be, DType t) {
   Ints pos = randint(T, 41, 0, 40000);  // some beyond the table of 32768 positions
   pos[0] = 0;
   const Tensor p = in.i32(pos, {T}), x = in.act(t, randn(T * qw, 42), {T, qw}),
-               qkv = in.act(t, randn(T * W, 43), {T, W}), q = in.act(t, Floats(T * qw, 0.f), {T, qw}),
-               k = in.act(t, Floats(T * kw, 0.f), {T, kw}), v = in.act(t, Floats(T * kw, 0.f), {T, kw}),
+               qkv = in.act(t, randn(T * W, 43), {T, W}),
+               q = in.act(t, Floats(T * qw, 0.f), {T, qw}),
+               k = in.act(t, Floats(T * kw, 0.f), {T, kw}),
+               v = in.act(t, Floats(T * kw, 0.f), {T, kw}),
                back = in.act(t, Floats(T * W, 0.f), {T, W});
   be.rope(x, int(H), p, 500000.0, false);
   be.rope_split_qkv(q, k, v, qkv, int(H), int(KV), p, 10000.0);
@@ -203,18 +206,22 @@ Outputs run_attention(Backend& be, const Case& c, bool outputs_only) {
   const int64_t B = c.batch, Sq = c.S / c.cp, Sk = c.S;
   const int64_t qw = int64_t(c.heads) * c.head_dim, kw = int64_t(c.kv_heads) * c.head_dim;
   const AttnShape s{B, Sq, Sk, c.heads, c.kv_heads, c.head_dim, c.mask, c.cp, c.rank};
-  const std::vector<int32_t> qp = c.cp == 1 ? iota(0, int32_t(c.S)) : cp_positions(c.S, c.cp, c.rank);
+  const std::vector<int32_t> qp =
+      c.cp == 1 ? iota(0, int32_t(c.S)) : cp_positions(c.S, c.cp, c.rank);
   const Tensor q = in.bf16(randn(B * Sq * qw, 51), {B * Sq, qw}),
                k = in.bf16(randn(B * Sk * kw, 52), {B * Sk, kw}),
                v = in.bf16(randn(B * Sk * kw, 53), {B * Sk, kw}),
                dout = in.bf16(randn(B * Sq * qw, 54), {B * Sq, qw}), qpos = in.i32(qp, {Sq}),
-               kpos = in.i32(iota(0, int32_t(Sk)), {Sk}), out = in.bf16(Floats(B * Sq * qw, 0.f), {B * Sq, qw}),
-               lse = in.zeros({B * c.heads * Sq}), dq = in.bf16(Floats(B * Sq * qw, 0.f), {B * Sq, qw}),
+               kpos = in.i32(iota(0, int32_t(Sk)), {Sk}),
+               out = in.bf16(Floats(B * Sq * qw, 0.f), {B * Sq, qw}),
+               lse = in.zeros({B * c.heads * Sq}),
+               dq = in.bf16(Floats(B * Sq * qw, 0.f), {B * Sq, qw}),
                dk = in.bf16(randn(B * Sk * kw, 56), {B * Sk, kw}),
                dv = in.bf16(randn(B * Sk * kw, 57), {B * Sk, kw});
   be.attention_forward(out, lse, q, k, v, qpos, kpos, s);
   be.attention_backward(dq, dk, dv, dout, q, k, v, out, lse, qpos, kpos, s);
-  if (outputs_only) return {{"out", get(be, out)}, {"dq", get(be, dq)}, {"dk", get(be, dk)}, {"dv", get(be, dv)}};
+  if (outputs_only)
+    return {{"out", get(be, out)}, {"dq", get(be, dq)}, {"dk", get(be, dk)}, {"dv", get(be, dv)}};
   return {{"lse", get(be, lse)}};
 }
 
@@ -277,7 +284,8 @@ TEST_CASE("cuda bf16: attention, cuDNN or the fallback, against the CPU and each
       {2, 48, 4, 2, 16, 1, 0, AttnMask::General}};   // no hint: the fallback
   auto gpu = make_cuda_backend(0);
   for (const Case& c : cases) {
-    const AttnShape s{c.batch, c.S / c.cp, c.S, c.heads, c.kv_heads, c.head_dim, c.mask, c.cp, c.rank};
+    const AttnShape s{c.batch,    c.S / c.cp, c.S,  c.heads, c.kv_heads,
+                      c.head_dim, c.mask,     c.cp, c.rank};
     const std::string path = gpu->attention_path(s, kB);
     CAPTURE(path);
     MESSAGE("attention S ", c.S, " cp ", c.cp, " rank ", c.rank, ": ", path);
@@ -295,7 +303,8 @@ TEST_CASE("cuda bf16: attention, cuDNN or the fallback, against the CPU and each
     auto fallback = make_cuda_backend(0);
     ::unsetenv("TETRA_ATTENTION");
     CHECK(fallback->attention_path(s, kB).rfind("cuda fallback", 0) == 0);
-    check_outputs(*fallback, *gpu, [&](Backend& be) { return run_attention(be, c, true); }, kFused);
+    check_outputs(
+        *fallback, *gpu, [&](Backend& be) { return run_attention(be, c, true); }, kFused);
   }
 }
 

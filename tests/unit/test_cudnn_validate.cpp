@@ -33,10 +33,11 @@ AttnShape shape(const Model& m, int cp, int rank) {
 }  // namespace
 
 TEST_CASE("cudnn: every SDPA graph of the GPU check and the benchmark validates for sm_90") {
-  const std::vector<Model> models = {
-      {"gpu_check TINY", 64, 8, 4, 16, 1},      {"gpu_check SMALL", 128, 8, 4, 64, 1},
-      {"bench 124M", 768, 12, 12, 1024, 8},     {"bench 350M", 1024, 16, 8, 1024, 8},
-      {"bench 350M, micro-batch 4", 1024, 16, 8, 1024, 4}};
+  const std::vector<Model> models = {{"gpu_check TINY", 64, 8, 4, 16, 1},
+                                     {"gpu_check SMALL", 128, 8, 4, 64, 1},
+                                     {"bench 124M", 768, 12, 12, 1024, 8},
+                                     {"bench 350M", 1024, 16, 8, 1024, 8},
+                                     {"bench 350M, micro-batch 4", 1024, 16, 8, 1024, 4}};
   int graphs = 0;
   for (const Model& m : models)
     for (int cp : {1, 2, 4}) {
@@ -66,7 +67,7 @@ TEST_CASE("cudnn: the chunk geometries attend each local query chunk to its key 
   const std::vector<cuda::SdpaGeometry> g = cuda::sdpa_geometries(a);
   REQUIRE(g.size() == 2);
   CHECK(g[0].sq == 4);
-  CHECK(g[0].sk == 8);  // global chunk 1 sees keys [0, 8)
+  CHECK(g[0].sk == 8);   // global chunk 1 sees keys [0, 8)
   CHECK(g[1].sk == 12);  // global chunk 2 sees keys [0, 12)
   CHECK(g[0].bottom_right);
   CHECK(g[0].q_batch_stride == 8 * 4 * 8);   // the local sequence's rows
