@@ -4,7 +4,7 @@
 # tools/setup.sh where nvcc exists and by tools/gpu_bundle.sh. A failed download leaves the
 # build without the cuDNN path (attention takes the GEMM fallback), which CMake then says.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 version=1.32.0  # compiled and validated against cuDNN 9.19 (tests/unit/test_cudnn_validate.cpp)
 dest=.gpu/cudnn-frontend
 [ -f "$dest/include/cudnn_frontend.h" ] && exit 0

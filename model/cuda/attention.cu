@@ -29,7 +29,12 @@ Attention::Attention(cudaStream_t s, cublasHandle_t blas) : stream_(s), blas_(bl
   const char* env = std::getenv("TETRA_ATTENTION");
   forced_fallback_ = env && std::strcmp(env, "fallback") == 0;
 #ifdef TETRA_HAVE_CUDNN
-  if (!forced_fallback_) cudnn_ = std::make_unique<CudnnSdpa>(s);
+  // A cuDNN that cannot start (a library the driver refuses) leaves the fallback, said by path().
+  if (!forced_fallback_) try {
+      cudnn_ = std::make_unique<CudnnSdpa>(s);
+    } catch (const Error& e) {
+      unavailable_ = e.what();
+    }
 #endif
 }
 
@@ -40,6 +45,7 @@ std::string Attention::refusal(const AttnShape& a, bool backward) const {
   return "this build has no cuDNN frontend";
 #else
   if (forced_fallback_) return "TETRA_ATTENTION=fallback";
+  if (!cudnn_) return "cuDNN did not start: " + unavailable_;
   if (a.mask == AttnMask::General) return "the mask is by positions only (no hint)";
   if (a.head_dim % 8 != 0 || a.head_dim > 256)
     return "head_dim " + std::to_string(a.head_dim) + " (cuDNN: a multiple of 8, at most 256)";

@@ -37,6 +37,7 @@ class Attention {
   cudaStream_t stream_;
   cublasHandle_t blas_;
   bool forced_fallback_ = false;
+  std::string unavailable_;           // why cuDNN did not start
   std::unique_ptr<CudnnSdpa> cudnn_;  // null without cuDNN in the build
 };
 

@@ -14,7 +14,7 @@
 #   bash tools/bench/gpu.sh [OUTDIR] [MODEL...]      (default /tmp/gpu_bench, both models)
 # Uses build-gpu/tetra (tools/gpu_check.sh builds it) or $TETRA.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 out=$(realpath -m "${1:-/tmp/gpu_bench}")
 shift || true
 models=("$@")
