@@ -125,8 +125,6 @@ class Backend {
   // chunks r and 2 CP - 1 - r of each sequence, `block` elements each) -> dst [batch, 2 CP,
   // block] in sequence order (to_global); the inverse permutation when !to_global.
   virtual void cp_zigzag(Tensor dst, const Tensor& src, int cp, int64_t batch, bool to_global) = 0;
-  // src seen as [a, b, block] -> dst [b, a, block] (context parallelism's K/V layout).
-  virtual void transpose_blocks(Tensor dst, const Tensor& src, int64_t a, int64_t b) = 0;
 
   // C = alpha * op(A) op(B) + beta * C with op(X) = X or X^T; all 2-D row-major.
   virtual void matmul(Tensor C, const Tensor& A, bool trans_a, const Tensor& B, bool trans_b,

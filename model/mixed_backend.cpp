@@ -95,10 +95,7 @@ class MixedPrecisionBackend final : public Backend {
     for (const Tensor& x : xs) t.push_back(wide.emplace_back(*this, x));
     in_->sum_squares(t, out);
   }
-  // Move bytes only: any dtype as it is.
-  void transpose_blocks(Tensor dst, const Tensor& src, int64_t a, int64_t b) override {
-    in_->transpose_blocks(dst, src, a, b);
-  }
+  // Moves bytes only: any dtype as it is.
   void cp_zigzag(Tensor dst, const Tensor& src, int cp, int64_t batch, bool to_global) override {
     in_->cp_zigzag(dst, src, cp, batch, to_global);
   }

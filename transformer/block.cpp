@@ -11,6 +11,19 @@ Tensor param_view(const Tensor& flat, const ParamInfo& p) {
   return p.local_shape.size() == 2 ? t.reshape({p.local_shape[0], p.local_shape[1]}) : t;
 }
 
+AttnShape attention_shape(const BlockContext& ctx) {
+  const int tp = ctx.tp.size();
+  const int64_t S = ctx.pos.seq, Sk = ctx.pos.key_pos.numel();
+  AttnShape a{ctx.pos.batch, S, Sk, ctx.cfg.heads / tp, ctx.cfg.kv_heads / tp, ctx.cfg.head_dim()};
+  // The mask hint (model/backend.hpp): CP's chunks against the sequence's keys, or causal
+  // when queries and keys are the same tokens; the CPU checks it against the positions.
+  if (ctx.cp.size() > 1)
+    a.mask = AttnMask::CpChunks, a.cp = ctx.cp.size(), a.cp_rank = ctx.cp.comm.rank();
+  else if (S == Sk)
+    a.mask = AttnMask::Causal;
+  return a;
+}
+
 namespace {
 
 struct Dims {
@@ -33,7 +46,6 @@ struct Dims {
     qw = H * hd;
     kw = KV * hd;
   }
-  AttnShape attn() const { return AttnShape{B, S, Sk, H, KV, int(hd)}; }
 };
 
 // The block's parameters (or their gradients) as views of its flat unit buffer.
@@ -72,7 +84,8 @@ void attention_forward(const BlockContext& ctx, const Dims& n, const Params& w, 
   a.attn = Buffer(be, n.T * n.qw, q.dtype);
   a.lse = Buffer(be, n.B * n.H * n.S);
   be.attention_forward(v2(a.attn, n.T, n.qw), a.lse.flat(), q, v2(a.k, n.B * n.Sk, n.kw),
-                       v2(a.v, n.B * n.Sk, n.kw), ctx.pos.seq_pos, ctx.pos.key_pos, n.attn());
+                       v2(a.v, n.B * n.Sk, n.kw), ctx.pos.seq_pos, ctx.pos.key_pos,
+                       attention_shape(ctx));
   // h [Tl, d] = x + attn Wo^T, the partial sums reduced over TP.
   const RowParallelLinear o(be, ctx.tp, w[kO]);
   a.h = o.forward(v2(a.attn, n.T, n.qw));
@@ -95,7 +108,7 @@ void attention_backward(const BlockContext& ctx, const Dims& n, const Params& w,
   be.attention_backward(dqv, v2(dk_all, keys, n.kw), v2(dv_all, keys, n.kw), v2(dattn, n.T, n.qw),
                         v2(a.q, n.T, n.qw), v2(a.k, keys, n.kw), v2(a.v, keys, n.kw),
                         v2(a.attn, n.T, n.qw), a.lse.flat(), ctx.pos.seq_pos, ctx.pos.key_pos,
-                        n.attn());
+                        attention_shape(ctx));
   const Buffer dk = ctx.cp.scatter_kv_grad(be, std::move(dk_all), n.B);
   const Buffer dv = ctx.cp.scatter_kv_grad(be, std::move(dv_all), n.B);
   const Tensor dkv = v2(dk, n.T, n.kw);

@@ -132,16 +132,6 @@ class CpuBackend final : public Backend {
     return total;
   }
 
-  void transpose_blocks(Tensor dst, const Tensor& src, int64_t a, int64_t b) override {
-    check(dst.bytes() == src.bytes() && src.numel() % (a * b) == 0, "transpose_blocks ",
-          src.shape_str(), " as ", a, " x ", b);
-    const size_t block = src.bytes() / size_t(a * b);
-    const char* s = static_cast<const char*>(src.ptr);
-    char* d = static_cast<char*>(dst.ptr);
-    for (int64_t i = 0; i < a; ++i)
-      for (int64_t j = 0; j < b; ++j)
-        std::memcpy(d + (j * a + i) * block, s + (i * b + j) * block, block);
-  }
   void cp_zigzag(Tensor dst, const Tensor& src, int cp, int64_t batch, bool to_global) override {
     check(dst.bytes() == src.bytes() && cp > 0 && batch > 0 && src.numel() % (2 * cp * batch) == 0,
           "cp_zigzag ", src.shape_str(), " over ", cp, " ranks, batch ", batch);

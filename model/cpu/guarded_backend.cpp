@@ -41,9 +41,6 @@ class GuardedBackend final : public Backend {
   }
   void scale(Tensor x, float alpha) override { cpu_->scale(in(x), alpha); }
   double sum_squares(const Tensor& x) override { return cpu_->sum_squares(in(x)); }
-  void transpose_blocks(Tensor dst, const Tensor& src, int64_t a, int64_t b) override {
-    cpu_->transpose_blocks(in(dst), in(src), a, b);
-  }
   void sum_squares(std::span<const Tensor> xs, std::span<double> out) override {
     std::vector<Tensor> host(xs.begin(), xs.end());
     for (Tensor& t : host) t = in(t);

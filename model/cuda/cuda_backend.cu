@@ -262,20 +262,6 @@ class CudaBackend final : public Backend {
     cuda::cp_zigzag(stream_, dst, src, cp, batch, to_global);
   }
 
-  void transpose_blocks(Tensor dst, const Tensor& src, int64_t a, int64_t b) override {
-    check(dst.bytes() == src.bytes() && a > 0 && b > 0 && src.numel() % (a * b) == 0,
-          "transpose_blocks ", src.shape_str(), " as ", a, " x ", b);
-    const size_t block = src.bytes() / size_t(a * b);
-    if (block == 0) return;
-    // Move the block as 4-, 2- or 1-byte words, whichever divides it.
-    if (block % 4 == 0)
-      transpose_as<uint32_t>(dst, src, a, b, block / 4);
-    else if (block % 2 == 0)
-      transpose_as<uint16_t>(dst, src, a, b, block / 2);
-    else
-      transpose_as<uint8_t>(dst, src, a, b, block);
-  }
-
   // Row-major X [r, c] is column-major X^T with leading dimension c. So C = op(A) op(B) [m, n]
   // is, in cuBLAS's column-major terms, C^T [n, m] = op(B)^T [n, k] op(A)^T [k, m]: cuBLAS's
   // first operand is B (ld = B.cols, transposed iff trans_b), its second A (ld = A.cols,
@@ -499,13 +485,6 @@ class CudaBackend final : public Backend {
       build_rope_table(stream_, t, hd, theta);
     }
     return t;
-  }
-
-  template <typename E>
-  void transpose_as(Tensor dst, const Tensor& src, int64_t a, int64_t b, int64_t block) {
-    transpose_blocks_kernel<E><<<blocks_for(a * b * block), kThreads, 0, stream_>>>(
-        static_cast<E*>(dev(dst)), static_cast<const E*>(dev(src)), a, b, block);
-    LAUNCH_CHECK("transpose_blocks_kernel");
   }
 
   void release() noexcept {

@@ -36,16 +36,6 @@ __global__ void scale_kernel(float* x, int64_t n, float alpha) {
   TETRA_FOR(i, n) x[i] *= alpha;
 }
 
-// src seen as [a, b, block] -> dst [b, a, block]; E is a word of the block (4, 2 or 1 bytes).
-template <typename E>
-__global__ void transpose_blocks_kernel(E* dst, const E* src, int64_t a, int64_t b, int64_t block) {
-  TETRA_FOR(idx, a * b * block) {
-    const int64_t e = idx % block, r = idx / block;  // src block r = i * b + j
-    const int64_t i = r / b, j = r % b;
-    dst[(j * a + i) * block + e] = src[idx];
-  }
-}
-
 // h = silu(g) * u, silu(g) = g * sigmoid(g).
 __global__ void swiglu_forward_kernel(float* h, const float* gate, const float* up, int64_t n) {
   TETRA_FOR(i, n) h[i] = gate[i] / (1.f + expf(-gate[i])) * up[i];

@@ -61,13 +61,15 @@ Outputs run_elementwise(Backend& be) {
   o.push_back({"sum_squares", {be.sum_squares(in.f32(randn(big, 4, 3.f), {big}))}});
   o.push_back({"sum_squares small", {be.sum_squares(a)}});
   o.push_back({"sum_squares empty", {be.sum_squares(a.flat(0, 0))}});
-  // [a, b, block] -> [b, a, block] with blocks of f32 and of i32.
-  const Tensor src = in.f32(randn(3 * 5 * 7, 5), {3 * 5 * 7}), dst = in.zeros({3 * 5 * 7});
-  be.transpose_blocks(dst, src, 3, 5);
-  o.push_back({"transpose_blocks f32", get(be, dst)});
-  const Tensor isrc = in.i32(iota(0, 4 * 2 * 3), {24}), idst = in.i32(Ints(24, -1), {24});
-  be.transpose_blocks(idst, isrc, 4, 2);
-  o.push_back({"transpose_blocks i32", get(be, idst)});
+  // CP's key order, 3 ranks and 5 sequences of blocks of 7 (f32) and of 1 (i32).
+  const Tensor src = in.f32(randn(6 * 5 * 7, 5), {6 * 5 * 7}), dst = in.zeros({6 * 5 * 7});
+  be.cp_zigzag(dst, src, 3, 5, true);
+  o.push_back({"cp_zigzag f32 to global", get(be, dst)});
+  be.cp_zigzag(src, dst, 3, 5, false);
+  o.push_back({"cp_zigzag f32 back", get(be, src)});
+  const Tensor isrc = in.i32(iota(0, 2 * 2 * 3), {12}), idst = in.i32(Ints(12, -1), {12});
+  be.cp_zigzag(idst, isrc, 2, 3, true);
+  o.push_back({"cp_zigzag i32", get(be, idst)});
   return o;
 }
 
@@ -203,12 +205,12 @@ Outputs run_adamw(Backend& be) {
 
 }  // namespace
 
-TEST_CASE("cuda backend: elementwise ops, sum_squares, transpose_blocks, swiglu") {
+TEST_CASE("cuda backend: elementwise ops, sum_squares, cp_zigzag, swiglu") {
   SKIP_WITHOUT_GPU();
   check_against_cpu(run_elementwise, 1e-5);
 }
 
-TEST_CASE("cuda backend: transpose_blocks of bf16 blocks (2-byte words)") {
+TEST_CASE("cuda backend: cp_zigzag of bf16 blocks (2-byte words)") {
   SKIP_WITHOUT_GPU();
   std::vector<uint16_t> h(3 * 4 * 5);
   for (size_t i = 0; i < h.size(); ++i) h[i] = uint16_t(1000 + i);
@@ -217,7 +219,7 @@ TEST_CASE("cuda backend: transpose_blocks of bf16 blocks (2-byte words)") {
     auto be = side == 0 ? make_cpu_backend(1) : make_cuda_backend(0);
     Buffer src(*be, int64_t(h.size()), DType::BF16), dst(*be, int64_t(h.size()), DType::BF16);
     be->upload(src.flat(), h.data());
-    be->transpose_blocks(dst.flat(), src.flat(), 3, 4);
+    be->cp_zigzag(dst.flat(), src.flat(), 2, 3, true);  // blocks of 5
     std::vector<uint16_t> out(h.size());
     be->download(out.data(), dst.flat());
     results.push_back(out);
