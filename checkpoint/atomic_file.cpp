@@ -7,7 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "model/error.hpp"
+#include "util/error.hpp"
 
 namespace tetra::ckpt {
 

@@ -11,7 +11,7 @@
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checksum.hpp"
 #include "checkpoint/manifest.hpp"
-#include "model/error.hpp"
+#include "util/error.hpp"
 
 namespace tetra::ckpt {
 

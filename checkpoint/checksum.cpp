@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "model/error.hpp"
+#include "util/error.hpp"
 
 namespace tetra::ckpt {
 

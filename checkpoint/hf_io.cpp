@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "checkpoint/atomic_file.hpp"
-#include "model/error.hpp"
+#include "util/error.hpp"
 #include "util/output_file.hpp"
 
 namespace tetra {

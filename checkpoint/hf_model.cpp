@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "model/error.hpp"
+#include "util/error.hpp"
 
 namespace tetra {
 namespace fs = std::filesystem;

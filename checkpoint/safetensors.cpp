@@ -14,8 +14,8 @@
 #include <filesystem>
 #include <optional>
 
-#include "model/error.hpp"
 #include "util/bf16.hpp"
+#include "util/error.hpp"
 #include "util/json.hpp"
 
 namespace tetra::st {

@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "data/hash.hpp"
-#include "model/error.hpp"
+#include "util/error.hpp"
 
 namespace tetra::data {
 namespace {

@@ -8,7 +8,7 @@
 #include <iterator>
 
 #include "data/dataset.hpp"
-#include "model/error.hpp"
+#include "util/error.hpp"
 
 namespace tetra::data {
 namespace {

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "model/error.hpp"
+#include "util/error.hpp"
 
 #ifdef TETRA_HAVE_SENTENCEPIECE
 #include <sentencepiece_processor.h>

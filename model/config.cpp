@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "model/error.hpp"
+#include "util/error.hpp"
 
 namespace tetra {
 

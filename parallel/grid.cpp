@@ -4,9 +4,9 @@
 #include <sstream>
 #include <vector>
 
-#include "model/error.hpp"
 #include "parallel/mpi_comm.hpp"
 #include "parallel/nccl_comm.hpp"
+#include "util/error.hpp"
 
 namespace tetra {
 

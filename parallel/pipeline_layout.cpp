@@ -1,6 +1,6 @@
 #include "parallel/pipeline_layout.hpp"
 
-#include "model/error.hpp"
+#include "util/error.hpp"
 
 namespace tetra {
 

@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-#include "model/error.hpp"
+#include "util/error.hpp"
 
 namespace tetra::cuda {
 namespace {
