@@ -75,13 +75,25 @@ Buffer ColumnParallelLinear::backward(const Tensor& x, std::initializer_list<Ten
 RowParallelLinear::RowParallelLinear(Backend& be, const TensorParallel& tp, Tensor w, Tensor dw)
     : be_(be), tp_(tp), w_(w), dw_(dw) {}
 
-Buffer RowParallelLinear::forward(const Tensor& x) const {
+Buffer RowParallelLinear::forward(const Tensor& x, const Tensor* residual) const {
   const int64_t T = x.rows(), out = w_.rows();
   Buffer y(be_, T * out, x.dtype);
+  if (residual && tp_.size() == 1) {
+    be_.matmul_add(y.view({T, out}), x, false, w_, true, *residual);
+    return y;
+  }
   be_.matmul(y.view({T, out}), x, false, w_, true);  // this rank's partial sum [T, out]
   // reduce_from_tensor_parallel_region (all-reduce), or under --sp
   // reduce_scatter_to_sequence_parallel_region (reduce-scatter): [T, out] -> [Tl, out].
-  return reduce_tokens(be_, tp_, std::move(y));
+  Buffer reduced = reduce_tokens(be_, tp_, std::move(y));
+  if (residual) be_.add(reduced.flat(), *residual);
+  return reduced;
+}
+
+void RowParallelLinear::forward_into(const Tensor& x, const Tensor& residual, Tensor out) const {
+  if (tp_.size() == 1) return be_.matmul_add(out, x, false, w_, true, residual);
+  const Buffer y = forward(x);
+  be_.add3(out, y.flat(), residual);
 }
 
 Buffer RowParallelLinear::backward(const Tensor& dy, const Tensor& x) const {

@@ -67,8 +67,12 @@ class ColumnParallelLinear {
 class RowParallelLinear {
  public:
   RowParallelLinear(Backend& be, const TensorParallel& tp, Tensor w, Tensor dw = {});
-  // x [T, in/TP] -> y [Tl, out], a new buffer.
-  Buffer forward(const Tensor& x) const;
+  // x [T, in/TP] -> y [Tl, out] (+ residual [Tl, out]), a new buffer. At TP 1 the residual
+  // rides on the GEMM (Backend::matmul_add: one rounding in bf16); else it is added after the
+  // reduction.
+  Buffer forward(const Tensor& x, const Tensor* residual = nullptr) const;
+  // The same into out [Tl, out]: out = residual + x W^T summed over TP.
+  void forward_into(const Tensor& x, const Tensor& residual, Tensor out) const;
   // dy [Tl, out] -> dx [T, in/TP] = dy W, a new buffer; dW += dy^T x, dy on all T tokens.
   Buffer backward(const Tensor& dy, const Tensor& x) const;
 

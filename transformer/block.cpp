@@ -88,8 +88,7 @@ void attention_forward(const BlockContext& ctx, const Dims& n, const Params& w, 
                        attention_shape(ctx));
   // h [Tl, d] = x + attn Wo^T, the partial sums reduced over TP.
   const RowParallelLinear o(be, ctx.tp, w[kO]);
-  a.h = o.forward(v2(a.attn, n.T, n.qw));
-  be.add(v2(a.h, n.Tl, n.d), x);
+  a.h = o.forward(v2(a.attn, n.T, n.qw), &x);
 }
 
 // dx [Tl, d] = dL/dx, given dh = dL/dh [Tl, d] (the MLP half's residual included).
@@ -140,8 +139,7 @@ void mlp_forward(const BlockContext& ctx, const Dims& n, const Params& w, Tensor
   be.swiglu_forward(act, v2(a.gate, n.T, n.F), v2(a.up, n.T, n.F));
   // out = h + act Wdown^T, the partial sums reduced over TP.
   const RowParallelLinear down(be, ctx.tp, w[kDown]);
-  const Buffer y = down.forward(act);
-  be.add3(out, y.flat(), h);
+  down.forward_into(act, h, out);
 }
 
 // Returns dh [Tl, d] = dL/dh, given dout = dL/dout [Tl, d].
