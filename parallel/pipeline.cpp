@@ -77,9 +77,7 @@ PipelineStats PipelineExecutor::evaluate(const std::vector<MicroBatch>& mbs) {
     const Tensor in_view = in.flat();
     const StageOutput y =
         chunk.forward(a.micro_batch, mbs[a.micro_batch], k > 0 ? &in_view : nullptr);
-    if (k == K - 1) {
-      stats.loss_sum += y.loss_sum;
-    } else {
+    if (k != K - 1) {
       Buffer out(be_, activation_numel_);
       be_.copy(out.flat(), y.activation);
       send(std::move(out), next, tag(kActivation, k + 1, a.micro_batch));
@@ -88,6 +86,7 @@ PipelineStats PipelineExecutor::evaluate(const std::vector<MicroBatch>& mbs) {
   }
   for (PendingSend& s : sends_) s.request->wait();
   sends_.clear();
+  for (PipelineStage* c : chunks_) stats.loss_sum += c->take_loss();
   check(mailbox_.empty(), "pipeline: ", mailbox_.size(), " messages to self left unread");
   stats.seconds = now_seconds() - t0;
   return stats;
@@ -116,9 +115,7 @@ PipelineStats PipelineExecutor::run(const std::vector<MicroBatch>& mbs, float lo
       trace::Span span(trace::Lane::Compute, compute);  // after the wait, which has its own
       const Tensor in_view = in.flat();
       const StageOutput y = chunk.forward(a.micro_batch, mb, k > 0 ? &in_view : nullptr);
-      if (k == K - 1) {
-        stats.loss_sum += y.loss_sum;
-      } else {
+      if (k != K - 1) {
         Buffer out(be_, activation_numel_, activation_dtype_);
         be_.copy(out.flat(), y.activation);
         send(std::move(out), next, tag(kActivation, k + 1, a.micro_batch));
@@ -134,6 +131,7 @@ PipelineStats PipelineExecutor::run(const std::vector<MicroBatch>& mbs, float lo
   }
   for (PendingSend& s : sends_) s.request->wait();
   sends_.clear();
+  for (PipelineStage* c : chunks_) stats.loss_sum += c->take_loss();
   check(mailbox_.empty(), "pipeline: ", mailbox_.size(), " messages to self left unread");
   stats.seconds = now_seconds() - t0;
   return stats;

@@ -102,10 +102,10 @@ class VocabParallelEmbedding {
 struct VocabParallelCrossEntropy {
   // Per-token loss log(sum_v exp(l_v)) - l_target over the vocabulary's `vocab` tokens, from
   // this rank's logits [T, V/TP] (the columns from `vocab` on pad the vocabulary and are left
-  // out): all-reduces the row maxima, then (sum of exp, target logit). row_max [T] and stats
-  // [T, 2] are kept for backward. Returns the sum of the losses (the same on every TP rank).
-  static double forward(Backend& be, Comm& tp, const Tensor& logits, const Tensor& targets,
-                        Tensor row_max, Tensor stats, int64_t vocab);
+  // out): all-reduces the row maxima, then (sum of exp, target logit), into row_max [T] and
+  // stats [T, 2], kept for backward and for the loss (DeviceLoss): nothing leaves the device.
+  static void forward(Backend& be, Comm& tp, const Tensor& logits, const Tensor& targets,
+                      Tensor row_max, Tensor stats, int64_t vocab);
   // logits become scale * dL/dlogits = scale * (softmax - onehot(target)), in place (0 in the
   // padding); no communication.
   static void backward(Backend& be, Comm& tp, Tensor logits, const Tensor& targets,
@@ -117,6 +117,24 @@ struct VocabParallelCrossEntropy {
   static int64_t valid_columns(Comm& tp, const Tensor& logits, int64_t vocab) {
     return std::clamp(vocab - tp.rank() * logits.cols(), int64_t(0), logits.cols());
   }
+};
+
+// The loss of a step's micro-batches, kept on the device until the step's end: each micro-batch's
+// cross-entropy statistics are copied aside when computed (no wait), and take() copies them all
+// into pinned host memory at once (one wait) and sums them as the per-micro-batch downloads did:
+// per micro-batch sum_t log(sum of exp) + row max - target logit in double, then the
+// micro-batches in the order recorded. So the loss has the same bits, without two host waits
+// per micro-batch.
+class DeviceLoss {
+ public:
+  // Copies row_max [T] and stats [T, 2] (fp32).
+  void record(Backend& be, const Tensor& row_max, const Tensor& stats);
+  // The sum of every recorded micro-batch's losses (0 when none); forgets them.
+  double take(Backend& be);
+
+ private:
+  std::vector<Buffer> parts_;  // per micro-batch [3T]: row_max, then stats
+  HostBuffer host_;
 };
 
 }  // namespace tetra

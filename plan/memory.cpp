@@ -211,6 +211,7 @@ Memory stage_memory(const Setup& s, int stage) {
           L.op(z.wide(z.logits + z.x + z.wv));
           L.alloc(z.stats);
           L.op(z.wide(z.logits));
+          L.alloc(z.stats);  // their copy for the step's loss (DeviceLoss), to the step's end
         }
         if (zero == 3) L.free(double(s.padded(g)) * pr.compute_w);
       }
@@ -259,6 +260,9 @@ Memory stage_memory(const Setup& s, int stage) {
       --in_flight;
     }
   }
+  // DeviceLoss::take gathers the step's loss statistics into one buffer for its download.
+  for (const std::vector<int>& units : chunks)
+    if (units.back() == L_ + 1) L.alloc(m * z.stats);
   mem.step_peak = L.peak;
   mem.activations = L.most_kept;
   return mem;

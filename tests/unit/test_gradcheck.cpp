@@ -535,7 +535,8 @@ StepOut run_step(const Tiny& m, bool recompute) {
     mb.tokens = tok.flat();
     mb.targets = tgt.flat();
     mb.pos = TokenPositions{m.b, S, token_pos.flat(), seq_pos.flat(), key_pos.flat()};
-    r.loss += chunk.forward(j, mb, nullptr).loss_sum;
+    chunk.forward(j, mb, nullptr);
+    r.loss += chunk.take_loss();
     chunk.backward(j, mb, nullptr, float(1.0 / double(m.tokens_per_step())));
   }
   r.loss /= double(m.tokens_per_step());
