@@ -168,9 +168,12 @@ EOF
 bf16() {
   local d=$out/bf16
   rm -rf "$d" && mkdir -p "$d"
-  gpu_against_cpu "$d" 3e-3 "bf16, " --dtype bf16 || return 1
-  grep '^attention:' "$d/gpu1.txt"
+  local summary
+  summary=$(gpu_against_cpu "$d" 3e-3 "bf16, " --dtype bf16) || { echo "$summary"; return 1; }
+  echo "$summary"
   grep -q 'BF16 peak' "$d/gpu1.txt" || { echo "MFU is not against the bf16 peak"; return 1; }
+  # The note: the loss comparison and the attention path the run took.
+  echo "$(echo "$summary" | tail -1 | cut -c1-70)... $(grep -m1 'attention:' "$d/gpu1.txt" | sed 's/^ *//')"
 }
 
 # expect_error WHAT COMMAND...: the command must exit 2 with exactly one "tetra: error:" line.

@@ -51,7 +51,7 @@ mfu = statistics.mean(r["mfu"] for r in rows)
 hfu = statistics.mean(r["hfu"] for r in rows)
 mem = max(r.get("peak_memory_bytes", 0) for r in rows)
 cat = re.search(r"gemm ([0-9.]+) ms, attention ([0-9.]+) ms, other ([0-9.]+) ms \(stream total ([0-9.]+)", log)
-attn = re.search(r"^attention: (.*)$", log, re.M)
+attn = re.search(r"^\s*attention: (.*)$", log, re.M)
 parts = ""
 if cat:
     g, a, o, t = (float(x) for x in cat.groups())
