@@ -156,7 +156,7 @@ void add_train_options(CLI::App& app, TrainConfig& o, Settings* settings) {
         return toml_value(names);
       });
   ckpt.add("--inject-failure", o.checkpoint.inject_failure, "R@S[:MODE]",
-           "fail rank R at step S, first attempt only: kill, ckpt, hang, slow=MS");
+           "fail rank R at step S, first attempt only: kill, ckpt, hang, slow=MS, preempt");
   ckpt.add("--timeout", o.checkpoint.timeout, "SECONDS",
            "abort the job when a collective blocks this long (0: never)")
       ->check(kNonNegative);

@@ -11,12 +11,15 @@
 #include <iomanip>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "checkpoint/hf_io.hpp"
 #include "checkpoint/resume.hpp"
+#include "checkpoint/shared_dir.hpp"
 #include "data/token_cache.hpp"
 #include "model/init.hpp"
 #include "parallel/agree.hpp"
+#include "parallel/hosts.hpp"
 #include "parallel/nccl_comm.hpp"
 #include "plan/memory.hpp"
 #include "util/clock.hpp"
@@ -28,16 +31,35 @@ namespace {
 // How long a supervised restart waits for the lock of its checkpoint directory.
 constexpr double kRestartLockWaitSeconds = 60;
 
+// The ranks of this machine whose affinity is the same set of cores as this rank's (this
+// one included). Collective over world.
+int ranks_sharing_my_cores(MPI_Comm world) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) CPU_ZERO(&set);
+  MPI_Comm node;
+  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int n = 1;
+  MPI_Comm_size(node, &n);
+  std::vector<cpu_set_t> all(n);
+  MPI_Allgather(&set, sizeof set, MPI_BYTE, all.data(), sizeof set, MPI_BYTE, node);
+  MPI_Comm_free(&node);
+  int same = 0;
+  for (const cpu_set_t& s : all) same += CPU_EQUAL(&s, &set) ? 1 : 0;
+  return std::max(1, same);
+}
+
 // Threads per rank: OMP_NUM_THREADS when set, else the cores this rank may run on (its
-// affinity). mpirun binds a rank to one core when it starts at most two, and to a socket or
-// nothing otherwise; ranks that all see every core share them. More threads than cores
-// only time-slice, so that is said once.
-int threads_per_rank(int local_ranks, bool warn) {
+// affinity) divided among the ranks of the machine that may run on the same cores. mpirun
+// binds a rank to one core when it starts at most two, and to a socket or nothing
+// otherwise; srun may give several ranks one mask; ranks that all see every core share
+// them. More threads than cores only time-slice, so that is said once.
+int threads_per_rank(int sharing, bool warn) {
   cpu_set_t set;
   CPU_ZERO(&set);
   const int all = std::max(1, int(std::thread::hardware_concurrency()));
   const int mine = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : all;
-  int threads = std::max(1, mine >= all ? all / std::max(1, local_ranks) : mine);
+  int threads = std::max(1, mine / std::max(1, sharing));
   if (const char* env = std::getenv("OMP_NUM_THREADS")) {
     const int n = std::atoi(env);
     if (n > 0) threads = n;
@@ -178,18 +200,20 @@ void check_outputs(RankParts& p) {
   check_writable_dir(dir);
   // A supervised restart may start while the failed attempt's ranks are still being torn
   // down: it waits for them a while.
+  const bool restart = !FaultPlan::first_attempt();
   p.lock = std::make_unique<ckpt::DirLock>(
-      dir, FaultPlan::first_attempt() ? 0.0 : kRestartLockWaitSeconds);
+      dir, ckpt::LockRequest{ckpt::job_identity(), restart,
+                             restart ? kRestartLockWaitSeconds : 0.0});
 }
 
 // The backend (CPU, guarded CPU or CUDA; mixed precision under --dtype bf16) and the process
 // grid with its communicators.
-void make_backend_and_grid(RankParts& p, MPI_Comm world) {
+void make_backend_and_grid(RankParts& p, MPI_Comm world, int sharing_cores) {
   const DeviceConfig& d = p.config.device;
   const NodeRank node = node_rank(world);
   int rank = 0;
   MPI_Comm_rank(world, &rank);
-  p.threads = threads_per_rank(node.size, rank == 0);
+  p.threads = threads_per_rank(sharing_cores, rank == 0);
 #ifdef TETRA_HAVE_CUDA
   // One rank per GPU where there are enough; ranks beyond that share them round robin.
   if (d.device == "cuda") agree(world, [&] { p.backend = make_cuda_backend(node.rank); });
@@ -202,7 +226,9 @@ void make_backend_and_grid(RankParts& p, MPI_Comm world) {
           p.backend->has_bf16(), "--dtype bf16: ", p.backend->name(),
           " has no bf16 support (a GPU of compute capability 8.0 or later has); use --dtype fp32");
     });
-    p.backend = make_mixed_precision_backend(std::move(p.backend));
+    // A backend with bf16 kernels of its own (CUDA) takes bf16 tensors as they are; the CPU's
+    // bf16 is its fp32 ops under the mixed-precision wrapper, the reference.
+    if (!p.backend->native_bf16()) p.backend = make_mixed_precision_backend(std::move(p.backend));
   }
   const bool shared = shares_device(world, *p.backend);
   agree(world, [&] {
@@ -288,6 +314,7 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
   MPI_Comm_rank(world, &rank);
   RankParts p;
   p.config = c;
+  const int sharing_cores = ranks_sharing_my_cores(world);
   choose_tokenizer(p, world, rank);
 
   // Everything that can reject the input runs first, on every rank, before any collective;
@@ -313,7 +340,7 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
     p.model.validate();
     p.work = rank_work(o.layout, o.batch, p.model, world_size, rank);
     const NodeRank node = node_rank(world);
-    check_memory_fits(o, p.model, world_size, node.size, threads_per_rank(node.size, false));
+    check_memory_fits(o, p.model, world_size, node.size, threads_per_rank(sharing_cores, false));
     open_data(p);
     if (!o.checkpoint.inject_failure.empty()) {
       p.fault = FaultPlan::parse(o.checkpoint.inject_failure);
@@ -336,8 +363,19 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
     }
   });
   resume_path = broadcast_string(world, resume_path);
+  const Hosts hosts = gather_hosts(world);
+  if (!c.checkpoint.ckpt_dir.empty()) ckpt::check_shared_dir(world, c.checkpoint.ckpt_dir, hosts);
+  // TP all-reduces activations four times per block and micro-batch, meant for a machine's
+  // fast links: a TP group over several hosts computes the same, slowly.
+  if (const std::string group = hosts.spanning_group(p.work.layout.tp);
+      rank == 0 && !group.empty())
+    std::fprintf(stderr,
+                 "tetra: warning: a TP group spans hosts: %s; its all-reduces (four per block "
+                 "and micro-batch) cross the network; give every host a multiple of --tp "
+                 "ranks, in rank order\n",
+                 group.c_str());
 
-  make_backend_and_grid(p, world);
+  make_backend_and_grid(p, world, sharing_cores);
   p.params = std::make_unique<ZeroParams>(*p.backend, *p.grid.dp_cp, std::move(units),
                                           c.optimizer.zero, c.layout.sp ? p.grid.tp.get() : nullptr,
                                           compute_dtype(c.device));

@@ -8,6 +8,7 @@
 #include "optim/clip.hpp"
 #include "optim/lr_schedule.hpp"
 #include "parallel/trace.hpp"
+#include "train/preempt.hpp"
 #include "util/clock.hpp"
 
 namespace tetra {
@@ -192,12 +193,16 @@ StepResult Trainer::measure(const StepTotals& totals, const PipelineStats& pipe,
   // read (so it is not in this step's bytes): every rank's compute and wait, each rank
   // writing its own slot of zeros (an all-gather), and its peak of backend memory (weights,
   // gradients, Adam state, activations), of which the step reports the largest.
+  // The last slot counts the ranks that received a pre-emption signal: summed in the same
+  // call, so every rank agrees on the step at which the run stops.
   const int world_size = grid_.world->size(), me = grid_.world->rank();
-  std::vector<double> slots(3 * size_t(world_size), 0.0);
+  std::vector<double> slots(3 * size_t(world_size) + 1, 0.0);
   slots[3 * me] = seconds - wait_s;
   slots[3 * me + 1] = wait_s;
   slots[3 * me + 2] = double(be_->alloc_stats.peak);
+  slots.back() = PreemptSignals::received() != 0 ? 1 : 0;
   grid_.world->all_reduce_host(slots.data(), int(slots.size()));
+  r.preempted = int(slots.back());
   for (int q = 0; q < world_size; ++q) {
     r.compute_ms.push_back(1e3 * slots[3 * q]);
     r.wait_ms.push_back(1e3 * slots[3 * q + 1]);

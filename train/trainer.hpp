@@ -40,8 +40,10 @@ class Trainer {
   double evaluate();
   bool has_validation() const { return val_ != nullptr; }
   const std::string& resumed_from() const { return resumed_from_; }
-  // Runs the remaining steps, printing a line per step and a summary on rank 0.
-  void run();
+  // Runs the remaining steps, printing a line per step and a summary on rank 0. Returns the
+  // exit status: 0, or kPreemptedExitStatus when a pre-emption signal (train/preempt.hpp)
+  // stopped the run at a step boundary, after a checkpoint, with the lock released.
+  int run();
 
   // Whole tensors on rank 0 (empty maps elsewhere): the weights, or the reduced gradients
   // of the last step before clipping.
@@ -61,6 +63,8 @@ class Trainer {
   int micro_batch() const { return work_.micro_batch; }
   const RankWork& work() const { return work_; }
   std::string startup_report() const;
+  // Which implementation this rank's attention calls take (Backend::attention_path).
+  std::string attention_path() const;
 
  private:
   explicit Trainer(RankParts parts, MPI_Comm world);
