@@ -55,6 +55,16 @@ inline GemmDims gemm_dims(const Tensor& C, const Tensor& A, bool ta, const Tenso
   return {m, n, k};
 }
 
+// A segment of an AdamW shard (Backend::adamw): elements [begin, end), their weight decay.
+struct AdamWSegment {
+  int64_t begin, end;
+  float weight_decay;
+};
+// Throws tetra::Error unless grad, m, v (and copy, when given: bf16) have param's size and the
+// segments lie in it in increasing order without overlap. Every backend's adamw starts here.
+void check_adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                 std::span<const AdamWSegment> segments, const Tensor& copy);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -197,15 +207,17 @@ class Backend {
                            const Tensor& targets, int64_t vocab_start, int64_t valid,
                            float scale) = 0;
 
-  // One AdamW step (torch.optim.AdamW semantics) on a flat fp32 slice; grad is multiplied by
-  // grad_scale first (clipping). step counts from 1. A non-empty `copy` (bf16, param's size)
-  // receives the updated weights rounded, in the same pass: the compute copy.
+  // One AdamW step (torch.optim.AdamW semantics) on the segments of a flat fp32 shard, which
+  // differ only in weight decay (a unit's parameters: decay on matrices only), in one pass (one
+  // launch on a GPU); elements outside every segment (padding) are left alone. grad is
+  // multiplied by grad_scale first (clipping). step counts from 1. A non-empty `copy` (bf16,
+  // param's size) receives the updated weights rounded, in the same pass: the compute copy.
   struct AdamW {
-    float lr, beta1, beta2, eps, weight_decay, grad_scale;
+    float lr, beta1, beta2, eps, grad_scale;
     int64_t step;
   };
   virtual void adamw(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamW& h,
-                     Tensor copy = {}) = 0;
+                     std::span<const AdamWSegment> segments, Tensor copy = {}) = 0;
 };
 
 std::unique_ptr<Backend> make_cpu_backend(int threads);

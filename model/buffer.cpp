@@ -32,6 +32,21 @@ void Backend::sum_squares(std::span<const Tensor> xs, std::span<double> out) {
   for (size_t i = 0; i < xs.size(); ++i) out[i] = sum_squares(xs[i]);
 }
 
+void check_adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                 std::span<const AdamWSegment> segments, const Tensor& copy) {
+  const int64_t n = param.numel();
+  check(grad.numel() == n && m.numel() == n && v.numel() == n &&
+            (copy.ptr == nullptr || (copy.dtype == DType::BF16 && copy.numel() == n)),
+        "adamw: ", n, " weights with ", grad.numel(), " gradients, ", m.numel(), " and ", v.numel(),
+        " moments, a compute copy of ", copy.numel());
+  int64_t at = 0;
+  for (const AdamWSegment& s : segments) {
+    check(at <= s.begin && s.begin <= s.end && s.end <= n, "adamw: segment [", s.begin, ", ", s.end,
+          ") after ", at, " in ", n, " weights");
+    at = s.end;
+  }
+}
+
 HostBuffer::~HostBuffer() {
   if (p_) be_->host_free(p_);
 }

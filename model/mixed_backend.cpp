@@ -229,8 +229,8 @@ class MixedPrecisionBackend final : public Backend {
   // The optimizer works on the fp32 master shard; the bf16 copy is the inner backend's to
   // write (a rounding, which every backend does itself).
   void adamw(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamW& h,
-             Tensor copy = {}) override {
-    in_->adamw(param, grad, m, v, h, copy);
+             std::span<const AdamWSegment> segments, Tensor copy = {}) override {
+    in_->adamw(param, grad, m, v, h, segments, copy);
   }
 
  private:

@@ -37,36 +37,26 @@ Buffer reduce_tokens(Backend& be, const TensorParallel& tp, Buffer partial) {
 
 }  // namespace
 
-ColumnParallelLinear::ColumnParallelLinear(Backend& be, const TensorParallel& tp,
-                                           std::vector<Tensor> w, std::vector<Tensor> dw)
-    : be_(be), tp_(tp), w_(std::move(w)), dw_(std::move(dw)) {}
+ColumnParallelLinear::ColumnParallelLinear(Backend& be, const TensorParallel& tp, Tensor w,
+                                           Tensor dw)
+    : be_(be), tp_(tp), w_(w), dw_(dw) {}
 
-Buffer ColumnParallelLinear::forward(Buffer x, std::initializer_list<Buffer*> y) const {
-  check(y.size() == w_.size(), "ColumnParallelLinear: ", y.size(), " outputs for ", w_.size(),
-        " weights");
+Buffer ColumnParallelLinear::forward(Buffer x, Buffer& y) const {
   // copy_to_tensor_parallel_region (identity), or under --sp
   // gather_from_sequence_parallel_region (all-gather): x [Tl, in] -> [T, in].
   Buffer full = gather_tokens(be_, tp_, std::move(x));
-  const int64_t in = w_[0].cols(), T = full.numel() / in;
-  const Tensor xv = full.view({T, in});
-  Buffer* const* out = y.begin();
-  for (size_t i = 0; i < w_.size(); ++i) *out[i] = Buffer(be_, T * w_[i].rows(), full.dtype());
-  for (size_t i = 0; i < w_.size(); ++i)  // y_i [T, out_i/TP] = x W_i^T
-    be_.matmul(out[i]->view({T, w_[i].rows()}), xv, false, w_[i], true);
+  const int64_t in = w_.cols(), T = full.numel() / in;
+  y = Buffer(be_, T * w_.rows(), full.dtype());
+  be_.matmul(y.view({T, w_.rows()}), full.view({T, in}), false, w_, true);  // y = x W^T
   return full;
 }
 
-Buffer ColumnParallelLinear::backward(std::initializer_list<Tensor> dy, const Tensor& x) const {
-  check(dy.size() == w_.size() && dw_.size() == w_.size(),
-        "ColumnParallelLinear: backward needs a gradient and a weight gradient per slice");
+Buffer ColumnParallelLinear::backward(const Tensor& dy, const Tensor& x) const {
+  check(dw_.ptr != nullptr, "ColumnParallelLinear: backward needs the weight gradient");
   Buffer dx(be_, x.numel(), x.dtype);
-  const Tensor dxv = dx.view({x.rows(), x.cols()});
-  const Tensor* g = dy.begin();
-  for (size_t i = 0; i < w_.size(); ++i) {
-    // dx [T, in] (+)= dy_i W_i: this rank's part of the sum over TP; dW_i += dy_i^T x.
-    be_.matmul(dxv, g[i], false, w_[i], false, 1.f, i > 0 ? 1.f : 0.f);
-    be_.matmul(dw_[i], g[i], true, x, false, 1.f, 1.f);
-  }
+  // dx [T, in] = dy W: this rank's part of the sum over TP; dW += dy^T x.
+  be_.matmul(dx.view({x.rows(), x.cols()}), dy, false, w_, false);
+  be_.matmul(dw_, dy, true, x, false, 1.f, 1.f);
   // Backward of copy_to_tensor_parallel_region (all-reduce), or under --sp of
   // gather_from_sequence_parallel_region (reduce-scatter): [T, in] -> [Tl, in].
   return reduce_tokens(be_, tp_, std::move(dx));

@@ -16,14 +16,13 @@
 //   exit of RowParallelLinear and VocabParallelEmbedding, partial sums [T, c] -> [Tl, c]:
 //     reduce_from_tensor_parallel_region                 all-reduce     | identity
 //     reduce_scatter_to_sequence_parallel_region (--sp)  reduce-scatter | all-gather
-// Each edge's backward is the other edge's forward. One ColumnParallelLinear may hold several
-// weight slices that read the same input (q, k, v; gate, up), as Megatron fuses them into
-// linear_qkv and linear_fc1, so the input enters the region once. A block thus makes two
+// Each edge's backward is the other edge's forward. One ColumnParallelLinear holds the stacked
+// weights of the projections that read the same input (q, k, v; gate, up), as Megatron fuses
+// them into linear_qkv and linear_fc1, so the input enters the region once. A block thus makes two
 // all-reduces forward and two backward; under --sp two all-gathers and two reduce-scatters
 // each way, and norms and residuals work on Tl rows.
 #pragma once
 #include <algorithm>
-#include <initializer_list>
 #include <vector>
 
 #include "model/backend.hpp"
@@ -41,26 +40,28 @@ struct TensorParallel {
   int64_t local_rows(int64_t T) const { return sp ? T / comm.size() : T; }
 };
 
-// Column-parallel linear over one or more weight slices W_i [out_i/TP, in] that read the
-// same input: y_i [T, out_i/TP] = x W_i^T. The slices stay separate tensors (Hugging Face
-// names them q_proj, k_proj, v_proj), but x enters the TP region once for all of them.
+// Column-parallel linear, W [out/TP, in]: y [T, out/TP] = x W^T. Projections that read the
+// same input are one layer over their weights stacked by rows, as Megatron's linear_qkv and
+// linear_fc1: W = [Wq; Wk; Wv] or [Wgate; Wup] of this rank, which make_units lays out
+// contiguously (model/config.cpp), so forward, dgrad and wgrad are one GEMM each, and each TP
+// rank's slice is its own [q_r; k_r; v_r]. The checkpoint and the export keep the slices as
+// separate tensors (Hugging Face's q_proj, k_proj, v_proj).
 class ColumnParallelLinear {
  public:
-  // w: the slices' weights; dw: their gradients (backward only).
-  ColumnParallelLinear(Backend& be, const TensorParallel& tp, std::vector<Tensor> w,
-                       std::vector<Tensor> dw = {});
-  // x [Tl, in] -> *y[i], a new buffer [T, out_i/TP]. Returns x on all T tokens [T, in],
-  // which backward needs (Megatron under --sp gathers it again in backward to save memory;
-  // keeping it holds backward to its two all-gathers per block).
-  Buffer forward(Buffer x, std::initializer_list<Buffer*> y) const;
-  // dy[i] [T, out_i/TP]; x: forward's returned input [T, in]. dW_i += dy_i^T x; returns
-  // dx [Tl, in] = sum_i dy_i W_i, summed over the TP group.
-  Buffer backward(std::initializer_list<Tensor> dy, const Tensor& x) const;
+  // w [out/TP, in]; dw, its gradient (backward only).
+  ColumnParallelLinear(Backend& be, const TensorParallel& tp, Tensor w, Tensor dw = {});
+  // x [Tl, in] -> y, a new buffer [T, out/TP]. Returns x on all T tokens [T, in], which
+  // backward needs (Megatron under --sp gathers it again in backward to save memory; keeping
+  // it holds backward to its two all-gathers per block).
+  Buffer forward(Buffer x, Buffer& y) const;
+  // dy [T, out/TP]; x: forward's returned input [T, in]. dW += dy^T x; returns dx [Tl, in] =
+  // dy W, summed over the TP group.
+  Buffer backward(const Tensor& dy, const Tensor& x) const;
 
  private:
   Backend& be_;
   const TensorParallel& tp_;
-  std::vector<Tensor> w_, dw_;
+  Tensor w_, dw_;
 };
 
 // Row-parallel linear, W [out, in/TP]: y [Tl, out] = x [T, in/TP] W^T, summed over the TP

@@ -33,10 +33,11 @@ struct Ledger {
 // The sizes of one rank's buffers, bytes. Shapes as in transformer/block.hpp: T tokens of a
 // micro-batch on this rank, Tl rows outside the TP region, per-rank head widths.
 struct Sizes {
-  double R, x, q, kv_local, kv, F, lse, norm, logits, stats;
-  double wq, wkv, wf, wn, wv;  // weights: [qw, d], [kw, d], [F/TP, d], [d], [V/TP, d]
-  double e;                    // bytes of an activation
-  bool sp, tp1;                // tp1: the residuals ride on the o and down GEMMs (matmul_add)
+  double R, x, q, kv_local, kv, qkv, F, lse, norm, logits, stats;
+  double wq, wkv, wqkv, wf, wn, wv;  // weights: [qw, d], [kw, d], [qw + 2 kw, d], [F/TP, d], [d],
+                                     // [V/TP, d]
+  double e;                          // bytes of an activation
+  bool sp, tp1;                      // tp1: the residuals ride on the o and down GEMMs (matmul_add)
   int cp;
   explicit Sizes(const Setup& s) {
     const ModelConfig& c = s.cfg;
@@ -52,6 +53,7 @@ struct Sizes {
     q = T * (c.heads / t) * hd * e;            // q, attn, dq, dattn [T, H hd]
     kv_local = T * (c.kv_heads / t) * hd * e;  // k or v of this rank's tokens
     kv = cp * kv_local;                        // k or v of all CP ranks' tokens
+    qkv = q + 2 * kv_local;                    // the fused projection's qkv, dqkv
     F = T * (c.ffn_dim / t) * e;               // gate, up, act [T, F/TP]
     lse = f * s.run.micro_batch * (c.heads / t) * double(s.run.seq_pos.size());
     norm = f * Tl;                         // rstd
@@ -60,6 +62,7 @@ struct Sizes {
     const double w = s.prec.compute_w, d = c.dim;
     wq = (c.heads / t) * hd * d * w;
     wkv = (c.kv_heads / t) * hd * d * w;
+    wqkv = wq + 2 * wkv;
     wf = (c.ffn_dim / t) * d * w;
     wn = d * w;
     wv = double(c.vocab / t) * d * w;
@@ -90,8 +93,11 @@ void block_forward(Ledger& L, const Sizes& z) {
   L.alloc(z.R), L.alloc(z.norm);  // xn, x_rstd
   L.op(z.wide(2 * z.R + z.wn));
   enter_region(L, z);
-  L.alloc(z.q), L.alloc(z.kv_local), L.alloc(z.kv_local);  // q, k, v
-  L.op(z.wide(z.q + z.x + z.wq));                          // q = n1 Wq^T, the widest
+  L.alloc(z.qkv);  // qkv = n1 [Wq; Wk; Wv]^T
+  L.op(z.wide(z.qkv + z.x + z.wqkv));
+  L.alloc(z.q), L.alloc(z.kv_local), L.alloc(z.kv_local);  // q, k, v split off qkv
+  L.op(z.wide(2 * z.qkv));
+  L.free(z.qkv);
   if (z.cp > 1)
     for (int i = 0; i < 2; ++i)  // gathered, reordered; the gathered and local copies freed
       L.alloc(z.kv), L.alloc(z.kv), L.free(z.kv), L.free(z.kv_local);
@@ -107,8 +113,8 @@ void block_forward(Ledger& L, const Sizes& z) {
   L.alloc(z.R), L.alloc(z.norm);  // hn, h_rstd
   L.op(z.wide(2 * z.R + z.wn));
   enter_region(L, z);
-  L.alloc(z.F), L.alloc(z.F);  // gate, up
-  L.op(z.wide(z.F + z.x + z.wf));
+  L.alloc(2 * z.F);  // gate_up = n2 [Wgate; Wup]^T
+  L.op(z.wide(2 * z.F + z.x + 2 * z.wf));
   L.alloc(z.F);  // act
   L.op(z.wide(3 * z.F));
   if (z.tp1) {  // out = h + act Wdown^T in one op
@@ -130,25 +136,30 @@ void block_backward(Ledger& L, const Sizes& z, bool recompute) {
   L.alloc(z.F);
   L.op(z.wide(z.F + z.x + z.wf));
   if (z.sp) L.free(z.x);
-  L.alloc(2 * z.F);
+  L.alloc(2 * z.F);  // dgate_up
   L.op(z.wide(5 * z.F));
-  leave_region(L, z, z.wide(z.x + z.F + z.wf));
+  leave_region(L, z, z.wide(z.x + 2 * z.F + 2 * z.wf));
   L.alloc(z.R);  // dh
   L.op(z.wide(3 * z.R + z.wn));
   L.free(3 * z.F), L.free(z.R);
-  // Attention half: dattn, dq, dk and dv for every CP rank, scattered back; dn1.
+  // Attention half: dattn, dq, dk and dv for every CP rank (dattn then freed), scattered back,
+  // merged into dqkv (dq, dk, dv freed); dn1.
   if (z.sp) L.alloc(z.x);
   L.alloc(z.q);
   L.op(z.wide(z.q + z.x + z.wq));
   if (z.sp) L.free(z.x);
   L.alloc(z.q), L.alloc(z.kv), L.alloc(z.kv);
   L.op(z.wide(4 * z.q + 4 * z.kv));
+  L.free(z.q);  // dattn
   if (z.cp > 1)
     for (int i = 0; i < 2; ++i) L.alloc(z.kv), L.alloc(z.kv_local), L.free(z.kv), L.free(z.kv);
-  leave_region(L, z, z.wide(z.x + z.q + z.wq));  // dn1
+  L.alloc(z.qkv);  // dqkv
+  L.op(z.wide(2 * z.qkv));
+  L.free(z.q), L.free(2 * (z.cp > 1 ? z.kv_local : z.kv));
+  leave_region(L, z, z.wide(z.x + z.qkv + z.wqkv));  // dn1
   L.op(z.wide(3 * z.R + z.wn));
-  L.free(z.R);  // dn1 after the norm's backward
-  L.free(2 * z.q), L.free(2 * (z.cp > 1 ? z.kv_local : z.kv));
+  L.free(z.R);                    // dn1 after the norm's backward
+  L.free(z.qkv);                  // dqkv
   L.free(z.R);                    // dh
   L.free(z.block_saved() - z.R);  // the activations (a.clear())
   L.free(z.R);                    // the old gradient (grad = dx)

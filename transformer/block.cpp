@@ -33,6 +33,7 @@ struct BlockDims {
   int64_t T, Tl, d, hd, S, Sk, B, F;
   int H, KV;       // heads on this TP rank
   int64_t qw, kw;  // widths of q [T, H*hd] and of k, v [T, KV*hd]
+  int64_t qkvw;    // width of the fused projection's output qkv [T, qw + 2 kw]
   explicit BlockDims(const BlockContext& ctx) {
     const ModelConfig& c = ctx.cfg;
     const int tp = ctx.tp.size();
@@ -48,13 +49,33 @@ struct BlockDims {
     F = c.ffn_dim / tp;
     qw = H * hd;
     kw = KV * hd;
+    qkvw = qw + 2 * kw;
   }
 };
 
-// The block's parameters (or their gradients) as views of its flat unit buffer.
+// Parameters first..last of a unit stacked by rows, [sum of rows, in]: one view of the flat
+// buffer, since make_units lays them out one after another with the same columns.
+Tensor stacked_view(const Tensor& flat, const UnitLayout& u, int first, int last) {
+  const ParamInfo& p0 = u.params[first];
+  const int64_t in = p0.local_shape[1];
+  int64_t rows = 0;
+  for (int i = first; i <= last; ++i) {
+    const ParamInfo& p = u.params[i];
+    check(p.local_shape.size() == 2 && p.local_shape[1] == in && p.offset == p0.offset + rows * in,
+          p.name, " does not follow ", p0.name, " in its unit");
+    rows += p.local_shape[0];
+  }
+  return flat.flat(p0.offset, rows * in).reshape({rows, in});
+}
+
+// The block's parameters (or their gradients) as views of its flat unit buffer, and the
+// fused projections' weights: qkv = [Wq; Wk; Wv] [qw + 2 kw, d], gate_up = [Wgate; Wup]
+// [2 Fl, d].
 struct Params {
   Tensor t[kBlockParams];
-  Params(const UnitLayout& u, const Tensor& flat) {
+  Tensor qkv, gate_up;
+  Params(const UnitLayout& u, const Tensor& flat)
+      : qkv(stacked_view(flat, u, kQ, kV)), gate_up(stacked_view(flat, u, kGate, kUp)) {
     for (int i = 0; i < kBlockParams; ++i) t[i] = param_view(flat, u.params[i]);
   }
   const Tensor& operator[](int i) const { return t[i]; }
@@ -86,13 +107,19 @@ void attention_forward(const BlockContext& ctx, const BlockDims& dims, const Par
   a.x_rstd = Buffer(be, dims.Tl);
   be.rmsnorm_forward(xn.view({dims.Tl, dims.d}), a.x_rstd.flat(), x, w[kInputNorm],
                      ctx.cfg.norm_eps);
-  // q [T, qw], k, v [T, kw] = xn Wq^T, xn Wk^T, xn Wv^T; xn enters the TP region once.
-  Buffer k, v;
-  const ColumnParallelLinear qkv(be, ctx.tp, {w[kQ], w[kK], w[kV]});
-  a.xn = qkv.forward(std::move(xn), {&a.q, &k, &v});
+  // qkv [T, qw + 2 kw] = xn [Wq; Wk; Wv]^T, one GEMM; xn enters the TP region once. Then
+  // q [T, qw] = rope(q part), k [T, kw] = rope(k part), v [T, kw] = v part.
+  Buffer qkv;
+  const ColumnParallelLinear qkv_proj(be, ctx.tp, w.qkv);
+  a.xn = qkv_proj.forward(std::move(xn), qkv);
+  const DType t = qkv.dtype();
+  a.q = Buffer(be, dims.T * dims.qw, t);
+  Buffer k(be, dims.T * dims.kw, t), v(be, dims.T * dims.kw, t);
   const Tensor q = a.q.view({dims.T, dims.qw});
-  be.rope(q, dims.H, ctx.pos.token_pos, ctx.cfg.rope_theta, false);
-  be.rope(k.view({dims.T, dims.kw}), dims.KV, ctx.pos.token_pos, ctx.cfg.rope_theta, false);
+  be.rope_split_qkv(q, k.view({dims.T, dims.kw}), v.view({dims.T, dims.kw}),
+                    qkv.view({dims.T, dims.qkvw}), dims.H, dims.KV, ctx.pos.token_pos,
+                    ctx.cfg.rope_theta);
+  qkv.reset();
   // keys, values [B * Sk, kw]: every CP rank's, or when decoding the cached positions' and
   // then these tokens'.
   Tensor keys, values;
@@ -105,7 +132,7 @@ void attention_forward(const BlockContext& ctx, const BlockDims& dims, const Par
     values = a.v.view({dims.B * dims.Sk, dims.kw});
   }
   // attn [T, qw] = softmax(q k^T / sqrt(hd), causal by global position) v; lse [B, H, S].
-  a.attn = Buffer(be, dims.T * dims.qw, q.dtype);
+  a.attn = Buffer(be, dims.T * dims.qw, t);
   a.lse = Buffer(be, dims.B * dims.H * dims.S);
   be.attention_forward(a.attn.view({dims.T, dims.qw}), a.lse.flat(), q, keys, values,
                        ctx.pos.seq_pos, ctx.pos.key_pos, attention_shape(ctx));
@@ -121,7 +148,7 @@ void attention_backward(const BlockContext& ctx, const BlockDims& dims, const Pa
   Backend& be = ctx.be;
   // dattn [T, qw] = dh Wo, dh on all T tokens; dWo += dh^T attn.
   const RowParallelLinear o(be, ctx.tp, w[kO], dw[kO]);
-  const Buffer dattn = o.backward(dh, a.attn.view({dims.T, dims.qw}));
+  Buffer dattn = o.backward(dh, a.attn.view({dims.T, dims.qw}));
   // dq [T, qw]; dk, dv [B * Sk, kw] for every CP rank's keys, then summed back to their
   // owners [T, kw].
   const int64_t keys = dims.B * dims.Sk;
@@ -133,15 +160,18 @@ void attention_backward(const BlockContext& ctx, const BlockDims& dims, const Pa
                         a.k.view({keys, dims.kw}), a.v.view({keys, dims.kw}),
                         a.attn.view({dims.T, dims.qw}), a.lse.flat(), ctx.pos.seq_pos,
                         ctx.pos.key_pos, attention_shape(ctx));
-  const Buffer dk = ctx.cp.scatter_kv_grad(be, std::move(dk_all), dims.B);
-  const Buffer dv = ctx.cp.scatter_kv_grad(be, std::move(dv_all), dims.B);
-  const Tensor dkv = dk.view({dims.T, dims.kw});
-  be.rope(dqv, dims.H, ctx.pos.token_pos, ctx.cfg.rope_theta, true);
-  be.rope(dkv, dims.KV, ctx.pos.token_pos, ctx.cfg.rope_theta, true);
-  // dxn [Tl, d] = dq Wq + dk Wk + dv Wv, summed over TP; dW += dy^T xn for each.
-  const ColumnParallelLinear qkv(be, ctx.tp, {w[kQ], w[kK], w[kV]}, {dw[kQ], dw[kK], dw[kV]});
-  const Buffer dxn =
-      qkv.backward({dqv, dkv, dv.view({dims.T, dims.kw})}, a.xn.view({dims.T, dims.d}));
+  dattn.reset();
+  Buffer dk = ctx.cp.scatter_kv_grad(be, std::move(dk_all), dims.B);
+  Buffer dv = ctx.cp.scatter_kv_grad(be, std::move(dv_all), dims.B);
+  // dqkv [T, qw + 2 kw] = (rope^-1(dq) | rope^-1(dk) | dv), the fused projection's gradient.
+  Buffer dqkv(be, dims.T * dims.qkvw, t);
+  const Tensor dqkvv = dqkv.view({dims.T, dims.qkvw});
+  be.rope_merge_qkv(dqkvv, dqv, dk.view({dims.T, dims.kw}), dv.view({dims.T, dims.kw}), dims.H,
+                    dims.KV, ctx.pos.token_pos, ctx.cfg.rope_theta);
+  dq.reset(), dk.reset(), dv.reset();
+  // dxn [Tl, d] = dqkv [Wq; Wk; Wv], summed over TP; d[Wq; Wk; Wv] += dqkv^T xn: one GEMM each.
+  const ColumnParallelLinear qkv_proj(be, ctx.tp, w.qkv, dw.qkv);
+  const Buffer dxn = qkv_proj.backward(dqkvv, a.xn.view({dims.T, dims.d}));
   // dx = rmsnorm'(dxn) + dh (the residual).
   be.rmsnorm_backward(dx, dw[kInputNorm], dxn.view({dims.Tl, dims.d}), x, w[kInputNorm],
                       a.x_rstd.flat());
@@ -158,13 +188,13 @@ void mlp_forward(const BlockContext& ctx, const BlockDims& dims, const Params& w
   a.h_rstd = Buffer(be, dims.Tl);
   be.rmsnorm_forward(hn.view({dims.Tl, dims.d}), a.h_rstd.flat(), h, w[kPostNorm],
                      ctx.cfg.norm_eps);
-  // gate, up [T, Fl] = hn Wgate^T, hn Wup^T; hn enters the TP region once.
-  const ColumnParallelLinear gate_up(be, ctx.tp, {w[kGate], w[kUp]});
-  a.hn = gate_up.forward(std::move(hn), {&a.gate, &a.up});
+  // gate_up [T, 2 Fl] = hn [Wgate; Wup]^T, one GEMM; hn enters the TP region once.
+  const ColumnParallelLinear gate_up(be, ctx.tp, w.gate_up);
+  a.hn = gate_up.forward(std::move(hn), a.gate_up);
   // act [T, Fl] = silu(gate) * up.
-  a.act = Buffer(be, dims.T * dims.F, a.gate.dtype());
+  a.act = Buffer(be, dims.T * dims.F, a.gate_up.dtype());
   const Tensor act = a.act.view({dims.T, dims.F});
-  be.swiglu_forward(act, a.gate.view({dims.T, dims.F}), a.up.view({dims.T, dims.F}));
+  be.swiglu_fused_forward(act, a.gate_up.view({dims.T, 2 * dims.F}));
   // out = h + act Wdown^T, the partial sums reduced over TP.
   const RowParallelLinear down(be, ctx.tp, w[kDown]);
   down.forward_into(act, h, out);
@@ -177,15 +207,14 @@ Buffer mlp_backward(const BlockContext& ctx, const BlockDims& dims, const Params
   // dact [T, Fl] = dout Wdown, dout on all T tokens; dWdown += dout^T act.
   const RowParallelLinear down(be, ctx.tp, w[kDown], dw[kDown]);
   const Buffer dact = down.backward(dout, a.act.view({dims.T, dims.F}));
-  // dgate, dup [T, Fl] through act = silu(gate) * up.
-  Buffer dgate(be, dims.T * dims.F, dact.dtype()), dup(be, dims.T * dims.F, dact.dtype());
-  be.swiglu_backward(dgate.view({dims.T, dims.F}), dup.view({dims.T, dims.F}),
-                     dact.view({dims.T, dims.F}), a.gate.view({dims.T, dims.F}),
-                     a.up.view({dims.T, dims.F}));
-  // dhn [Tl, d] = dgate Wgate + dup Wup, summed over TP; dW += dy^T hn for each.
-  const ColumnParallelLinear gate_up(be, ctx.tp, {w[kGate], w[kUp]}, {dw[kGate], dw[kUp]});
-  const Buffer dhn = gate_up.backward({dgate.view({dims.T, dims.F}), dup.view({dims.T, dims.F})},
-                                      a.hn.view({dims.T, dims.d}));
+  // dgate_up [T, 2 Fl] = (dgate | dup) through act = silu(gate) * up.
+  Buffer dgate_up(be, dims.T * 2 * dims.F, dact.dtype());
+  const Tensor dgu = dgate_up.view({dims.T, 2 * dims.F});
+  be.swiglu_fused_backward(dgu, dact.view({dims.T, dims.F}), a.gate_up.view({dims.T, 2 * dims.F}));
+  // dhn [Tl, d] = dgate_up [Wgate; Wup], summed over TP; d[Wgate; Wup] += dgate_up^T hn: one
+  // GEMM each.
+  const ColumnParallelLinear gate_up(be, ctx.tp, w.gate_up, dw.gate_up);
+  const Buffer dhn = gate_up.backward(dgu, a.hn.view({dims.T, dims.d}));
   // dh = rmsnorm'(dhn) + dout (the residual).
   Buffer dh(be, dims.Tl * dims.d, dout.dtype);
   const Tensor dhv = dh.view({dims.Tl, dims.d});

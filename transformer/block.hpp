@@ -2,13 +2,15 @@
 //   h   = x + o( attention( rope(q(xn)), rope(k(xn)), v(xn) ) ),  xn = rmsnorm(x) * w_in
 //   out = h + down( silu(gate(hn)) * up(hn) ),                    hn = rmsnorm(h) * w_post
 // (the attention half and the MLP half).
-// q, k, v: one ColumnParallelLinear over three weight slices; gate, up: one over two; o and
+// q, k, v: one ColumnParallelLinear over the stacked weights [Wq; Wk; Wv], so one GEMM whose
+// output qkv RoPE splits; gate, up: one over [Wgate; Wup], whose output SwiGLU reads; o and
 // down: RowParallelLinear. The layers make all the TP communication; CP gathers K and V
 // around attention (parallel/cp.hpp).
 // Shapes on one rank: T tokens of the micro-batch on this rank (CP already cut the
 // sequence), Tl = T, or T/TP under --sp, rows of the residual stream; Hl = heads/TP,
 // KVl = kv_heads/TP, Fl = ffn/TP, hd = head_dim:
-//   x, h, out [Tl, d];  xn, hn [T, d];  q [T, Hl*hd];  k, v [T, KVl*hd];  gate, up, act [T, Fl].
+//   x, h, out [Tl, d];  xn, hn [T, d];  qkv [T, (Hl + 2 KVl) hd];  q [T, Hl*hd];  k, v [T, KVl*hd];
+//   gate_up [T, 2 Fl] (columns gate | up);  act [T, Fl].
 #pragma once
 #include "model/backend.hpp"
 #include "model/batch.hpp"
@@ -41,7 +43,7 @@ struct BlockContext {
 // their norms' 1/rms [Tl]. Under CP, k and v hold every CP rank's keys and values
 // [B * CP * Sl, KVl*hd].
 struct BlockActs {
-  Buffer x_rstd, xn, q, k, v, attn, lse, h, h_rstd, hn, gate, up, act;
+  Buffer x_rstd, xn, q, k, v, attn, lse, h, h_rstd, hn, gate_up, act;
   void clear() { *this = BlockActs{}; }
 };
 

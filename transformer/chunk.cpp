@@ -57,8 +57,8 @@ StageOutput ModelChunk::forward(int id, const MicroBatch& mb, const Tensor* x_in
       be_.rmsnorm_forward(n.view({Tl, d}), s.head_rstd.flat(), s.xs.back().view({Tl, d}),
                           param_view(w, l.params[kFinalNorm]), cfg_.norm_eps);
       // logits [T, V/TP] = n W_head^T: this rank's vocabulary shard, never gathered.
-      const ColumnParallelLinear lm_head(be_, tp_, {param_view(w, l.params[kLmHead])});
-      s.head_n = lm_head.forward(std::move(n), {&s.logits});
+      const ColumnParallelLinear lm_head(be_, tp_, param_view(w, l.params[kLmHead]));
+      s.head_n = lm_head.forward(std::move(n), s.logits);
       s.row_max = Buffer(be_, T);
       s.ce_stats = Buffer(be_, 2 * T);
       VocabParallelCrossEntropy::forward(be_, tp_.comm, s.logits.view({T, V}), mb.targets,
@@ -92,9 +92,9 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
       VocabParallelCrossEntropy::backward(be_, tp_.comm, dlogits, mb.targets, s.row_max.flat(),
                                           s.ce_stats.flat(), cfg_.real_vocab(), loss_scale);
       // dn [Tl, d] = dlogits W_head, summed over TP; dW_head += dlogits^T n.
-      const ColumnParallelLinear lm_head(be_, tp_, {param_view(w, l.params[kLmHead])},
-                                         {param_view(dw, l.params[kLmHead])});
-      const Buffer dn = lm_head.backward({dlogits}, s.head_n.view({T, d}));
+      const ColumnParallelLinear lm_head(be_, tp_, param_view(w, l.params[kLmHead]),
+                                         param_view(dw, l.params[kLmHead]));
+      const Buffer dn = lm_head.backward(dlogits, s.head_n.view({T, d}));
       be_.rmsnorm_backward(grad.view({Tl, d}), param_view(dw, l.params[kFinalNorm]),
                            dn.view({Tl, d}), s.xs.back().view({Tl, d}),
                            param_view(w, l.params[kFinalNorm]), s.head_rstd.flat());

@@ -378,19 +378,19 @@ class CpuBackend final : public Backend {
   }
 
   void adamw(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamW& h,
-             Tensor copy = {}) override {
+             std::span<const AdamWSegment> segments, Tensor copy = {}) override {
+    check_adamw(param, grad, m, v, segments, copy);
     float *p = param.f32(), *pm = m.f32(), *pv = v.f32();
     const float* g = grad.f32();
-    const int64_t n = param.numel();
-    check(copy.ptr == nullptr || (copy.dtype == DType::BF16 && copy.numel() == n),
-          "adamw: compute copy ", copy.shape_str(), " for ", n, " weights");
     uint16_t* c = static_cast<uint16_t*>(copy.ptr);
-    const op::AdamCoeffs k =
-        op::adamw_coeffs(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.grad_scale, h.step);
+    for (const AdamWSegment& s : segments) {
+      const op::AdamCoeffs k =
+          op::adamw_coeffs(h.lr, h.beta1, h.beta2, h.eps, s.weight_decay, h.grad_scale, h.step);
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      op::adamw_update(p[i], g[i], pm[i], pv[i], k);
-      if (c) c[i] = float_to_bf16(p[i]);
+      for (int64_t i = s.begin; i < s.end; ++i) {
+        op::adamw_update(p[i], g[i], pm[i], pv[i], k);
+        if (c) c[i] = float_to_bf16(p[i]);
+      }
     }
   }
 

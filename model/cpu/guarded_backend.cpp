@@ -119,8 +119,8 @@ class GuardedBackend final : public Backend {
     cpu_->ce_backward(in(logits), in(row_max), in(stats), in(targets), vocab_start, valid, scale);
   }
   void adamw(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamW& h,
-             Tensor copy = {}) override {
-    cpu_->adamw(in(param), in(grad), in(m), in(v), h, in(copy));
+             std::span<const AdamWSegment> segments, Tensor copy = {}) override {
+    cpu_->adamw(in(param), in(grad), in(m), in(v), h, segments, in(copy));
   }
 
  private:

@@ -456,24 +456,8 @@ class CudaBackend final : public Backend {
   }
 
   void adamw(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamW& h,
-             Tensor copy = {}) override {
-    if (copy.ptr) return adamw_with_copy(stream_, param, grad, m, v, h, copy);
-    const int64_t n = param.numel();
-    check(grad.numel() == n && m.numel() == n && v.numel() == n, "adamw shapes");
-    if (n == 0) return;
-    // The same float expressions as the CPU backend.
-    const float bc1 = 1.f - std::pow(h.beta1, float(h.step));
-    const float bc2 = 1.f - std::pow(h.beta2, float(h.step));
-    const AdamCoeffs c{.beta1 = h.beta1,
-                       .beta2 = h.beta2,
-                       .eps = h.eps,
-                       .grad_scale = h.grad_scale,
-                       .step_size = h.lr / bc1,
-                       .bc2_sqrt = std::sqrt(bc2),
-                       .decay = 1.f - h.lr * h.weight_decay};
-    adamw_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(f32(param), f32(grad), f32(m), f32(v), n,
-                                                          c);
-    LAUNCH_CHECK("adamw_kernel");
+             std::span<const AdamWSegment> segments, Tensor copy = {}) override {
+    adamw_segments(stream_, param, grad, m, v, h, segments, copy);
   }
 
  private:

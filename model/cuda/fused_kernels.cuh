@@ -298,11 +298,27 @@ __global__ void ce_backward_t_kernel(T* logits, const float* row_max, const floa
 
 // ---- AdamW on fp32 master, m, v; copy (bf16, may be null) gets the updated weights ----
 
-static __global__ void adamw_copy_kernel(float* p, const float* grad, float* m, float* v,
-                                         uint16_t* copy, int64_t n, op::AdamCoeffs c) {
-  TETRA_FOR(i, n) {
+// A launch's segments, passed by value: element i of segment s, begin[s] <= i < end[s], decays
+// by decay[s] = 1 - lr wd_s; elements between segments are left alone.
+constexpr int kAdamSegments = 16;
+struct AdamSegments {
+  int n;
+  int64_t begin[kAdamSegments], end[kAdamSegments];
+  float decay[kAdamSegments];
+};
+
+// Over elements [first, first + n) of the shard.
+static __global__ void adamw_kernel(float* p, const float* grad, float* m, float* v, uint16_t* copy,
+                                    int64_t first, int64_t n, op::AdamCoeffs c, AdamSegments segs) {
+  TETRA_FOR(j, n) {
+    const int64_t i = first + j;
+    int s = 0;
+    while (s < segs.n && i >= segs.end[s]) ++s;
+    if (s == segs.n || i < segs.begin[s]) continue;
+    op::AdamCoeffs cs = c;
+    cs.decay = segs.decay[s];
     float pi = p[i], mi = m[i], vi = v[i];
-    op::adamw_update(pi, grad[i], mi, vi, c);
+    op::adamw_update(pi, grad[i], mi, vi, cs);
     p[i] = pi;
     m[i] = mi;
     v[i] = vi;

@@ -393,18 +393,28 @@ void ce_backward_any(cudaStream_t s, Tensor logits, const Tensor& row_max, const
   TETRA_LAUNCH_CHECK("ce_backward_t_kernel");
 }
 
-void adamw_with_copy(cudaStream_t s, Tensor param, const Tensor& grad, Tensor m, Tensor v,
-                     const Backend::AdamW& h, Tensor copy) {
-  const int64_t n = param.numel();
-  check(grad.numel() == n && m.numel() == n && v.numel() == n &&
-            (copy.ptr == nullptr || (copy.numel() == n && copy.dtype == DType::BF16)),
-        "adamw shapes");
-  if (n == 0) return;
-  const op::AdamCoeffs c =
-      op::adamw_coeffs(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.grad_scale, h.step);
-  adamw_copy_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(
-      f32(param), f32(grad), f32(m), f32(v), copy.ptr ? bf16(copy) : nullptr, n, c);
-  TETRA_LAUNCH_CHECK("adamw_copy_kernel");
+void adamw_segments(cudaStream_t s, Tensor param, const Tensor& grad, Tensor m, Tensor v,
+                    const Backend::AdamW& h, std::span<const AdamWSegment> segments, Tensor copy) {
+  check_adamw(param, grad, m, v, segments, copy);
+  for (size_t at = 0; at < segments.size(); at += kAdamSegments) {
+    AdamSegments t{};
+    t.n = int(std::min<size_t>(kAdamSegments, segments.size() - at));
+    for (int k = 0; k < t.n; ++k) {
+      const AdamWSegment& g = segments[at + k];
+      t.begin[k] = g.begin, t.end[k] = g.end;
+      // adamw_coeffs' decay, per segment.
+      t.decay[k] =
+          op::adamw_coeffs(h.lr, h.beta1, h.beta2, h.eps, g.weight_decay, h.grad_scale, h.step)
+              .decay;
+    }
+    const int64_t first = t.begin[0], n = t.end[t.n - 1] - first;
+    if (n == 0) continue;
+    const op::AdamCoeffs c =
+        op::adamw_coeffs(h.lr, h.beta1, h.beta2, h.eps, 0.f, h.grad_scale, h.step);
+    adamw_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(
+        f32(param), f32(grad), f32(m), f32(v), copy.ptr ? bf16(copy) : nullptr, first, n, c, t);
+    TETRA_LAUNCH_CHECK("adamw_kernel");
+  }
 }
 
 }  // namespace tetra::cuda

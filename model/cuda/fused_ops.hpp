@@ -61,8 +61,9 @@ void ce_stats_any(cudaStream_t s, Tensor stats, const Tensor& logits, const Tens
 void ce_backward_any(cudaStream_t s, Tensor logits, const Tensor& row_max, const Tensor& stats,
                      const Tensor& targets, int64_t vocab_start, int64_t valid, float scale);
 
-// fp32 param, grad, m, v; copy empty or bf16 of param's size.
-void adamw_with_copy(cudaStream_t s, Tensor param, const Tensor& grad, Tensor m, Tensor v,
-                     const Backend::AdamW& h, Tensor copy);
+// Backend::adamw: fp32 param, grad, m, v; copy empty or bf16 of param's size; one launch per
+// kAdamSegments segments (one per unit: a block has 9).
+void adamw_segments(cudaStream_t s, Tensor param, const Tensor& grad, Tensor m, Tensor v,
+                    const Backend::AdamW& h, std::span<const AdamWSegment> segments, Tensor copy);
 
 }  // namespace tetra::cuda

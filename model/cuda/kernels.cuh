@@ -175,24 +175,4 @@ __global__ void ce_backward_kernel(float* logits, const float* row_max, const fl
   }
 }
 
-// ---- AdamW (torch.optim.AdamW), coefficients computed on the host as on the CPU ----
-
-struct AdamCoeffs {
-  float beta1, beta2, eps, grad_scale, step_size, bc2_sqrt, decay;
-};
-// g' = g grad_scale; m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;
-// p = p (1 - lr wd) - lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps).
-__global__ void adamw_kernel(float* p, const float* grad, float* m, float* v, int64_t n,
-                             AdamCoeffs c) {
-  TETRA_FOR(i, n) {
-    const float gi = grad[i] * c.grad_scale;
-    const float mi = c.beta1 * m[i] + (1.f - c.beta1) * gi;
-    const float vi = c.beta2 * v[i] + (1.f - c.beta2) * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    const float denom = sqrtf(vi) / c.bc2_sqrt + c.eps;
-    p[i] = p[i] * c.decay - c.step_size * mi / denom;
-  }
-}
-
 }  // namespace tetra::cuda

@@ -250,14 +250,56 @@ TEST_CASE("ops: AdamW writes the bf16 compute copy in the same pass") {
                  cast = io.zeros({n}, DType::BF16);
     for (int64_t step = 1; step <= 3; ++step) {
       const Tensor g = io.put(randn(n, uint32_t(20 + step), 0.1f), {n});
-      const Backend::AdamW h{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, step};
-      be->adamw(p, g, m, v, h, copy);
-      be->adamw(q, g, m2, v2, h);
+      const Backend::AdamW h{1e-2f, 0.9f, 0.95f, 1e-8f, 0.7f, step};
+      const AdamWSegment all[] = {{0, n, 0.1f}};
+      be->adamw(p, g, m, v, h, all, copy);
+      be->adamw(q, g, m2, v2, h, all);
     }
     be->cast(cast, q);
     CHECK(same_bits(io.get(p), io.get(q)));
     CHECK(same_bits(io.get(copy), io.get(cast)));
     CHECK_FALSE(same_bits(io.get(copy), io.get(p)));  // the copy is really rounded
+  }
+}
+
+TEST_CASE("ops: AdamW over segments equals a call per segment and leaves the gaps alone") {
+  const int64_t n = 600;
+  // A unit's shard: a norm (no decay), two matrices, then padding; and a gap between the two.
+  const AdamWSegment segments[] = {{0, 64, 0.f}, {64, 300, 0.1f}, {310, 590, 0.1f}};
+  for (auto& be : fp32_backends()) {
+    Io io(*be);
+    const Floats p0 = randn(n, 14);
+    const Tensor p = io.put(p0, {n}), q = io.put(p0, {n}), m = io.zeros({n}), v = io.zeros({n}),
+                 m2 = io.zeros({n}), v2 = io.zeros({n}), copy = io.zeros({n}, DType::BF16);
+    for (int64_t step = 1; step <= 3; ++step) {
+      const Tensor g = io.put(randn(n, uint32_t(40 + step), 0.1f), {n});
+      const Backend::AdamW h{1e-2f, 0.9f, 0.95f, 1e-8f, 0.7f, step};
+      be->adamw(p, g, m, v, h, segments, copy);
+      for (const AdamWSegment& s : segments) {
+        const int64_t k = s.end - s.begin;
+        const AdamWSegment one[] = {{0, k, s.weight_decay}};
+        be->adamw(q.flat(s.begin, k), g.flat(s.begin, k), m2.flat(s.begin, k), v2.flat(s.begin, k),
+                  h, one);
+      }
+    }
+    const Floats got = io.get(p), want = io.get(q), c = io.get(copy);
+    CHECK(same_bits(got, want));
+    CHECK(same_bits(io.get(m), io.get(m2)));
+    for (int64_t i : {int64_t(300), int64_t(309), int64_t(590), n - 1}) {
+      CHECK(got[i] == p0[i]);  // between and after the segments: untouched
+      CHECK(c[i] == 0.f);
+    }
+    CHECK(got[64] != p0[64]);
+    // Decay differs between the segments: the norm's elements with decay would differ.
+    const AdamWSegment decayed[] = {{0, 64, 0.1f}};
+    const Tensor r = io.put(p0, {n}), m3 = io.zeros({n}), v3 = io.zeros({n});
+    for (int64_t step = 1; step <= 3; ++step) {
+      const Tensor g = io.put(randn(n, uint32_t(40 + step), 0.1f), {n});
+      be->adamw(r, g, m3, v3, Backend::AdamW{1e-2f, 0.9f, 0.95f, 1e-8f, 0.7f, step}, decayed);
+    }
+    const Floats with_decay = io.get(r);
+    CHECK_FALSE(same_bits(Floats(with_decay.begin(), with_decay.begin() + 64),
+                          Floats(got.begin(), got.begin() + 64)));
   }
 }
 

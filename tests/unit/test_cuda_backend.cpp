@@ -56,6 +56,13 @@ Outputs run_elementwise(Backend& be) {
   be.swiglu_backward(dg, du, dh, a, b);
   o.push_back({"swiglu_backward dgate", get(be, dg)});
   o.push_back({"swiglu_backward dup", get(be, du)});
+  // The fused [T, 2F] gate | up that the block's MLP reads (T = 17, F = 59).
+  const Tensor gu = in.f32(randn(2 * n, 9, 2.f), {17, 118}), dgu = in.zeros({17, 118}),
+               h = in.zeros({17, 59});
+  be.swiglu_fused_forward(h, gu);
+  o.push_back({"swiglu_fused_forward", get(be, h)});
+  be.swiglu_fused_backward(dgu, dh.flat(0, 17 * 59).reshape({17, 59}), gu);
+  o.push_back({"swiglu_fused_backward", get(be, dgu)});
   // Several sum_squares chunks (and a ragged last one); also an empty tensor.
   const int64_t big = 3 * 16384 * 4 + 17;
   o.push_back({"sum_squares", {be.sum_squares(in.f32(randn(big, 4, 3.f), {big}))}});
@@ -187,14 +194,18 @@ Outputs run_cross_entropy(Backend& be) {
           {"ce_backward", get(be, logits)}};
 }
 
+// 20 segments (more than one launch takes), decay on every other, 10 elements between each
+// that stay as they were.
 Outputs run_adamw(Backend& be) {
   Inputs in(be);
   const int64_t n = 5000;
   const Tensor p = in.f32(randn(n, 71), {n}), m = in.zeros({n}), v = in.zeros({n});
+  std::vector<AdamWSegment> segments;
+  for (int64_t k = 0; k < 20; ++k) segments.push_back({k * 250, k * 250 + 240, k % 2 ? 0.1f : 0.f});
   Outputs o;
   for (int64_t step = 1; step <= 3; ++step) {
     const Tensor g = in.f32(randn(n, uint32_t(72 + step), 0.1f), {n});
-    be.adamw(p, g, m, v, Backend::AdamW{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, step});
+    be.adamw(p, g, m, v, Backend::AdamW{1e-3f, 0.9f, 0.95f, 1e-8f, 0.5f, step}, segments);
     const std::string tag = "adamw step " + std::to_string(step);
     o.push_back({tag + " param", get(be, p)});
     o.push_back({tag + " m", get(be, m)});

@@ -174,10 +174,11 @@ Outputs run_adamw(Backend& be) {
   const int64_t n = 5000;
   const Tensor p = in.f32(randn(n, 71), {n}), m = in.zeros({n}), v = in.zeros({n}),
                copy = in.bf16(Floats(n, 0.f), {n});
+  const AdamWSegment segments[] = {{0, 1000, 0.1f}, {1000, 1001, 0.f}, {1001, 4990, 0.1f}};
   Outputs o;
   for (int64_t step = 1; step <= 3; ++step) {
     const Tensor g = in.f32(randn(n, uint32_t(72 + step), 0.1f), {n});
-    be.adamw(p, g, m, v, Backend::AdamW{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, step}, copy);
+    be.adamw(p, g, m, v, Backend::AdamW{1e-3f, 0.9f, 0.95f, 1e-8f, 0.5f, step}, segments, copy);
   }
   o.push_back({"adamw param", get(be, p)});
   o.push_back({"adamw bf16 copy", get(be, copy)});
