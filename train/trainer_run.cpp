@@ -90,7 +90,7 @@ std::string Trainer::attention_path() const {
   const TokenPositions pos{work_.micro_batch, int64_t(work_.seq_pos.size()), token_pos_.flat(),
                            seq_pos_.flat(), key_pos_.flat()};
   return be_->attention_path(attention_shape(BlockContext{*be_, tp, cp, cfg_, pos}),
-                             compute_dtype());
+                             compute_dtype(opt_.device));
 }
 
 std::string Trainer::startup_report() const {
