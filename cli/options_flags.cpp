@@ -134,6 +134,9 @@ void add_train_options(CLI::App& app, TrainConfig& o) {
 
   app.option_defaults()->group("Output");
   add(app, "--metrics", o.output.metrics, "FILE", "append one JSON object per step");
+  add(app, "--tensorboard", o.output.tensorboard, "DIR",
+      "write the metrics as TensorBoard scalars (and the configuration as text) into a new "
+      "event file in DIR");
   add(app, "--trace", o.output.trace, "FILE",
       "write a Chrome trace (Perfetto) of compute, comm and waits per rank");
   add(app, "--trace-steps", o.output.trace_steps, "N",

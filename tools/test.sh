@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The README's test command: installs what is missing, builds, runs every test with ctest.
+# The README's test command: installs what is missing (the build's packages, then the Python
+# packages of the tests that check tetra with transformers and TensorBoard), builds, runs
+# every test with ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
+bash tools/python_env.sh
 source tools/env.sh
 cd build
 ctest --output-on-failure -j"$(nproc)" "$@"

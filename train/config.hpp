@@ -17,7 +17,8 @@
 namespace tetra {
 
 struct OutputConfig {
-  std::string metrics;  // append one JSON object per step
+  std::string metrics;      // append one JSON object per step
+  std::string tensorboard;  // a directory: rank 0 writes a TensorBoard event file into it
   std::string trace;    // a Chrome trace of trace_steps steps after the first
   int64_t trace_steps = 5;
   std::string export_path;            // the final weights: a model directory or a file
@@ -27,6 +28,7 @@ struct OutputConfig {
 };
 
 struct TrainConfig {
+  std::string preset;  // the named run the flags start from (plan/preset.hpp), if any
   LayoutConfig layout;
   ModelConfig model{.vocab = 256, .data_vocab = 256};  // --vocab: data_vocab; vocab pads it
   BatchConfig batch;

@@ -5,6 +5,7 @@
 #pragma once
 #include <mpi.h>
 
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -97,6 +98,7 @@ class Trainer {
   // A run resumed at its last step: says so, exports if asked, trains nothing.
   void finish_already_done();
 
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   TrainConfig opt_;
   MPI_Comm world_;
   // The backend outlives the communicators, which queue work on its stream.
