@@ -6,6 +6,11 @@
 namespace tetra::cli {
 
 void add_train_options(CLI::App& app, TrainConfig& o) {
+  app.option_defaults()->group("Preset");
+  add_choice(app, "--preset", o.preset, {"llama3-8b", "llama3-70b", "llama3-405b", "demo", "bench"},
+             "a whole run: model, layout, batch, optimizer, dtype (and tetra plan's machine and "
+             "tokens); each flag given beside it replaces its part");
+
   app.option_defaults()->group("Layout");
   add(app, "--tp", o.layout.tp, "N", "tensor-parallel ranks (Megatron column/row splits)")
       ->check(kAtLeast1);
@@ -173,8 +178,6 @@ void add_generate_options(CLI::App& app, GenerateOptions& o) {
 void add_plan_options(CLI::App& app, PlanOptions& p) {
   plan::Request& o = p.request;
   app.option_defaults()->group("Plan");
-  add_choice(app, "--preset", o.preset, {"llama3-8b", "llama3-70b", "llama3-405b", "demo", "bench"},
-             "a named model (its flags can still be given, and win)");
   add_choice(app, "--gpu", o.gpu, {"h100", "h200", "a100", "cpu"},
              "the machine: peak, memory and links per GPU, GPUs per node");
   add(app, "--gpu-memory", o.memory_gb, "GB", "memory per GPU (0: the --gpu's)")

@@ -19,7 +19,7 @@ namespace tetra {
 struct OutputConfig {
   std::string metrics;      // append one JSON object per step
   std::string tensorboard;  // a directory: rank 0 writes a TensorBoard event file into it
-  std::string trace;    // a Chrome trace of trace_steps steps after the first
+  std::string trace;        // a Chrome trace of trace_steps steps after the first
   int64_t trace_steps = 5;
   std::string export_path;            // the final weights: a model directory or a file
   std::string export_dtype = "fp32";  // fp32, or bf16 (rounded master weights)

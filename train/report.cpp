@@ -150,8 +150,8 @@ void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
   std::printf(
       "step %5lld/%lld | loss %.4f | lr %.2e | gnorm %.3f | %8.0f tok/s | MFU %5.2f%% | "
       "HFU %5.2f%% | %7.1f ms | comm %4.1f%%",
-      (long long)r.step, (long long)steps_, r.loss, r.lr, r.grad_norm, r.tokens_per_s,
-      100 * r.mfu, 100 * r.hfu, r.step_ms, 100 * r.comm_share);
+      (long long)r.step, (long long)steps_, r.loss, r.lr, r.grad_norm, r.tokens_per_s, 100 * r.mfu,
+      100 * r.hfu, r.step_ms, 100 * r.comm_share);
   if (pipelined)
     std::printf(" | bubble %4.1f%% (formula %4.1f%%)", 100 * r.bubble, 100 * r.bubble_formula);
   if (r.val_loss >= 0) std::printf(" | val %.4f", r.val_loss);
@@ -175,8 +175,7 @@ void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
   if (tensorboard_) tensorboard_->scalars(r.step, scalar_tags(j));
 }
 
-void RunReport::summary(int64_t first_step, int64_t last_step, double seconds,
-                        double total) const {
+void RunReport::summary(int64_t first_step, int64_t last_step, double seconds, double total) const {
   const int n = std::max(timed_, 1);
   std::printf("summary: steps %lld-%lld in %.1f s (total %s) | final loss %.4f",
               (long long)first_step, (long long)last_step, seconds, short_duration(total).c_str(),

@@ -91,8 +91,8 @@ std::string text_event(double wall_time, int64_t step, const std::string& tag,
   // A scalar string tensor: dtype DT_STRING (7), an empty shape, one string.
   const std::string tensor = field_varint(1, 7) + field_bytes(2, "") + field_bytes(8, text);
   const std::string metadata = field_bytes(1, field_bytes(1, "text"));
-  return event(wall_time, step, field_bytes(5, value(tag, field_bytes(8, tensor) +
-                                                              field_bytes(9, metadata))));
+  return event(wall_time, step,
+               field_bytes(5, value(tag, field_bytes(8, tensor) + field_bytes(9, metadata))));
 }
 
 std::string session_start_event(double wall_time, int64_t step) {
@@ -115,8 +115,7 @@ void add_scalars(const std::string& name, const json& v,
 }
 
 double wall_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace

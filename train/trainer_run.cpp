@@ -123,9 +123,8 @@ void Trainer::run() {
     const std::string config =
         opt_.output.tensorboard.empty() ? "" : config_markdown(startup_report(), settings_);
     report = std::make_unique<RunReport>(
-        opt_.output,
-        ReportStart{step_, opt_.optimizer.steps, data_->entropy_floor(),
-                    std::log(double(opt_.model.data_vocab)), config});
+        opt_.output, ReportStart{step_, opt_.optimizer.steps, data_->entropy_floor(),
+                                 std::log(double(opt_.model.data_vocab)), config});
   });
   const auto t0 = Clock::now();
   const int64_t first_step = step_;  // above 0 after a resume

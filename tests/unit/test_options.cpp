@@ -128,6 +128,7 @@ TEST_CASE("options: each subcommand's --help lists every flag it defines, with i
                                              "--inject-failure",
                                              "--timeout",
                                              "--metrics",
+                                             "--tensorboard",
                                              "--trace",
                                              "--trace-steps",
                                              "--export",
@@ -138,7 +139,8 @@ TEST_CASE("options: each subcommand's --help lists every flag it defines, with i
                                              "--eval-every",
                                              "--eval-batches",
                                              "--tokenizer",
-                                             "--sample-every"});
+                                             "--sample-every",
+                                             "--preset"});
 
   // The defaults shown are TrainConfig' own.
   const std::string train_help = spawn(tetra_bin() + " train --help", 60).out;

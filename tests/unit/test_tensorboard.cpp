@@ -55,9 +55,9 @@ TEST_CASE("tensorboard: protocol-buffer fields, by hand") {
   CHECK(varint(1) == bytes({1}));
   CHECK(varint(300) == bytes({0xAC, 0x02}));  // 300 = 0b10_0101100
   CHECK(varint(uint64_t(1) << 63).size() == 10);
-  CHECK(field_varint(2, 150) == bytes({0x10, 0x96, 0x01}));  // key (2 << 3) | 0
-  CHECK(field_bytes(1, "ab") == bytes({0x0A, 2, 'a', 'b'}));  // key (1 << 3) | 2
-  CHECK(field_float(2, 1.0f) == bytes({0x15, 0, 0, 0x80, 0x3F}));  // key (2 << 3) | 5
+  CHECK(field_varint(2, 150) == bytes({0x10, 0x96, 0x01}));                    // key (2 << 3) | 0
+  CHECK(field_bytes(1, "ab") == bytes({0x0A, 2, 'a', 'b'}));                   // key (1 << 3) | 2
+  CHECK(field_float(2, 1.0f) == bytes({0x15, 0, 0, 0x80, 0x3F}));              // key (2 << 3) | 5
   CHECK(field_double(1, 1.0) == bytes({0x09, 0, 0, 0, 0, 0, 0, 0xF0, 0x3F}));  // (1 << 3) | 1
 }
 
@@ -101,9 +101,9 @@ TEST_CASE("tensorboard: every number of a metrics record is a scalar, nested nam
 TEST_CASE("tensorboard: a run's event file") {
   TempDir d;
   const std::string dir = d / "runs/a";  // created with its parent
-  const Spawned s = spawn(tetra_bin() + " train --steps 3 --layers 1 --dim 32 --heads 2 " +
-                          "--kv-heads 1 --ffn-dim 64 --seq-len 16 --peak-tflops 1 --tensorboard " +
-                          dir);
+  const Spawned s =
+      spawn(tetra_bin() + " train --steps 3 --layers 1 --dim 32 --heads 2 " +
+            "--kv-heads 1 --ffn-dim 64 --seq-len 16 --peak-tflops 1 --tensorboard " + dir);
   REQUIRE(s.status == 0);
   std::vector<std::string> files;
   for (const auto& e : std::filesystem::directory_iterator(dir))
