@@ -10,7 +10,6 @@
 
 #include "cli/cli_flags.hpp"
 #include "cli/preset.hpp"
-#include "plan/machine.hpp"
 #include "util/error.hpp"
 
 namespace tetra {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -145,8 +144,7 @@ void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
   wait_ms_.resize(r.wait_ms.size());
   for (size_t q = 0; q < r.wait_ms.size(); ++q) wait_ms_[q] += r.wait_ms[q];
   straggler_steps_ += r.straggler.rank >= 0;
-  eta_.step_ended(
-      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count());
+  eta_.step_ended(seconds_since(created_));
   std::printf(
       "step %5lld/%lld | loss %.4f | lr %.2e | gnorm %.3f | %8.0f tok/s | MFU %5.2f%% | "
       "HFU %5.2f%% | %7.1f ms | comm %4.1f%%",

@@ -15,6 +15,7 @@
 #include "train/eta.hpp"
 #include "train/straggler.hpp"
 #include "train/tensorboard.hpp"
+#include "util/clock.hpp"
 #include "util/json.hpp"
 
 namespace tetra {
@@ -80,6 +81,7 @@ class RunReport {
   std::unique_ptr<TensorBoardWriter> tensorboard_;
   int64_t steps_;
   double entropy_floor_, ln_vocab_;
+  Clock::time_point created_ = Clock::now();
   Eta eta_;
   double last_loss_ = 0, last_val_loss_ = -1, tokens_per_s_ = 0, mfu_ = 0, hfu_ = 0,
          peak_memory_ = 0;

@@ -5,7 +5,6 @@
 #pragma once
 #include <mpi.h>
 
-#include <chrono>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -25,6 +24,7 @@
 #include "train/faults.hpp"
 #include "train/report.hpp"
 #include "transformer/chunk.hpp"
+#include "util/clock.hpp"
 
 namespace tetra {
 
@@ -98,7 +98,7 @@ class Trainer {
   // A run resumed at its last step: says so, exports if asked, trains nothing.
   void finish_already_done();
 
-  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  const Clock::time_point started_ = Clock::now();
   TrainConfig opt_;
   MPI_Comm world_;
   // The backend outlives the communicators, which queue work on its stream.
