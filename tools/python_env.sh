@@ -5,7 +5,8 @@
 # sentencepiece (tests/hf_transformers.py loads an export with them) and tensorboard
 # (tests/tensorboard_readback.py reads --tensorboard's event files with it). Idempotent:
 # installs only what is missing. Where something cannot be installed (no network) it says so
-# and goes on; the tests that need it then report themselves skipped. Used by tools/test.sh.
+# and goes on; the tests that need it then report themselves skipped, unless
+# TETRA_REQUIRE_PYTHON_TESTS is set (as CI sets it): then it fails. Used by tools/test.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +16,10 @@ pins=("transformers==4.46.3" "sentencepiece==0.2.3" "tensorboard==2.21.0")
 venv=build/venv
 
 skip() {
+  if [ -n "${TETRA_REQUIRE_PYTHON_TESTS:-}" ]; then
+    echo "tetra python env: $1 (TETRA_REQUIRE_PYTHON_TESTS is set)" >&2
+    exit 1
+  fi
   echo "tetra python env: $1; the tests that need it will be skipped"
   exit 0
 }
@@ -53,5 +58,7 @@ EOF
 if [ -n "$need" ]; then
   echo "tetra python env: installing" $need "into $venv (PyPI)"
   # shellcheck disable=SC2086
-  "$venv/bin/python3" -m pip install -q "numpy<2" $need || skip "cannot install" $need
+  "$venv/bin/python3" -m pip install -q "numpy<2" $need || skip "cannot install ${need//$'\n'/ }"
 fi
+"$venv/bin/python3" -c "import torch, transformers, sentencepiece, tensorboard" 2>/dev/null ||
+  skip "torch, transformers, sentencepiece or tensorboard does not import in $venv"
