@@ -28,6 +28,7 @@ std::string startup_report(const TrainConfig& opt, const ModelConfig& cfg, const
      << work.micro_batch << " per DP rank\n";
   os << "  data: " << facts.data << "\n";
   os << "  device: " << facts.device << "; communicators: " << facts.communicators << "\n";
+  os << "  attention: " << facts.attention << "\n";
   if (opt.device.dtype == "bf16")
     os << "  precision: bf16 weights and activations; fp32 master weights, gradients and Adam "
           "state\n";
@@ -83,7 +84,8 @@ RunReport::RunReport(const OutputConfig& out, const ReportStart& start)
     : metrics_path_(out.metrics),
       steps_(start.steps),
       entropy_floor_(start.entropy_floor),
-      ln_vocab_(start.ln_vocab) {
+      ln_vocab_(start.ln_vocab),
+      attention_(start.attention) {
   if (!out.metrics.empty()) {
     metrics_.open(out.metrics, std::ios::app);
     check(bool(metrics_), "cannot open --metrics file '", out.metrics, "'");
@@ -114,6 +116,7 @@ json RunReport::record(const StepResult& r) const {
   j["bubble"] = num(r.bubble);
   j["bubble_formula"] = num(r.bubble_formula);
   j["peak_memory_bytes"] = int64_t(r.peak_memory_bytes);
+  j["attention_path"] = attention_;
   if (r.val_loss >= 0) j["val_loss"] = num(r.val_loss);
   json bytes = json::object();
   for (const auto& [group, s] : r.comm) bytes[group] = int64_t(std::llround(s.bytes));

@@ -41,7 +41,7 @@ struct StepResult {
 // The start-up table: the run, the model, the batch, the data, the device and its
 // communicators, the peak, then every rank's coordinates, sequence positions and layers.
 struct StartupFacts {
-  std::string data, device, communicators, peak_source;
+  std::string data, device, communicators, peak_source, attention;
   double peak_flops = 0;
 };
 std::string startup_report(const TrainConfig& opt, const ModelConfig& cfg, const RankWork& work,
@@ -58,7 +58,8 @@ struct ReportStart {
   // The data's best possible loss (negative when unknown) and the loss of a uniform guess,
   // where training starts. Both go into every record, for tetra plot.
   double entropy_floor = -1, ln_vocab = 0;
-  std::string config;  // the run's configuration, as --tensorboard's text summary
+  std::string config;     // the run's configuration, as --tensorboard's text summary
+  std::string attention;  // the path attention takes (Backend::attention_path), in every record
 };
 
 class RunReport {
@@ -83,6 +84,7 @@ class RunReport {
   double entropy_floor_, ln_vocab_;
   Clock::time_point created_ = Clock::now();
   Eta eta_;
+  std::string attention_;
   double last_loss_ = 0, last_val_loss_ = -1, tokens_per_s_ = 0, mfu_ = 0, hfu_ = 0,
          peak_memory_ = 0;
   int timed_ = 0;
