@@ -4,7 +4,8 @@
 # every test with ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/setup.sh
+# The cluster tests (tests/cluster/) start a Slurm cluster and network namespaces of their own.
+bash tools/setup.sh slurm-wlm munge iproute2 util-linux
 bash tools/python_env.sh
 source tools/env.sh
 cd build
