@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "cli/cli_flags.hpp"
-#include "plan/machine.hpp"
+#include "cli/preset.hpp"
 #include "util/error.hpp"
 
 namespace tetra {
@@ -139,22 +139,6 @@ std::string reworded(CLI::App& app, const CLI::ParseError& e, const std::vector<
   return path_of(apps) + ": " + e.what();
 }
 
-// The preset's model, except the fields whose flags were given.
-void apply_preset(const std::string& name, TrainConfig& o) {
-  const plan::Preset p = plan::preset_named(name);
-  const auto set = [&](const char* flag, auto& field, auto value) {
-    if (!o.given.count(flag)) field = value;
-  };
-  set("--layers", o.model.layers, p.model.layers);
-  set("--dim", o.model.dim, p.model.dim);
-  set("--heads", o.model.heads, p.model.heads);
-  set("--kv-heads", o.model.kv_heads, p.model.kv_heads);
-  set("--ffn-dim", o.model.ffn_dim, p.model.ffn_dim);
-  set("--seq-len", o.model.seq_len, p.model.seq_len);
-  set("--rope-theta", o.model.rope_theta, p.model.rope_theta);
-  set("--vocab", o.model.data_vocab, p.data_vocab);
-}
-
 // The flags of train and plan, as keys of a configuration file.
 struct TrainSettings {
   Settings train, plan;
@@ -195,9 +179,10 @@ std::unique_ptr<CLI::App> build_app(CommandLine& into, TrainSettings* settings) 
   plan->footer(
       "tetra plan [train flags] [--preset NAME] [--gpu NAME]: parameters, FLOPs, the rank\n"
       "grid, memory per rank, bytes per group and their time, the bubble, step time and MFU.\n"
-      "The layout is TP x CP x PP x DP (--dp defaults to 1). Example:\n"
-      "  tetra plan --preset llama3-405b --dtype bf16 --tp 8 --pp 16 --dp 128 \\\n"
-      "             --global-batch 2048 --micro-batch 1 --tokens 15.6e12");
+      "The layout is TP x CP x PP x DP (--dp defaults to 1). A preset is a whole run; a flag\n"
+      "given beside it replaces that part. Examples:\n"
+      "  tetra plan --preset llama3-405b             (Llama 3 405B on 16,384 H100s)\n"
+      "  tetra plan --preset llama3-405b --dp 64     (the same on 8,192)");
   add_train_options(*plan, into.plan.train, settings ? &settings->plan : nullptr);
   add_plan_options(*plan, into.plan);
   add_config_options(*plan, into, false);
@@ -324,8 +309,8 @@ CommandLine parse_command_line(std::vector<std::string> args) {
     const Settings& flags = cli.command == "train" ? settings.train : settings.plan;
     for (const Setting& s : flags)
       if (s.option->count() > 0) o.given.insert(s.flag());
+    if (!o.preset.empty()) apply_preset(o, cli.command == "plan" ? &cli.plan.request : nullptr);
     if (cli.command == "plan") {
-      if (!cli.plan.request.preset.empty()) apply_preset(cli.plan.request.preset, o);
       if (o.layout.dp == 0) o.layout.dp = 1;
       cli.plan.request.peak_tflops = o.output.peak_tflops;
     }

@@ -6,6 +6,11 @@
 namespace tetra::cli {
 
 void add_train_options(CLI::App& app, TrainConfig& o, Settings* settings) {
+  Section run(app, settings, "Preset", "run");
+  run.add_choice("--preset", o.preset, {"llama3-8b", "llama3-70b", "llama3-405b", "demo", "bench"},
+                 "a whole run: model, layout, batch, optimizer, dtype (and tetra plan's machine "
+                 "and tokens); each flag given beside it replaces its part");
+
   Section layout(app, settings, "Layout", "layout");
   layout.add("--tp", o.layout.tp, "N", "tensor-parallel ranks (Megatron column/row splits)")
       ->check(kAtLeast1);
@@ -163,6 +168,9 @@ void add_train_options(CLI::App& app, TrainConfig& o, Settings* settings) {
 
   Section output(app, settings, "Output", "output");
   output.add("--metrics", o.output.metrics, "FILE", "append one JSON object per step");
+  output.add("--tensorboard", o.output.tensorboard, "DIR",
+             "write the metrics as TensorBoard scalars (and the configuration as text) into a "
+             "new event file in DIR");
   output.add("--trace", o.output.trace, "FILE",
              "write a Chrome trace (Perfetto) of compute, comm and waits per rank");
   output
@@ -203,8 +211,6 @@ void add_generate_options(CLI::App& app, GenerateOptions& o) {
 void add_plan_options(CLI::App& app, PlanOptions& p) {
   plan::Request& o = p.request;
   app.option_defaults()->group("Plan");
-  add_choice(app, "--preset", o.preset, {"llama3-8b", "llama3-70b", "llama3-405b", "demo", "bench"},
-             "a named model (its flags can still be given, and win)");
   add_choice(app, "--gpu", o.gpu, {"h100", "h200", "a100", "cpu"},
              "the machine: peak, memory and links per GPU, GPUs per node");
   add(app, "--gpu-memory", o.memory_gb, "GB", "memory per GPU (0: the --gpu's)")

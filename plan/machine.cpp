@@ -55,42 +55,6 @@ double host_memory_available() {
   return avail;
 }
 
-Preset preset_named(const std::string& name) {
-  Preset p;
-  ModelConfig& m = p.model;
-  auto llama3 = [&](int layers, int dim, int heads, int ffn, double card) {
-    m.layers = layers;
-    m.dim = dim;
-    m.heads = heads;
-    m.kv_heads = 8;
-    m.ffn_dim = ffn;
-    m.seq_len = 8192;
-    m.rope_theta = 500000;
-    p.data_vocab = 128256;
-    p.card_params = card;
-  };
-  if (name == "llama3-8b") {
-    llama3(32, 4096, 32, 14336, 8e9);
-  } else if (name == "llama3-70b") {
-    llama3(80, 8192, 64, 28672, 70e9);
-  } else if (name == "llama3-405b") {
-    llama3(126, 16384, 128, 53248, 405e9);
-  } else if (name == "demo") {
-    // tetra train's defaults (model/config.hpp).
-  } else if (name == "bench") {
-    m.layers = 8;
-    m.dim = 512;
-    m.heads = 8;
-    m.kv_heads = 4;
-    m.ffn_dim = 1536;
-    m.seq_len = 256;
-  } else {
-    fail("--preset takes llama3-8b, llama3-70b, llama3-405b, demo or bench (got '", name, "')");
-  }
-  m.vocab = padded_vocab(p.data_vocab);
-  return p;
-}
-
 Precision precision_named(const std::string& dtype) {
   Precision p;
   if (dtype == "bf16") {

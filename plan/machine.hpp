@@ -1,11 +1,9 @@
-// What `tetra plan` plans for: a machine (peak, memory and link speeds per GPU, GPUs per node),
-// named models (the Llama 3 family, the demo and the benchmark model), and the precision
-// whose byte sizes the memory and traffic models use.
+// What `tetra plan` plans for: a machine (peak, memory and link speeds per GPU, GPUs per node)
+// and the precision whose byte sizes the memory and traffic models use. Named runs are in
+// preset.hpp.
 #pragma once
 #include <cstdint>
 #include <string>
-
-#include "model/config.hpp"
 
 namespace tetra::plan {
 
@@ -28,17 +26,6 @@ Machine machine_named(const std::string& name);
 // Bytes this process may still allocate on this machine: the kernel's MemAvailable, lowered
 // to what the cgroup's limit leaves when there is one.
 double host_memory_available();
-
-// A named model: its shape, the vocabulary of its data, a usual sequence length, and the
-// parameter count its model card gives (0: none; the seeds' arithmetic uses it).
-struct Preset {
-  ModelConfig model;
-  int64_t data_vocab = 256;
-  double card_params = 0;
-};
-// llama3-8b, llama3-70b, llama3-405b, demo (tetra train's defaults), bench (the dim-512 model
-// of tools/bench/layouts.py). Throws tetra::Error for any other name.
-Preset preset_named(const std::string& name);
 
 // Bytes per element of what the models count. fp32: everything 4. bf16 (Megatron's mixed
 // precision, as parallel/zero.hpp keeps it): the weights the matmuls read, activations and

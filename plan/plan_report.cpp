@@ -11,6 +11,7 @@
 #include "parallel/cp.hpp"
 #include "parallel/schedule.hpp"
 #include "plan/memory.hpp"
+#include "plan/preset.hpp"
 #include "plan/traffic.hpp"
 
 namespace tetra::plan {
@@ -355,6 +356,9 @@ std::string plan_report(const RunSpec& spec, const ModelConfig& cfg, const Reque
        << (s.spec.layout.sp ? " with SP" : "") << ", ZeRO-" << s.spec.optimizer.zero << ", "
        << schedule_name(s.run.schedule) << (s.spec.optimizer.recompute ? ", recompute full" : "")
        << ", " << s.prec.name << ", on " << commas(s.world()) << " x " << mc.name << "\n";
+  if (!opt.preset.empty())
+    c.os << "preset " << opt.preset
+         << " (a flag given replaces its part): " << preset_named(opt.preset).about << "\n";
   model_section(c, card);
   batch_section(c);
   grid_section(c);

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The README's test command: installs what is missing, builds, runs every test with ctest.
+# The README's test command: installs what is missing (the build's packages, then the Python
+# packages of the tests that check tetra with transformers and TensorBoard), builds, runs
+# every test with ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The cluster tests (tests/cluster/) start a Slurm cluster and network namespaces of their own.
 bash tools/setup.sh slurm-wlm munge iproute2 util-linux
+bash tools/python_env.sh
 source tools/env.sh
 cd build
 ctest --output-on-failure -j"$(nproc)" "$@"

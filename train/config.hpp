@@ -17,8 +17,9 @@
 namespace tetra {
 
 struct OutputConfig {
-  std::string metrics;  // append one JSON object per step
-  std::string trace;    // a Chrome trace of trace_steps steps after the first
+  std::string metrics;      // append one JSON object per step
+  std::string tensorboard;  // a directory: rank 0 writes a TensorBoard event file into it
+  std::string trace;        // a Chrome trace of trace_steps steps after the first
   int64_t trace_steps = 5;
   std::string export_path;            // the final weights: a model directory or a file
   std::string export_dtype = "fp32";  // fp32, or bf16 (rounded master weights)
@@ -30,6 +31,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OutputConfig, metrics, trace, tr
                                                 sample_every)
 
 struct TrainConfig {
+  std::string preset;  // the named run the flags start from (plan/preset.hpp), if any
   LayoutConfig layout;
   ModelConfig model{.vocab = 256, .data_vocab = 256};  // --vocab: data_vocab; vocab pads it
   BatchConfig batch;

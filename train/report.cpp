@@ -68,15 +68,70 @@ std::string startup_report(const TrainConfig& opt, const ModelConfig& cfg, const
   return os.str();
 }
 
-RunReport::RunReport(const std::string& metrics_path, double entropy_floor, double ln_vocab,
-                     std::string attention)
-    : metrics_path_(metrics_path),
-      entropy_floor_(entropy_floor),
-      ln_vocab_(ln_vocab),
-      attention_(std::move(attention)) {
-  if (metrics_path.empty()) return;
-  metrics_.open(metrics_path, std::ios::app);
-  check(bool(metrics_), "cannot open --metrics file '", metrics_path, "'");
+std::string config_markdown(const std::string& startup, const json& settings) {
+  // Markdown keeps a line indented by four spaces as it is.
+  const auto preformatted = [](const std::string& text) {
+    std::string out;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) out += "    " + line + "\n";
+    return out;
+  };
+  return preformatted(startup) + "\nsettings a resumed run keeps:\n\n" +
+         preformatted(settings.dump(2));
+}
+
+RunReport::RunReport(const OutputConfig& out, const ReportStart& start)
+    : metrics_path_(out.metrics),
+      steps_(start.steps),
+      entropy_floor_(start.entropy_floor),
+      ln_vocab_(start.ln_vocab),
+      attention_(start.attention) {
+  if (!out.metrics.empty()) {
+    metrics_.open(out.metrics, std::ios::app);
+    check(bool(metrics_), "cannot open --metrics file '", out.metrics, "'");
+  }
+  if (!out.tensorboard.empty()) {
+    tensorboard_ = std::make_unique<TensorBoardWriter>(out.tensorboard);
+    // What earlier files hold from here on was lost and is trained again (a restart): the
+    // reader drops it.
+    tensorboard_->session_start(start.first_step);
+    tensorboard_->text(start.first_step, "config", start.config);
+  }
+}
+
+json RunReport::record(const StepResult& r) const {
+  json j = json::object();
+  j["step"] = r.step;
+  // A diverged run still gets its record: JSON has no NaN or infinity, so null. Finite
+  // values are written with the digits that read back to the same double.
+  auto num = [](double x) { return std::isfinite(x) ? json(x) : json(nullptr); };
+  j["loss"] = num(r.loss);
+  j["lr"] = num(r.lr);
+  j["grad_norm"] = num(r.grad_norm);
+  j["tokens_per_s"] = num(r.tokens_per_s);
+  j["mfu"] = num(r.mfu);
+  j["hfu"] = num(r.hfu);
+  j["step_ms"] = num(r.step_ms);
+  j["comm_share"] = num(r.comm_share);
+  j["bubble"] = num(r.bubble);
+  j["bubble_formula"] = num(r.bubble_formula);
+  j["peak_memory_bytes"] = int64_t(r.peak_memory_bytes);
+  j["attention_path"] = attention_;
+  if (r.val_loss >= 0) j["val_loss"] = num(r.val_loss);
+  json bytes = json::object();
+  for (const auto& [group, s] : r.comm) bytes[group] = int64_t(std::llround(s.bytes));
+  j["comm_bytes"] = bytes;
+  json compute = json::array(), wait = json::array();
+  for (size_t q = 0; q < r.compute_ms.size(); ++q) {
+    compute.push_back(num(r.compute_ms[q]));
+    wait.push_back(num(r.wait_ms[q]));
+  }
+  j["compute_ms"] = compute;
+  j["wait_ms"] = wait;
+  j["straggler"] = r.straggler.rank >= 0 ? json(r.straggler.rank) : json(nullptr);
+  if (entropy_floor_ >= 0) j["entropy_floor"] = entropy_floor_;
+  j["ln_vocab"] = ln_vocab_;
+  return j;
 }
 
 void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
@@ -92,64 +147,40 @@ void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
   wait_ms_.resize(r.wait_ms.size());
   for (size_t q = 0; q < r.wait_ms.size(); ++q) wait_ms_[q] += r.wait_ms[q];
   straggler_steps_ += r.straggler.rank >= 0;
+  eta_.step_ended(seconds_since(created_));
   std::printf(
-      "step %5lld | loss %.4f | lr %.2e | gnorm %.3f | %8.0f tok/s | MFU %5.2f%% | "
+      "step %5lld/%lld | loss %.4f | lr %.2e | gnorm %.3f | %8.0f tok/s | MFU %5.2f%% | "
       "HFU %5.2f%% | %7.1f ms | comm %4.1f%%",
-      (long long)r.step, r.loss, r.lr, r.grad_norm, r.tokens_per_s, 100 * r.mfu, 100 * r.hfu,
-      r.step_ms, 100 * r.comm_share);
+      (long long)r.step, (long long)steps_, r.loss, r.lr, r.grad_norm, r.tokens_per_s, 100 * r.mfu,
+      100 * r.hfu, r.step_ms, 100 * r.comm_share);
   if (pipelined)
     std::printf(" | bubble %4.1f%% (formula %4.1f%%)", 100 * r.bubble, 100 * r.bubble_formula);
   if (r.val_loss >= 0) std::printf(" | val %.4f", r.val_loss);
+  const double left = eta_.seconds_left(steps_ - r.step - 1);
+  if (left >= 0 && r.step + 1 < steps_) std::printf(" | eta %s", short_duration(left).c_str());
   // The rank that held the step back, and the wait it added to the others.
   if (r.straggler.rank >= 0)
     std::printf(" | straggler rank %d: compute %.1f ms (median %.1f), cost the others %.1f ms",
                 r.straggler.rank, r.straggler.compute, r.straggler.median, r.straggler.cost);
   std::printf("\n");
   std::fflush(stdout);
+  if (!metrics_.is_open() && !tensorboard_) return;
+  const json j = record(r);
   if (metrics_.is_open()) {
-    json j = json::object();
-    j["step"] = r.step;
-    // A diverged run still gets its record: JSON has no NaN or infinity, so null. Finite
-    // values are written with the digits that read back to the same double.
-    auto num = [](double x) { return std::isfinite(x) ? json(x) : json(nullptr); };
-    j["loss"] = num(r.loss);
-    j["lr"] = num(r.lr);
-    j["grad_norm"] = num(r.grad_norm);
-    j["tokens_per_s"] = num(r.tokens_per_s);
-    j["mfu"] = num(r.mfu);
-    j["hfu"] = num(r.hfu);
-    j["step_ms"] = num(r.step_ms);
-    j["comm_share"] = num(r.comm_share);
-    j["bubble"] = num(r.bubble);
-    j["bubble_formula"] = num(r.bubble_formula);
-    j["peak_memory_bytes"] = int64_t(r.peak_memory_bytes);
-    j["attention_path"] = attention_;
-    if (r.val_loss >= 0) j["val_loss"] = num(r.val_loss);
-    json bytes = json::object();
-    for (const auto& [group, s] : r.comm) bytes[group] = int64_t(std::llround(s.bytes));
-    j["comm_bytes"] = bytes;
-    json compute = json::array(), wait = json::array();
-    for (size_t q = 0; q < r.compute_ms.size(); ++q) {
-      compute.push_back(num(r.compute_ms[q]));
-      wait.push_back(num(r.wait_ms[q]));
-    }
-    j["compute_ms"] = compute;
-    j["wait_ms"] = wait;
-    j["straggler"] = r.straggler.rank >= 0 ? json(r.straggler.rank) : json(nullptr);
-    if (entropy_floor_ >= 0) j["entropy_floor"] = entropy_floor_;
-    j["ln_vocab"] = ln_vocab_;
     metrics_ << j.dump() << "\n";
     metrics_.flush();
     // A full disk must stop the run, not drop its metrics without a word.
     check(bool(metrics_), "cannot write --metrics file '", metrics_path_,
           "': ", std::strerror(errno));
   }
+  if (tensorboard_) tensorboard_->scalars(r.step, scalar_tags(j));
 }
 
-void RunReport::summary(int64_t first_step, int64_t last_step, double seconds) const {
+void RunReport::summary(int64_t first_step, int64_t last_step, double seconds, double total) const {
   const int n = std::max(timed_, 1);
-  std::printf("summary: steps %lld-%lld in %.1f s | final loss %.4f", (long long)first_step,
-              (long long)last_step, seconds, last_loss_);
+  std::printf("summary: steps %lld-%lld in %.1f s (total %s) | final loss %.4f",
+              (long long)first_step, (long long)last_step, seconds, short_duration(total).c_str(),
+              last_loss_);
   if (entropy_floor_ >= 0)
     std::printf(" (entropy floor %.4f, ln(vocab) %.4f)", entropy_floor_, ln_vocab_);
   if (last_val_loss_ >= 0) std::printf(" | validation loss %.4f", last_val_loss_);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,7 +12,11 @@
 #include "parallel/comm.hpp"
 #include "parallel/rank_work.hpp"
 #include "train/config.hpp"
+#include "train/eta.hpp"
 #include "train/straggler.hpp"
+#include "train/tensorboard.hpp"
+#include "util/clock.hpp"
+#include "util/json.hpp"
 
 namespace tetra {
 
@@ -43,24 +48,43 @@ struct StartupFacts {
 std::string startup_report(const TrainConfig& opt, const ModelConfig& cfg, const RankWork& work,
                            const StartupFacts& facts);
 
+// The configuration as --tensorboard's text summary shows it (Markdown): the start-up report
+// and the settings a resumed run must keep, as preformatted text.
+std::string config_markdown(const std::string& startup, const json& settings);
+
+// What the report needs to know of the run before its first step.
+struct ReportStart {
+  int64_t first_step = 0;  // above 0 after a resume
+  int64_t steps = 0;       // --steps: the step line says "step i/N" and the time left
+  // The data's best possible loss (negative when unknown) and the loss of a uniform guess,
+  // where training starts. Both go into every record, for tetra plot.
+  double entropy_floor = -1, ln_vocab = 0;
+  std::string config;     // the run's configuration, as --tensorboard's text summary
+  std::string attention;  // the path attention takes (Backend::attention_path), in every record
+};
+
 class RunReport {
  public:
-  // Appends to --metrics when metrics_path is not empty; throws tetra::Error when it cannot.
-  // entropy_floor: the data's best possible loss (negative when unknown); ln_vocab: the loss
-  // of a uniform guess, where training starts. Both go into every record, for tetra plot.
-  // attention: the path attention takes (Backend::attention_path), in every record too.
-  RunReport(const std::string& metrics_path, double entropy_floor, double ln_vocab,
-            std::string attention);
-  // The step's line and JSON record. timed: counts in the summary's averages (the first
-  // step of a run warms up and does not, unless it is the only one).
+  // Appends to --metrics and writes a new --tensorboard event file (a SessionLog START at
+  // the first step, then the configuration) when asked; throws tetra::Error when it cannot.
+  RunReport(const OutputConfig& out, const ReportStart& start);
+  // The step's line, JSON record and TensorBoard scalars. timed: counts in the summary's
+  // averages (the first step of a run warms up and does not, unless it is the only one).
   void step(const StepResult& r, bool pipelined, bool timed);
-  // The summary line, then each rank's total wait over the run's steps.
-  void summary(int64_t first_step, int64_t last_step, double seconds) const;
+  // The summary line, then each rank's total wait over the run's steps. seconds: the loop's
+  // wall time; total: the run's, start-up and export included.
+  void summary(int64_t first_step, int64_t last_step, double seconds, double total) const;
 
  private:
+  json record(const StepResult& r) const;
+
   std::string metrics_path_;
   std::ofstream metrics_;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;
+  int64_t steps_;
   double entropy_floor_, ln_vocab_;
+  Clock::time_point created_ = Clock::now();
+  Eta eta_;
   std::string attention_;
   double last_loss_ = 0, last_val_loss_ = -1, tokens_per_s_ = 0, mfu_ = 0, hfu_ = 0,
          peak_memory_ = 0;

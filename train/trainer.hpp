@@ -23,6 +23,7 @@
 #include "train/rank_parts.hpp"
 #include "train/report.hpp"
 #include "transformer/chunk.hpp"
+#include "util/clock.hpp"
 
 namespace tetra {
 
@@ -99,6 +100,7 @@ class Trainer {
   // A run resumed at its last step: says so, exports if asked, trains nothing.
   void finish_already_done();
 
+  const Clock::time_point started_ = Clock::now();
   // The parts of the rank (train/rank_parts.hpp), in its order: the backend outlives the
   // communicators, which queue work on its stream, and what lives in backend memory.
   TrainConfig opt_;

@@ -126,9 +126,12 @@ int Trainer::run() {
   agree(world_, [&] {
     if (!root) return;
     if (!opt_.output.trace.empty()) trace::check_writable(opt_.output.trace);
-    report = std::make_unique<RunReport>(opt_.output.metrics, data_->entropy_floor(),
-                                         std::log(double(opt_.model.data_vocab)),
-                                         attention_path());
+    const std::string config =
+        opt_.output.tensorboard.empty() ? "" : config_markdown(startup_report(), settings_);
+    report = std::make_unique<RunReport>(
+        opt_.output,
+        ReportStart{step_, opt_.optimizer.steps, data_->entropy_floor(),
+                    std::log(double(opt_.model.data_vocab)), config, attention_path()});
   });
   const auto t0 = Clock::now();
   const int64_t first_step = step_;  // above 0 after a resume
@@ -165,7 +168,7 @@ int Trainer::run() {
     if (preempted) {
       lock_.reset();  // released before exit: the resumed job may start at once, anywhere
       if (!root) return kPreemptedExitStatus;
-      report->summary(first_step, step_ - 1, seconds_since(t0));
+      report->summary(first_step, step_ - 1, seconds_since(t0), seconds_since(started_));
       std::printf(
           "pre-empted: a signal reached %d of %d ranks; stopped after step %lld%s; exit "
           "status %d: resume with --resume auto\n",
@@ -186,7 +189,7 @@ int Trainer::run() {
   }
   if (!opt_.output.export_path.empty()) export_weights(opt_.output.export_path);
   if (!root) return 0;
-  report->summary(first_step, opt_.optimizer.steps - 1, seconds_since(t0));
+  report->summary(first_step, opt_.optimizer.steps - 1, seconds_since(t0), seconds_since(started_));
   if (!opt_.output.export_path.empty())
     std::printf("exported weights to %s\n", opt_.output.export_path.c_str());
   if (tracing)

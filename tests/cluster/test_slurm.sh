@@ -121,7 +121,7 @@ begin
   --inject-failure 0@1:slow=100 >"$W/sigint.out" 2>&1 &
 launcher=$!
 for _ in $(seq 600); do
-  grep -q "^step     2 " "$W/sigint.out" && break
+  grep -q "^step     2/" "$W/sigint.out" && break
   sleep 0.1
 done
 kill -INT "$launcher"

@@ -128,6 +128,7 @@ TEST_CASE("options: each subcommand's --help lists every flag it defines, with i
                                              "--inject-failure",
                                              "--timeout",
                                              "--metrics",
+                                             "--tensorboard",
                                              "--trace",
                                              "--trace-steps",
                                              "--export",
@@ -140,7 +141,8 @@ TEST_CASE("options: each subcommand's --help lists every flag it defines, with i
                                              "--tokenizer",
                                              "--sample-every",
                                              "--config",
-                                             "--print-config"});
+                                             "--print-config",
+                                             "--preset"});
 
   // The defaults shown are TrainConfig' own.
   const std::string train_help = spawn(tetra_bin() + " train --help", 60).out;

@@ -7,10 +7,12 @@
 #include <cmath>
 #include <fstream>
 #include <regex>
+#include <tuple>
 
 #include "cli/options.hpp"
 #include "plan/memory.hpp"
 #include "plan/plan_report.hpp"
+#include "plan/preset.hpp"
 #include "plan/traffic.hpp"
 #include "spawn.hpp"
 
@@ -57,39 +59,42 @@ const char* k405b8k =
 
 }  // namespace
 
-TEST_CASE("plan: the seeds' Llama 3 405B numbers, each to its printed rounding") {
-  const std::string t = plan_text(k405b8k);
-  INFO(t);
-  check_rounds_to(number_after(t, "tokens: "), 3.79e25, 3);                        // 6ND
-  check_rounds_to(number_after(t, "bf16 weights"), 810, 2);                        // GB
-  check_rounds_to(number_after(t, "\\(ZeRO's mixed-precision Adam\\)"), 6.48, 3);  // TB
-  CHECK(number_after(t, "so at least") == 81);                                     // GPUs of 80 GB
-  CHECK(t.find("GPUs of 80.0 GB") != std::string::npos);
-  check_rounds_to(number_after(t, "TFLOP/s per GPU: "), 3000, 2);     // GPU-years
-  check_rounds_to(number_after(t, "GPU-years on one GPU, "), 67, 2);  // days on 16,384
-  CHECK(t.find("days on 16,384") != std::string::npos);
-  CHECK(number_after(t, "tokens per step \\(") == 16.8);  // M tokens
-  CHECK(t.find("131,072 tokens per replica") != std::string::npos);
-  check_rounds_to(number_after(t, "tp 8: "), 1.75, 3);
-  check_rounds_to(number_after(t, "dp 128: "), 1.98, 3);
-  check_rounds_to(number_after(t, "over 128 ranks: "), 19.8, 3);  // GB sent per 10 GB
-  check_rounds_to(number_after(t, "sent by each, "), 0.4, 1);     // s at 50 GB/s
-  check_rounds_to(number_after(t, "network, "), 0.044, 2);        // s at 450 GB/s
-  CHECK(t.find("50.0 GB/s network") != std::string::npos);
-  CHECK(t.find("450 GB/s NVLink") != std::string::npos);
-  CHECK(t.find("4 all-reduces per layer") != std::string::npos);
-  check_rounds_to(number_after(t, "of the step: "), 48, 2);  // % at m = 16
-  CHECK(t.find("at m = 16,") != std::string::npos);
-  check_rounds_to(number_after(t, "at m = 32, "), 19, 2);       // % at m = 64
-  check_rounds_to(number_after(t, "at m = 64, "), 10.5, 3);     // % at m = 128
-  check_rounds_to(number_after(t, "41% to 42%: "), 620000, 2);  // GPU-hours
-  // The groups in [TP, CP, PP, DP] order: TP inside a node of 8, the rest across nodes.
-  CHECK(
-      t.find(
-          "tp groups of 8 (ranks 0, 1, 2, 3, ... 7 form the first; 2048 groups): inside a node") !=
-      std::string::npos);
-  CHECK(t.find("dp groups of 128 (ranks 0, 128, 256, 384, ... 16256 form the first; 128 groups): "
-               "across nodes") != std::string::npos);
+TEST_CASE(
+    "plan: the seeds' Llama 3 405B numbers, each to its printed rounding, from the flags "
+    "and from the preset alone") {
+  for (const char* flags : {k405b8k, "--preset llama3-405b"}) {
+    CAPTURE(flags);
+    const std::string t = plan_text(flags);
+    INFO(t);
+    check_rounds_to(number_after(t, "tokens: "), 3.79e25, 3);                        // 6ND
+    check_rounds_to(number_after(t, "bf16 weights"), 810, 2);                        // GB
+    check_rounds_to(number_after(t, "\\(ZeRO's mixed-precision Adam\\)"), 6.48, 3);  // TB
+    CHECK(number_after(t, "so at least") == 81);  // GPUs of 80 GB
+    CHECK(t.find("GPUs of 80.0 GB") != std::string::npos);
+    check_rounds_to(number_after(t, "TFLOP/s per GPU: "), 3000, 2);     // GPU-years
+    check_rounds_to(number_after(t, "GPU-years on one GPU, "), 67, 2);  // days on 16,384
+    CHECK(t.find("days on 16,384") != std::string::npos);
+    CHECK(number_after(t, "tokens per step \\(") == 16.8);  // M tokens
+    CHECK(t.find("131,072 tokens per replica") != std::string::npos);
+    check_rounds_to(number_after(t, "tp 8: "), 1.75, 3);
+    check_rounds_to(number_after(t, "dp 128: "), 1.98, 3);
+    check_rounds_to(number_after(t, "over 128 ranks: "), 19.8, 3);  // GB sent per 10 GB
+    check_rounds_to(number_after(t, "sent by each, "), 0.4, 1);     // s at 50 GB/s
+    check_rounds_to(number_after(t, "network, "), 0.044, 2);        // s at 450 GB/s
+    CHECK(t.find("50.0 GB/s network") != std::string::npos);
+    CHECK(t.find("450 GB/s NVLink") != std::string::npos);
+    CHECK(t.find("4 all-reduces per layer") != std::string::npos);
+    check_rounds_to(number_after(t, "of the step: "), 48, 2);  // % at m = 16
+    CHECK(t.find("at m = 16,") != std::string::npos);
+    check_rounds_to(number_after(t, "at m = 32, "), 19, 2);       // % at m = 64
+    check_rounds_to(number_after(t, "at m = 64, "), 10.5, 3);     // % at m = 128
+    check_rounds_to(number_after(t, "41% to 42%: "), 620000, 2);  // GPU-hours
+    // The groups in [TP, CP, PP, DP] order: TP inside a node of 8, the rest across nodes.
+    CHECK(t.find("tp groups of 8 (ranks 0, 1, 2, 3, ... 7 form the first; 2048 groups): inside a "
+                 "node") != std::string::npos);
+    CHECK(t.find("dp groups of 128 (ranks 0, 128, 256, 384, ... 16256 form the first; 128 groups): "
+                 "across nodes") != std::string::npos);
+  }
 }
 
 TEST_CASE("plan: the seeds' long-context layout 8 x 16 x 16 x 8 is 16,384 ranks") {
@@ -130,6 +135,73 @@ TEST_CASE("plan: presets and machines") {
   CHECK(m.network_Bps == 25e9);
   CHECK(m.nvlink_Bps == 450e9);
   CHECK(m.gpus_per_node == 4);
+}
+
+TEST_CASE("plan: --preset llama3-405b alone is the seeds' run; a flag beside it replaces a part") {
+  // The same report as the explicit flags of the seeds' arithmetic (checked number by number
+  // above; --recompute full, which the preset adds to fit in memory, changes none of them), so
+  // the preset alone prints the seeds' numbers.
+  const std::string alone = plan_text("--preset llama3-405b");
+  CHECK(alone == plan_text(std::string(k405b8k) + " --recompute full"));
+  CHECK(alone.find("preset llama3-405b (a flag given replaces its part): Llama 3 405B") !=
+        std::string::npos);
+  // The paper's 8,192-GPU run: half the replicas, each taking twice the sequences.
+  const std::string half = plan_text("--preset llama3-405b --dp 64");
+  INFO(half);
+  CHECK(half.find("TP 8 x CP 1 x PP 16 x DP 64 = 8,192 ranks") != std::string::npos);
+  CHECK(half.find("262,144 tokens per replica (DP 64) as 32 micro-batches of 1") !=
+        std::string::npos);
+  CHECK(half.find("days on 8,192") != std::string::npos);
+  CHECK(plan_text("--preset llama3-405b --gpu h200").find("16,384 x H200 SXM") !=
+        std::string::npos);
+  CHECK(plan_text("--preset llama3-405b --dtype fp32").find(", fp32, on 16,384") !=
+        std::string::npos);
+  // Each Llama preset is a run that fits its GPUs.
+  for (const char* preset : {"llama3-8b", "llama3-70b", "llama3-405b"}) {
+    CAPTURE(preset);
+    const std::string t = plan_text(std::string("--preset ") + preset);
+    CHECK(t.find("80.0 GB: fits") != std::string::npos);
+    CHECK(t.find("H100 SXM") != std::string::npos);
+    CHECK(t.find("6ND for D = ") != std::string::npos);  // the tokens of the whole run
+  }
+  CHECK(plan_text("--preset llama3-8b").find("TP 8 x CP 1 x PP 1 x DP 128 = 1,024 ranks") !=
+        std::string::npos);
+  CHECK(plan_text("--preset llama3-70b").find("TP 8 x CP 1 x PP 4 x DP 64 = 2,048 ranks") !=
+        std::string::npos);
+  CHECK(plan_text("--preset demo")
+            .find("TP 2 x CP 2 x PP 2 x DP 2, ZeRO-1, 1f1b, fp32, on 16 x "
+                  "this CPU") != std::string::npos);
+}
+
+TEST_CASE("plan: tetra train --preset demo is the demo's run") {
+  // tools/demo.sh's run: tetra train's defaults on TP 2 x CP 2 x PP 2 x DP 2.
+  const TrainConfig demo = parse_train_options({"--preset", "demo"});
+  TrainConfig expected = parse_train_options({"--tp", "2", "--cp", "2", "--pp", "2", "--dp", "2"});
+  expected.preset = "demo";
+  expected.given = demo.given;
+  const auto fields = [](const TrainConfig& c) {
+    return std::tuple(c.layout.tp, c.layout.cp, c.layout.pp, c.layout.dp, c.layout.sp, c.layout.vpp,
+                      c.layout.schedule, c.model.str(), c.model.rope_theta, c.batch.global_batch,
+                      c.batch.micro_batch, c.optimizer.steps, c.optimizer.lr, c.optimizer.min_lr,
+                      c.optimizer.warmup, c.optimizer.weight_decay, c.optimizer.clip,
+                      c.optimizer.zero, c.optimizer.recompute, c.device.dtype);
+  };
+  CHECK(fields(demo) == fields(expected));
+  // A flag replaces its part only.
+  const TrainConfig one = parse_train_options({"--preset", "demo", "--cp", "1", "--steps", "5"});
+  CHECK(std::tuple(one.layout.tp, one.layout.cp, one.layout.pp, one.layout.dp) ==
+        std::tuple(2, 1, 2, 2));
+  CHECK(one.optimizer.steps == 5);
+  // A Llama preset carries its training settings into tetra train too.
+  const TrainConfig big = parse_train_options({"--preset", "llama3-405b"});
+  CHECK(big.device.dtype == "bf16");
+  CHECK(big.optimizer.zero == 3);
+  CHECK(big.optimizer.lr == 8e-5);
+  CHECK(big.optimizer.min_lr == 8e-7);
+  CHECK(big.optimizer.warmup == 8000);
+  CHECK(big.optimizer.steps == 929833);  // 15.6T tokens at 16,777,216 a step
+  CHECK(big.model.data_vocab == 128256);
+  CHECK(big.layout.dp == 128);
 }
 
 TEST_CASE("plan: traffic of TP 2 x PP 2 by hand") {

@@ -1,0 +1,14 @@
+// --preset NAME on the command line: the named run (plan/preset.hpp) fills every part of the
+// configuration whose flag was not given, so that a flag beside it replaces one part.
+#pragma once
+#include "plan/plan_report.hpp"
+#include "plan/preset.hpp"
+#include "train/config.hpp"
+
+namespace tetra::cli {
+
+// c.preset's run into `c`, except the fields of the flags in c.given; `request` (tetra plan's,
+// else null) gets the preset's machine and whole-run numbers likewise.
+void apply_preset(TrainConfig& c, plan::Request* request);
+
+}  // namespace tetra::cli
