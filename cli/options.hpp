@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "cli/generate.hpp"
+#include "cli/lab.hpp"
+#include "cli/sweep.hpp"
 #include "plan/plan_report.hpp"
 #include "plot/plot.hpp"
 #include "train/config.hpp"
@@ -40,7 +42,8 @@ struct PlanOptions {
 };
 
 struct CommandLine {
-  // "train", "plan", "launch", "ckpt", "plot" or "generate"; empty when help was asked for
+  // "train", "plan", "launch", "ckpt", "plot", "generate", "sweep" or "lab"; empty when help
+  // was asked for
   std::string command;
   std::string help;  // the --help text asked for, else empty
   TrainConfig train;
@@ -49,6 +52,8 @@ struct CommandLine {
   CkptOptions ckpt;
   PlotOptions plot;
   GenerateOptions generate;
+  SweepOptions sweep;
+  LabOptions lab;
 };
 
 // Parses tetra's arguments (argv without the program name). Throws tetra::Error with a

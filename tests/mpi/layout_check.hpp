@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "train/match.hpp"
 #include "train/trainer.hpp"
 
 namespace tetra::test {
@@ -41,19 +42,15 @@ inline int world_rank() {
   return r;
 }
 
-// How far a run is from the reference: the largest per-step relative loss gap; the largest
-// step-0 gradient gap over each tensor's largest magnitude; the largest final-weight gap in
-// norm over the tensor's norm.
-struct Gaps {
-  double loss = 0, grad = 0, weight = 0;
-};
+// How far a run is from the reference (train/match.hpp's Gaps).
 Gaps gaps(const RunResult& ref, const RunResult& run);
 
-// The matching criteria, by default fp32's: per-step losses within 1e-5 relative; step-0
-// gradients within 1e-5 of each tensor's largest magnitude; final weights within 1e-4 in
-// norm per tensor. Returns an empty string when they hold, else what broke. Call on rank 0.
+// The matching criteria (train/match.hpp), by default fp32's: per-step losses within 1e-5
+// relative; step-0 gradients within 1e-5 of each tensor's largest magnitude; final weights
+// within 1e-4 in norm per tensor. Returns an empty string when they hold, else what broke.
+// Call on rank 0.
 std::string compare(const RunResult& ref, const RunResult& run,
-                    const Gaps& bound = {1e-5, 1e-5, 1e-4});
+                    const Gaps& bound = match_bounds("fp32"));
 
 // The model every layout test trains: small enough for 16 ranks on 2 cores, shaped so that
 // TP 4, CP 4 and PP 4 all divide it; on one rank, global_batch sequences a step in

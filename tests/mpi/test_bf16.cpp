@@ -12,18 +12,8 @@ using namespace tetra::test;
 
 namespace {
 
-// bf16 keeps 8 significant bits, so one rounding moves a value by up to 2^-9 = 2e-3
-// relative. A layout changes which partial sums get rounded (TP all-reduces bf16 partial
-// sums, CP reduce-scatters bf16 dK/dV), so its activations differ from one rank's by a few
-// roundings, as bf16's do from fp32's. Adam then spreads such differences into the weights:
-// in its first steps each weight moves by about lr whatever its gradient's size, so where a
-// gradient is near zero a rounding can flip the move. The bounds were twice the largest gaps
-// measured over these layouts at lr 1e-2 (loss 1.4e-3, gradient 1.8e-2, weights 5.7e-2),
-// the size of bf16's own gaps from fp32 on one rank (the second test case prints both); at
-// the layout tests' lr of 3e-3 the largest are loss 4.4e-4, gradient 1.8e-2, weights 1.3e-2.
-// A real fault (a missing reduction, a wrong slice) moves the loss by orders of magnitude
-// more.
-const Gaps kBf16Bound{3e-3, 4e-2, 1.2e-1};
+// bf16's bounds (train/match.cpp says why they are what they are).
+const Gaps kBf16Bound = match_bounds("bf16");
 
 // A layout and what it turns on: ZeRO stage, SP, the schedule and V.
 struct Case {
