@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/cli_flags.hpp"
 #include "util/error.hpp"
 
 namespace tetra {
@@ -83,10 +84,19 @@ std::vector<std::string> launcher_words(const std::string& launcher, int ranks) 
   return words;
 }
 
-void check_launcher(const std::string& flag, const std::string& launcher) {
-  check(launcher.find_first_not_of(' ') != std::string::npos, flag, " is empty");
-  check(launcher.find("{n}") != std::string::npos, flag, " must say where the number of ranks ",
-        "goes, as {n} (got '", launcher, "'; e.g. 'mpirun -np {n}' or 'srun -n {n}')");
+void add_job_options(CLI::App& app, JobOptions& o) {
+  cli::add(app, "--launcher", o.launcher, "CMD",
+           "how to start N ranks, {n} standing for N (e.g. 'srun -n {n}')");
+  cli::add(app, "--run-timeout", o.run_timeout, "SECONDS",
+           "stop a run after this long and report it timed out (0: never)")
+      ->check(cli::kNonNegative);
+}
+
+void check_job_options(const JobOptions& o) {
+  check(o.launcher.find_first_not_of(' ') != std::string::npos, "--launcher is empty");
+  check(o.launcher.find("{n}") != std::string::npos,
+        "--launcher must say where the number of ranks goes, as {n} (got '", o.launcher,
+        "'; e.g. 'mpirun -np {n}' or 'srun -n {n}')");
 }
 
 JobResult run_job(const std::vector<std::string>& argv, const std::string& log_path,
@@ -163,9 +173,9 @@ std::string log_error(const std::string& log_path) {
 std::string shell_line(const std::vector<std::string>& argv) {
   std::string out;
   for (const std::string& a : argv) {
-    const bool plain = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLM"
-                                                         "NOPQRSTUVWXYZ0123456789-_./=:,@+{}") ==
-                                         std::string::npos;
+    const bool plain = !a.empty() && a.find_first_not_of(
+                                         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLM"
+                                         "NOPQRSTUVWXYZ0123456789-_./=:,@+{}") == std::string::npos;
     std::string q = a;
     if (!plain) {
       q = "'";

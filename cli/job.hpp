@@ -5,7 +5,21 @@
 #include <string>
 #include <vector>
 
+namespace CLI {
+class App;
+}
+
 namespace tetra {
+
+// How jobs start (--launcher) and how long one may run (--run-timeout, 0: no limit).
+struct JobOptions {
+  std::string launcher = "mpirun --oversubscribe --bind-to none -np {n}";
+  double run_timeout = 900;
+};
+// Adds --launcher and --run-timeout to a command's flags. check_job_options throws
+// tetra::Error when the launcher is empty or does not say where the ranks go ({n}).
+void add_job_options(CLI::App& app, JobOptions& o);
+void check_job_options(const JobOptions& o);
 
 // This program's own path (/proc/self/exe), for the jobs to run.
 std::string tetra_program();
@@ -13,9 +27,6 @@ std::string tetra_program();
 // The launcher's words with "{n}" replaced by the number of ranks: "mpirun -np {n}" ->
 // {"mpirun", "-np", "4"}. Words are separated by spaces; no quoting.
 std::vector<std::string> launcher_words(const std::string& launcher, int ranks);
-
-// Throws tetra::Error when `launcher` is empty or has no "{n}".
-void check_launcher(const std::string& flag, const std::string& launcher);
 
 struct JobResult {
   int exit_code = 0;  // the command's exit status; 128 + the signal that ended it

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include "cli/cli_flags.hpp"
 #include "cli/job.hpp"
@@ -92,9 +93,8 @@ std::vector<std::vector<json>> run_lesson(const lab::Lesson& l, const LabOptions
     fs::remove(jsonl, ec);  // metrics append; a checkpoint left would be resumed from
     fs::remove_all(ckpt, ec);
     std::vector<std::string> cmd;
-    if (run.supervised)
-      cmd = {tetra_program(), "launch", "--restarts", "1", "--quiet", "--"};
-    const std::vector<std::string> launcher = launcher_words(o.launcher, run.ranks);
+    if (run.supervised) cmd = {tetra_program(), "launch", "--restarts", "1", "--quiet", "--"};
+    const std::vector<std::string> launcher = launcher_words(o.job.launcher, run.ranks);
     cmd.insert(cmd.end(), launcher.begin(), launcher.end());
     cmd.insert(cmd.end(), {tetra_program(), "train"});
     cmd.insert(cmd.end(), run.flags.begin(), run.flags.end());
@@ -103,15 +103,37 @@ std::vector<std::vector<json>> run_lesson(const lab::Lesson& l, const LabOptions
     std::printf("running %s: tetra train on %d rank%s ... ", run.label.c_str(), run.ranks,
                 run.ranks > 1 ? "s" : "");
     std::fflush(stdout);
-    const JobResult job = run_job(cmd, log, o.run_timeout);
+    const JobResult job = run_job(cmd, log, o.job.run_timeout);
     std::printf("%.1f s\n", job.seconds);
     if (job.timed_out || job.exit_code != 0)
       throw std::runtime_error("the run " + std::string(job.timed_out ? "timed out" : "failed") +
-                               " (exit " + std::to_string(job.exit_code) +
-                               "): " + log_error(log) + " (log: " + log + ")");
+                               " (exit " + std::to_string(job.exit_code) + "): " + log_error(log) +
+                               " (log: " + log + ")");
     metrics.push_back(read_metrics(jsonl));
   }
   return metrics;
+}
+
+// Text broken into lines of at most `width` characters at spaces (its own line breaks kept),
+// each line after the first indented.
+std::string wrapped(const std::string& text, size_t width = 88, const std::string& indent = "  ") {
+  std::string out, line;
+  const auto flush = [&] {
+    out += (out.empty() ? "" : "\n" + indent) + line;
+    line.clear();
+  };
+  for (size_t at = 0; at <= text.size();) {
+    const size_t nl = std::min(text.find('\n', at), text.size());
+    std::istringstream words(text.substr(at, nl - at));
+    for (std::string w; words >> w;) {
+      if (!line.empty() && line.size() + 1 + w.size() + (out.empty() ? 0 : indent.size()) > width)
+        flush();
+      line += (line.empty() ? "" : " ") + w;
+    }
+    flush();
+    at = nl + 1;
+  }
+  return out;
 }
 
 bool graded_right(const lab::Lesson& l, double answer) {
@@ -121,7 +143,8 @@ bool graded_right(const lab::Lesson& l, double answer) {
 
 std::string percent_off(double value, double reference) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f %%", 100 * std::abs(value - reference) / std::abs(reference));
+  std::snprintf(buf, sizeof buf, "%.1f %%",
+                100 * std::abs(value - reference) / std::abs(reference));
   return buf;
 }
 
@@ -151,18 +174,18 @@ void teach(const lab::Lesson& l, size_t index, size_t count, const LabOptions& o
                                             percent_off(answer, l.formula) + " off)")
                                                .c_str());
   else
-    std::printf("wrong: %s\nthe working: %s\n",
+    std::printf("wrong: %s\n%s\n",
                 l.exact() ? "the formula's answer is exact"
                           : (percent_off(answer, l.formula) +
                              " off the formula's answer, and within 5 % counts")
                                 .c_str(),
-                l.working.c_str());
+                wrapped("the working: " + l.working).c_str());
   if (m.value == l.formula)
     std::printf("The run measured exactly what the formula says.\n");
   else
     std::printf("The run measured %s from the formula's answer.\n",
                 percent_off(m.value, l.formula).c_str());
-  if (!m.note.empty()) std::printf("%s\n", m.note.c_str());
+  if (!m.note.empty()) std::printf("%s\n", wrapped(m.note, 88, "").c_str());
   // One line for scripts and tests.
   std::printf("lab %s: answer %.10g | formula %.10g | measured %.10g | %s\n", l.name.c_str(),
               answer, l.formula, m.value, right ? "right" : "wrong");
@@ -193,11 +216,7 @@ void add_lab_options(CLI::App& app, LabOptions& o) {
   add_switch(app, "--list", o.list, "list the lessons");
   add(app, "--out", o.out, "DIR",
       "keep every run's log and metrics here (default: a temporary directory, removed)");
-  add(app, "--launcher", o.launcher, "CMD",
-      "how to start N ranks, {n} standing for N (e.g. 'srun -n {n}')");
-  add(app, "--run-timeout", o.run_timeout, "SECONDS",
-      "stop a run after this long (0: never)")
-      ->check(kNonNegative);
+  add_job_options(app, o.job);
   app.footer(
       "tetra lab [LESSON] [--answer X]: each lesson explains one idea of 4D parallelism with\n"
       "its formula, asks you to predict a number, runs the layout on this machine's cores and\n"
@@ -208,7 +227,7 @@ void add_lab_options(CLI::App& app, LabOptions& o) {
 }
 
 void finish_lab_options(const CLI::App& app, LabOptions& o) {
-  check_launcher("--launcher", o.launcher);
+  check_job_options(o.job);
   if (!o.lesson.empty()) find_lesson(lab::lessons(), o.lesson);
   if (app.count("--answer") == 0) return;
   check(!o.lesson.empty(), "--answer needs a LESSON: one lesson's question to answer");
@@ -240,8 +259,7 @@ int run_lab(const std::vector<std::string>& args) {
   try {
     const RunDir dir(o.out);
     if (!o.lesson.empty()) {
-      teach(all[find_lesson(all, o.lesson)], find_lesson(all, o.lesson), all.size(), o,
-            dir.path());
+      teach(all[find_lesson(all, o.lesson)], find_lesson(all, o.lesson), all.size(), o, dir.path());
     } else {
       for (size_t i = 0; i < all.size(); ++i) teach(all[i], i, all.size(), o, dir.path());
     }

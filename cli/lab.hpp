@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/job.hpp"
+
 namespace CLI {
 class App;
 }
@@ -18,8 +20,7 @@ struct LabOptions {
   double answer_value = 0;
   bool list = false;
   std::string out;  // keep each run's log and metrics here (default: a temporary directory)
-  std::string launcher = "mpirun --oversubscribe --bind-to none -np {n}";
-  double run_timeout = 300;
+  JobOptions job{.run_timeout = 300};
 };
 
 void add_lab_options(CLI::App& app, LabOptions& o);

@@ -133,9 +133,9 @@ Lesson zero() {
       ", activations A = " + commas(A) + " B (as tetra plan counts them).";
   l.question = "What is the peak memory of one rank during a step, in bytes?";
   l.formula = 16 * P / N + 8 * unit + A;
-  l.working = "16P/N + 8 x P_unit + A = 16 x " + commas(P) + " / 4 + 8 x " + commas(unit) +
-              " + " + commas(A) + " = " + commas(l.formula) + " B.\nThe shards alone (16P/N = " +
-              commas(16 * P / N) +
+  l.working = "16P/N + 8 x P_unit + A = 16 x " + commas(P) + " / 4 + 8 x " + commas(unit) + " + " +
+              commas(A) + " = " + commas(l.formula) +
+              " B.\nThe shards alone (16P/N = " + commas(16 * P / N) +
               " B) leave out the unit being gathered; without ZeRO-3's sharding of the weights\n"
               "(ZeRO-1: 4P weights, 4P gradients and their 4P/N reduced shard, 8P/N Adam) a rank "
               "would hold " +
@@ -233,8 +233,9 @@ Lesson pp() {
   l.runs = {{"PP 2, GPipe", 2, s.flags}};
   l.measure = [](const std::vector<std::vector<json>>& m) {
     Measured r;
-    r.source = "bubble in the run's metrics (time blocked on pipeline receives over the step, "
-               "averaged over the ranks and the steps after the first)";
+    r.source =
+        "bubble in the run's metrics (time blocked on pipeline receives over the step, "
+        "averaged over the ranks and the steps after the first)";
     int n = 0;
     for (size_t i = m[0].size() > 1 ? 1 : 0; i < m[0].size(); ++i) {
       check(m[0][i].contains("bubble"), "the metrics have no bubble");
@@ -295,10 +296,11 @@ Lesson cp() {
       "kv = 2 heads x 16 = 32 values a token, fp32.";
   l.question = "How many bytes does one rank send in its CP group in one step?";
   l.formula = 4 * L * m * (N - 1) / N * b * S * kv * 4;
-  l.working = "Per block and micro-batch four calls (K, V all-gathered; dK, dV reduce-scattered) "
-              "of (N-1)/N x b S kv x 4 B:\n4 x L x (N-1)/N x b S kv x 4 B = 4 x 2 x 1/2 x " +
-              commas(b * S * kv * 4) + " = " + commas(l.formula) +
-              " B. An all-gather sends the N-1 pieces it does not hold, not the whole tensor.";
+  l.working =
+      "Per block and micro-batch four calls (K, V all-gathered; dK, dV reduce-scattered) "
+      "of (N-1)/N x b S kv x 4 B:\n4 x L x (N-1)/N x b S kv x 4 B = 4 x 2 x 1/2 x " +
+      commas(b * S * kv * 4) + " = " + commas(l.formula) +
+      " B. An all-gather sends the N-1 pieces it does not hold, not the whole tensor.";
   l.runs = {{"CP 2", 2, s.flags}};
   l.measure = [](const std::vector<std::vector<json>>& m) { return group_bytes(m[0], "cp"); };
   return l;
@@ -364,9 +366,10 @@ Lesson resume() {
       if (m[0][i]["step"].get<int64_t>() <= m[0][i - 1]["step"].get<int64_t>()) {
         const int64_t from = m[0][i]["step"].get<int64_t>(), to = m[0][i - 1]["step"];
         r.value = double(from);
-        r.note = (from == to ? "Step " + std::to_string(from) + " was"
-                             : "Steps " + std::to_string(from) + "-" + std::to_string(to) + " were") +
-                 " trained twice; the step after died half-way.";
+        r.note =
+            (from == to ? "Step " + std::to_string(from) + " was"
+                        : "Steps " + std::to_string(from) + "-" + std::to_string(to) + " were") +
+            " trained twice; the step after died half-way.";
         return r;
       }
     fail("the metrics show no restart");

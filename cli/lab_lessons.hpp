@@ -33,8 +33,8 @@ struct Lesson {
   std::string idea;      // a few lines, with the formula
   std::string question;  // what to predict, and in which unit
   Unit unit = Unit::Bytes;
-  double formula = 0;    // the formula's answer for this lesson's layout
-  std::string working;   // how the formula gets there, with the numbers
+  double formula = 0;   // the formula's answer for this lesson's layout
+  std::string working;  // how the formula gets there, with the numbers
   std::vector<LessonRun> runs;
   // From each run's metrics records, in the order of runs. Throws tetra::Error when the
   // records do not hold the number (a run that did not get that far).

@@ -78,9 +78,9 @@ void plan_run(Run& r, const SweepOptions& o, const plan::Machine& mc) {
   r.estimate = plan::estimate_step(r.setup, mc);
 }
 
-std::vector<std::string> train_command(const SweepOptions& o, const plan::RunSpec& spec,
-                                       int ranks, const std::string& metrics) {
-  std::vector<std::string> cmd = launcher_words(o.launcher, ranks);
+std::vector<std::string> train_command(const SweepOptions& o, const plan::RunSpec& spec, int ranks,
+                                       const std::string& metrics) {
+  std::vector<std::string> cmd = launcher_words(o.job.launcher, ranks);
   const LayoutConfig& l = spec.layout;
   cmd.insert(cmd.end(), {tetra_program(), "train"});
   cmd.insert(cmd.end(), o.pass.begin(), o.pass.end());
@@ -101,13 +101,13 @@ void run_layout(Run& r, const SweepOptions& o, const plan::Machine& mc,
   const std::string base = o.out + "/runs/" + r.id;
   const std::string metrics = base + ".jsonl", log = base + ".log";
   std::remove(metrics.c_str());  // metrics append: an earlier sweep's must not count
-  const JobResult job = run_job(train_command(o, r.setup.spec, r.setup.world(), metrics), log,
-                                o.run_timeout);
+  const JobResult job =
+      run_job(train_command(o, r.setup.spec, r.setup.world(), metrics), log, o.job.run_timeout);
   r.seconds = job.seconds;
   r.exit_code = job.exit_code;
   if (job.timed_out || job.exit_code != 0) {
     r.status = job.timed_out ? "timeout" : "failed";
-    r.error = job.timed_out ? "stopped after " + std::to_string(int(o.run_timeout)) + " s"
+    r.error = job.timed_out ? "stopped after " + std::to_string(int(o.job.run_timeout)) + " s"
                             : log_error(log);
     return;
   }
@@ -135,18 +135,22 @@ void measure(Run& r, const std::string& metrics, const plan::Machine& mc) {
   const auto num = [](const json& j, const char* key) {
     return j.contains(key) && j[key].is_number() ? j[key].get<double>() : std::nan("");
   };
+  double peak = 0;  // per rank, as the run's MFU counted it: tokens/s F / (ranks MFU)
+  const double F = model_flops_per_token(r.setup.cfg), ranks = r.setup.world();
   for (size_t i = 0; i < records.size(); ++i) {
     const json& j = records[i];
     r.losses.push_back(num(j, "loss"));
     r.peak_measured = std::max(r.peak_measured, num(j, "peak_memory_bytes"));
     if (i < first) continue;
-    r.tokens_per_s += num(j, "tokens_per_s") / timed;
-    r.mfu += num(j, "mfu") / timed;
     r.step_ms += num(j, "step_ms") / timed;
     r.comm_share += num(j, "comm_share") / timed;
     r.bubble += num(j, "bubble") / timed;
     r.bubble_formula = num(j, "bubble_formula");
+    peak = num(j, "tokens_per_s") * F / (ranks * num(j, "mfu"));
   }
+  // Throughput over the mean step time, so that tokens/s ranks the runs as their step times do.
+  r.tokens_per_s = double(r.setup.spec.batch.global_batch) * r.setup.cfg.seq_len / r.step_ms * 1e3;
+  r.mfu = r.tokens_per_s * F / (ranks * peak);
   for (const char* g : kGroups)
     if (records.back().contains("comm_bytes") && records.back()["comm_bytes"].contains(g))
       r.bytes_measured[g] = json_int(records.back()["comm_bytes"][g]).value_or(-1);
@@ -154,10 +158,9 @@ void measure(Run& r, const std::string& metrics, const plan::Machine& mc) {
   r.bubble_of_step =
       r.setup.run.schedule == ScheduleKind::Interleaved ? r.bubble / (1 + r.bubble) : r.bubble;
   r.plan_matches = plan::compare_metrics(r.setup, metrics).match;
-  if (mc.peak_flops <= 0 && r.mfu > 0) {  // the run's probe: tokens/s F / (ranks peak) = MFU
+  if (mc.peak_flops <= 0 && std::isfinite(peak) && peak > 0) {  // a CPU: the run's own probe
     plan::Machine probed = mc;
-    probed.peak_flops = r.tokens_per_s * model_flops_per_token(r.setup.cfg) /
-                        (r.setup.world() * r.mfu);
+    probed.peak_flops = peak;
     r.estimate = plan::estimate_step(r.setup, probed);
   }
 }
@@ -221,9 +224,8 @@ void print_ranked_table(const std::vector<const Run*>& order) {
     char peak[40], match[64];
     std::snprintf(peak, sizeof peak, "%s (%s)", mb(r->peak_measured).c_str(),
                   mb(r->peak_planned).c_str());
-    std::snprintf(match, sizeof match, "%s (%.1e)%s",
-                  r->status == "ok" ? "matches" : "MISMATCH", r->loss_gap,
-                  r->fits ? "" : ", does not fit");
+    std::snprintf(match, sizeof match, "%s (%.1e)%s", r->status == "ok" ? "matches" : "MISMATCH",
+                  r->loss_gap, r->fits ? "" : ", does not fit");
     std::printf("%4d  %-44s %9.0f %6.2f%% %8.1f %5.1f%% %6.1f%% %16s %7s  %s\n", ++n,
                 r->title.c_str(), r->tokens_per_s, 100 * r->mfu, r->step_ms, 100 * r->comm_share,
                 100 * r->bubble_of_step, peak, r->plan_matches ? "= plan" : "!= plan", match);
@@ -377,9 +379,8 @@ int sweep(const SweepOptions& o) {
   print_ranked_table(order);
   std::vector<SweepBar> bars;
   for (const Run* r : order) bars.push_back(bar(*r));
-  write_svg(o.out + "/sweep.svg",
-            sweep_svg(bars, "tetra sweep: " + std::to_string(o.ranks) + " ranks, " +
-                                o.train.model.str()));
+  write_svg(o.out + "/sweep.svg", sweep_svg(bars, "tetra sweep: " + std::to_string(o.ranks) +
+                                                      " ranks, " + o.train.model.str()));
   const Run* best = nullptr;
   for (const Run* r : order)
     if (r->status == "ok" && r->fits) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/job.hpp"
 #include "plan/layouts.hpp"
 #include "plan/plan_report.hpp"
 #include "train/config.hpp"
@@ -27,11 +28,10 @@ struct SweepOptions {
   std::vector<std::string> pass;         // those given, as tokens for tetra train
   int ranks = 0;
   std::string zero = "1", schedules = "1f1b", vpp = "1", sp = "off";  // lists, as given
-  plan::LayoutChoices choices;                                         // ... parsed
+  plan::LayoutChoices choices;                                        // ... parsed
   plan::Request machine;  // --gpu (default: cpu, or h100 under --device cuda) and overrides
   std::string out;
-  std::string launcher = "mpirun --oversubscribe --bind-to none -np {n}";
-  double run_timeout = 900;  // seconds per run (0: none)
+  JobOptions job;
   bool dry_run = false;
 };
 

@@ -14,11 +14,11 @@ namespace {
 
 // The train options a sweep does not pass on.
 const char* const kNotSwept[] = {
-    "--tp",          "--cp",         "--pp",        "--dp",           "--sp",
-    "--vpp",         "--schedule",   "--zero",      "--val-data",     "--val-split",
-    "--eval-every",  "--eval-batches", "--tokenizer", "--init-from",  "--ckpt-dir",
-    "--ckpt-every",  "--keep",       "--resume",    "--allow-change", "--inject-failure",
-    "--metrics",     "--trace",      "--trace-steps", "--export",     "--export-dtype",
+    "--tp",          "--cp",           "--pp",          "--dp",           "--sp",
+    "--vpp",         "--schedule",     "--zero",        "--val-data",     "--val-split",
+    "--eval-every",  "--eval-batches", "--tokenizer",   "--init-from",    "--ckpt-dir",
+    "--ckpt-every",  "--keep",         "--resume",      "--allow-change", "--inject-failure",
+    "--metrics",     "--trace",        "--trace-steps", "--export",       "--export-dtype",
     "--sample-every"};
 
 // A validator of a comma-separated list whose items `ok` accepts; `what` words the refusal.
@@ -50,7 +50,8 @@ void add_sweep_options(CLI::App& app, SweepOptions& o) {
   add_train_options(app, o.train);
   for (const char* name : kNotSwept) app.remove_option(app.get_option(name));
   for (const CLI::Option* opt : app.get_options()) o.train_flags.push_back(opt->get_name());
-  app.get_option("--steps")->description("steps of every run (the first warms up and is not timed)");
+  app.get_option("--steps")->description(
+      "steps of every run (the first warms up and is not timed)");
 
   app.option_defaults()->group("Layouts");
   add(app, "--ranks", o.ranks, "N", "ranks: every TP x CP x PP x DP = N that tetra accepts")
@@ -84,11 +85,7 @@ void add_sweep_options(CLI::App& app, SweepOptions& o) {
   add(app, "--out", o.out, "DIR",
       "write sweep.jsonl, sweep.svg and each run's log and metrics (runs/) here");
   add_switch(app, "--dry-run", o.dry_run, "list the layouts and the plan's numbers; run nothing");
-  add(app, "--launcher", o.launcher, "CMD",
-      "how to start N ranks, {n} standing for N (e.g. 'srun -n {n}')");
-  add(app, "--run-timeout", o.run_timeout, "SECONDS",
-      "stop a run after this long and report it timed out (0: never)")
-      ->check(kNonNegative);
+  add_job_options(app, o.job);
   app.footer(
       "tetra sweep --ranks N [train's model, batch and device flags] --out DIR\n"
       "Runs one rank, then every valid layout of N ranks for --steps steps, and ranks them by\n"
@@ -122,7 +119,7 @@ void finish_sweep_options(const CLI::App& app, SweepOptions& o) {
   o.choices.sp = o.sp == "both" ? std::vector<bool>{false, true} : std::vector<bool>{o.sp == "on"};
   if (app.count("--gpu") == 0) o.machine.gpu = t.device.device == "cuda" ? "h100" : "cpu";
   o.machine.peak_tflops = t.output.peak_tflops;
-  check_launcher("--launcher", o.launcher);
+  check_job_options(o.job);
   check(o.dry_run || !o.out.empty(), "tetra sweep needs --out DIR (or --dry-run)");
 }
 

@@ -49,8 +49,8 @@ StepEstimate estimate_step(const Setup& s, const Machine& mc) {
   e.known = true;
   e.compute = tokens * hw / (l.world() * peak);
   e.piped =
-      e.compute / (1 - bubble_forms(s.run.schedule, l.pp, s.spec.layout.vpp, s.run.micro_batches)
-                           .of_step);
+      e.compute /
+      (1 - bubble_forms(s.run.schedule, l.pp, s.spec.layout.vpp, s.run.micro_batches).of_step);
   e.dp_exposed = std::max(0.0, e.dp - e.compute);
   e.step = e.piped + e.tp + e.cp + e.pp + e.dp_exposed;
   e.mfu = tokens * F / (l.world() * peak * e.step);

@@ -19,6 +19,7 @@ namespace {
 
 using tetra::json;
 using tetra::test::count;
+using tetra::test::jsonl_records;
 using tetra::test::parsed_json;
 using tetra::test::spawn;
 using tetra::test::Spawned;
@@ -26,16 +27,14 @@ using tetra::test::TempDir;
 using tetra::test::tetra_bin;
 
 tetra::ModelConfig model(int layers, int dim, int heads, int kv, int ffn, int seq) {
-  return {.vocab = 256, .data_vocab = 256, .layers = layers, .dim = dim, .heads = heads,
-          .kv_heads = kv, .ffn_dim = ffn, .seq_len = seq};
-}
-
-std::vector<json> records(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<json> out;
-  for (std::string line; std::getline(in, line);) out.push_back(parsed_json(line));
-  REQUIRE(!out.empty());
-  return out;
+  return {.vocab = 256,
+          .data_vocab = 256,
+          .layers = layers,
+          .dim = dim,
+          .heads = heads,
+          .kv_heads = kv,
+          .ffn_dim = ffn,
+          .seq_len = seq};
 }
 
 double bytes(const std::vector<json>& recs, const char* group) {
@@ -140,9 +139,9 @@ TEST_CASE("lab: every lesson, answered right and answered with a textbook mistak
     for (const bool right : {true, false}) {
       const std::string answer = right ? c.right : c.wrong;
       CAPTURE(answer);
-      const Spawned r = spawn(tetra_bin() + " lab " + c.lesson + " --answer " + answer +
-                                  " --out " + dir.path.string(),
-                              300);
+      const Spawned r = spawn(
+          tetra_bin() + " lab " + c.lesson + " --answer " + answer + " --out " + dir.path.string(),
+          300);
       CAPTURE(r.out);
       CAPTURE(r.err);
       REQUIRE(r.status == 0);
@@ -152,7 +151,9 @@ TEST_CASE("lab: every lesson, answered right and answered with a textbook mistak
       if (!right) CHECK(r.out.find("the working: ") != std::string::npos);
       // The measured value is the run's own, from its metrics; where tetra's formula is exact,
       // it is the formula's number.
-      const double measured = c.measured(records(dir / (c.lesson + "-1.jsonl")));
+      const std::vector<json> recs = jsonl_records(dir / (c.lesson + "-1.jsonl"));
+      REQUIRE(!recs.empty());
+      const double measured = c.measured(recs);
       CHECK(near(s.measured, measured, 1e-9));
       if (c.exact_measure) CHECK(s.measured == c.formula);
       if (c.lesson == "zero") CHECK(near(s.measured, c.formula, 0.05));
@@ -163,7 +164,8 @@ TEST_CASE("lab: every lesson, answered right and answered with a textbook mistak
 TEST_CASE("lab: --list, and bad input is one error line and exit status 2") {
   const Spawned list = spawn(tetra_bin() + " lab --list", 60);
   CHECK(list.status == 0);
-  for (const char* name : {"1. dp ", "2. zero ", "3. tp ", "4. pp ", "5. cp ", "6. 4d ", "7. resume "})
+  for (const char* name :
+       {"1. dp ", "2. zero ", "3. tp ", "4. pp ", "5. cp ", "6. 4d ", "7. resume "})
     CHECK(list.out.find(name) != std::string::npos);
   const std::pair<std::string, std::string> cases[] = {
       {"lab nope --answer 1", "no lesson 'nope'"},

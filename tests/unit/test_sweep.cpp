@@ -18,15 +18,18 @@
 #include "plan/setup.hpp"
 #include "plan/traffic.hpp"
 #include "spawn.hpp"
+#include "svg_summary.hpp"
 
 namespace {
 
 using tetra::json;
 using tetra::test::count;
 using tetra::test::int_of;
+using tetra::test::jsonl_records;
 using tetra::test::parsed_json;
 using tetra::test::spawn;
 using tetra::test::Spawned;
+using tetra::test::svg_summary;
 using tetra::test::TempDir;
 using tetra::test::tetra_bin;
 
@@ -93,21 +96,6 @@ std::set<std::string> titles_of(const std::string& out, const std::string& heade
   return titles;
 }
 
-std::vector<json> records(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<json> out;
-  for (std::string line; std::getline(in, line);) out.push_back(parsed_json(line));
-  return out;
-}
-
-json svg_summary(const std::string& path) {
-  const Spawned r =
-      spawn("python3 " + std::string(TETRA_SOURCE_DIR) + "/tests/tools/svg_summary.py " + path);
-  CAPTURE(r.err);
-  REQUIRE(r.status == 0);
-  return parsed_json(r.out);
-}
-
 }  // namespace
 
 TEST_CASE("sweep --dry-run: exactly the layouts an independent enumeration finds") {
@@ -133,22 +121,21 @@ TEST_CASE("sweep --ranks 4: every layout runs and matches one rank, the plan's b
   // A launcher that kills rank 1 of the PP 4 run at step 1, and gives the TP 2 x DP 2 run
   // another seed (other weights, other losses): one layout fails, one does not match.
   const std::string launcher = dir / "launch.sh";
-  std::ofstream(launcher)
-      << "#!/bin/sh\nn=$1; shift\ncase \" $* \" in\n"
-         "  *\" --pp 4 \"*) set -- \"$@\" --inject-failure 1@1 ;;\n"
-         "  *\" --tp 2 --cp 1 --pp 1 --dp 2 \"*) set -- \"$@\" --seed 99 ;;\n"
-         "esac\nexec mpirun --oversubscribe --bind-to none -np \"$n\" \"$@\"\n";
+  std::ofstream(launcher) << "#!/bin/sh\nn=$1; shift\ncase \" $* \" in\n"
+                             "  *\" --pp 4 \"*) set -- \"$@\" --inject-failure 1@1 ;;\n"
+                             "  *\" --tp 2 --cp 1 --pp 1 --dp 2 \"*) set -- \"$@\" --seed 99 ;;\n"
+                             "esac\nexec mpirun --oversubscribe --bind-to none -np \"$n\" \"$@\"\n";
   const std::string out = dir / "sweep";
-  const Spawned r = spawn(tetra_bin() + " sweep --ranks 4 " + kModel +
-                              " --steps 2 --peak-tflops 1 --out " + out + " --launcher \"sh " +
-                              launcher + " {n}\"",
-                          600);
+  const Spawned r =
+      spawn(tetra_bin() + " sweep --ranks 4 " + kModel + " --steps 2 --peak-tflops 1 --out " + out +
+                " --launcher \"sh " + launcher + " {n}\"",
+            600);
   CAPTURE(r.out);
   CAPTURE(r.err);
   REQUIRE(r.status == 0);
 
   const std::set<std::string> want = enumerate(Model{}, 4, {1}, {"1f1b"}, {1}, {false});
-  const std::vector<json> recs = records(out + "/sweep.jsonl");
+  const std::vector<json> recs = jsonl_records(out + "/sweep.jsonl");
   int layouts = 0, skipped = 0;
   for (const json& j : recs) {
     const std::string status = j["status"], name = j["name"];
@@ -176,12 +163,22 @@ TEST_CASE("sweep --ranks 4: every layout runs and matches one rank, the plan's b
     CHECK(j["loss_gap"].get<double>() <= 1e-5);
     // The plan, computed here: bytes per group exactly, the peak within 10 %.
     tetra::plan::RunSpec spec;
-    spec.layout = {l["tp"].get<int>(), l["cp"].get<int>(), l["pp"].get<int>(),
-                   l["dp"].get<int>(), false,             1,
+    spec.layout = {l["tp"].get<int>(),
+                   l["cp"].get<int>(),
+                   l["pp"].get<int>(),
+                   l["dp"].get<int>(),
+                   false,
+                   1,
                    "1f1b"};
     spec.batch.global_batch = 8;
-    tetra::ModelConfig cfg{.vocab = 256, .data_vocab = 256, .layers = 4, .dim = 64, .heads = 4,
-                           .kv_heads = 2, .ffn_dim = 128, .seq_len = 16};
+    tetra::ModelConfig cfg{.vocab = 256,
+                           .data_vocab = 256,
+                           .layers = 4,
+                           .dim = 64,
+                           .heads = 4,
+                           .kv_heads = 2,
+                           .ffn_dim = 128,
+                           .seq_len = 16};
     const tetra::plan::Setup s = tetra::plan::make_setup(spec, cfg, 4);
     for (const auto& [group, bytes] :
          tetra::plan::bytes_by_group(tetra::plan::step_traffic(s, 0))) {
