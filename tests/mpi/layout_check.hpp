@@ -52,6 +52,9 @@ Gaps gaps(const RunResult& ref, const RunResult& run);
 std::string compare(const RunResult& ref, const RunResult& run,
                     const Gaps& bound = match_bounds("fp32"));
 
+// The bounds of bf16 runs (train/match.cpp says why they are what they are).
+inline const Gaps kBf16Bound = match_bounds("bf16");
+
 // The model every layout test trains: small enough for 16 ranks on 2 cores, shaped so that
 // TP 4, CP 4 and PP 4 all divide it; on one rank, global_batch sequences a step in
 // micro-batches of micro_batch.
