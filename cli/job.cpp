@@ -153,7 +153,9 @@ JobResult run_job(const std::vector<std::string>& argv, const std::string& log_p
   g_group = 0;
   r.seconds = seconds_since(t0);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  check(!g_signal, "interrupted by ", ::strsignal(g_signal), " (the running job was stopped)");
+  if (g_signal)
+    throw Interrupted(std::string("interrupted by ") + ::strsignal(g_signal) +
+                      " (the running job was stopped)");
   return r;
 }
 

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "util/error.hpp"
+
 namespace CLI {
 class App;
 }
@@ -34,10 +36,15 @@ struct JobResult {
   double seconds = 0;
 };
 
+// SIGINT or SIGTERM reached this process while a job ran (the job was stopped).
+struct Interrupted : Error {
+  using Error::Error;
+};
+
 // Runs argv with stdout and stderr into log_path (replaced), stdin from /dev/null, in a
 // process group of its own so that a time limit (timeout_s > 0) or a Ctrl-C stops mpirun and
-// every rank. Throws tetra::Error when it cannot start at all, and when this process is
-// interrupted (after stopping the job).
+// every rank. Throws tetra::Error when it cannot start at all, Interrupted after stopping the
+// job when this process is interrupted.
 JobResult run_job(const std::vector<std::string>& argv, const std::string& log_path,
                   double timeout_s);
 

@@ -161,6 +161,8 @@ void teach(const lab::Lesson& l, size_t index, size_t count, const LabOptions& o
   lab::Measured m;
   try {
     m = l.measure(run_lesson(l, o, dir));
+  } catch (const Interrupted&) {
+    throw;
   } catch (const Error& e) {  // a run that went wrong is not bad input
     throw std::runtime_error(e.what());
   }
@@ -263,6 +265,10 @@ int run_lab(const std::vector<std::string>& args) {
     } else {
       for (size_t i = 0; i < all.size(); ++i) teach(all[i], i, all.size(), o, dir.path());
     }
+  } catch (const Interrupted& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "\ntetra: error: %s\n", e.what());
+    return 130;
   } catch (const Error& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "\ntetra: error: %s\n", e.what());

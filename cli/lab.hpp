@@ -32,7 +32,7 @@ void finish_lab_options(const CLI::App& app, LabOptions& o);
 bool parse_answer(const std::string& text, double& value);
 
 // args: what follows `tetra lab`. Returns 0 when the lessons ran (right or wrong answers
-// alike), 2 for bad input, 1 when a run failed.
+// alike), 2 for bad input, 1 when a run failed, 130 when interrupted.
 int run_lab(const std::vector<std::string>& args);
 
 }  // namespace tetra

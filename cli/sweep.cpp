@@ -93,39 +93,6 @@ std::vector<std::string> train_command(const SweepOptions& o, const plan::RunSpe
   return cmd;
 }
 
-void measure(Run& r, const std::string& metrics, const plan::Machine& mc);
-
-// Runs the layout and reads its metrics. ref: the one-rank losses (empty for the reference).
-void run_layout(Run& r, const SweepOptions& o, const plan::Machine& mc,
-                const std::vector<double>& ref) {
-  const std::string base = o.out + "/runs/" + r.id;
-  const std::string metrics = base + ".jsonl", log = base + ".log";
-  std::remove(metrics.c_str());  // metrics append: an earlier sweep's must not count
-  const JobResult job =
-      run_job(train_command(o, r.setup.spec, r.setup.world(), metrics), log, o.job.run_timeout);
-  r.seconds = job.seconds;
-  r.exit_code = job.exit_code;
-  if (job.timed_out || job.exit_code != 0) {
-    r.status = job.timed_out ? "timeout" : "failed";
-    r.error = job.timed_out ? "stopped after " + std::to_string(int(o.job.run_timeout)) + " s"
-                            : log_error(log);
-    return;
-  }
-  try {
-    measure(r, metrics, mc);
-  } catch (const std::exception& e) {  // a run that exits 0 without its records
-    r.status = "failed";
-    r.error = std::string("its metrics: ") + e.what();
-    return;
-  }
-  if (ref.empty()) {
-    r.status = "ok";
-    return;
-  }
-  r.loss_gap = r.losses.size() == ref.size() ? largest_loss_gap(ref, r.losses) : INFINITY;
-  r.status = r.loss_gap <= match_bounds(o.train.device.dtype).loss ? "ok" : "mismatch";
-}
-
 // What a finished run's metrics say, and the plan's step time at the run's own peak when the
 // machine has none.
 void measure(Run& r, const std::string& metrics, const plan::Machine& mc) {
@@ -163,6 +130,37 @@ void measure(Run& r, const std::string& metrics, const plan::Machine& mc) {
     probed.peak_flops = peak;
     r.estimate = plan::estimate_step(r.setup, probed);
   }
+}
+
+// Runs the layout and reads its metrics. ref: the one-rank losses (empty for the reference).
+void run_layout(Run& r, const SweepOptions& o, const plan::Machine& mc,
+                const std::vector<double>& ref) {
+  const std::string base = o.out + "/runs/" + r.id;
+  const std::string metrics = base + ".jsonl", log = base + ".log";
+  std::remove(metrics.c_str());  // metrics append: an earlier sweep's must not count
+  const JobResult job =
+      run_job(train_command(o, r.setup.spec, r.setup.world(), metrics), log, o.job.run_timeout);
+  r.seconds = job.seconds;
+  r.exit_code = job.exit_code;
+  if (job.timed_out || job.exit_code != 0) {
+    r.status = job.timed_out ? "timeout" : "failed";
+    r.error = job.timed_out ? "stopped after " + std::to_string(int(o.job.run_timeout)) + " s"
+                            : log_error(log);
+    return;
+  }
+  try {
+    measure(r, metrics, mc);
+  } catch (const std::exception& e) {  // a run that exits 0 without its records
+    r.status = "failed";
+    r.error = std::string("its metrics: ") + e.what();
+    return;
+  }
+  if (ref.empty()) {
+    r.status = "ok";
+    return;
+  }
+  r.loss_gap = r.losses.size() == ref.size() ? largest_loss_gap(ref, r.losses) : INFINITY;
+  r.status = r.loss_gap <= match_bounds(o.train.device.dtype).loss ? "ok" : "mismatch";
 }
 
 // "3 skipped: 2 x --kv-heads 2 is not divisible by TP 4 (tp4-cp1-pp1-dp1-z1, ...)".
@@ -414,6 +412,10 @@ int run_sweep(const std::vector<std::string>& args) {
       return 0;
     }
     return sweep(cli.sweep);
+  } catch (const Interrupted& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "tetra: error: %s\n", e.what());
+    return 130;
   } catch (const Error& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "tetra: error: %s\n", e.what());

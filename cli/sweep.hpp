@@ -42,7 +42,7 @@ void finish_sweep_options(const CLI::App& app, SweepOptions& o);
 
 // args: what follows `tetra sweep`. Returns the exit status: 0 when the sweep ran (whatever
 // each layout did), 2 for bad input (one "tetra: error:" line), 1 when the one-rank reference
-// failed or no layout both fits and matches.
+// failed or no layout both fits and matches, 130 when interrupted.
 int run_sweep(const std::vector<std::string>& args);
 
 }  // namespace tetra
