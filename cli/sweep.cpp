@@ -38,9 +38,11 @@ struct Run {
   std::string error;  // why it failed
   std::vector<double> losses;
   double loss_gap = 0;
-  double tokens_per_s = 0, mfu = 0, step_ms = 0, comm_share = 0;
+  double tokens_per_s = 0, mfu = 0, step_ms = 0;
   double bubble = 0, bubble_formula = 0;  // as the metrics give them
-  double bubble_of_step = 0;              // the bubble's share of the step, any schedule
+  // The step split, averaged over the ranks: compute, the bubble (of the step, any schedule)
+  // and the exposed communication besides (the rest of the ranks' wait); they sum to 1.
+  double compute_share = 0, bubble_of_step = 0, comm_share = 0;
   double peak_measured = 0, peak_planned = 0;
   std::map<std::string, double> bytes_planned;  // per step, each rank of pipeline stage 0
   std::map<std::string, int64_t> bytes_measured;
@@ -93,6 +95,17 @@ std::vector<std::string> train_command(const SweepOptions& o, const plan::RunSpe
   return cmd;
 }
 
+// The ranks' mean share of a step's time outside communication calls (its compute_ms, each
+// rank's step less its wait).
+double compute_share(const json& record) {
+  check(record.contains("compute_ms") && record["compute_ms"].is_array() &&
+            !record["compute_ms"].empty() && record.contains("step_ms"),
+        "no per-rank compute_ms");
+  double sum = 0;
+  for (const json& ms : record["compute_ms"]) sum += ms.get<double>();
+  return sum / double(record["compute_ms"].size()) / record["step_ms"].get<double>();
+}
+
 // What a finished run's metrics say, and the plan's step time at the run's own peak when the
 // machine has none.
 void measure(Run& r, const std::string& metrics, const plan::Machine& mc) {
@@ -110,7 +123,7 @@ void measure(Run& r, const std::string& metrics, const plan::Machine& mc) {
     r.peak_measured = std::max(r.peak_measured, num(j, "peak_memory_bytes"));
     if (i < first) continue;
     r.step_ms += num(j, "step_ms") / timed;
-    r.comm_share += num(j, "comm_share") / timed;
+    r.compute_share += compute_share(j) / timed;
     r.bubble += num(j, "bubble") / timed;
     r.bubble_formula = num(j, "bubble_formula");
     peak = num(j, "tokens_per_s") * F / (ranks * num(j, "mfu"));
@@ -124,6 +137,8 @@ void measure(Run& r, const std::string& metrics, const plan::Machine& mc) {
   // Interleaved reports its bubble over the compute (b = idle / busy): idle / step = b / (1 + b).
   r.bubble_of_step =
       r.setup.run.schedule == ScheduleKind::Interleaved ? r.bubble / (1 + r.bubble) : r.bubble;
+  r.bubble_of_step = std::min(r.bubble_of_step, 1 - r.compute_share);
+  r.comm_share = 1 - r.compute_share - r.bubble_of_step;
   r.plan_matches = plan::compare_metrics(r.setup, metrics).match;
   if (mc.peak_flops <= 0 && std::isfinite(peak) && peak > 0) {  // a CPU: the run's own probe
     plan::Machine probed = mc;
@@ -263,10 +278,11 @@ json record(const Run& r, bool reference) {
     j["tokens_per_s"] = r.tokens_per_s;
     j["mfu"] = r.mfu;
     j["step_ms"] = r.step_ms;
+    j["compute_share"] = r.compute_share;
     j["comm_share"] = r.comm_share;
     j["bubble"] = r.bubble;
     j["bubble_formula"] = r.bubble_formula;
-    j["split_ms"] = {{"compute", r.step_ms * std::max(0.0, 1 - r.comm_share - r.bubble_of_step)},
+    j["split_ms"] = {{"compute", r.step_ms * r.compute_share},
                      {"comm", r.step_ms * r.comm_share},
                      {"bubble", r.step_ms * r.bubble_of_step}};
     j["peak_memory_bytes"]["measured"] = std::llround(r.peak_measured);
@@ -286,7 +302,7 @@ SweepBar bar(const Run& r) {
   if (r.ran()) {
     b.comm_ms = r.step_ms * r.comm_share;
     b.bubble_ms = r.step_ms * r.bubble_of_step;
-    b.compute_ms = std::max(0.0, r.step_ms - b.comm_ms - b.bubble_ms);
+    b.compute_ms = r.step_ms * r.compute_share;
   } else {
     b.note = (r.status == "timeout" ? "timed out: " : "failed: ") + r.error;
   }

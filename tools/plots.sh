@@ -5,8 +5,8 @@
 #     ranks, 200 steps): the loss curve, the first traced step (step 1), and the barrier of the
 #     last step, in which rank 5 is slowed by 300 ms on purpose (--inject-failure
 #     5@199:slow=300) so that the picture has a straggler to mark.
-#   sweep: tetra sweep of the demo's model over every layout of 16 ranks, 5 steps each, its
-#     table in docs/img/sweep.txt (what the README quotes) and its picture.
+#   sweep: tetra sweep of the demo's model over every layout of 16 ranks, 5 steps each: its
+#     output in docs/img/sweep.txt, its ranked table in README.md, and its picture.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 parts=${1:-demo sweep}
@@ -26,4 +26,14 @@ if [[ " $parts " == *" sweep "* ]]; then
   build/tetra sweep --ranks 16 --steps 5 --out "$work/sweep" | grep -v '^wrote ' |
     tee docs/img/sweep.txt
   cp "$work/sweep/sweep.svg" docs/img/sweep.svg
+  # The README quotes the ranked table and the verdict, between its two markers.
+  python3 - <<'PY'
+table = open("docs/img/sweep.txt").read()
+table = table[table.index("rank  layout"):]
+block = "".join("    " + line + "\n" if line else "\n" for line in table.splitlines())
+readme = open("README.md").read()
+begin, end = "<!-- the sweep's table: tools/plots.sh sweep writes it -->\n", "<!-- end of the table -->"
+at, to = readme.index(begin) + len(begin), readme.index(end)
+open("README.md", "w").write(readme[:at] + "\n" + block + "\n" + readme[to:])
+PY
 fi

@@ -2,7 +2,8 @@
 // tetra's rules finds; on 4 ranks every layout runs, matches one rank, sends the plan's bytes
 // and holds the plan's memory (within 10 %); the SVG has one entry per layout; layouts made
 // to fail (a rank killed) or to differ (another seed) by the launcher are reported as such
-// and the sweep goes on; bad input is one error line. Runs the real `tetra` binary.
+// and the sweep goes on; bad input is one error line; a SIGTERM to the sweep or the lab
+// stops its running job and exits 130. Runs the real `tetra` binary.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -161,6 +162,15 @@ TEST_CASE("sweep --ranks 4: every layout runs and matches one rank, the plan's b
     CHECK(status == "ok");
     CHECK(j["matches"] == true);
     CHECK(j["loss_gap"].get<double>() <= 1e-5);
+    // The picture's split: compute, exposed communication and bubble, none negative, make
+    // up the step.
+    const json& split = j["split_ms"];
+    for (const char* part : {"compute", "comm", "bubble"}) CHECK(split[part].get<double>() >= 0);
+    CHECK(split["compute"].get<double>() > 0);
+    CHECK(std::abs(split["compute"].get<double>() + split["comm"].get<double>() +
+                   split["bubble"].get<double>() - j["step_ms"].get<double>()) <=
+          1e-9 * j["step_ms"].get<double>());
+    if (l["pp"] == 1) CHECK(split["bubble"] == 0.0);
     // The plan, computed here: bytes per group exactly, the peak within 10 %.
     tetra::plan::RunSpec spec;
     spec.layout = {l["tp"].get<int>(),
@@ -230,5 +240,32 @@ TEST_CASE("sweep: bad input is one error line and exit status 2") {
     CHECK(r.status == 2);
     CHECK(count(r.err, "tetra: error:") == 1);
     CHECK(r.err.find(message) != std::string::npos);
+  }
+}
+
+TEST_CASE("sweep and lab: SIGTERM stops the running job, one error line, exit status 130") {
+  TempDir dir;
+  // A launcher whose job never ends on its own: it writes its pid and sleeps.
+  const std::string launcher = dir / "hang.sh", pid = dir / "pid";
+  std::ofstream(launcher) << "#!/bin/sh\necho $$ > " << pid << "\nexec sleep 60\n";
+  const std::string commands[] = {
+      "sweep --ranks 2 " + std::string(kModel) + " --out " + dir / "sweep",
+      "lab dp --answer 1",
+  };
+  for (const std::string& command : commands) {
+    CAPTURE(command);
+    std::filesystem::remove(pid);
+    const Spawned r = spawn(tetra_bin() + " " + command + " --launcher \"sh " + launcher +
+                                " {n}\" & t=$!; while [ ! -s " + pid +
+                                " ]; do sleep 0.1; done; kill -TERM $t; wait $t; echo exit $?;"
+                                " sleep 0.5; kill -0 $(cat " + pid + ") 2>/dev/null && echo alive",
+                            60);
+    CAPTURE(r.out);
+    CAPTURE(r.err);
+    CHECK(r.out.find("exit 130") != std::string::npos);
+    CHECK(r.out.find("alive") == std::string::npos);  // the job was stopped with us
+    CHECK(count(r.err, "tetra: error:") == 1);
+    CHECK(r.err.find("interrupted by Terminated (the running job was stopped)") !=
+          std::string::npos);
   }
 }
