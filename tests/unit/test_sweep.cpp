@@ -255,11 +255,12 @@ TEST_CASE("sweep and lab: SIGTERM stops the running job, one error line, exit st
   for (const std::string& command : commands) {
     CAPTURE(command);
     std::filesystem::remove(pid);
-    const Spawned r = spawn(tetra_bin() + " " + command + " --launcher \"sh " + launcher +
-                                " {n}\" & t=$!; while [ ! -s " + pid +
-                                " ]; do sleep 0.1; done; kill -TERM $t; wait $t; echo exit $?;"
-                                " sleep 0.5; kill -0 $(cat " + pid + ") 2>/dev/null && echo alive",
-                            60);
+    // Started in the background; once the job has started, SIGTERM; then is the job gone?
+    const std::string script =
+        tetra_bin() + " " + command + " --launcher \"sh " + launcher + " {n}\" & t=$!;" +
+        " while [ ! -s " + pid + " ]; do sleep 0.1; done; kill -TERM $t; wait $t;" +
+        " echo exit $?; sleep 0.5; kill -0 $(cat " + pid + ") 2>/dev/null && echo alive";
+    const Spawned r = spawn(script, 60);
     CAPTURE(r.out);
     CAPTURE(r.err);
     CHECK(r.out.find("exit 130") != std::string::npos);
