@@ -211,7 +211,7 @@ Lesson pp() {
   char working[300];
   std::snprintf(working, sizeof working,
                 "(p-1)/(m+p-1) = %.0f/%.0f = %.3g. (p-1)/m = %.3g divides the idle time by the "
-                "compute time\n(the form interleaved schedules report), not by the step.",
+                "compute time (the form interleaved schedules report), not by the step.",
                 p - 1, m + p - 1, (p - 1) / (m + p - 1), (p - 1) / m);
   Lesson l;
   l.name = "pp";
