@@ -10,10 +10,12 @@ namespace tetra {
 void agree(MPI_Comm comm, const std::function<void()>& f) {
   std::string msg;
   bool failed = false;
+  int status = 2;
   try {
     f();
   } catch (const Error& e) {
     msg = e.what();
+    status = e.status;
     failed = true;
   } catch (const std::exception& e) {
     msg = std::string("internal error: ") + e.what();
@@ -24,11 +26,11 @@ void agree(MPI_Comm comm, const std::function<void()>& f) {
   int first = failed ? rank : INT_MAX;
   MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm);
   if (first == INT_MAX) return;
-  int len = int(msg.size());
-  MPI_Bcast(&len, 1, MPI_INT, first, comm);
-  msg.resize(len);
-  MPI_Bcast(msg.data(), len, MPI_CHAR, first, comm);
-  throw AgreedError(msg);
+  int head[2] = {int(msg.size()), status};
+  MPI_Bcast(head, 2, MPI_INT, first, comm);
+  msg.resize(head[0]);
+  MPI_Bcast(msg.data(), head[0], MPI_CHAR, first, comm);
+  throw AgreedError(msg, head[1]);
 }
 
 }  // namespace tetra

@@ -13,7 +13,8 @@
 // except MPI_Abort. Communicators update the board with a few stores per call, no syscall.
 //
 // Boards are only readable on the same machine: across machines the message still names the
-// call and the group, and lists the members on other machines as not checked.
+// call and the group, and lists the members on other machines as not checked, with their
+// hosts.
 #pragma once
 #include <mpi.h>
 
