@@ -1,7 +1,8 @@
 // tetra: the command-line program. `tetra train [flags]` trains, `tetra plan` predicts a
 // layout's memory, traffic and time (or checks them against a run), `tetra ckpt` inspects or
 // verifies checkpoints, `tetra plot` draws SVG pictures of a run or a schedule, `tetra
-// generate` continues a prompt, `tetra launch` supervises a training command
+// generate` continues a prompt, `tetra launch` supervises a training command, `tetra sweep`
+// runs every layout of N ranks and `tetra lab` teaches by predicting and measuring
 // (cli/options.hpp
 // parses them all); every input error ends with one "tetra: error: ..." line from rank 0 and
 // exit status 2 on every rank, a diverged run (a non-finite loss or gradient norm) likewise
@@ -103,9 +104,13 @@ int plan_command(const tetra::PlanOptions& opt, int rank) {
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
-  // The supervisor starts MPI jobs; it is not one.
+  // The supervisor, the sweep and the lab start MPI jobs; they are not one.
   if (!args.empty() && args[0] == "launch")
     return tetra::run_launch(std::vector<std::string>(args.begin() + 1, args.end()));
+  if (!args.empty() && args[0] == "sweep")
+    return tetra::run_sweep(std::vector<std::string>(args.begin() + 1, args.end()));
+  if (!args.empty() && args[0] == "lab")
+    return tetra::run_lab(std::vector<std::string>(args.begin() + 1, args.end()));
   // srun without PMIx: MPI_Init would fail on every task with pages of text.
   if (const std::string problem = tetra::srun_problem(); !problem.empty()) {
     const char* task = std::getenv("SLURM_PROCID");  // one task speaks

@@ -231,6 +231,16 @@ std::unique_ptr<CLI::App> build_app(CommandLine& into, TrainSettings* settings) 
       "tetra plot --barrier run.jsonl [--step N] --out barrier.svg\n"
       "tetra plot --schedule interleaved --pp 4 --vpp 2 --micro-batches 8 --out sched.svg");
   add_plot_options(*plot, into.plot);
+
+  CLI::App* sweep = app->add_subcommand(
+      "sweep", "run every layout of N ranks, check each against one rank, rank them by speed");
+  configure(*sweep);
+  add_sweep_options(*sweep, into.sweep);
+
+  CLI::App* lab = app->add_subcommand(
+      "lab", "lessons in 4D parallelism: predict a number, run the layout, compare");
+  configure(*lab);
+  add_lab_options(*lab, into.lab);
   return app;
 }
 
@@ -319,6 +329,10 @@ CommandLine parse_command_line(std::vector<std::string> args) {
   } else if (cli.command == "launch") {
     check(separated, "tetra launch needs '--' before the command (see tetra launch --help)");
     check(!cli.launch.command.empty(), "no command after '--' (see tetra launch --help)");
+  } else if (cli.command == "sweep") {
+    finish_sweep_options(*apps[1], cli.sweep);
+  } else if (cli.command == "lab") {
+    finish_lab_options(*apps[1], cli.lab);
   } else if (cli.command == "ckpt") {
     cli.ckpt.action = apps[2]->get_name();
   } else if (cli.command == "plot") {

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "cli/generate.hpp"
+#include "cli/lab.hpp"
+#include "cli/sweep.hpp"
 #include "plan/plan_report.hpp"
 #include "plot/plot.hpp"
 #include "train/config.hpp"
@@ -40,7 +42,8 @@ struct PlanOptions {
 };
 
 struct CommandLine {
-  // "train", "plan", "launch", "ckpt", "plot" or "generate"; empty when help was asked for
+  // "train", "plan", "launch", "ckpt", "plot", "generate", "sweep" or "lab"; empty when help
+  // was asked for
   std::string command;
   std::string help;  // the --help text asked for, else empty
   // train and plan: --config FILE, a configuration file (cli/config_file.hpp) whose keys give
@@ -55,6 +58,8 @@ struct CommandLine {
   CkptOptions ckpt;
   PlotOptions plot;
   GenerateOptions generate;
+  SweepOptions sweep;
+  LabOptions lab;
 };
 
 // Parses tetra's arguments (argv without the program name), and for train and plan the

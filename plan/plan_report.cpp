@@ -10,6 +10,7 @@
 
 #include "parallel/cp.hpp"
 #include "parallel/schedule.hpp"
+#include "plan/estimate.hpp"
 #include "plan/memory.hpp"
 #include "plan/preset.hpp"
 #include "plan/traffic.hpp"
@@ -82,21 +83,6 @@ const char* op_name(CommOp op) {
     default:
       return "other";
   }
-}
-
-// Whether every group of one dimension stays inside a node (nodes of g consecutive ranks).
-bool inside_node(const Layout& l, int dim, int g) {
-  const int sizes[4] = {l.tp, l.cp, l.pp, l.dp};
-  int stride = 1;
-  for (int i = 0; i < dim; ++i) stride *= sizes[i];
-  const int n = sizes[dim];
-  if (n == 1) return true;
-  for (int r = 0; r < l.world(); ++r) {
-    const int index = (r / stride) % n;
-    if (index != 0) continue;  // r is the first member of its group
-    if (r / g != (r + (n - 1) * stride) / g) return false;
-  }
-  return true;
 }
 
 struct Ctx {
@@ -229,29 +215,16 @@ void memory_section(Ctx& c) {
 }
 
 // Traffic of stage 0's ranks, per group, and its time at the group's link.
-struct Times {
-  double tp = 0, cp = 0, pp = 0, dp = 0;
-};
-
-Times traffic_section(Ctx& c) {
+void traffic_section(Ctx& c) {
   std::ostream& os = c.os;
   const Layout& l = c.s.layout();
-  const int g = c.mc.gpus_per_node;
   const std::vector<Collective> calls = step_traffic(c.s, 0);
   const std::map<std::string, double> by = bytes_by_group(calls);
-  const std::map<std::string, int> dim = {{"tp", 0}, {"cp", 1}, {"pp", 2}};
-  auto link = [&](const std::string& group) {
-    bool inside = group == "dp_cp"   ? inside_node(l, 1, g) && inside_node(l, 3, g)
-                  : group == "world" ? l.world() <= g
-                                     : inside_node(l, dim.at(group), g);
-    return inside ? std::pair{c.mc.nvlink_Bps, "NVLink"} : std::pair{c.mc.network_Bps, "network"};
-  };
   os << "traffic per step, each rank of pipeline stage 0 (ring factor 2(N-1)/N for an "
         "all-reduce, (N-1)/N for reduce-scatter and all-gather):\n";
-  Times t;
   for (const char* group : {"tp", "cp", "pp", "dp_cp", "world"}) {
     if (by.at(group) == 0) continue;
-    const auto [bw, where] = link(group);
+    const auto [bw, where] = group_link(c.s, c.mc, group);
     const double secs = bw > 0 ? by.at(group) / bw : 0;
     os << "  " << group << ": " << bytes(by.at(group)) << " (" << commas(by.at(group)) << " B), at "
        << where << " " << bytes(bw) << "/s: " << seconds(secs) << "\n";
@@ -261,10 +234,6 @@ Times traffic_section(Ctx& c) {
          << k.size << " (factor " << fmt("%.3g", ring_factor(k.op, k.size)) << "): " << k.what
          << "\n";
     }
-    (std::string(group) == "tp"   ? t.tp
-     : std::string(group) == "cp" ? t.cp
-     : std::string(group) == "pp" ? t.pp
-                                  : t.dp) += secs;
   }
   if (l.tp > 1)
     os << "  TP: " << (c.s.spec.layout.sp ? "4 all-gathers and 4 reduce-scatters" : "4 all-reduces")
@@ -285,10 +254,9 @@ Times traffic_section(Ctx& c) {
        << "/s network, " << seconds(sent / c.mc.nvlink_Bps) << " at " << bytes(c.mc.nvlink_Bps)
        << "/s NVLink\n";
   }
-  return t;
 }
 
-void time_section(Ctx& c, const Times& t, double card) {
+void time_section(Ctx& c, double card) {
   std::ostream& os = c.os;
   const Setup& s = c.s;
   const Layout& l = s.layout();
@@ -309,18 +277,12 @@ void time_section(Ctx& c, const Times& t, double card) {
     return;
   }
   const double tokens = double(s.spec.batch.global_batch) * s.cfg.seq_len;
-  const double F = model_flops_per_token(s.cfg);
-  const double hw = F + (s.spec.optimizer.recompute ? recompute_flops_per_token(s.cfg) : 0);
-  const double compute = tokens * hw / (l.world() * peak);
-  const double piped = compute / (1 - bubble_forms(kind, P, V, m).of_step);
-  // TP, CP and PP traffic waits for compute and compute for it; DP's overlaps the backward.
-  const double step = piped + t.tp + t.cp + t.pp + std::max(0.0, t.dp - compute);
-  const double mfu = tokens * F / (l.world() * peak * step);
-  os << "step time at peak " << fmt("%g", peak / 1e12) << " TFLOP/s: compute " << seconds(compute)
-     << ", with the bubble " << seconds(piped) << ", + TP " << seconds(t.tp) << " + CP "
-     << seconds(t.cp) << " + PP " << seconds(t.pp) << " + DP beyond the compute "
-     << seconds(std::max(0.0, t.dp - compute)) << " = " << seconds(step) << "; MFU bound "
-     << pct(mfu) << "\n";
+  const StepEstimate e = estimate_step(s, c.mc);
+  const double step = e.step, mfu = e.mfu;
+  os << "step time at peak " << fmt("%g", peak / 1e12) << " TFLOP/s: compute " << seconds(e.compute)
+     << ", with the bubble " << seconds(e.piped) << ", + TP " << seconds(e.tp) << " + CP "
+     << seconds(e.cp) << " + PP " << seconds(e.pp) << " + DP beyond the compute "
+     << seconds(e.dp_exposed) << " = " << seconds(step) << "; MFU bound " << pct(mfu) << "\n";
   const double D = c.opt.tokens;
   if (D <= 0) return;
   os << "  " << fmt("%.4g", D) << " tokens: " << commas(std::ceil(D / tokens)) << " steps, "
@@ -363,8 +325,8 @@ std::string plan_report(const RunSpec& spec, const ModelConfig& cfg, const Reque
   batch_section(c);
   grid_section(c);
   memory_section(c);
-  const Times t = traffic_section(c);
-  time_section(c, t, card);
+  traffic_section(c);
+  time_section(c, card);
   return c.os.str();
 }
 

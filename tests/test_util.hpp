@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <string>
 #include <vector>
@@ -67,6 +68,16 @@ inline json parsed_json(const std::string& text) {
   const std::string problem = parse_json(text, v);
   REQUIRE_MESSAGE(problem.empty(), problem);
   return v;
+}
+
+// The records of a JSONL file (a --metrics file, a sweep's), each line parsed.
+inline std::vector<json> jsonl_records(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE_MESSAGE(bool(in), "cannot read ", path);
+  std::vector<json> out;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) out.push_back(parsed_json(line));
+  return out;
 }
 
 // v as an int64; a failed check when it is not an integer.

@@ -132,9 +132,6 @@ void each_tensor(const std::map<std::string, std::vector<float>>& ref,
   }
 }
 
-double loss_gap(double ref, double run) {
-  return std::abs(run - ref) / std::abs(ref);
-}
 // max |b - a| / max |a|
 double grad_gap(const std::vector<float>& a, const std::vector<float>& b) {
   double max_ref = 0, worst = 0;
@@ -157,8 +154,7 @@ double weight_gap(const std::vector<float>& a, const std::vector<float>& b) {
 Gaps gaps(const RunResult& ref, const RunResult& run) {
   Gaps g;
   std::ostringstream ignored;
-  for (size_t s = 0; s < ref.losses.size() && s < run.losses.size(); ++s)
-    g.loss = std::max(g.loss, loss_gap(ref.losses[s], run.losses[s]));
+  g.loss = largest_loss_gap(ref.losses, run.losses);
   each_tensor(ref.grads0, run.grads0, ignored, "gradient",
               [&](auto&, auto& a, auto& b) { g.grad = std::max(g.grad, grad_gap(a, b)); });
   each_tensor(ref.weights, run.weights, ignored, "weight",

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "train/match.hpp"
 #include "train/trainer.hpp"
 
 namespace tetra::test {
@@ -41,31 +42,18 @@ inline int world_rank() {
   return r;
 }
 
-// How far a run is from the reference: the largest per-step relative loss gap; the largest
-// step-0 gradient gap over each tensor's largest magnitude; the largest final-weight gap in
-// norm over the tensor's norm.
-struct Gaps {
-  double loss = 0, grad = 0, weight = 0;
-};
+// How far a run is from the reference (train/match.hpp's Gaps).
 Gaps gaps(const RunResult& ref, const RunResult& run);
 
-// The matching criteria, by default fp32's: per-step losses within 1e-5 relative; step-0
-// gradients within 1e-5 of each tensor's largest magnitude; final weights within 1e-4 in
-// norm per tensor. Returns an empty string when they hold, else what broke. Call on rank 0.
+// The matching criteria (train/match.hpp), by default fp32's: per-step losses within 1e-5
+// relative; step-0 gradients within 1e-5 of each tensor's largest magnitude; final weights
+// within 1e-4 in norm per tensor. Returns an empty string when they hold, else what broke.
+// Call on rank 0.
 std::string compare(const RunResult& ref, const RunResult& run,
-                    const Gaps& bound = {1e-5, 1e-5, 1e-4});
+                    const Gaps& bound = match_bounds("fp32"));
 
-// bf16 keeps 8 significant bits, so one rounding moves a value by up to 2^-9 = 2e-3
-// relative. A layout changes which partial sums get rounded (TP all-reduces bf16 partial
-// sums, CP reduce-scatters bf16 dK/dV), so its activations differ from one rank's by a few
-// roundings, as bf16's do from fp32's. Adam then spreads such differences into the weights:
-// in its first steps each weight moves by about lr whatever its gradient's size, so where a
-// gradient is near zero a rounding can flip the move. The bounds were twice the largest gaps
-// measured over these layouts at lr 1e-2 (loss 1.4e-3, gradient 1.8e-2, weights 5.7e-2),
-// the size of bf16's own gaps from fp32 on one rank (test_bf16.cpp's second test case prints both);
-// at the layout tests' lr of 3e-3 the largest are loss 4.4e-4, gradient 1.8e-2, weights 1.3e-2. A
-// real fault (a missing reduction, a wrong slice) moves the loss by orders of magnitude more.
-inline const Gaps kBf16Bound{3e-3, 4e-2, 1.2e-1};
+// The bounds of bf16 runs (train/match.cpp says why they are what they are).
+inline const Gaps kBf16Bound = match_bounds("bf16");
 
 // The model every layout test trains: small enough for 16 ranks on 2 cores, shaped so that
 // TP 4, CP 4 and PP 4 all divide it; on one rank, global_batch sequences a step in

@@ -4,7 +4,6 @@
 // schedule likewise; and bf16 against fp32 on one rank.
 #include <doctest/doctest.h>
 
-#include <cmath>
 #include <cstdio>
 
 #include "layout_check.hpp"
@@ -94,7 +93,7 @@ TEST_CASE("bf16: the validation loss under each pipeline schedule matches one ra
     const std::string layout = describe(c);
     CAPTURE(layout);
     REQUIRE(ref.val_loss > 0);
-    const double rel = std::abs(run.val_loss - ref.val_loss) / ref.val_loss;
+    const double rel = loss_gap(ref.val_loss, run.val_loss);
     std::printf("bf16 validation %-45s %.6f vs one rank's %.6f (rel %.2e)\n", layout.c_str(),
                 run.val_loss, ref.val_loss, rel);
     CHECK(rel <= kBf16Bound.loss);

@@ -261,7 +261,7 @@ TEST_CASE("features x dtype x layout classes, pairwise, each against one rank") 
                              (r.sample ? ", samples" : "") + (r.resume ? ", resumed" : "") +
                              (r.init_from ? ", init-from" : "");
     CAPTURE(what);
-    const Gaps bound = r.bf16 ? kBf16Bound : Gaps{1e-5, 1e-5, 1e-4};
+    const Gaps bound = match_bounds(r.bf16 ? "bf16" : "fp32");
     REQUIRE(run.result.losses.size() == size_t(kSteps));
     const std::string diff = compare(ref.result, run.result, bound);
     CHECK_MESSAGE(diff.empty(), diff);

@@ -65,7 +65,7 @@ TEST_CASE("options: each subcommand's --help lists every flag it defines, with i
   std::set<std::string> paths;
   for (const auto& [path, sub] : commands) paths.insert(path);
   CHECK(paths == std::set<std::string>{"train", "plan", "launch", "ckpt", "ckpt inspect",
-                                       "ckpt verify", "plot", "generate"});
+                                       "ckpt verify", "plot", "generate", "sweep", "lab"});
 
   std::set<std::string> train_flags;
   for (const auto& [path, sub] : commands) {

@@ -16,6 +16,7 @@
 #include "../test_util.hpp"
 #include "parallel/schedule.hpp"
 #include "spawn.hpp"
+#include "svg_summary.hpp"
 #include "train/straggler.hpp"
 
 namespace {
@@ -25,17 +26,9 @@ using tetra::test::count;
 using tetra::test::parsed_json;
 using tetra::test::spawn;
 using tetra::test::Spawned;
+using tetra::test::svg_summary;
 using tetra::test::tetra_bin;
 using Pairs = std::multiset<std::pair<int, int>>;  // (micro-batch, model chunk)
-
-// The SVG at `path` read back by the Python checker; fails the test unless it is XML.
-json svg_summary(const std::string& path) {
-  const Spawned r =
-      spawn("python3 " + std::string(TETRA_SOURCE_DIR) + "/tests/tools/svg_summary.py " + path);
-  CAPTURE(r.err);
-  REQUIRE(r.status == 0);
-  return parsed_json(r.out);
-}
 
 Pairs pairs_of(const json& boxes) {
   Pairs out;

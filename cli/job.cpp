@@ -1,0 +1,192 @@
+#include "cli/job.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "cli/cli_flags.hpp"
+#include "util/error.hpp"
+
+namespace tetra {
+namespace {
+
+// The running job's process group and the signal that interrupted us, for the handler.
+volatile sig_atomic_t g_group = 0;
+volatile sig_atomic_t g_signal = 0;
+
+void stop_job(int sig) {
+  g_signal = sig;
+  if (g_group > 0) ::kill(-g_group, SIGTERM);
+}
+
+// SIGINT and SIGTERM stop the running job instead of leaving its ranks behind, for the
+// lifetime of this object.
+class StopOnSignal {
+ public:
+  StopOnSignal() {
+    g_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = stop_job;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, &old_int_);
+    ::sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopOnSignal() {
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  StopOnSignal(const StopOnSignal&) = delete;
+  StopOnSignal& operator=(const StopOnSignal&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// waitpid without blocking: the status once the child has exited.
+bool reaped(pid_t pid, int& status) {
+  pid_t r;
+  do r = ::waitpid(pid, &status, WNOHANG);
+  while (r < 0 && errno == EINTR);
+  return r == pid;
+}
+
+}  // namespace
+
+std::string tetra_program() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  check(n > 0, "cannot find this program's path (/proc/self/exe): ", std::strerror(errno));
+  return std::string(buf, size_t(n));
+}
+
+std::vector<std::string> launcher_words(const std::string& launcher, int ranks) {
+  std::vector<std::string> words;
+  std::istringstream in(launcher);
+  for (std::string w; in >> w;) {
+    for (size_t at; (at = w.find("{n}")) != std::string::npos;)
+      w.replace(at, 3, std::to_string(ranks));
+    words.push_back(w);
+  }
+  return words;
+}
+
+void add_job_options(CLI::App& app, JobOptions& o) {
+  cli::add(app, "--launcher", o.launcher, "CMD",
+           "how to start N ranks, {n} standing for N (e.g. 'srun -n {n}')");
+  cli::add(app, "--run-timeout", o.run_timeout, "SECONDS",
+           "stop a run after this long and report it timed out (0: never)")
+      ->check(cli::kNonNegative);
+}
+
+void check_job_options(const JobOptions& o) {
+  check(o.launcher.find_first_not_of(' ') != std::string::npos, "--launcher is empty");
+  check(o.launcher.find("{n}") != std::string::npos,
+        "--launcher must say where the number of ranks goes, as {n} (got '", o.launcher,
+        "'; e.g. 'mpirun -np {n}' or 'srun -n {n}')");
+}
+
+JobResult run_job(const std::vector<std::string>& argv, const std::string& log_path,
+                  double timeout_s) {
+  check(!argv.empty(), "run_job: no command");
+  const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  check(log >= 0, "cannot write '", log_path, "': ", std::strerror(errno));
+  const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  std::vector<char*> args;
+  for (const std::string& s : argv) args.push_back(const_cast<char*>(s.c_str()));
+  args.push_back(nullptr);
+  const std::string cannot = "tetra: error: cannot run '" + argv[0] + "': ";
+  // A failure injected in a job must fire: the supervisor's attempt counter is not ours.
+  ::unsetenv("TETRA_RESTART");
+
+  StopOnSignal stop;
+  std::fflush(nullptr);  // or the child could repeat what we buffered
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::dup2(null, 0);
+    ::dup2(log, 1);
+    ::dup2(log, 2);
+    ::execvp(args[0], args.data());
+    const char* why = std::strerror(errno);
+    [[maybe_unused]] ssize_t n = ::write(2, cannot.data(), cannot.size());
+    n = ::write(2, why, std::strlen(why));
+    n = ::write(2, "\n", 1);
+    ::_exit(127);
+  }
+  const int fork_errno = errno;
+  ::close(log);
+  if (null >= 0) ::close(null);
+  check(pid > 0, "cannot start '", argv[0], "': fork: ", std::strerror(fork_errno));
+  ::setpgid(pid, pid);  // as the child does: whichever runs first
+  g_group = pid;
+
+  JobResult r;
+  int status = 0;
+  double stopped_at = -1;  // when SIGTERM went to the group
+  while (!reaped(pid, status)) {
+    const double t = seconds_since(t0);
+    if (stopped_at < 0 && (g_signal || (timeout_s > 0 && t > timeout_s))) {
+      r.timed_out = !g_signal;
+      ::kill(-pid, SIGTERM);
+      stopped_at = t;
+    }
+    // mpirun passes SIGTERM on to its ranks; what is still there 10 s later is killed.
+    if (stopped_at >= 0 && t > stopped_at + 10) ::kill(-pid, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(-pid, SIGKILL);  // ranks the launcher left behind, if any
+  g_group = 0;
+  r.seconds = seconds_since(t0);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (g_signal)
+    throw Interrupted(std::string("interrupted by ") + ::strsignal(g_signal) +
+                      " (the running job was stopped)");
+  return r;
+}
+
+std::string log_error(const std::string& log_path) {
+  std::ifstream in(log_path);
+  std::string error, last;
+  const std::string prefix = "tetra: error: ";
+  for (std::string line; std::getline(in, line);) {
+    if (const size_t at = line.find(prefix); at != std::string::npos)
+      error = line.substr(at + prefix.size());
+    // Launchers frame their messages with rules of dashes: a line with words, then.
+    if (line.find_first_not_of(" \t\r-=*") != std::string::npos) last = line;
+  }
+  return error.empty() ? last : error;
+}
+
+std::string shell_line(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& a : argv) {
+    const bool plain = !a.empty() && a.find_first_not_of(
+                                         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLM"
+                                         "NOPQRSTUVWXYZ0123456789-_./=:,@+{}") == std::string::npos;
+    std::string q = a;
+    if (!plain) {
+      q = "'";
+      for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      q += "'";
+    }
+    out += (out.empty() ? "" : " ") + q;
+  }
+  return out;
+}
+
+}  // namespace tetra

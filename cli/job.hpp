@@ -1,0 +1,58 @@
+// The training jobs `tetra sweep` and `tetra lab` start: `tetra train` on N ranks through a
+// launcher (mpirun by default, or the one the user names), its output into a log file, within
+// a time limit. Like `tetra launch`, the caller is the parent of mpirun, not an MPI process.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "util/error.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace tetra {
+
+// How jobs start (--launcher) and how long one may run (--run-timeout, 0: no limit).
+struct JobOptions {
+  std::string launcher = "mpirun --oversubscribe --bind-to none -np {n}";
+  double run_timeout = 900;
+};
+// Adds --launcher and --run-timeout to a command's flags. check_job_options throws
+// tetra::Error when the launcher is empty or does not say where the ranks go ({n}).
+void add_job_options(CLI::App& app, JobOptions& o);
+void check_job_options(const JobOptions& o);
+
+// This program's own path (/proc/self/exe), for the jobs to run.
+std::string tetra_program();
+
+// The launcher's words with "{n}" replaced by the number of ranks: "mpirun -np {n}" ->
+// {"mpirun", "-np", "4"}. Words are separated by spaces; no quoting.
+std::vector<std::string> launcher_words(const std::string& launcher, int ranks);
+
+struct JobResult {
+  int exit_code = 0;  // the command's exit status; 128 + the signal that ended it
+  bool timed_out = false;
+  double seconds = 0;
+};
+
+// SIGINT or SIGTERM reached this process while a job ran (the job was stopped).
+struct Interrupted : Error {
+  using Error::Error;
+};
+
+// Runs argv with stdout and stderr into log_path (replaced), stdin from /dev/null, in a
+// process group of its own so that a time limit (timeout_s > 0) or a Ctrl-C stops mpirun and
+// every rank. Throws tetra::Error when it cannot start at all, Interrupted after stopping the
+// job when this process is interrupted.
+JobResult run_job(const std::vector<std::string>& argv, const std::string& log_path,
+                  double timeout_s);
+
+// The last "tetra: error: ..." line of a log (without the prefix), else its last line with
+// more than rules of dashes, else "".
+std::string log_error(const std::string& log_path);
+
+// Quoted for a shell where needed, joined with spaces: to show a command a user can rerun.
+std::string shell_line(const std::vector<std::string>& argv);
+
+}  // namespace tetra

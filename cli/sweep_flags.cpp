@@ -1,0 +1,126 @@
+// tetra sweep's flags: tetra train's, less those the sweep decides (the layout, --zero) or
+// that make no sense across runs (checkpoints, outputs, validation), plus the lists to cross,
+// the machine and how to run.
+#include "cli/cli_flags.hpp"
+#include "cli/job.hpp"
+#include "cli/sweep.hpp"
+#include "util/error.hpp"
+
+namespace tetra {
+
+using namespace cli;
+
+namespace {
+
+// The train options a sweep does not pass on.
+const char* const kNotSwept[] = {
+    "--tp",          "--cp",           "--pp",          "--dp",           "--sp",
+    "--vpp",         "--schedule",     "--zero",        "--val-data",     "--val-split",
+    "--eval-every",  "--eval-batches", "--tokenizer",   "--init-from",    "--ckpt-dir",
+    "--ckpt-every",  "--keep",         "--resume",      "--allow-change", "--inject-failure",
+    "--metrics",     "--trace",        "--trace-steps", "--export",       "--export-dtype",
+    "--sample-every"};
+
+// A validator of a comma-separated list whose items `ok` accepts; `what` words the refusal.
+CLI::Validator list_of(bool (*ok)(const std::string&), const std::string& what) {
+  return CLI::Validator(
+      [ok, what](std::string& s) -> std::string {
+        for (const std::string& item : split_commas(s))
+          if (!ok(item)) return "takes a comma-separated list of " + what + " (got '" + s + "')";
+        return "";
+      },
+      "");
+}
+
+bool is_zero(const std::string& s) {
+  return s == "1" || s == "2" || s == "3";
+}
+bool is_schedule(const std::string& s) {
+  return s == "gpipe" || s == "1f1b" || s == "interleaved";
+}
+bool is_vpp(const std::string& s) {
+  return !s.empty() && s.size() < 4 && s.find_first_not_of("0123456789") == std::string::npos &&
+         std::stoi(s) >= 1;
+}
+
+}  // namespace
+
+void add_sweep_options(CLI::App& app, SweepOptions& o) {
+  o.train.optimizer.steps = 5;  // a sweep's runs are short; --help shows this default
+  add_train_options(app, o.train);
+  for (const char* name : kNotSwept) app.remove_option(app.get_option(name));
+  for (const CLI::Option* opt : app.get_options()) o.train_flags.push_back(opt->get_name());
+  app.get_option("--steps")->description(
+      "steps of every run (the first warms up and is not timed)");
+
+  app.option_defaults()->group("Layouts");
+  add(app, "--ranks", o.ranks, "N", "ranks: every TP x CP x PP x DP = N that tetra accepts")
+      ->check(kAtLeast1)
+      ->required();
+  add(app, "--zero", o.zero, "LIST", "ZeRO stages to try, comma-separated (1,2,3)")
+      ->check(list_of(is_zero, "1, 2 and 3"));
+  add(app, "--schedule", o.schedules, "LIST",
+      "pipeline schedules to try where PP > 1, comma-separated (gpipe,1f1b,interleaved)")
+      ->check(list_of(is_schedule, "gpipe, 1f1b and interleaved"));
+  add(app, "--vpp", o.vpp, "LIST", "virtual stages per rank to try under interleaved (1,2,...)")
+      ->check(list_of(is_vpp, "whole numbers from 1"));
+  add_choice(app, "--sp", o.sp, {"off", "on", "both"},
+             "sequence parallelism where TP > 1: off, on, or both");
+
+  app.option_defaults()->group("Machine");
+  add_choice(app, "--gpu", o.machine.gpu, {"h100", "h200", "a100", "cpu"},
+             "what fits and the plan's step time are for (default: cpu, or h100 under --device "
+             "cuda)")
+      ->default_str("cpu|h100");
+  add(app, "--gpu-memory", o.machine.memory_gb, "GB", "memory per GPU (0: the --gpu's)")
+      ->check(kNonNegative);
+  add(app, "--nvlink", o.machine.nvlink_gbs, "GB/S", "bandwidth per GPU inside a node")
+      ->check(kNonNegative);
+  add(app, "--network", o.machine.network_gbs, "GB/S", "bandwidth per GPU between nodes")
+      ->check(kNonNegative);
+  add(app, "--gpus-per-node", o.machine.gpus_per_node, "N", "GPUs per node (0: the --gpu's)")
+      ->check(kNonNegative);
+
+  app.option_defaults()->group("Sweep");
+  add(app, "--out", o.out, "DIR",
+      "write sweep.jsonl, sweep.svg and each run's log and metrics (runs/) here");
+  add_switch(app, "--dry-run", o.dry_run, "list the layouts and the plan's numbers; run nothing");
+  add_job_options(app, o.job);
+  app.footer(
+      "tetra sweep --ranks N [train's model, batch and device flags] --out DIR\n"
+      "Runs one rank, then every valid layout of N ranks for --steps steps, and ranks them by\n"
+      "measured tokens/s: whether each matches one rank's losses, its MFU, communication and\n"
+      "bubble, its bytes and peak memory beside tetra plan's. Example:\n"
+      "  tetra sweep --ranks 8 --zero 1,3 --schedule 1f1b,interleaved --vpp 2 --sp both \\\n"
+      "              --steps 5 --out sweep8");
+}
+
+void finish_sweep_options(const CLI::App& app, SweepOptions& o) {
+  TrainConfig& t = o.train;
+  for (const std::string& name : o.train_flags)
+    if (app.count(name) > 0) t.given.insert(name);
+  resolve(t);
+  o.pass.clear();
+  for (const std::string& name : o.train_flags) {
+    const CLI::Option* opt = app.get_option(name);
+    if (name == "--steps" || opt->count() == 0) continue;
+    if (opt->get_expected_max() == 0) {
+      o.pass.push_back(name);
+      continue;
+    }
+    for (const std::string& value : opt->results()) o.pass.insert(o.pass.end(), {name, value});
+  }
+  o.choices = {};
+  o.choices.zero.clear();
+  for (const std::string& z : split_commas(o.zero)) o.choices.zero.push_back(std::stoi(z));
+  o.choices.schedules = split_commas(o.schedules);
+  o.choices.vpp.clear();
+  for (const std::string& v : split_commas(o.vpp)) o.choices.vpp.push_back(std::stoi(v));
+  o.choices.sp = o.sp == "both" ? std::vector<bool>{false, true} : std::vector<bool>{o.sp == "on"};
+  if (app.count("--gpu") == 0) o.machine.gpu = t.device.device == "cuda" ? "h100" : "cpu";
+  o.machine.peak_tflops = t.output.peak_tflops;
+  check_job_options(o.job);
+  check(o.dry_run || !o.out.empty(), "tetra sweep needs --out DIR (or --dry-run)");
+}
+
+}  // namespace tetra
