@@ -10,8 +10,13 @@ namespace tetra {
 void agree(MPI_Comm comm, const std::function<void()>& f) {
   std::string msg;
   bool failed = false;
+  int diverged = 0;
   try {
     f();
+  } catch (const DivergedError& e) {
+    msg = e.what();
+    failed = true;
+    diverged = 1;
   } catch (const Error& e) {
     msg = e.what();
     failed = true;
@@ -28,6 +33,8 @@ void agree(MPI_Comm comm, const std::function<void()>& f) {
   MPI_Bcast(&len, 1, MPI_INT, first, comm);
   msg.resize(len);
   MPI_Bcast(msg.data(), len, MPI_CHAR, first, comm);
+  MPI_Bcast(&diverged, 1, MPI_INT, first, comm);
+  if (diverged) throw DivergedError(msg);
   throw AgreedError(msg);
 }
 

@@ -16,9 +16,16 @@ struct AgreedError : Error {
   using Error::Error;
 };
 
+// Numbers that are not finite (a diverged step's loss, a model's weights or logits): not bad
+// input but bad numbers; the program exits 65, which tetra launch does not restart (resuming
+// is bit-exact, so a rerun would diverge again).
+struct DivergedError : AgreedError {
+  using AgreedError::AgreedError;
+};
+
 // Runs f on every rank of comm (collective). If f throws tetra::Error (or any
 // std::exception) on some rank, every rank throws AgreedError carrying the message of the
-// lowest such rank.
+// lowest such rank, or DivergedError when that rank's was one.
 void agree(MPI_Comm comm, const std::function<void()>& f);
 
 }  // namespace tetra

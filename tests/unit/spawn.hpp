@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -48,9 +49,12 @@ inline std::string with_defaults(const std::string& defaults, const std::string&
   return out + args;
 }
 
-// The tetra binary and mpirun with as many ranks as asked, oversubscribing the cores.
+// The tetra binary (this build's, or $TETRA_TEST_BINARY to run the tests against another
+// build: a new test must fail on the build before its fix) and mpirun with as many ranks as
+// asked, oversubscribing the cores.
 inline std::string tetra_bin() {
-  return TETRA_BINARY;
+  const char* other = std::getenv("TETRA_TEST_BINARY");
+  return other != nullptr && *other != '\0' ? other : TETRA_BINARY;
 }
 inline std::string mpirun(int ranks) {
   return "mpirun --oversubscribe -np " + std::to_string(ranks) + " ";

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "corpus.hpp"
 #include "data/dataset.hpp"
 #include "data/token_cache.hpp"
 #include "data/tokenizer.hpp"
@@ -18,6 +19,7 @@
 #include "tools/lib/trainer.hpp"
 
 using namespace tetra;
+using tetra::test::corpus_dir;
 using tetra::test::count;
 using tetra::test::spawn;
 using tetra::test::tetra_bin;
@@ -28,21 +30,6 @@ namespace {
 const std::string kTiny =
     " train --layers 2 --dim 32 --heads 4 --kv-heads 2 --ffn-dim 64 --seq-len 16"
     " --global-batch 4 --peak-tflops 1 ";
-
-// A fresh directory with a small English-like corpus in it.
-std::string corpus_dir(const std::string& name) {
-  const std::string dir = tmp_path(name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  std::ofstream f(dir + "/corpus.txt");
-  const char* subjects[] = {"the cat", "a dog", "the old fox", "my friend", "the teacher"};
-  const char* verbs[] = {"sees", "likes", "follows", "helps", "reads to"};
-  const char* objects[] = {"the bird", "a child", "the farmer", "her sister", "the crowd"};
-  for (int i = 0; i < 400; ++i)
-    f << subjects[i % 5] << " " << verbs[(i / 5) % 5] << " " << objects[(i * 7) % 5]
-      << (i % 4 == 3 ? ".\n" : ", and ");
-  return dir;
-}
 
 struct Stat {
   ino_t inode = 0;
@@ -266,10 +253,8 @@ TEST_CASE("tokenizer: one of more pieces than an llm.c shard's uint16 holds is r
   };
   const std::string dir = corpus_dir("tok_wide");
   std::ofstream(dir + "/wide.model") << "its bytes name the cached shard";
-  bool reused = false;
-  CHECK_THROWS_WITH_AS(
-      data::tokenize_cached(dir + "/corpus.txt", Wide(dir + "/wide.model"), &reused),
-      doctest::Contains("has 70000 pieces"), Error);
+  CHECK_THROWS_WITH_AS(data::tokenize_cached(dir + "/corpus.txt", Wide(dir + "/wide.model")),
+                       doctest::Contains("has 70000 pieces"), Error);
   CHECK(only_file(dir, ".bin").empty());
   std::filesystem::remove_all(dir);
 }
@@ -335,7 +320,8 @@ TEST_CASE("tokenizer: tetra generate refuses a tokenizer.model of another vocabu
   CAPTURE(r.out);
   CHECK(r.status == 2);
   CHECK(count(r.err, "tetra: error:") == 1);
-  CHECK(count(r.err, "has 256 tokens, and its tokenizer.model 400 pieces") == 1);
+  CHECK(count(r.err, "has 256 tokens, and the tokenizer '" + dir +
+                         "/m/tokenizer.model' has 400 pieces") == 1);
   std::filesystem::remove_all(dir);
 }
 

@@ -10,6 +10,7 @@
 
 #include "checkpoint/hf_io.hpp"
 #include "data/tokenizer.hpp"
+#include "parallel/agree.hpp"
 #include "transformer/block.hpp"
 
 namespace tetra {
@@ -86,6 +87,13 @@ std::vector<float> Generator::forward(const std::vector<int>& tokens, int64_t p0
   std::vector<float> out(cfg_.vocab);
   be_.download(out.data(), logits.flat());
   out.resize(cfg_.real_vocab());  // the padding rows are not tokens
+  // Finite weights can still overflow: no token can be drawn from logits that are not finite.
+  const auto bad = std::find_if(out.begin(), out.end(), [](float x) { return !std::isfinite(x); });
+  if (bad != out.end())
+    throw DivergedError("the model's forward at position " + std::to_string(p0 + n - 1) +
+                        " gives logits that are not finite (token " +
+                        std::to_string(bad - out.begin()) +
+                        "): its weights overflow float arithmetic");
   return out;
 }
 
@@ -124,6 +132,9 @@ std::vector<int> Generator::generate(const std::vector<int>& prompt, const Sampl
     check(t >= 0 && t < cfg_.real_vocab(), "generate: prompt token ", t, " is outside the ",
           cfg_.real_vocab(), "-token vocabulary");
   max_len_ = int64_t(prompt.size()) + o.tokens;
+  // The cache holds every position; positions are bounded as a training sequence's are.
+  check(max_len_ <= kMaxSeqLen, "--tokens ", o.tokens, " after a prompt of ", prompt.size(),
+        " tokens is ", max_len_, " positions, more than tetra's limit of ", kMaxSeqLen);
   const int64_t kw = int64_t(cfg_.kv_heads) * cfg_.head_dim();
   k_cache_.clear();
   v_cache_.clear();
@@ -174,9 +185,7 @@ std::string generate_text(const GenerateOptions& o) {
   std::unique_ptr<data::Tokenizer> tok;
   if (!model.tokenizer_model().empty()) {
     tok = data::load_sentencepiece(model.tokenizer_model());
-    // Else a prompt's ids, or the ones drawn, would fall outside one or the other.
-    check(tok->vocab() == cfg.real_vocab(), "model '", o.init_from, "' has ", cfg.real_vocab(),
-          " tokens, and its tokenizer.model ", tok->vocab(), " pieces");
+    check_tokenizer_matches(o.init_from, cfg, *tok);
   } else {
     check(cfg.real_vocab() <= 256, "model '", o.init_from, "' has ", cfg.real_vocab(),
           " tokens and no tokenizer.model: tetra generate reads bytes only without one");
@@ -185,8 +194,19 @@ std::string generate_text(const GenerateOptions& o) {
   std::map<std::string, std::vector<float>> whole;
   for (const UnitLayout& u : make_units(cfg, 1, 0)) {
     const std::vector<float> flat = read_unit(model, cfg, u, 0);
-    for (const ParamInfo& p : u.params)
+    for (const ParamInfo& p : u.params) {
       whole[p.name].assign(flat.begin() + p.offset, flat.begin() + p.offset + p.numel());
+      // As training stops at a loss that is not finite: such a weight makes every logit NaN.
+      const auto bad = std::find_if(whole[p.name].begin(), whole[p.name].end(),
+                                    [](float x) { return !std::isfinite(x); });
+      if (bad != whole[p.name].end())
+        throw DivergedError("model '" + o.init_from + "': " + p.name +
+                            " holds a value that is not finite (" +
+                            (std::isnan(*bad) ? "nan"
+                             : *bad > 0       ? "inf"
+                                              : "-inf") +
+                            " at element " + std::to_string(bad - whole[p.name].begin()) + ")");
+    }
   }
   std::unique_ptr<Backend> be;
 #ifdef TETRA_HAVE_CUDA

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "parallel/cp.hpp"
+#include "util/checked.hpp"
 
 namespace tetra {
 
@@ -14,6 +15,10 @@ RunPlan plan_run(const TrainOptions& opt, const ModelConfig& cfg, int world_size
   check(l.cp == 1 || S % (2 * l.cp) == 0, "--seq-len ", S,
         " is not divisible by 2*CP = ", 2 * l.cp);
 
+  // The run's tokens (step * G * S: tokens seen, the data order's s * G + j) count in 64 bits.
+  check(checked_product({opt.steps, opt.global_batch, S}).has_value(), "--steps ", opt.steps,
+        " of --global-batch ", opt.global_batch, " x --seq-len ", S,
+        " tokens are more tokens than 64 bits count");
   check(opt.global_batch % l.dp == 0, "--global-batch ", opt.global_batch,
         " is not divisible by DP ", l.dp);
   const int per_dp = opt.global_batch / l.dp;

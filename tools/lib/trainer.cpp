@@ -22,6 +22,7 @@
 #include "optim/lr_schedule.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/nccl_comm.hpp"
+#include "parallel/placement.hpp"
 #include "parallel/trace.hpp"
 #include "tools/lib/peak.hpp"
 #include "tools/lib/plan/memory.hpp"
@@ -147,6 +148,10 @@ Trainer::Trainer(const TrainOptions& opt, MPI_Comm world) : opt_(opt), world_(wo
       cfg_ = config_from_model(*file, opt_.model, opt.given);
       check(opt_.data_vocab <= cfg_.real_vocab(), "the data's vocabulary ", opt_.data_vocab,
             " is larger than the init model's ", cfg_.real_vocab());
+      // A SentencePiece tokenizer (the directory's own or --tokenizer's) must be the model's:
+      // an export would carry it, and tetra generate refuses the pair.
+      if (!tokenizer_->model_file().empty())
+        check_tokenizer_matches(opt.init_from, cfg_, *tokenizer_);
     }
     cfg_.validate();
     plan_ = plan_run(opt, cfg_, world_size, rank);
@@ -229,12 +234,13 @@ void Trainer::use_tokenizer(bool report) {
                 trained ? "trained now" : "reused");
   for (std::string* text : {&opt_.data, &opt_.val_data}) {
     if (text->empty()) continue;
-    bool reused = false;
-    const std::string bin = data::tokenize_cached(*text, *tokenizer_, &reused);
+    const data::CachedShard shard = data::tokenize_cached(*text, *tokenizer_);
     if (report)
-      std::printf("tokens: %s -> %s (%s)\n", text->c_str(), bin.c_str(),
-                  reused ? "reused" : "tokenized now");
-    *text = bin;
+      std::printf("tokens: %s -> %s (%s)\n", text->c_str(), shard.bin.c_str(),
+                  shard.reused            ? "reused"
+                  : shard.rebuilt.empty() ? "tokenized now"
+                                          : ("rebuilt: the cache there " + shard.rebuilt).c_str());
+    *text = shard.bin;
   }
   opt_.data_vocab = vocab;
   opt_.model.data_vocab = vocab;
@@ -246,6 +252,8 @@ void Trainer::make_backend_and_grid() {
   int rank = 0;
   MPI_Comm_rank(world_, &rank);
   threads_ = threads_per_rank(node.size, rank == 0);
+  if (const std::string w = binding_warning(rank, node.size); rank == 0 && !w.empty())
+    std::fprintf(stderr, "tetra: warning: %s\n", w.c_str());
 #ifdef TETRA_HAVE_CUDA
   // One rank per GPU where there are enough; ranks beyond that share them round robin.
   if (opt_.device == "cuda") agree(world_, [&] { be_ = make_cuda_backend(node.rank); });

@@ -27,14 +27,6 @@
 
 namespace tetra {
 
-// A step whose loss or gradient norm is not finite: training stopped before that step's
-// update, so no checkpoint holds its weights. Every rank sees the same totals, so every
-// rank throws it; the program exits 65, which tetra launch does not restart (resuming is
-// bit-exact, so a rerun would diverge again).
-struct DivergedError : AgreedError {
-  using AgreedError::AgreedError;
-};
-
 class Trainer {
  public:
   // Throws tetra::Error for any bad input (the same on every rank).

@@ -3,15 +3,14 @@
 #include "tools/lib/trainer_checkpoint.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 
 #include "checkpoint/checkpoint.hpp"
 #include "tools/lib/trainer.hpp"
 #include "util/json.hpp"
+#include "util/output_file.hpp"
 
 namespace tetra {
 
@@ -20,11 +19,9 @@ void check_writable_dir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   check(!ec, "cannot create checkpoint directory '", dir, "': ", ec.message());
-  const std::string probe = dir + "/.tetra_write_probe";
-  std::FILE* f = std::fopen(probe.c_str(), "w");
-  check(f != nullptr, "checkpoint directory '", dir, "' is not writable: ", std::strerror(errno));
-  std::fclose(f);
-  std::remove(probe.c_str());
+  // A fresh temporary made and removed, as every checkpoint file will be made.
+  const std::string problem = creation_problem(dir + "/probe");
+  check(problem.empty(), "checkpoint directory '", dir, "' is not writable: ", problem);
 }
 
 // Rank 0 decides where to resume from: "" for a fresh start.
@@ -45,8 +42,15 @@ std::string find_resume_path(const TrainOptions& opt) {
   if (path.empty() && skipped) {
     std::string why;
     for (const std::string& w : warnings) why += (why.empty() ? "" : "; ") + w;
-    fail("--resume auto: no checkpoint in '", opt.ckpt_dir, "' verifies (", why,
-         "); pass --resume never to start from step 0, keeping them");
+    // Another line's checkpoint may verify: named, since "none verifies" would be untrue.
+    const std::vector<std::string> others = ckpt::verifying_checkpoints(opt.ckpt_dir);
+    if (others.empty())
+      fail("--resume auto: no checkpoint in '", opt.ckpt_dir, "' verifies (", why,
+           "); pass --resume never to start from step 0, keeping them");
+    fail("--resume auto: no checkpoint of the line being trained in '", opt.ckpt_dir,
+         "' verifies (", why, "); ", others.front(),
+         " verifies but is another line's: pass --resume ", others.front(),
+         " to continue from it, or --resume never to start from step 0, keeping them");
   }
   for (const std::string& w : warnings) std::fprintf(stderr, "tetra: warning: %s\n", w.c_str());
   return path;

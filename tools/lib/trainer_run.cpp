@@ -11,6 +11,7 @@
 #include "checkpoint/hf_io.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/trace.hpp"
+#include "parallel/watchdog.hpp"
 #include "tools/lib/generate.hpp"
 #include "tools/lib/report.hpp"
 #include "tools/lib/trainer.hpp"
@@ -131,7 +132,11 @@ void Trainer::run() {
   if (tracing) trace::start(world_);
   while (step_ < opt_.steps) {
     trace::record(tracing && step_ >= trace_from && step_ < trace_to);
-    StepResult r = step();
+    StepResult r;
+    {
+      const watchdog::StepWatch watched(step_);  // a hang outside any call is caught too
+      r = step();
+    }
     trace::record(false);
     if (val_ && (step_ == opt_.steps || (opt_.eval_every > 0 && step_ % opt_.eval_every == 0)))
       r.val_loss = evaluate();

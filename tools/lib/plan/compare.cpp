@@ -2,18 +2,20 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
 #include "tools/lib/plan/memory.hpp"
 #include "tools/lib/plan/traffic.hpp"
+#include "util/input_file.hpp"
 #include "util/json.hpp"
 
 namespace tetra::plan {
 
 Comparison compare_metrics(const Setup& s, const std::string& path) {
-  std::ifstream in(path);
-  check(bool(in), "--compare: cannot read '", path, "'");
+  std::string text;
+  const std::string unread = read_input_file(path, text);
+  check(unread.empty(), "--compare: cannot read '", path, "': ", unread);
+  std::istringstream in(text);
   const std::map<std::string, double> predicted = bytes_by_group(step_traffic(s, 0));
   const double peak = peak_memory(s).memory.peak();
   Comparison c;

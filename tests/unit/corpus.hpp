@@ -1,0 +1,27 @@
+// A small English-like corpus for the tokenizer tests: enough text for SentencePiece to train
+// a few hundred pieces on, in a fresh directory.
+#pragma once
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "spawn.hpp"
+
+namespace tetra::test {
+
+// A fresh directory named after `name`, with corpus.txt in it.
+inline std::string corpus_dir(const std::string& name) {
+  const std::string dir = tmp_path(name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream f(dir + "/corpus.txt");
+  const char* subjects[] = {"the cat", "a dog", "the old fox", "my friend", "the teacher"};
+  const char* verbs[] = {"sees", "likes", "follows", "helps", "reads to"};
+  const char* objects[] = {"the bird", "a child", "the farmer", "her sister", "the crowd"};
+  for (int i = 0; i < 400; ++i)
+    f << subjects[i % 5] << " " << verbs[(i / 5) % 5] << " " << objects[(i * 7) % 5]
+      << (i % 4 == 3 ? ".\n" : ", and ");
+  return dir;
+}
+
+}  // namespace tetra::test
