@@ -1,6 +1,8 @@
-// A small English-like corpus for the tokenizer tests: enough text for SentencePiece to train
-// a few hundred pieces on, in a fresh directory.
+// A small English-like corpus for the tokenizer tests (enough text for SentencePiece to train
+// a few hundred pieces on, in a fresh directory), and the cache files found beside it.
 #pragma once
+#include <doctest/doctest.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -22,6 +24,17 @@ inline std::string corpus_dir(const std::string& name) {
     f << subjects[i % 5] << " " << verbs[(i / 5) % 5] << " " << objects[(i * 7) % 5]
       << (i % 4 == 3 ? ".\n" : ", and ");
   return dir;
+}
+
+// The one file in dir whose name ends in suffix ("" when none; a failed check when several).
+inline std::string only_file(const std::string& dir, const std::string& suffix) {
+  std::string found;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().string().ends_with(suffix)) {
+      CHECK(found.empty());
+      found = e.path().string();
+    }
+  return found;
 }
 
 }  // namespace tetra::test

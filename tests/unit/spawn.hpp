@@ -1,6 +1,7 @@
 // Running the real `tetra` binary from a test, in a clean environment: this test process
 // is an MPI singleton, and the variables it leaves behind would make a nested mpirun fail.
 #pragma once
+#include <doctest/doctest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -77,6 +78,18 @@ inline Spawned spawn(const std::string& command, int timeout_s = 120) {
   std::remove(out.c_str());
   std::remove(err.c_str());
   return s;
+}
+
+// A refusal: exit status 2 within timeout_s (a run that blocks or allocates for minutes ends
+// in the limit's status instead) with one "tetra: error:" line, which names `why`, and no step run.
+inline void expect_refusal(const std::string& command, const std::string& why, int timeout_s = 30) {
+  CAPTURE(command);
+  const Spawned r = spawn(command, timeout_s);
+  CAPTURE(r.err);
+  CHECK(r.status == 2);
+  CHECK(count(r.err, "tetra: error:") == 1);
+  CHECK(r.err.find(why) != std::string::npos);
+  CHECK(count(r.out, "step ") == 0);  // refused before any step
 }
 
 }  // namespace tetra::test

@@ -17,21 +17,6 @@
 
 using namespace tetra::test;
 
-namespace {
-
-// One error line naming `why` and exit 2, well before the time limit (a run that allocates
-// for minutes ends in the limit's status instead).
-void refused(const std::string& command, const std::string& why) {
-  CAPTURE(command);
-  const Spawned r = spawn(command, 30);
-  CAPTURE(r.err);
-  CHECK(r.status == 2);
-  CHECK(count(r.err, "tetra: error:") == 1);
-  CHECK(r.err.find(why) != std::string::npos);
-}
-
-}  // namespace
-
 TEST_CASE("bounds: the model's sizes are checked against tetra's stated limits") {
   tetra::ModelConfig c;
   c.seq_len = tetra::kMaxSeqLen;
@@ -43,9 +28,10 @@ TEST_CASE("bounds: the model's sizes are checked against tetra's stated limits")
   c.layers = tetra::kMaxLayers + 1;
   CHECK(error_of([&] { c.validate(); }).find("--layers 65537 is more than tetra's limit") == 0);
 
-  refused(tetra_bin() + " plan --seq-len 2147483647", "--seq-len 2147483647 is more than");
-  refused(tetra_bin() + " train --seq-len 2147483647 --steps 1", "--seq-len 2147483647 is more");
-  refused(tetra_bin() + " plan --layers 1000000", "--layers 1000000 is more than");
+  expect_refusal(tetra_bin() + " plan --seq-len 2147483647", "--seq-len 2147483647 is more than");
+  expect_refusal(tetra_bin() + " train --seq-len 2147483647 --steps 1",
+                 "--seq-len 2147483647 is more");
+  expect_refusal(tetra_bin() + " plan --layers 1000000", "--layers 1000000 is more than");
 }
 
 TEST_CASE("bounds: a schedule's length is bounded before it is listed") {
@@ -59,9 +45,10 @@ TEST_CASE("bounds: a schedule's length is bounded before it is listed") {
           tetra::check_schedule(K::Interleaved, 4, 4096, 4096);
         }).find("16777216 passes") != std::string::npos);
   // 2^31 - 1 micro-batches would list 2^32 actions per stage.
-  refused(tetra_bin() + " plan --global-batch 2147483647 --micro-batch 1", "passes per stage");
-  refused(tetra_bin() + " train --global-batch 2097152 --micro-batch 1 --steps 1",
-          "passes per stage");
+  expect_refusal(tetra_bin() + " plan --global-batch 2147483647 --micro-batch 1",
+                 "passes per stage");
+  expect_refusal(tetra_bin() + " train --global-batch 2097152 --micro-batch 1 --steps 1",
+                 "passes per stage");
 }
 
 TEST_CASE("bounds: the planner's cost does not grow with the square of the pipeline") {
@@ -138,6 +125,7 @@ TEST_CASE("bounds: tetra generate bounds the tokens it keeps a cache for") {
                 " --global-batch 2 --steps 1 --peak-tflops 1 --export " +
                 (d / "m"))
               .status == 0);
-  refused(tetra_bin() + " generate --init-from " + (d / "m") + " --prompt hi --tokens 2000000000",
-          "--tokens 2000000000");
+  expect_refusal(
+      tetra_bin() + " generate --init-from " + (d / "m") + " --prompt hi --tokens 2000000000",
+      "--tokens 2000000000");
 }

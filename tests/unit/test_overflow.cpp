@@ -26,17 +26,6 @@ const std::string kModel =
     " --dim 32 --layers 2 --heads 4 --kv-heads 2 --ffn-dim 64 --seq-len 16 --global-batch 4"
     " --peak-tflops 1 ";
 
-// One error line naming `why`, exit 2, nothing trained.
-void refused(const std::string& command, const std::string& why) {
-  CAPTURE(command);
-  const Spawned r = spawn(command, 60);
-  CAPTURE(r.err);
-  CHECK(r.status == 2);
-  CHECK(count(r.err, "tetra: error:") == 1);
-  CHECK(r.err.find(why) != std::string::npos);
-  CHECK(count(r.out, "step ") == 0);
-}
-
 }  // namespace
 
 TEST_CASE("overflow: the checked helpers refuse what does not fit 64 bits") {
@@ -65,16 +54,17 @@ TEST_CASE("overflow: a layout whose product wraps in 32 bits is refused, not div
           tetra::plan_chunks(4, 65536, 65536);
         }).find("= 4294967296 chunks is more than the 4 layers") != std::string::npos);
 
-  refused(tetra_bin() + " train --tp 65536 --pp 65536 --steps 1",
-          "TP*CP*PP = 65536*1*65536 = 4294967296 does not divide the 1 ranks");
-  refused(tetra_bin() + " train --tp 65536 --cp 65536 --dp 1 --steps 1",
-          "the layout TP*CP*PP*DP = 65536*65536*1*1 = 4294967296 must equal the number of ranks");
+  expect_refusal(tetra_bin() + " train --tp 65536 --pp 65536 --steps 1",
+                 "TP*CP*PP = 65536*1*65536 = 4294967296 does not divide the 1 ranks");
+  expect_refusal(
+      tetra_bin() + " train --tp 65536 --cp 65536 --dp 1 --steps 1",
+      "the layout TP*CP*PP*DP = 65536*65536*1*1 = 4294967296 must equal the number of ranks");
   // PP * V = 2^32 chunks wrapped to 0 "chunks", which fit any model, and crashed.
-  refused(tetra_bin() +
-              " plan --pp 65536 --vpp 65536 --layers 4 --global-batch 65536 "
-              "--micro-batch 1",
-          "passes per stage and step");
-  refused(tetra_bin() + " plan --tp 65536 --cp 65536 --pp 2", "ranks");
+  expect_refusal(tetra_bin() +
+                     " plan --pp 65536 --vpp 65536 --layers 4 --global-batch 65536 "
+                     "--micro-batch 1",
+                 "passes per stage and step");
+  expect_refusal(tetra_bin() + " plan --tp 65536 --cp 65536 --pp 2", "ranks");
 }
 
 TEST_CASE("overflow: a parameter count past 2^50 is refused, not printed negative") {
@@ -96,15 +86,17 @@ TEST_CASE("overflow: a parameter count past 2^50 is refused, not printed negativ
   CHECK(r.err.find("more than tetra's limit of 2^50") != std::string::npos);
   CHECK(r.out.find("fits") == std::string::npos);
   // 2 * dim^2 of q and o alone is just below 2^63; k and v take the sum past it.
-  refused(tetra_bin() + " train --dim 2147483644 --heads 2 --kv-heads 2 --layers 1 --steps 1",
-          "more than 2^63 parameters, more than tetra's limit");
+  expect_refusal(
+      tetra_bin() + " train --dim 2147483644 --heads 2 --kv-heads 2 --layers 1 --steps 1",
+      "more than 2^63 parameters, more than tetra's limit");
 }
 
 TEST_CASE("overflow: the tokens of a run count in 64 bits") {
   // 2^62 steps of 4 x 16 tokens: tokens seen (step * G * S) would wrap.
-  refused(tetra_bin() + " train" + kModel + "--steps 4611686018427387904",
-          "--steps 4611686018427387904 of --global-batch 4 x --seq-len 16 tokens are more tokens "
-          "than 64 bits count");
+  expect_refusal(
+      tetra_bin() + " train" + kModel + "--steps 4611686018427387904",
+      "--steps 4611686018427387904 of --global-batch 4 x --seq-len 16 tokens are more tokens "
+      "than 64 bits count");
   CHECK(spawn(tetra_bin() + " plan --steps 4611686018427387904", 30).status == 2);
 }
 
@@ -121,8 +113,8 @@ TEST_CASE("overflow: config.json's integers are read as 64 bits and range-checke
     tetra::json c = exported;
     c[key] = int_of(exported[key]) + (int64_t(1) << 32);
     std::ofstream(dir + "/config.json") << c.dump();
-    refused(tetra_bin() + " train" + kModel + "--steps 1 --init-from " + dir,
-            "config.json's \"" + key + "\" is " + std::to_string(int_of(c[key])) +
-                ", more than tetra holds (2147483647)");
+    expect_refusal(tetra_bin() + " train" + kModel + "--steps 1 --init-from " + dir,
+                   "config.json's \"" + key + "\" is " + std::to_string(int_of(c[key])) +
+                       ", more than tetra holds (2147483647)");
   }
 }

@@ -22,18 +22,6 @@ using namespace tetra;
 using namespace tetra::test;
 namespace fs = std::filesystem;
 
-namespace {
-
-// The cached shard next to the corpus ("corpus.txt.<hash>.bin").
-std::string cached_bin(const std::string& dir) {
-  std::string found;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().extension() == ".bin") found = e.path().string();
-  return found;
-}
-
-}  // namespace
-
 TEST_CASE("token cache: a shard that does not match its record is made again, and said") {
   if (!data::have_sentencepiece()) {
     MESSAGE("skipped: this build has no SentencePiece");
@@ -94,7 +82,7 @@ TEST_CASE("token cache: the run says a cache was rebuilt, and names one it canno
                           text + " --tokenizer bpe:300";
   Spawned r = spawn(run, 120);
   REQUIRE(r.status == 0);
-  const std::string bin = cached_bin(dir);
+  const std::string bin = only_file(dir, ".bin");
   REQUIRE(!bin.empty());
   const std::vector<uint16_t> tokens = data::read_bin_shard(bin).tokens;
   data::write_bin_shard(bin, tokens);  // the record gone

@@ -21,6 +21,7 @@
 using namespace tetra;
 using tetra::test::corpus_dir;
 using tetra::test::count;
+using tetra::test::only_file;
 using tetra::test::spawn;
 using tetra::test::tetra_bin;
 using tetra::test::tmp_path;
@@ -40,16 +41,6 @@ Stat stat_of(const std::string& path) {
   struct stat st {};
   REQUIRE(::stat(path.c_str(), &st) == 0);
   return {st.st_ino, int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
-}
-
-std::string only_file(const std::string& dir, const std::string& suffix) {
-  std::string found;
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    if (e.path().string().ends_with(suffix)) {
-      CHECK(found.empty());
-      found = e.path().string();
-    }
-  return found;
 }
 
 }  // namespace
