@@ -1,6 +1,6 @@
 #include "checkpoint/atomic_file.hpp"
 
-#include "model/error.hpp"
+#include "util/error.hpp"
 #include "util/output_file.hpp"
 
 namespace tetra::ckpt {

@@ -10,7 +10,7 @@
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checksum.hpp"
 #include "checkpoint/manifest.hpp"
-#include "model/error.hpp"
+#include "util/error.hpp"
 #include "util/input_file.hpp"
 
 namespace tetra::ckpt {

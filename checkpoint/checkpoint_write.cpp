@@ -19,8 +19,8 @@
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checksum.hpp"
 #include "checkpoint/manifest.hpp"
-#include "model/error.hpp"
 #include "parallel/agree.hpp"
+#include "util/error.hpp"
 
 namespace tetra::ckpt {
 

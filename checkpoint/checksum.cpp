@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "model/error.hpp"
+#include "util/error.hpp"
 #include "util/input_file.hpp"
 
 namespace tetra::ckpt {

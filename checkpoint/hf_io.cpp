@@ -12,8 +12,8 @@
 #include <sstream>
 
 #include "checkpoint/atomic_file.hpp"
-#include "model/error.hpp"
 #include "util/checked.hpp"
+#include "util/error.hpp"
 #include "util/input_file.hpp"
 #include "util/output_file.hpp"
 

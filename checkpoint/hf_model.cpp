@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "model/error.hpp"
+#include "util/error.hpp"
 #include "util/input_file.hpp"
 
 namespace tetra {

@@ -13,7 +13,7 @@
 #include <sstream>
 #include <thread>
 
-#include "model/error.hpp"
+#include "util/error.hpp"
 #include "util/input_file.hpp"
 #include "util/json.hpp"
 #include "util/output_file.hpp"

@@ -24,7 +24,7 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/safetensors.hpp"
-#include "model/error.hpp"
+#include "util/error.hpp"
 #include "util/json.hpp"
 
 namespace tetra::ckpt {

@@ -12,8 +12,8 @@
 #include <optional>
 #include <utility>
 
-#include "model/error.hpp"
 #include "util/bf16.hpp"
+#include "util/error.hpp"
 #include "util/input_file.hpp"
 #include "util/json.hpp"
 #include "util/output_file.hpp"

@@ -17,7 +17,7 @@
 #include <sstream>
 
 #include "data/hash.hpp"
-#include "model/error.hpp"
+#include "util/error.hpp"
 #include "util/input_file.hpp"
 #include "util/output_file.hpp"
 

@@ -4,7 +4,7 @@
 #include <filesystem>
 
 #include "data/dataset.hpp"
-#include "model/error.hpp"
+#include "util/error.hpp"
 #include "util/input_file.hpp"
 
 namespace tetra::data {

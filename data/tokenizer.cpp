@@ -1,6 +1,6 @@
 #include "data/tokenizer.hpp"
 
-#include "model/error.hpp"
+#include "util/error.hpp"
 #include "util/input_file.hpp"
 #include "util/output_file.hpp"
 

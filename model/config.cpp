@@ -3,8 +3,8 @@
 #include <optional>
 #include <sstream>
 
-#include "model/error.hpp"
 #include "util/checked.hpp"
+#include "util/error.hpp"
 
 namespace tetra {
 

@@ -7,7 +7,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "model/error.hpp"
+#include "util/error.hpp"
 
 namespace tetra {
 

@@ -3,7 +3,7 @@
 #include <climits>
 #include <string>
 
-#include "model/error.hpp"
+#include "util/error.hpp"
 
 namespace tetra {
 

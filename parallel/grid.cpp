@@ -5,10 +5,10 @@
 #include <sstream>
 #include <vector>
 
-#include "model/error.hpp"
 #include "parallel/mpi_comm.hpp"
 #include "parallel/nccl_comm.hpp"
 #include "util/checked.hpp"
+#include "util/error.hpp"
 
 namespace tetra {
 

@@ -1,7 +1,7 @@
 #include "parallel/pipeline_layout.hpp"
 
-#include "model/error.hpp"
 #include "util/checked.hpp"
+#include "util/error.hpp"
 
 namespace tetra {
 

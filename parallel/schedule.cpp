@@ -29,7 +29,7 @@
 #include <sstream>
 #include <tuple>
 
-#include "model/error.hpp"
+#include "util/error.hpp"
 
 namespace tetra {
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "model/error.hpp"
+#include "util/error.hpp"
 #include "util/json.hpp"
 #include "util/output_file.hpp"
 

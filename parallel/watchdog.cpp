@@ -14,7 +14,7 @@
 #include <sstream>
 #include <thread>
 
-#include "model/error.hpp"
+#include "util/error.hpp"
 
 namespace tetra::watchdog {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "model/error.hpp"
+#include "util/error.hpp"
 #include "util/json.hpp"
 
 namespace tetra::test {

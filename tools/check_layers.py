@@ -3,7 +3,7 @@
 each other in a cycle.
 
 The layers, bottom to top: util < model < parallel < transformer < optim < data <
-checkpoint < tools.
+checkpoint < plan < train < plot < cli.
 A file may include files of its own layer and of the layers below; tests sit above all
 of them and are not checked. Includes are the quoted ones (#include "model/tensor.hpp"),
 resolved against the repository root first, then against the including file's folder.
@@ -16,7 +16,8 @@ import os
 import re
 import sys
 
-LAYERS = ["util", "model", "parallel", "transformer", "optim", "data", "checkpoint", "tools"]
+LAYERS = ["util", "model", "parallel", "transformer", "optim", "data", "checkpoint", "plan",
+          "train", "plot", "cli"]
 SUFFIXES = (".hpp", ".cpp", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 

@@ -224,7 +224,7 @@ EOF
 }
 
 layouts() {
-  (cd "$B" && TETRA_TEST_ARGS="--device cuda --comm mpi" \
+  (cd "$B" && TETRA_TEST_DEVICE=cuda TETRA_TEST_COMM=mpi \
     ctest --output-on-failure -R '^(dp_zero|tp|pp|cp_4d|bf16)$') || return 1
 }
 

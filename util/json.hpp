@@ -6,7 +6,7 @@
 // that parse back to the same bits ("0.1", "3.0") and integers as integers; it writes NaN
 // and infinities as null. Object keys are kept sorted, so equal values dump to equal text.
 //
-// util/ is the bottom layer and cannot throw tetra::Error (model/error.hpp sits above it),
+// util/ is the bottom layer and cannot throw tetra::Error (util/error.hpp sits above it),
 // so parse_json returns its problem and callers throw it with the file's name.
 #pragma once
 #include <cstdint>

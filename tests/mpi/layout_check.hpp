@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/lib/trainer.hpp"
+#include "train/trainer.hpp"
 
 namespace tetra::test {
 
@@ -27,11 +27,13 @@ struct RunResult {
   double val_loss = -1;                // after the last step, when the run validates
 };
 
-// Runs `args` (model, batch and layout flags) for `steps` steps on the first `ranks` ranks
-// of MPI_COMM_WORLD; other ranks wait. Collective over MPI_COMM_WORLD. Every step of every
+// Runs `config` for `steps` steps on the first TP*CP*PP*DP ranks of MPI_COMM_WORLD (DP 0
+// counting as 1); other ranks wait. Collective over MPI_COMM_WORLD. The environment's
+// TETRA_TEST_DEVICE and TETRA_TEST_COMM set the device section of every run:
+// tools/gpu_check.sh runs the layouts on the GPU with "cuda" and "mpi". Every step of every
 // rank is also checked against `tetra plan`'s models: the bytes each group sent equal the
 // prediction exactly, the peak of backend memory is within 10% of it (a failed CHECK).
-RunResult run_on(int ranks, const std::vector<std::string>& args, int steps);
+RunResult run_on(TrainConfig config, int steps);
 
 inline int world_rank() {
   int r = 0;
@@ -54,7 +56,15 @@ std::string compare(const RunResult& ref, const RunResult& run,
                     const Gaps& bound = {1e-5, 1e-5, 1e-4});
 
 // The model every layout test trains: small enough for 16 ranks on 2 cores, shaped so that
-// TP 4, CP 4 and PP 4 all divide it.
-std::vector<std::string> tiny_model();
+// TP 4, CP 4 and PP 4 all divide it; on one rank, global_batch sequences a step in
+// micro-batches of micro_batch.
+TrainConfig tiny_model(int global_batch, int micro_batch = 1);
+
+// c laid out as TP x CP x PP x DP.
+TrainConfig laid_out(TrainConfig c, int tp, int cp, int pp, int dp);
+
+// The layout and the settings a test varies, for messages: "TP 2 x CP 2 x PP 2 x DP 2,
+// ZeRO-3, SP, interleaved V 2, recompute, bf16".
+std::string describe(const TrainConfig& c);
 
 }  // namespace tetra::test

@@ -17,44 +17,52 @@ namespace {
 // sums, CP reduce-scatters bf16 dK/dV), so its activations differ from one rank's by a few
 // roundings, as bf16's do from fp32's. Adam then spreads such differences into the weights:
 // in its first steps each weight moves by about lr whatever its gradient's size, so where a
-// gradient is near zero a rounding can flip the move. The bounds are twice the largest gaps
-// measured over these layouts, which are the size of bf16's own gaps from fp32 on one rank
-// (the second test case prints both): loss 1.4e-3, gradient 1.8e-2, weights 5.7e-2. A real
-// fault (a missing reduction, a wrong slice) moves the loss by orders of magnitude more.
+// gradient is near zero a rounding can flip the move. The bounds were twice the largest gaps
+// measured over these layouts at lr 1e-2 (loss 1.4e-3, gradient 1.8e-2, weights 5.7e-2),
+// the size of bf16's own gaps from fp32 on one rank (the second test case prints both); at
+// the layout tests' lr of 3e-3 the largest are loss 4.4e-4, gradient 1.8e-2, weights 1.3e-2.
+// A real fault (a missing reduction, a wrong slice) moves the loss by orders of magnitude
+// more.
 const Gaps kBf16Bound{3e-3, 4e-2, 1.2e-1};
 
+// A layout and what it turns on: ZeRO stage, SP, the schedule and V.
 struct Case {
-  int ranks;
-  std::vector<std::string> args;
+  int tp, cp, pp, dp;
+  int zero = 1;
+  bool sp = false;
+  const char* schedule = "1f1b";
+  int vpp = 1;
 };
 
 }  // namespace
 
 TEST_CASE("bf16: every layout class matches one rank in bf16") {
   const std::vector<Case> cases = {
-      {4, {"--dp", "4", "--zero", "1"}},
-      {4, {"--dp", "4", "--zero", "2"}},
-      {4, {"--dp", "4", "--zero", "3"}},
-      {2, {"--tp", "2"}},
-      {4, {"--tp", "4", "--sp"}},
-      {2, {"--pp", "2", "--schedule", "gpipe"}},
-      {4, {"--pp", "4", "--schedule", "1f1b"}},
-      {2, {"--pp", "2", "--schedule", "interleaved", "--vpp", "2"}},
-      {2, {"--cp", "2"}},
-      {8, {"--cp", "2", "--dp", "2", "--tp", "2", "--zero", "3"}},
-      {16, {"--tp", "2", "--cp", "2", "--pp", "2", "--dp", "2", "--zero", "2", "--sp"}},
+      {1, 1, 1, 4, 1},
+      {1, 1, 1, 4, 2},
+      {1, 1, 1, 4, 3},
+      {2, 1, 1, 1},
+      {4, 1, 1, 1, 1, true},
+      {1, 1, 2, 1, 1, false, "gpipe"},
+      {1, 1, 4, 1, 1, false, "1f1b"},
+      {1, 1, 2, 1, 1, false, "interleaved", 2},
+      {1, 2, 1, 1},
+      {2, 2, 1, 2, 3},
+      {2, 2, 2, 2, 2, true},
   };
-  const std::vector<std::string> common = {"--dtype", "bf16",          "--global-batch",
-                                           "8",       "--micro-batch", "1"};
-  const RunResult ref = run_on(1, common, 4);
+  TrainConfig common = tiny_model(8);
+  common.device.dtype = "bf16";
+  const RunResult ref = run_on(common, 4);
   Gaps worst;
-  for (const Case& c : cases) {
-    std::vector<std::string> args = common;
-    args.insert(args.end(), c.args.begin(), c.args.end());
-    const RunResult run = run_on(c.ranks, args, 4);
+  for (const Case& l : cases) {
+    TrainConfig c = laid_out(common, l.tp, l.cp, l.pp, l.dp);
+    c.optimizer.zero = l.zero;
+    c.layout.sp = l.sp;
+    c.layout.schedule = l.schedule;
+    c.layout.vpp = l.vpp;
+    const RunResult run = run_on(c, 4);
     if (world_rank() != 0) continue;
-    std::string layout;
-    for (const std::string& a : c.args) layout += a + " ";
+    const std::string layout = describe(c);
     CAPTURE(layout);
     const Gaps g = gaps(ref, run);
     std::printf("bf16 %-55s loss %.2e  grad %.2e  weight %.2e\n", layout.c_str(), g.loss, g.grad,
@@ -70,10 +78,10 @@ TEST_CASE("bf16: every layout class matches one rank in bf16") {
 }
 
 TEST_CASE("bf16: one rank stays near fp32, and is not fp32") {
-  const std::vector<std::string> batch = {"--global-batch", "8", "--micro-batch", "2"};
-  std::vector<std::string> bf16 = batch;
-  bf16.insert(bf16.end(), {"--dtype", "bf16"});
-  const RunResult a = run_on(1, batch, 4), b = run_on(1, bf16, 4);
+  const TrainConfig fp32 = tiny_model(8, 2);
+  TrainConfig bf16 = fp32;
+  bf16.device.dtype = "bf16";
+  const RunResult a = run_on(fp32, 4), b = run_on(bf16, 4);
   if (world_rank() != 0) return;
   const Gaps g = gaps(a, b);
   std::printf("bf16 vs fp32, one rank: loss %.2e  grad %.2e  weight %.2e\n", g.loss, g.grad,

@@ -16,7 +16,7 @@
 #include "../checkpoint_fixture.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "model/config.hpp"
-#include "model/error.hpp"
+#include "util/error.hpp"
 
 namespace fs = std::filesystem;
 using namespace tetra;

@@ -29,12 +29,10 @@ TEST_CASE("dp: DP 2, 4, 8 x ZeRO 1, 2, 3 x 1-4 micro-batches match one rank") {
     for (int zero : {1, 2, 3}) {
       m = m % 4 + 1;  // cycles 1, 2, 3, 4 over the cases
       const int G = dp * m;
-      const std::vector<std::string> batch = {"--global-batch", std::to_string(G), "--micro-batch",
-                                              "1"};
-      if (!reference.count(G)) reference[G] = run_on(1, batch, kSteps);
-      std::vector<std::string> args = batch;
-      args.insert(args.end(), {"--dp", std::to_string(dp), "--zero", std::to_string(zero)});
-      const RunResult run = run_on(dp, args, kSteps);
+      if (!reference.count(G)) reference[G] = run_on(tiny_model(G), kSteps);
+      TrainConfig c = laid_out(tiny_model(G), 1, 1, 1, dp);
+      c.optimizer.zero = zero;
+      const RunResult run = run_on(c, kSteps);
       if (world_rank() != 0) continue;
       CAPTURE(dp);
       CAPTURE(zero);
@@ -55,15 +53,11 @@ TEST_CASE("dp: DP 2, 4, 8 x ZeRO 1, 2, 3 x 1-4 micro-batches match one rank") {
 }
 
 TEST_CASE("dp: persistent Adam, gradient and ZeRO-3 parameter bytes shrink as 1/DP") {
-  const std::vector<std::string> batch = {"--global-batch", "8", "--micro-batch", "1"};
   std::vector<double> peak;  // the step's peak memory at DP 8, by ZeRO stage
   for (int zero : {1, 2, 3}) {
-    const std::vector<std::string> z = {"--zero", std::to_string(zero)};
-    std::vector<std::string> one = batch, eight = batch;
-    one.insert(one.end(), z.begin(), z.end());
-    eight.insert(eight.end(), z.begin(), z.end());
-    eight.insert(eight.end(), {"--dp", "8"});
-    const RunResult r1 = run_on(1, one, 1), r8 = run_on(8, eight, 1);
+    TrainConfig one = tiny_model(8);
+    one.optimizer.zero = zero;
+    const RunResult r1 = run_on(one, 1), r8 = run_on(laid_out(one, 1, 1, 1, 8), 1);
     if (world_rank() != 0) continue;
     CAPTURE(zero);
     const int64_t n = r1.padded_params;          // unpadded at DP 1

@@ -15,16 +15,21 @@ struct Sched {
   int vpp;
 };
 
+// 8 layers, so that PP * V = 8 chunks fit.
+TrainConfig eight_layers(int global_batch) {
+  TrainConfig c = tiny_model(global_batch);
+  c.model.layers = 8;
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("pp: gpipe, 1f1b and interleaved (V 1, 2) over PP 2 and 4 match one rank") {
   const std::vector<Sched> schedules = {
       {"gpipe", 1}, {"1f1b", 1}, {"interleaved", 1}, {"interleaved", 2}};
-  std::map<int, RunResult> reference;  // by global batch; 8 layers so PP*V = 8 chunks fit
+  std::map<int, RunResult> reference;  // by global batch
   auto ref = [&](int G) -> const RunResult& {
-    if (!reference.count(G))
-      reference[G] = run_on(
-          1, {"--layers", "8", "--global-batch", std::to_string(G), "--micro-batch", "1"}, 4);
+    if (!reference.count(G)) reference[G] = run_on(eight_layers(G), 4);
     return reference[G];
   };
   int zero = 0;
@@ -37,17 +42,12 @@ TEST_CASE("pp: gpipe, 1f1b and interleaved (V 1, 2) over PP 2 and 4 match one ra
           const int dp = std::string(with) == "dp" ? 2 : 1;
           const int tp = std::string(with) == "tp" ? 2 : 1;
           const int G = m * dp;
-          std::vector<std::string> args = {"--layers",       "8",
-                                           "--global-batch", std::to_string(G),
-                                           "--micro-batch",  "1",
-                                           "--pp",           std::to_string(pp),
-                                           "--schedule",     s.name,
-                                           "--vpp",          std::to_string(s.vpp),
-                                           "--tp",           std::to_string(tp),
-                                           "--dp",           std::to_string(dp)};
-          if (dp > 1) args.insert(args.end(), {"--zero", std::to_string(zero++ % 3 + 1)});
+          TrainConfig c = laid_out(eight_layers(G), tp, 1, pp, dp);
+          c.layout.schedule = s.name;
+          c.layout.vpp = s.vpp;
+          if (dp > 1) c.optimizer.zero = zero++ % 3 + 1;
           const RunResult& r1 = ref(G);
-          const RunResult run = run_on(pp * tp * dp, args, 4);
+          const RunResult run = run_on(c, 4);
           if (world_rank() != 0) continue;
           CAPTURE(pp);
           CAPTURE(s.name);
@@ -70,12 +70,10 @@ TEST_CASE("pp: gpipe, 1f1b and interleaved (V 1, 2) over PP 2 and 4 match one ra
 
 TEST_CASE("pp: layers that PP*V does not divide are spread, none dropped") {
   // 6 layers over 4 stages: chunks of 2, 2, 1, 1 blocks.
-  const std::vector<std::string> batch = {"--layers",      "6", "--global-batch", "4",
-                                          "--micro-batch", "1"};
-  const RunResult ref = run_on(1, batch, 3);
-  std::vector<std::string> args = batch;
-  args.insert(args.end(), {"--pp", "4"});
-  const RunResult run = run_on(4, args, 3);
+  TrainConfig six = tiny_model(4);
+  six.model.layers = 6;
+  const RunResult ref = run_on(six, 3);
+  const RunResult run = run_on(laid_out(six, 1, 1, 4, 1), 3);
   if (world_rank() != 0) return;
   CHECK(run.weights.count("model.layers.5.mlp.down_proj.weight") == 1);
   const std::string diff = compare(ref, run);

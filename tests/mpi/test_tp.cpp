@@ -8,27 +8,16 @@
 using namespace tetra;
 using namespace tetra::test;
 
-namespace {
-
-std::vector<std::string> cat(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-}  // namespace
-
 TEST_CASE("tp: TP 2 and 4, alone and with DP 2 under ZeRO 1 and 3, with and without --sp") {
-  const std::vector<std::string> batch = {"--global-batch", "4", "--micro-batch", "1"};
-  const RunResult ref = run_on(1, batch, 5);
+  const RunResult ref = run_on(tiny_model(4), 5);
   const int L = 4;  // layers of tiny_model()
   for (int tp : {2, 4}) {
     for (int dp_zero : {0, 1, 3}) {  // 0: TP alone
       for (bool sp : {false, true}) {
-        std::vector<std::string> args = cat(batch, {"--tp", std::to_string(tp)});
-        if (dp_zero) args = cat(args, {"--dp", "2", "--zero", std::to_string(dp_zero)});
-        if (sp) args.push_back("--sp");
-        const int ranks = tp * (dp_zero ? 2 : 1);
-        const RunResult run = run_on(ranks, args, 5);
+        TrainConfig c = laid_out(tiny_model(4), tp, 1, 1, dp_zero ? 2 : 1);
+        if (dp_zero) c.optimizer.zero = dp_zero;
+        c.layout.sp = sp;
+        const RunResult run = run_on(c, 5);
         if (world_rank() != 0) continue;
         CAPTURE(tp);
         CAPTURE(dp_zero);
@@ -65,10 +54,11 @@ TEST_CASE("tp: TP 2 and 4, alone and with DP 2 under ZeRO 1 and 3, with and with
 TEST_CASE("tp: no rank ever holds more than vocab/TP logits per token") {
   // A wide vocabulary and a narrow model, so that full logits [T, V] would be by far the
   // largest buffer of a step: T = 4 * 32 tokens, V = 4096, d = 64.
-  const std::vector<std::string> args = {"--vocab",       "4096", "--global-batch", "4",
-                                         "--micro-batch", "4",    "--seq-len",      "32"};
+  TrainConfig wide = tiny_model(4, 4);
+  wide.model.data_vocab = 4096;
+  wide.model.seq_len = 32;
   for (int tp : {1, 2, 4}) {
-    const RunResult run = run_on(tp, cat(args, {"--tp", std::to_string(tp)}), 1);
+    const RunResult run = run_on(laid_out(wide, tp, 1, 1, 1), 1);
     if (world_rank() != 0) continue;
     CAPTURE(tp);
     const int64_t T = run.tokens_per_micro_batch, V = 4096;

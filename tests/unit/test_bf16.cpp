@@ -16,8 +16,8 @@
 
 #include "../test_util.hpp"
 #include "checkpoint/safetensors.hpp"
-#include "tools/lib/options.hpp"
-#include "tools/lib/trainer.hpp"
+#include "cli/options.hpp"
+#include "train/trainer.hpp"
 #include "util/bf16.hpp"
 #include "util/json.hpp"
 

@@ -21,7 +21,7 @@
 #include "checkpoint/safetensors.hpp"
 #include "checkpoint_helpers.hpp"
 #include "model/config.hpp"
-#include "model/error.hpp"
+#include "util/error.hpp"
 
 namespace fs = std::filesystem;
 using namespace tetra;

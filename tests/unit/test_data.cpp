@@ -16,7 +16,7 @@
 #include "../test_util.hpp"
 #include "data/dataset.hpp"
 #include "data/hash.hpp"
-#include "model/error.hpp"
+#include "util/error.hpp"
 
 using tetra::data::Dataset;
 using tetra::data::fill_batch;

@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "cli/options.hpp"
 #include "data/dataset.hpp"
 #include "model/backend.hpp"
 #include "spawn.hpp"
-#include "tools/lib/generate.hpp"
-#include "tools/lib/options.hpp"
-#include "tools/lib/trainer.hpp"
+#include "train/generate.hpp"
+#include "train/trainer.hpp"
 
 using namespace tetra;
 using tetra::test::count;

@@ -15,9 +15,9 @@
 #include "checkpoint/hf_io.hpp"
 #include "checkpoint/hf_model.hpp"
 #include "checkpoint/safetensors.hpp"
+#include "cli/options.hpp"
 #include "spawn.hpp"
-#include "tools/lib/options.hpp"
-#include "tools/lib/trainer.hpp"
+#include "train/trainer.hpp"
 #include "util/json.hpp"
 
 using namespace tetra;
@@ -33,7 +33,7 @@ const std::vector<std::string> kShape = {"--layers", "2",          "--dim", "32"
 const std::vector<std::string> kRun = {"--seq-len", "16", "--global-batch", "4", "--steps", "3",
                                        "--warmup",  "1",  "--peak-tflops",  "1"};
 
-TrainOptions options(std::vector<std::string> args, bool shape = true) {
+TrainConfig options(std::vector<std::string> args, bool shape = true) {
   if (shape) args.insert(args.end(), kShape.begin(), kShape.end());
   args.insert(args.end(), kRun.begin(), kRun.end());
   return parse_train_options(args);

@@ -12,7 +12,7 @@
 
 #include "../test_util.hpp"
 #include "checkpoint/checkpoint.hpp"
-#include "model/error.hpp"
+#include "util/error.hpp"
 #include "util/json.hpp"
 
 using tetra::json;

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "tools/lib/launch.hpp"
+#include "cli/launch.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// The command line as tools/lib/options.cpp defines it with CLI11: every flag's --help line
+// The command line as cli/options.cpp defines it with CLI11: every flag's --help line
 // shows its default, a flag given twice is refused, refusals name the flag in tetra's words,
 // and the parsed options (given flags, launch's command, ckpt's action) come out right. The
 // --help checks walk the same CLI11 app that parses, so a flag added without a default
@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "model/error.hpp"
+#include "cli/options.hpp"
 #include "spawn.hpp"
-#include "tools/lib/options.hpp"
+#include "util/error.hpp"
 
 namespace {
 
@@ -89,28 +89,64 @@ TEST_CASE("options: each subcommand's --help lists every flag it defines, with i
     }
   }
   // The flags of the CLI contract (docs/design.md), all there under their names.
-  CHECK(train_flags ==
-        std::set<std::string>{"--tp",         "--cp",           "--pp",          "--dp",
-                              "--sp",         "--vpp",          "--schedule",    "--layers",
-                              "--dim",        "--heads",        "--kv-heads",    "--ffn-dim",
-                              "--seq-len",    "--rope-theta",   "--micro-batch", "--global-batch",
-                              "--vocab",      "--steps",        "--lr",          "--min-lr",
-                              "--warmup",     "--weight-decay", "--clip",        "--seed",
-                              "--zero",       "--recompute",    "--data",        "--init-from",
-                              "--device",     "--dtype",        "--comm",        "--ckpt-dir",
-                              "--ckpt-every", "--keep",         "--resume",      "--allow-change", "--inject-failure",
-                              "--timeout",    "--metrics",      "--trace",       "--trace-steps",
-                              "--export",     "--export-dtype", "--peak-tflops", "--val-data",
-                              "--val-split",  "--eval-every",   "--eval-batches", "--tokenizer",
-                              "--sample-every"});
+  CHECK(train_flags == std::set<std::string>{"--tp",
+                                             "--cp",
+                                             "--pp",
+                                             "--dp",
+                                             "--sp",
+                                             "--vpp",
+                                             "--schedule",
+                                             "--layers",
+                                             "--dim",
+                                             "--heads",
+                                             "--kv-heads",
+                                             "--ffn-dim",
+                                             "--seq-len",
+                                             "--rope-theta",
+                                             "--micro-batch",
+                                             "--global-batch",
+                                             "--vocab",
+                                             "--steps",
+                                             "--lr",
+                                             "--min-lr",
+                                             "--warmup",
+                                             "--weight-decay",
+                                             "--clip",
+                                             "--seed",
+                                             "--zero",
+                                             "--recompute",
+                                             "--data",
+                                             "--init-from",
+                                             "--device",
+                                             "--dtype",
+                                             "--comm",
+                                             "--ckpt-dir",
+                                             "--ckpt-every",
+                                             "--keep",
+                                             "--resume",
+                                             "--allow-change",
+                                             "--inject-failure",
+                                             "--timeout",
+                                             "--metrics",
+                                             "--trace",
+                                             "--trace-steps",
+                                             "--export",
+                                             "--export-dtype",
+                                             "--peak-tflops",
+                                             "--val-data",
+                                             "--val-split",
+                                             "--eval-every",
+                                             "--eval-batches",
+                                             "--tokenizer",
+                                             "--sample-every"});
 
-  // The defaults shown are TrainOptions' own.
+  // The defaults shown are TrainConfig' own.
   const std::string train_help = spawn(tetra_bin() + " train --help", 60).out;
-  const tetra::TrainOptions defaults;
-  CHECK(help_line(train_help, "--steps").find("=" + std::to_string(defaults.steps)) !=
+  const tetra::TrainConfig defaults;
+  CHECK(help_line(train_help, "--steps").find("=" + std::to_string(defaults.optimizer.steps)) !=
         std::string::npos);
   CHECK(help_line(train_help, "--lr").find("X=0.003 ") != std::string::npos);
-  CHECK(help_line(train_help, "--schedule").find("=" + defaults.schedule + " ") !=
+  CHECK(help_line(train_help, "--schedule").find("=" + defaults.layout.schedule + " ") !=
         std::string::npos);
 
   const Spawned top = spawn(tetra_bin() + " --help", 60);
@@ -179,25 +215,25 @@ TEST_CASE("options: refusals name the flag in tetra's words") {
 }
 
 TEST_CASE("options: given, defaults and derived values") {
-  const tetra::TrainOptions none = tetra::parse_train_options({});
+  const tetra::TrainConfig none = tetra::parse_train_options({});
   CHECK(none.given.empty());
-  CHECK(none.min_lr == doctest::Approx(none.lr / 10));
+  CHECK(none.optimizer.min_lr == doctest::Approx(none.optimizer.lr / 10));
   CHECK(none.model.vocab == 256);
 
-  const tetra::TrainOptions o = tetra::parse_train_options(
+  const tetra::TrainConfig o = tetra::parse_train_options(
       {"--heads", "2", "--sp", "--schedule=gpipe", "--vocab", "300", "--min-lr", "0"});
   CHECK(o.given == std::set<std::string>{"--heads", "--sp", "--schedule", "--vocab", "--min-lr"});
   CHECK(o.model.heads == 2);
-  CHECK(o.sp);
-  CHECK(o.schedule == "gpipe");
+  CHECK(o.layout.sp);
+  CHECK(o.layout.schedule == "gpipe");
   CHECK(o.model.vocab == 384);  // padded to a multiple of 128
-  CHECK(o.min_lr == 0);
+  CHECK(o.optimizer.min_lr == 0);
 
   // Integers are read in base 10; a negative seed wraps around, as it always has.
   CHECK(tetra::parse_train_options({"--dim", "010"}).model.dim == 10);
-  CHECK(tetra::parse_train_options({"--seed", "-1"}).seed == UINT64_MAX);
-  CHECK(tetra::parse_train_options({"--recompute", "full"}).recompute);
-  CHECK(!tetra::parse_train_options({"--recompute", "none"}).recompute);
+  CHECK(tetra::parse_train_options({"--seed", "-1"}).optimizer.seed == UINT64_MAX);
+  CHECK(tetra::parse_train_options({"--recompute", "full"}).optimizer.recompute);
+  CHECK(!tetra::parse_train_options({"--recompute", "none"}).optimizer.recompute);
 }
 
 TEST_CASE("options: launch's command is everything after the first --; ckpt's action") {

@@ -97,7 +97,6 @@ TEST_CASE("overflow: the tokens of a run count in 64 bits") {
       tetra_bin() + " train" + kModel + "--steps 4611686018427387904",
       "--steps 4611686018427387904 of --global-batch 4 x --seq-len 16 tokens are more tokens "
       "than 64 bits count");
-  CHECK(spawn(tetra_bin() + " plan --steps 4611686018427387904", 30).status == 2);
 }
 
 TEST_CASE("overflow: config.json's integers are read as 64 bits and range-checked") {

@@ -8,11 +8,11 @@
 #include <fstream>
 #include <regex>
 
+#include "cli/options.hpp"
+#include "plan/memory.hpp"
+#include "plan/plan_report.hpp"
+#include "plan/traffic.hpp"
 #include "spawn.hpp"
-#include "tools/lib/options.hpp"
-#include "tools/lib/plan/memory.hpp"
-#include "tools/lib/plan/plan_report.hpp"
-#include "tools/lib/plan/traffic.hpp"
 
 using namespace tetra;
 using namespace tetra::test;
@@ -23,7 +23,8 @@ std::string plan_text(const std::string& flags) {
   std::vector<std::string> args = {"plan"};
   std::istringstream words(flags);
   for (std::string w; words >> w;) args.push_back(w);
-  return plan::plan_report(parse_command_line(args).plan);
+  const PlanOptions p = parse_command_line(args).plan;
+  return plan::plan_report(p.train.run_spec(), p.train.model, p.request);
 }
 
 // The number right after the first match of `before` (commas dropped), scaled by a unit
@@ -112,7 +113,8 @@ TEST_CASE("plan: presets and machines") {
   CHECK(a100.peak_flops == 312e12);
   // The peak of the run's precision, as its MFU counts it: fp32 without TF32 on an H100.
   const auto peak_for = [](const char* dtype) {
-    return plan::machine_of(parse_command_line({"plan", "--gpu", "h100", "--dtype", dtype}).plan)
+    return plan::machine_of(
+               parse_command_line({"plan", "--gpu", "h100", "--dtype", dtype}).plan.request, dtype)
         .peak_flops;
   };
   CHECK(peak_for("bf16") == 989e12);
@@ -122,7 +124,7 @@ TEST_CASE("plan: presets and machines") {
       parse_command_line({"plan", "--gpu", "h200", "--peak-tflops", "500", "--gpu-memory", "100",
                           "--network", "25", "--gpus-per-node", "4"})
           .plan;
-  const plan::Machine m = plan::machine_of(o);
+  const plan::Machine m = plan::machine_of(o.request, o.train.device.dtype);
   CHECK(m.peak_flops == 500e12);
   CHECK(m.memory_bytes == 100e9);
   CHECK(m.network_Bps == 25e9);
@@ -132,10 +134,10 @@ TEST_CASE("plan: presets and machines") {
 
 TEST_CASE("plan: traffic of TP 2 x PP 2 by hand") {
   // Demo model: L 4, d 128, vocab 256; S 64, 4 micro-batches of 1 per step, fp32.
-  TrainOptions o = parse_command_line({"plan", "--tp", "2", "--pp", "2", "--global-batch", "4",
-                                       "--micro-batch", "1"})
-                       .plan.train;
-  const plan::Setup s = plan::make_setup(o, o.model);
+  TrainConfig o = parse_command_line({"plan", "--tp", "2", "--pp", "2", "--global-batch", "4",
+                                      "--micro-batch", "1"})
+                      .plan.train;
+  const plan::Setup s = plan::make_setup(o.run_spec(), o.model);
   const double x = 64.0 * 128 * 4;  // [T, d] fp32
   for (int stage : {0, 1}) {
     const auto by = plan::bytes_by_group(plan::step_traffic(s, stage));

@@ -16,7 +16,7 @@
 #include "../test_util.hpp"
 #include "parallel/schedule.hpp"
 #include "spawn.hpp"
-#include "tools/lib/straggler.hpp"
+#include "train/straggler.hpp"
 
 namespace {
 

@@ -16,8 +16,8 @@
 
 #include "../test_util.hpp"
 #include "checkpoint/safetensors.hpp"
-#include "model/error.hpp"
 #include "util/bf16.hpp"
+#include "util/error.hpp"
 
 namespace fs = std::filesystem;
 using tetra::bf16_to_float;

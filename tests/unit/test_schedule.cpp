@@ -10,8 +10,8 @@
 #include <tuple>
 #include <vector>
 
-#include "model/error.hpp"
 #include "parallel/schedule.hpp"
+#include "util/error.hpp"
 
 using tetra::Action;
 using tetra::make_schedule;

@@ -9,14 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "cli/options.hpp"
 #include "corpus.hpp"
 #include "data/dataset.hpp"
 #include "data/token_cache.hpp"
 #include "data/tokenizer.hpp"
 #include "spawn.hpp"
-#include "tools/lib/generate.hpp"
-#include "tools/lib/options.hpp"
-#include "tools/lib/trainer.hpp"
+#include "train/generate.hpp"
+#include "train/trainer.hpp"
 
 using namespace tetra;
 using tetra::test::corpus_dir;
@@ -114,19 +114,19 @@ TEST_CASE("tokenizer: training on BPE tokens lowers the validation loss; the exp
     return;
   }
   const std::string dir = corpus_dir("tok_train");
-  TrainOptions o = parse_train_options({"--layers",       "2",
-                                        "--dim",          "32",
-                                        "--heads",        "4",
-                                        "--kv-heads",     "2",
-                                        "--ffn-dim",      "64",
-                                        "--seq-len",      "16",
-                                        "--global-batch", "4",
-                                        "--steps",        "25",
-                                        "--lr",           "1e-2",
-                                        "--peak-tflops",  "1",
-                                        "--data",         dir + "/corpus.txt",
-                                        "--tokenizer",    "bpe:400",
-                                        "--val-split",    "0.1"});
+  TrainConfig o = parse_train_options({"--layers",       "2",
+                                       "--dim",          "32",
+                                       "--heads",        "4",
+                                       "--kv-heads",     "2",
+                                       "--ffn-dim",      "64",
+                                       "--seq-len",      "16",
+                                       "--global-batch", "4",
+                                       "--steps",        "25",
+                                       "--lr",           "1e-2",
+                                       "--peak-tflops",  "1",
+                                       "--data",         dir + "/corpus.txt",
+                                       "--tokenizer",    "bpe:400",
+                                       "--val-split",    "0.1"});
   Trainer t(o, MPI_COMM_SELF);
   CHECK(t.model().real_vocab() == 400);
   CHECK(t.model().vocab == 512);

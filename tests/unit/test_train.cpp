@@ -13,16 +13,16 @@
 #include <vector>
 
 #include "checkpoint/safetensors.hpp"
+#include "cli/options.hpp"
 #include "data/dataset.hpp"
-#include "tools/lib/options.hpp"
-#include "tools/lib/trainer.hpp"
+#include "train/trainer.hpp"
 
 using namespace tetra;
 
 namespace {
 
 // The tiny model's flags, less those `extra` gives itself (a flag may be given only once).
-TrainOptions tiny(std::vector<std::string> extra = {}) {
+TrainConfig tiny(std::vector<std::string> extra = {}) {
   const std::vector<std::string> model = {
       "--layers",  "2",  "--dim",         "32", "--heads",        "4", "--kv-heads", "2",
       "--ffn-dim", "64", "--seq-len",     "16", "--global-batch", "4", "--steps",    "6",
@@ -40,10 +40,10 @@ struct Run {
   std::map<std::string, std::vector<float>> weights;
 };
 
-Run train(const TrainOptions& o) {
+Run train(const TrainConfig& o) {
   Trainer t(o, MPI_COMM_SELF);
   Run r;
-  for (int64_t s = 0; s < o.steps; ++s) r.losses.push_back(t.step().loss);
+  for (int64_t s = 0; s < o.optimizer.steps; ++s) r.losses.push_back(t.step().loss);
   r.weights = t.full_weights();
   return r;
 }
@@ -81,13 +81,13 @@ TEST_CASE("train: micro-batches accumulate to the same step as one batch") {
 
 TEST_CASE("train: the loss falls from ln(vocab) towards the synthetic entropy floor") {
   // The demo's model and data (the defaults), fewer steps than the demo's 200.
-  TrainOptions o = parse_train_options({"--steps", "120", "--peak-tflops", "1"});
+  TrainConfig o = parse_train_options({"--steps", "120", "--peak-tflops", "1"});
   Trainer t(o, MPI_COMM_SELF);
   double first = 0, last = 0;
-  for (int64_t s = 0; s < o.steps; ++s) {
+  for (int64_t s = 0; s < o.optimizer.steps; ++s) {
     const double loss = t.step().loss;
     if (s == 0) first = loss;
-    if (s >= o.steps - 10) last += loss / 10;
+    if (s >= o.optimizer.steps - 10) last += loss / 10;
   }
   const double ln_vocab = std::log(256.0), floor = 1.75 * std::log(2.0);
   MESSAGE("first loss " << first << ", mean of last 10 " << last << ", floor " << floor);

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "cli/options.hpp"
 #include "spawn.hpp"
-#include "tools/lib/options.hpp"
-#include "tools/lib/trainer.hpp"
+#include "train/trainer.hpp"
 #include "util/json.hpp"
 
 using namespace tetra;
@@ -69,7 +69,7 @@ TEST_CASE("validation: the loss is in the step line, the metrics and the summary
 
 TEST_CASE("validation: training lowers the loss on held-out text, the same sequences each time") {
   const std::string corpus = write_corpus("val_learn.txt");
-  TrainOptions o = parse_train_options(
+  TrainConfig o = parse_train_options(
       {"--layers",  "2",    "--dim",         "32", "--heads",        "4",    "--kv-heads",  "2",
        "--ffn-dim", "64",   "--seq-len",     "16", "--global-batch", "4",    "--steps",     "30",
        "--lr",      "1e-2", "--peak-tflops", "1",  "--data",         corpus, "--val-split", "0.1"});

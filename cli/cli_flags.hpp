@@ -1,0 +1,130 @@
+// How tetra declares its flags with CLI11 (cli/options.cpp parses them): validators
+// that word refusals the way tetra always has ("--flag takes ...", "--flag must be ..."), the
+// helpers that add a flag with its default shown in --help, and each subcommand's flag set
+// (options_flags.cpp).
+#pragma once
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "cli/options.hpp"
+
+namespace tetra::cli {
+
+// Value checks, as CLI11 validators that word a refusal the way tetra always has. CLI11
+// reports it as "--flag: <words>"; reworded() below makes that "--flag <words>".
+
+// Whole numbers in base 10 that fit T. The value goes on to CLI11 spelled canonically:
+// CLI11's own conversion would read "010" as octal and "0x10" as hexadecimal.
+template <typename T>
+inline CLI::Validator integer() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        T x{};
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+        if (ec == std::errc::result_out_of_range)
+          return "takes an integer (got '" + s + "', out of range)";
+        if (ec != std::errc() || end != s.data() + s.size())
+          return "takes an integer (got '" + s + "')";
+        s = std::to_string(x);
+        return {};
+      },
+      "");
+}
+
+// Finite numbers, read as CLI11 then reads them.
+inline CLI::Validator finite() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        double x = 0;
+        if (!s.empty() && CLI::detail::lexical_cast(s, x) && std::isfinite(x)) return {};
+        return "takes a finite number (got '" + s + "')";
+      },
+      "");
+}
+
+// What `v` (a CLI11 range) accepts; a refusal reads "must be positive (got 0)".
+inline CLI::Validator rule(const CLI::Validator& v, const std::string& words) {
+  return CLI::Validator(
+      [v, words](std::string& s) -> std::string {
+        return v(std::as_const(s)).empty() ? std::string() : words + " (got " + s + ")";
+      },
+      "");
+}
+
+// One of `values` (CLI::IsMember); a refusal lists them: "takes none or full (got 'x')".
+inline CLI::Validator one_of(const std::vector<std::string>& values) {
+  std::string list;
+  for (size_t i = 0; i < values.size(); ++i)
+    list += (i == 0 ? "" : i + 1 < values.size() ? ", " : " or ") + values[i];
+  return CLI::Validator(
+      [member = CLI::IsMember(values), list](std::string& s) -> std::string {
+        return member(std::as_const(s)).empty() ? std::string()
+                                                : "takes " + list + " (got '" + s + "')";
+      },
+      "");
+}
+
+// "a,b,,c" -> {"a", "b", "", "c"}.
+inline std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at <= s.size();) {
+    const size_t comma = std::min(s.find(',', at), s.size());
+    out.push_back(s.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
+}
+
+const CLI::Validator kPositive = rule(CLI::PositiveNumber, "must be positive");
+const CLI::Validator kNonNegative = rule(CLI::NonNegativeNumber, "must not be negative");
+const CLI::Validator kAtLeast1 =
+    rule(CLI::Range(1.0, std::numeric_limits<double>::max()), "must be at least 1");
+
+// Adds `--name METAVAR` writing into `field`, its value checked against the field's type and
+// its default read off the field for --help ("" for an empty string: the option is off).
+template <typename T>
+CLI::Option* add(CLI::App& app, const std::string& name, T& field, const std::string& metavar,
+                 const std::string& help) {
+  CLI::Option* opt = app.add_option(name, field, help)->type_name(metavar)->capture_default_str();
+  if constexpr (std::is_floating_point_v<T>) {
+    opt->check(finite());
+  } else if constexpr (std::is_integral_v<T>) {
+    // An unsigned field (the seed) takes any int64, a negative one wrapping around.
+    opt->transform(integer<std::make_signed_t<T>>());
+  }
+  if (opt->get_default_str().empty()) opt->default_str("\"\"");
+  return opt;
+}
+
+// Adds `--name a|b|c` taking one of `values`.
+inline CLI::Option* add_choice(CLI::App& app, const std::string& name, std::string& field,
+                               const std::vector<std::string>& values, const std::string& help) {
+  std::string metavar;
+  for (const std::string& v : values) metavar += (metavar.empty() ? "" : "|") + v;
+  return add(app, name, field, metavar, help)->check(one_of(values));
+}
+
+// Adds a switch: given once, without a value, it turns `field` on.
+inline CLI::Option* add_switch(CLI::App& app, const std::string& name, bool& field,
+                               const std::string& help) {
+  return app.add_flag(name, field, help)
+      ->multi_option_policy(CLI::MultiOptionPolicy::Throw)
+      ->disable_flag_override()
+      ->default_str("off");
+}
+
+// Each subcommand's flags, writing into its options.
+void add_train_options(CLI::App& app, TrainConfig& o);
+void add_generate_options(CLI::App& app, GenerateOptions& o);
+void add_plan_options(CLI::App& app, PlanOptions& o);
+void add_launch_options(CLI::App& app, LaunchOptions& o);
+void add_plot_options(CLI::App& app, PlotOptions& o);
+
+}  // namespace tetra::cli

@@ -1,0 +1,352 @@
+#include "cli/launch.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <optional>
+
+#include "cli/options.hpp"
+#include "util/error.hpp"
+#include "util/input_file.hpp"
+#include "util/json.hpp"
+
+extern char** environ;
+
+namespace tetra {
+namespace {
+
+// A command that cannot be started at all: rerunning it cannot help.
+struct StartError : Error {
+  using Error::Error;
+};
+
+// Where the command gives a flag the supervisor reads or rewrites. The trainer accepts both
+// `--flag V` and `--flag=V`, so the value is either the next token or the tail of this one.
+struct FlagSpot {
+  size_t index = 0;   // the token holding the value
+  size_t offset = 0;  // where the value starts in it
+};
+
+// The last occurrence, should there be several (the trainer refuses that with exit status 2,
+// which ends the supervision). cmd[0] is the program, not a flag.
+std::optional<FlagSpot> find_flag(const std::vector<std::string>& cmd, const std::string& flag) {
+  std::optional<FlagSpot> spot;
+  for (size_t i = 1; i < cmd.size(); ++i) {
+    if (cmd[i] == flag) {
+      check(i + 1 < cmd.size(), "the command's ", flag, " needs a value");
+      spot = FlagSpot{++i, 0};  // skip the value: it is not a flag even if it looks like one
+    } else if (cmd[i].rfind(flag + "=", 0) == 0) {
+      spot = FlagSpot{i, flag.size() + 1};
+    }
+  }
+  return spot;
+}
+
+// The metrics file the supervisor adds when the command has none; removed at the end.
+class TempMetricsFile {
+ public:
+  TempMetricsFile() {
+    const char* dir = std::getenv("TMPDIR");
+    path_ = std::string(dir && *dir ? dir : "/tmp") + "/tetra_launch_XXXXXX.jsonl";
+    const int fd = ::mkstemps(path_.data(), 6);
+    check(fd >= 0, "cannot create a metrics file ", path_, ": ", std::strerror(errno));
+    ::close(fd);
+  }
+  ~TempMetricsFile() { std::remove(path_.c_str()); }
+  TempMetricsFile(const TempMetricsFile&) = delete;
+  TempMetricsFile& operator=(const TempMetricsFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+struct StepTime {
+  int64_t step;
+  double ms;
+};
+
+// Reads the step records that attempts append to the metrics file, each record once. What
+// the file held before the supervisor started belongs to earlier runs and is skipped.
+class MetricsTail {
+ public:
+  explicit MetricsTail(std::string path) : path_(std::move(path)) { offset_ = size_now(); }
+
+  std::vector<StepTime> read_new() {
+    // A regular file only (util/input_file): the open of a FIFO would wait for a writer.
+    const InputFile f = open_input_file(path_);
+    if (f.fd < 0) return {};
+    const size_t size = size_t(f.size);
+    if (size < offset_) offset_ = 0;  // truncated or replaced: all of it is new
+    std::string text(size - offset_, '\0');
+    const ssize_t got = ::pread(f.fd, text.data(), text.size(), off_t(offset_));
+    text.resize(got > 0 ? size_t(got) : 0);
+    offset_ += text.size();
+    const size_t complete = text.rfind('\n') + 1;  // 0 when there is no newline at all
+    if (complete < text.size()) {
+      // A rank killed mid-write leaves a torn last line. Ending it here keeps the next
+      // attempt's first record on a line of its own, where it parses.
+      std::ofstream(path_, std::ios::app) << '\n';
+      ++offset_;
+    }
+    std::vector<StepTime> steps;
+    size_t begin = 0;
+    for (size_t nl; (nl = text.find('\n', begin)) < complete; begin = nl + 1) {
+      // Anything else (a torn line, a stray print, a step that took no finite time) times
+      // no step.
+      json v;
+      if (!parse_json(text.substr(begin, nl - begin), v).empty() || !v.is_object()) continue;
+      const std::optional<int64_t> step =
+          v.contains("step") ? json_int(v.at("step")) : std::nullopt;
+      if (step && v.contains("step_ms") && v.at("step_ms").is_number())
+        steps.push_back({*step, v.at("step_ms").get<double>()});
+    }
+    return steps;
+  }
+
+ private:
+  size_t size_now() const {
+    const InputFile f = open_input_file(path_);
+    return f.fd >= 0 ? size_t(f.size) : 0;
+  }
+
+  std::string path_;
+  size_t offset_ = 0;
+};
+
+// The running attempt and the stop request, shared with the signal handler.
+volatile sig_atomic_t g_child = 0;  // pid of the running attempt, 0 between attempts
+volatile sig_atomic_t g_stop = 0;   // SIGINT or SIGTERM received, else 0
+
+void forward_signal(int sig) {
+  g_stop = sig;
+  if (g_child > 0) ::kill(g_child, sig);  // never kill(0): that is our whole process group
+}
+
+// SIGINT and SIGTERM go to the running attempt and stop the restarts, for the lifetime of
+// this object; the previous handlers come back after it (run_launch is a library call).
+class SignalForwarding {
+ public:
+  SignalForwarding() {
+    g_child = 0;
+    g_stop = 0;
+    struct sigaction sa {};
+    sa.sa_handler = forward_signal;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, &old_int_);
+    ::sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~SignalForwarding() {
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  SignalForwarding(const SignalForwarding&) = delete;
+  SignalForwarding& operator=(const SignalForwarding&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
+// Starts one attempt with TETRA_RESTART=attempt and returns its pid. The child reports a
+// failed execvp through a close-on-exec pipe (which a successful exec closes unwritten), so
+// "cannot be started" is told apart from "started and failed".
+pid_t spawn(const std::vector<std::string>& cmd, int attempt) {
+  // Everything the child needs is built before fork: between fork and exec it may only make
+  // async-signal-safe calls.
+  std::vector<char*> argv;
+  for (const std::string& s : cmd) argv.push_back(const_cast<char*>(s.c_str()));
+  argv.push_back(nullptr);
+  const std::string restart = "TETRA_RESTART=" + std::to_string(attempt);
+  std::vector<char*> envp;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "TETRA_RESTART=", 14) != 0) envp.push_back(*e);
+  envp.push_back(const_cast<char*>(restart.c_str()));
+  envp.push_back(nullptr);
+
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0)
+    throw StartError("cannot start '" + cmd[0] + "': pipe: " + std::strerror(errno));
+  std::fflush(nullptr);  // or the child's output could overtake what we printed
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    environ = envp.data();
+    ::execvp(argv[0], argv.data());
+    const int err = errno;
+    [[maybe_unused]] const ssize_t n = ::write(pipe_fds[1], &err, sizeof err);
+    ::_exit(127);
+  }
+  const int fork_errno = errno;
+  ::close(pipe_fds[1]);
+  if (pid < 0) {
+    ::close(pipe_fds[0]);
+    throw StartError("cannot start '" + cmd[0] + "': fork: " + std::strerror(fork_errno));
+  }
+  g_child = pid;
+  if (g_stop) ::kill(pid, g_stop);  // the signal came before g_child was set
+  int err = 0;
+  ssize_t n;
+  do n = ::read(pipe_fds[0], &err, sizeof err);
+  while (n < 0 && errno == EINTR);
+  ::close(pipe_fds[0]);
+  if (n == ssize_t(sizeof err)) {
+    ::waitpid(pid, nullptr, 0);
+    g_child = 0;
+    throw StartError("cannot run '" + cmd[0] + "': " + std::strerror(err));
+  }
+  return pid;
+}
+
+int wait_for(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  g_child = 0;
+  return status;
+}
+
+struct Attempt {
+  int status = 0;  // as waitpid reports it
+  std::vector<StepTime> steps;
+};
+
+int exit_code(int status) {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string plural(int64_t n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
+// "exit 1 at step 23", "signal 9 (Killed) at step 23", "exit 2 before any step".
+std::string describe(const Attempt& a) {
+  std::string s = WIFEXITED(a.status) ? "exit " + std::to_string(WEXITSTATUS(a.status))
+                                      : "signal " + std::to_string(WTERMSIG(a.status)) + " (" +
+                                            ::strsignal(WTERMSIG(a.status)) + ")";
+  return s +
+         (a.steps.empty() ? " before any step" : " at step " + std::to_string(a.steps.back().step));
+}
+
+// An attempt starts where its checkpoint left off, at its first step: every step at or
+// after it that earlier attempts ran was discarded, whether or not a later attempt runs it
+// again (a rollback to an older checkpoint discards more than it redoes). Kept steps are
+// those of the line the last attempt ended on; all others executed are lost work.
+void print_summary(const std::vector<Attempt>& attempts, double wall_s) {
+  std::map<int64_t, double> kept_ms;  // step -> step_ms, on the current line
+  int64_t executed = 0;
+  for (const Attempt& a : attempts) {
+    if (!a.steps.empty()) kept_ms.erase(kept_ms.lower_bound(a.steps.front().step), kept_ms.end());
+    for (const StepTime& s : a.steps) kept_ms[s.step] = s.ms;
+    executed += int64_t(a.steps.size());
+  }
+  double kept_s = 0;
+  for (const auto& [step, ms] : kept_ms) kept_s += ms / 1000;
+  std::string history;
+  for (const Attempt& a : attempts) history += (history.empty() ? "" : ", then ") + describe(a);
+  const int64_t kept = int64_t(kept_ms.size());
+  std::printf(
+      "tetra launch: %s (%s); %s lost, %lld kept; goodput %.1f%% (%.1f s of kept steps in %.1f "
+      "s wall)\n",
+      plural(int64_t(attempts.size()), "attempt").c_str(), history.c_str(),
+      plural(executed - kept, "step").c_str(), static_cast<long long>(kept),
+      wall_s > 0 ? 100 * kept_s / wall_s : 0.0, kept_s, wall_s);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int run_launch(const std::vector<std::string>& args) {
+  const auto start = std::chrono::steady_clock::now();
+  LaunchOptions opt;
+  std::vector<std::string> base;  // the command of every attempt, before --resume auto
+  std::optional<TempMetricsFile> temp_metrics;
+  std::optional<FlagSpot> resume;
+  std::string metrics_path;
+  try {
+    std::vector<std::string> line = {"launch"};
+    line.insert(line.end(), args.begin(), args.end());
+    const CommandLine cli = parse_command_line(line);
+    if (!cli.help.empty()) {
+      std::printf("%s", cli.help.c_str());
+      return 0;
+    }
+    opt = cli.launch;
+    base = opt.command;
+    if (const auto spot = find_flag(base, "--metrics")) {
+      metrics_path = base[spot->index].substr(spot->offset);
+    } else {
+      metrics_path = temp_metrics.emplace().path();
+      base.insert(base.end(), {"--metrics", metrics_path});
+    }
+    resume = find_flag(base, "--resume");
+  } catch (const Error& e) {
+    std::fprintf(stderr, "tetra: error: %s\n", e.what());
+    return 2;
+  }
+  auto note = [&](const std::string& text) {
+    if (!opt.quiet) std::fprintf(stderr, "tetra launch: %s\n", text.c_str());
+  };
+
+  MetricsTail metrics(metrics_path);
+  SignalForwarding forwarding;
+  std::vector<Attempt> attempts;
+  int rc = 0;
+  for (int attempt = 0;; ++attempt) {
+    std::vector<std::string> cmd = base;
+    if (attempt > 0 && resume) {
+      cmd[resume->index].replace(resume->offset, std::string::npos, "auto");
+    } else if (attempt > 0) {
+      cmd.insert(cmd.end(), {"--resume", "auto"});
+    }
+    pid_t pid = 0;
+    try {
+      pid = spawn(cmd, attempt);
+    } catch (const StartError& e) {
+      std::fprintf(stderr, "tetra: error: %s\n", e.what());
+      rc = 127;
+      break;
+    }
+    const int status = wait_for(pid);
+    attempts.push_back({status, metrics.read_new()});
+    rc = exit_code(status);
+    if (rc == 0) break;
+    const std::string what =
+        "attempt " + std::to_string(attempt) + ": " + describe(attempts.back());
+    std::string stop;  // why there is no next attempt
+    if (g_stop) {
+      stop = std::string("interrupted by ") + ::strsignal(g_stop);
+    } else if (WIFEXITED(status) && (rc == 126 || rc == 127)) {
+      // The shell's and mpirun's codes for a program that is missing or not executable.
+      stop = "the command cannot be run";
+    } else if (WIFEXITED(status) && rc == 2) {
+      // tetra's exit status for bad input: a rerun would fail the same way.
+      stop = "the input was rejected";
+    } else if (WIFEXITED(status) && rc == 65) {
+      // Training diverged; resuming is bit-exact, so a rerun would diverge again.
+      stop = "the run diverged";
+    } else if (attempt >= opt.restarts) {
+      stop = "no restarts left";
+    }
+    if (!stop.empty()) {
+      note(what + "; " + stop + ", not restarting");
+      break;
+    }
+    note(what + "; restarting with --resume auto (restart " + std::to_string(attempt + 1) + " of " +
+         std::to_string(opt.restarts) + ")");
+  }
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!attempts.empty()) print_summary(attempts, wall_s);
+  return rc;
+}
+
+}  // namespace tetra

@@ -1,0 +1,152 @@
+// tetra: the command-line program. `tetra train [flags]` trains, `tetra plan` predicts a
+// layout's memory, traffic and time (or checks them against a run), `tetra ckpt` inspects or
+// verifies checkpoints, `tetra plot` draws SVG pictures of a run or a schedule, `tetra
+// generate` continues a prompt, `tetra launch` supervises a training command
+// (cli/options.hpp
+// parses them all); every input error ends with one "tetra: error: ..." line from rank 0 and
+// exit status 2 on every rank, a diverged run (a non-finite loss or gradient norm) likewise
+// with exit status 65.
+#include <mpi.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint.hpp"
+#include "checkpoint/manifest.hpp"
+#include "cli/generate.hpp"
+#include "cli/launch.hpp"
+#include "cli/options.hpp"
+#include "parallel/agree.hpp"
+#include "parallel/watchdog.hpp"
+#include "plan/compare.hpp"
+#include "plan/plan_report.hpp"
+#include "plot/plot.hpp"
+#include "plot/svg_schedule.hpp"
+#include "train/trainer.hpp"
+#include "util/error.hpp"
+
+namespace {
+
+void train(const tetra::TrainConfig& opt) {
+  tetra::watchdog::start(MPI_COMM_WORLD, opt.checkpoint.timeout);
+  tetra::Trainer trainer(opt, MPI_COMM_WORLD);
+  trainer.run();
+}
+
+// tetra ckpt inspect|verify DIR. DIR is one checkpoint (step_..., or any directory with a
+// manifest) or a checkpoint directory, meaning its newest complete checkpoint.
+void ckpt_command(const tetra::CkptOptions& opt, int rank) {
+  std::string dir = opt.dir;
+  // A step_N directory is one checkpoint even when its manifest is gone: say so.
+  const std::filesystem::path leaf = std::filesystem::path(dir).lexically_normal();
+  const bool one = std::filesystem::exists(dir + "/manifest.json") ||
+                   tetra::ckpt::parse_step_dir_name(
+                       (leaf.filename().empty() ? leaf.parent_path() : leaf).filename().string());
+  if (!one) {
+    std::vector<std::string> warnings;
+    const std::string newest = tetra::ckpt::find_latest(dir, &warnings);
+    for (const std::string& w : warnings)
+      if (rank == 0) std::fprintf(stderr, "tetra: warning: %s\n", w.c_str());
+    if (newest.empty()) {  // none of the line `latest` names; another line's may verify
+      const std::vector<std::string> others = tetra::ckpt::verifying_checkpoints(dir);
+      tetra::check(!others.empty(), "no complete checkpoint that verifies in '", dir, "'");
+      tetra::fail("no checkpoint of the line being trained in '", dir, "' verifies; ", others[0],
+                  " verifies but is another line's (name it to ", opt.action, " it)");
+    }
+    dir = newest;
+  }
+  if (opt.action == "verify") {
+    const std::string problem = tetra::ckpt::verify(dir);
+    tetra::check(problem.empty(), problem);
+    if (rank == 0) std::printf("%s: ok\n", dir.c_str());
+  } else if (rank == 0) {
+    std::printf("%s", tetra::ckpt::Reader(dir).describe().c_str());
+  }
+}
+
+// tetra plan: the report, or with --compare the plan beside a run's metrics (exit 1 when
+// they disagree). Rank 0 prints; the plan needs no other rank.
+int plan_command(const tetra::PlanOptions& opt, int rank) {
+  int rc = 0;
+  std::string text;
+  tetra::agree(MPI_COMM_WORLD, [&] {
+    if (!opt.compare.empty()) {
+      const tetra::plan::Setup s = tetra::plan::make_setup(opt.train.run_spec(), opt.train.model);
+      const tetra::plan::Comparison c = tetra::plan::compare_metrics(s, opt.compare);
+      text = c.table + (c.match ? "plan matches " : "plan does NOT match ") + opt.compare + "\n";
+      rc = c.match ? 0 : 1;
+    } else {
+      text = tetra::plan::plan_report(opt.train.run_spec(), opt.train.model, opt.request);
+    }
+    // --draw: the planned schedule simulated and drawn, as tetra plot --schedule draws it.
+    if (!opt.draw.empty() && rank == 0) {
+      const tetra::plan::Setup s = tetra::plan::make_setup(opt.train.run_spec(), opt.train.model);
+      tetra::write_svg(opt.draw, tetra::schedule_svg(s.run.schedule, s.layout().pp,
+                                                     opt.train.layout.vpp, s.run.micro_batches));
+    }
+  });
+  if (rank == 0) std::printf("%s", text.c_str());
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  // The supervisor starts MPI jobs; it is not one.
+  if (!args.empty() && args[0] == "launch")
+    return tetra::run_launch(std::vector<std::string>(args.begin() + 1, args.end()));
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int rc = 0;
+  try {
+    // Every rank parses the same arguments; a refusal is agreed so that rank 0 alone says it.
+    tetra::CommandLine cli;
+    tetra::agree(MPI_COMM_WORLD, [&] { cli = tetra::parse_command_line(args); });
+    if (!cli.help.empty()) {
+      if (rank == 0) std::printf("%s", cli.help.c_str());
+    } else if (cli.command == "train") {
+      train(cli.train);
+    } else if (cli.command == "plan") {
+      rc = plan_command(cli.plan, rank);
+    } else if (cli.command == "ckpt") {
+      tetra::agree(MPI_COMM_WORLD, [&] { ckpt_command(cli.ckpt, rank); });
+    } else if (cli.command == "plot") {
+      tetra::agree(MPI_COMM_WORLD, [&] {
+        if (rank == 0) tetra::plot_command(cli.plot);
+      });
+    } else if (cli.command == "generate") {  // one rank is enough; the others wait
+      std::string text;
+      tetra::agree(MPI_COMM_WORLD, [&] {
+        if (rank == 0) text = tetra::generate_text(cli.generate);
+      });
+      // By length: a generated token may be a NUL byte, where a C string would end.
+      if (rank == 0) {
+        const std::string out = cli.generate.prompt + text + "\n";
+        std::fwrite(out.data(), 1, out.size(), stdout);
+      }
+    }
+  } catch (const tetra::DivergedError& e) {  // every rank has it: rank 0 reports
+    if (rank == 0) std::fprintf(stderr, "tetra: error: %s\n", e.what());
+    rc = 65;                               // EX_DATAERR: the numbers went wrong, not the input
+  } catch (const tetra::AgreedError& e) {  // every rank has it: rank 0 reports
+    if (rank == 0) std::fprintf(stderr, "tetra: error: %s\n", e.what());
+    rc = 2;
+  } catch (const std::exception& e) {  // this rank's alone: report it and stop the job
+    int world = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    std::string msg = dynamic_cast<const tetra::Error*>(&e) != nullptr
+                          ? e.what()
+                          : std::string("internal error: ") + e.what();
+    if (world > 1) msg = "rank " + std::to_string(rank) + ": " + msg;
+    std::fprintf(stderr, "tetra: error: %s\n", msg.c_str());
+    std::fflush(stderr);
+    if (world > 1) MPI_Abort(MPI_COMM_WORLD, 2);
+    rc = 2;
+  }
+  MPI_Finalize();
+  return rc;
+}

@@ -1,0 +1,66 @@
+// The command line of `tetra` (the CLI contract of docs/design.md): the options of each subcommand
+// and the one CLI11 app that parses them and prints their --help.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cli/generate.hpp"
+#include "plan/plan_report.hpp"
+#include "plot/plot.hpp"
+#include "train/config.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace tetra {
+
+// `tetra launch [--restarts N] [--quiet] -- COMMAND ARGS...`.
+struct LaunchOptions {
+  int restarts = 3;
+  bool quiet = false;
+  std::vector<std::string> command;  // everything after the first "--"
+};
+
+// `tetra ckpt inspect|verify DIR`.
+struct CkptOptions {
+  std::string action;  // "inspect" or "verify"
+  std::string dir;
+};
+
+// `tetra plan [train flags] [--preset NAME] [--gpu NAME] ...`: the model, the layout and
+// the batch as tetra train takes them, and the machine.
+struct PlanOptions {
+  TrainConfig train;
+  plan::Request request;      // the preset and the machine (--peak-tflops is train's)
+  std::string compare, draw;  // a metrics file to check; an SVG file to draw the schedule to
+};
+
+struct CommandLine {
+  // "train", "plan", "launch", "ckpt", "plot" or "generate"; empty when help was asked for
+  std::string command;
+  std::string help;  // the --help text asked for, else empty
+  TrainConfig train;
+  PlanOptions plan;
+  LaunchOptions launch;
+  CkptOptions ckpt;
+  PlotOptions plot;
+  GenerateOptions generate;
+};
+
+// Parses tetra's arguments (argv without the program name). Throws tetra::Error with a
+// one-line message naming the flag for an unknown flag, a missing, repeated or malformed
+// value, a value out of range, or flags that contradict each other.
+CommandLine parse_command_line(std::vector<std::string> args);
+
+// parse_command_line({"train", args...}).train, for callers that build flag lists.
+TrainConfig parse_train_options(const std::vector<std::string>& args);
+
+// The CLI11 app behind parse_command_line: subcommands train, plan, launch, ckpt (inspect,
+// verify) and plot, whose options write into `into`. Tests walk it to check every flag's --help.
+std::unique_ptr<CLI::App> make_app(CommandLine& into);
+
+}  // namespace tetra

@@ -1,0 +1,278 @@
+// The walk mirrors the allocations of transformer/chunk.cpp, transformer/block.cpp,
+// parallel/tp.cpp, parallel/cp.cpp, parallel/zero.cpp and parallel/pipeline.cpp, in their
+// order, so that the peak falls where tetra's does. Under bf16 each op of the mixed-precision
+// backend (model/mixed_backend.cpp) also holds an fp32 copy of every bf16 argument while it
+// runs: `op` counts that scratch at the point where the op runs.
+#include "plan/memory.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "parallel/schedule.hpp"
+
+namespace tetra::plan {
+namespace {
+
+// Bytes in use and their peak, as Backend::alloc_stats counts them.
+struct Ledger {
+  double in_use = 0, peak = 0;
+  double kept = 0, most_kept = 0;  // activations held for backward, now and at most
+  void alloc(double b) {
+    in_use += b;
+    peak = std::max(peak, in_use);
+  }
+  void keep(double b) {
+    kept += b;
+    most_kept = std::max(most_kept, kept);
+  }
+  void free(double b) { in_use -= b; }
+  // An op whose scratch (b bytes) lives only while it runs.
+  void op(double b) { peak = std::max(peak, in_use + b); }
+};
+
+// The sizes of one rank's buffers, bytes. Shapes as in transformer/block.hpp: T tokens of a
+// micro-batch on this rank, Tl rows outside the TP region, per-rank head widths.
+struct Sizes {
+  double R, x, q, kv_local, kv, F, lse, norm, logits, stats;
+  double wq, wkv, wf, wn, wv;  // weights: [qw, d], [kw, d], [F/TP, d], [d], [V/TP, d]
+  double e;                    // bytes of an activation
+  bool sp;
+  int cp;
+  explicit Sizes(const Setup& s) {
+    const ModelConfig& c = s.cfg;
+    const int t = s.layout().tp;
+    e = s.prec.act;
+    const double f = 4, T = double(s.tokens()), Tl = double(s.rows());
+    const double hd = c.head_dim();
+    sp = s.spec.layout.sp;
+    cp = s.layout().cp;
+    R = Tl * c.dim * e;                        // [Tl, d]
+    x = T * c.dim * e;                         // [T, d]
+    q = T * (c.heads / t) * hd * e;            // q, attn, dq, dattn [T, H hd]
+    kv_local = T * (c.kv_heads / t) * hd * e;  // k or v of this rank's tokens
+    kv = cp * kv_local;                        // k or v of all CP ranks' tokens
+    F = T * (c.ffn_dim / t) * e;               // gate, up, act [T, F/TP]
+    lse = f * s.run.micro_batch * (c.heads / t) * double(s.run.seq_pos.size());
+    norm = f * Tl;                         // rstd
+    logits = T * double(c.vocab / t) * e;  // [T, V/TP]
+    stats = f * 3 * T;                     // row maxima and (sum of exp, target logit)
+    const double w = s.prec.compute_w, d = c.dim;
+    wq = (c.heads / t) * hd * d * w;
+    wkv = (c.kv_heads / t) * hd * d * w;
+    wf = (c.ffn_dim / t) * d * w;
+    wn = d * w;
+    wv = double(c.vocab / t) * d * w;
+  }
+  // The mixed-precision backend's fp32 scratch for an op whose bf16 arguments (outputs
+  // included) hold `bf16` bytes; none in fp32.
+  double wide(double bf16) const { return e < 4 ? bf16 * 4 / e : 0; }
+  // What a block keeps for backward, its output (the next block's input) included.
+  double block_saved() const { return R + norm + x + 2 * q + 2 * kv + lse + R + norm + x + 3 * F; }
+  double head_saved() const { return norm + x + logits + stats; }
+};
+
+// A region edge into the TP region: [Tl, d] -> [T, d] (the all-gather under --sp).
+void enter_region(Ledger& L, const Sizes& z) {
+  if (z.sp) L.alloc(z.x), L.free(z.R);
+}
+// A region exit: partial sums [T, d] -> [Tl, d] (reduce-scatter under --sp), the [T, d]
+// partial sums allocated first and computed by an op with `scratch` bytes.
+void leave_region(Ledger& L, const Sizes& z, double scratch) {
+  L.alloc(z.x);
+  L.op(scratch);
+  if (z.sp) L.alloc(z.R), L.free(z.x);
+}
+
+// block_forward, with its output buffer (allocated by the chunk): leaves block_saved().
+void block_forward(Ledger& L, const Sizes& z) {
+  L.alloc(z.R);                   // out
+  L.alloc(z.R), L.alloc(z.norm);  // n1, rstd1
+  L.op(z.wide(2 * z.R + z.wn));
+  enter_region(L, z);
+  L.alloc(z.q), L.alloc(z.kv_local), L.alloc(z.kv_local);  // q, k, v
+  L.op(z.wide(z.q + z.x + z.wq));                          // q = n1 Wq^T, the widest
+  if (z.cp > 1)
+    for (int i = 0; i < 2; ++i)  // gathered, reordered; the gathered and local copies freed
+      L.alloc(z.kv), L.alloc(z.kv), L.free(z.kv), L.free(z.kv_local);
+  L.alloc(z.q), L.alloc(z.lse);  // attn, lse
+  L.op(z.wide(2 * z.q + 2 * z.kv));
+  leave_region(L, z, z.wide(z.x + z.q + z.wq));  // h
+  L.op(z.wide(2 * z.R));                         // h += x
+  L.alloc(z.R), L.alloc(z.norm);                 // n2, rstd2
+  L.op(z.wide(2 * z.R + z.wn));
+  enter_region(L, z);
+  L.alloc(z.F), L.alloc(z.F);  // gate, up
+  L.op(z.wide(z.F + z.x + z.wf));
+  L.alloc(z.F);  // act
+  L.op(z.wide(3 * z.F));
+  leave_region(L, z, z.wide(z.x + z.F + z.wf));  // down's output, added into out
+  L.op(z.wide(3 * z.R));
+  L.free(z.R);
+}
+
+// block_backward with the gradient [Tl, d] already held; allocates dx [Tl, d] (which becomes
+// the gradient) and frees the block's activations but its output.
+void block_backward(Ledger& L, const Sizes& z, bool recompute) {
+  if (recompute) block_forward(L, z), L.free(z.R);  // the recomputed output is dropped
+  L.alloc(z.R);                                     // dx
+  // MLP half: dact, dgate, dup; dn2 leaves the region; dh.
+  if (z.sp) L.alloc(z.x);
+  L.alloc(z.F);
+  L.op(z.wide(z.F + z.x + z.wf));
+  if (z.sp) L.free(z.x);
+  L.alloc(2 * z.F);
+  L.op(z.wide(5 * z.F));
+  leave_region(L, z, z.wide(z.x + z.F + z.wf));
+  L.alloc(z.R);  // dh
+  L.op(z.wide(3 * z.R + z.wn));
+  L.free(3 * z.F), L.free(z.R);
+  // Attention half: dattn, dq, dk and dv for every CP rank, scattered back; dn1.
+  if (z.sp) L.alloc(z.x);
+  L.alloc(z.q);
+  L.op(z.wide(z.q + z.x + z.wq));
+  if (z.sp) L.free(z.x);
+  L.alloc(z.q), L.alloc(z.kv), L.alloc(z.kv);
+  L.op(z.wide(4 * z.q + 4 * z.kv));
+  if (z.cp > 1)
+    for (int i = 0; i < 2; ++i) L.alloc(z.kv), L.alloc(z.kv_local), L.free(z.kv), L.free(z.kv);
+  leave_region(L, z, z.wide(z.x + z.q + z.wq));  // dn1
+  L.op(z.wide(3 * z.R + z.wn));
+  L.free(z.R);  // dn1 after the norm's backward
+  L.free(2 * z.q), L.free(2 * (z.cp > 1 ? z.kv_local : z.kv));
+  L.free(z.R);                    // dh
+  L.free(z.block_saved() - z.R);  // the activations (a.clear())
+  L.free(z.R);                    // the old gradient (grad = dx)
+}
+
+}  // namespace
+
+Memory stage_memory(const Setup& s, int stage) {
+  const Layout& l = s.layout();
+  const int P = l.pp, K = int(s.run.chunks.size()), L_ = s.cfg.layers, zero = s.spec.optimizer.zero;
+  const int m = s.run.micro_batches, N = s.dp_cp();
+  const Precision& pr = s.prec;
+  const Sizes z(s);
+  const bool recompute = s.spec.optimizer.recompute;
+  const std::vector<std::vector<int>> chunks = s.stage_chunks(stage);
+
+  Memory mem;
+  for (const std::vector<int>& units : chunks)
+    for (int g : units) {
+      const double np = double(s.padded(g)), sh = np / N;
+      // The full compute copy (ZeRO-1/2) and the fp32 master shard when it is its own.
+      mem.weights +=
+          (zero < 3 ? np * pr.compute_w : 0) + (pr.separate_master(zero) ? sh * pr.master : 0);
+      mem.grads += sh * pr.grad + (zero == 1 ? np * pr.grad : 0);
+      mem.adam += sh * pr.adam;
+    }
+  const double b = s.run.micro_batch, Sl = double(s.run.seq_pos.size());
+  mem.other = 4 * (b * Sl + Sl + double(s.cfg.seq_len));  // token, query and key positions
+
+  Ledger L;
+  L.alloc(2 * m * b * Sl * 4);   // the step's tokens and targets
+  std::map<int, int> backwards;  // per unit, backwards done this step
+  auto state_bytes = [&](const std::vector<int>& units) {
+    double n = z.R;  // the chunk's input (or the embedding's output)
+    for (int g : units) {
+      if (g >= 1 && g <= L_) n += recompute ? z.R : z.block_saved();
+      if (g == L_ + 1) n += z.head_saved();
+    }
+    return n;
+  };
+  int in_flight = 0;
+  for (const Action& a : make_schedule(s.run.schedule, P, s.spec.layout.vpp, m, stage)) {
+    const std::vector<int>& units = chunks[a.chunk];
+    const int k = s.chunk_id(stage, a.chunk);
+    if (a.kind == Action::Forward) {
+      if (k > 0 && P > 1) L.alloc(z.R);      // the received activation (from self: already held)
+      if (units.front() != 0) L.alloc(z.R);  // the chunk's copy of its input
+      for (int g : units) {
+        if (zero == 3) L.alloc(double(s.padded(g)) * pr.compute_w);
+        if (g == 0) {
+          leave_region(L, z, z.wide(z.x + z.wv));
+        } else if (g <= L_) {
+          block_forward(L, z);
+          if (recompute) L.free(z.block_saved() - z.R);
+        } else {
+          L.alloc(z.R), L.alloc(z.norm);  // n, rstd
+          L.op(z.wide(2 * z.R + z.wn));
+          enter_region(L, z);
+          L.alloc(z.logits);
+          L.op(z.wide(z.logits + z.x + z.wv));
+          L.alloc(z.stats);
+          L.op(z.wide(z.logits));
+        }
+        if (zero == 3) L.free(double(s.padded(g)) * pr.compute_w);
+      }
+      if (k > 0) L.free(z.R);
+      // The message to the next chunk: held until the step's sends complete (or, to this
+      // rank's own next chunk, until that chunk's forward has read it).
+      if (k < K - 1) L.alloc(z.R);
+      L.keep(state_bytes(units));
+      ++in_flight;
+      mem.in_flight = std::max(mem.in_flight, in_flight);
+    } else {
+      if (k < K - 1 && P > 1) L.alloc(z.R);  // the received gradient
+      L.alloc(z.R);                          // the chunk's running gradient
+      for (auto it = units.rbegin(); it != units.rend(); ++it) {
+        const int g = *it;
+        const double np = double(s.padded(g));
+        if (zero == 3) L.alloc(np * pr.compute_w);
+        if (zero >= 2 && backwards[g] == 0) L.alloc(np * pr.grad);
+        if (g == L_ + 1) {
+          L.op(z.wide(z.logits));
+          leave_region(L, z, z.wide(z.x + z.logits + z.wv));  // dn, freed after the norm's backward
+          L.op(z.wide(3 * z.R + z.wn));
+          L.free(z.sp ? z.R : z.x);
+          L.free(z.logits + z.x);  // logits and the head's input
+        } else if (g >= 1) {
+          block_backward(L, z, recompute);
+        } else if (z.sp) {
+          L.alloc(z.x), L.op(z.wide(z.x));  // the gradient, gathered and consumed
+          L.free(z.R), L.free(z.x);
+        } else {
+          L.op(z.wide(z.R));
+          L.free(z.R);
+        }
+        if (zero == 3) L.free(np * pr.compute_w);
+        if (++backwards[g] == m && zero >= 2) L.free(np * pr.grad);
+      }
+      if (k < K - 1) L.free(z.R);
+      // What the state still held: the chunk's input (or the embedding's output), each
+      // block's output, the head's norm and loss statistics. The running gradient stays
+      // as the message to the previous chunk (the embedding consumed it on chunk 0).
+      double rest = z.R;
+      for (int g : units) rest += (g >= 1 && g <= L_) ? z.R : 0;
+      if (units.back() == L_ + 1) rest += z.norm + z.stats;
+      L.free(rest);
+      L.keep(-state_bytes(units));
+      --in_flight;
+    }
+  }
+  mem.step_peak = L.peak;
+  mem.activations = L.most_kept;
+  return mem;
+}
+
+PeakMemory peak_memory(const Setup& s) {
+  // Only the first, the second and the last stage can be the fullest: stage 0 holds the
+  // embedding, the last the head, and in between a later stage never holds more blocks
+  // (the first L mod (PP V) chunks take the extra ones) nor more micro-batches in flight
+  // (every schedule's warm-up shrinks with the stage) than an earlier one. Walking three
+  // stages keeps the plan's cost that of one stage's schedule, not PP times it.
+  const int P = s.layout().pp;
+  PeakMemory best;
+  for (int stage : {0, 1, P - 1}) {
+    if (stage >= P || (stage > 0 && stage == best.stage)) continue;
+    const Memory m = stage_memory(s, stage);
+    if (stage == 0 || m.peak() > best.memory.peak()) best = {m, stage};
+  }
+  return best;
+}
+
+double cpu_attention_scratch(const Setup& s, int threads) {
+  const double Sq = double(s.run.seq_pos.size()), Sk = double(s.cfg.seq_len);
+  return 2.0 * Sq * Sk * 4 * threads;
+}
+
+}  // namespace tetra::plan

@@ -1,0 +1,40 @@
+// Memory of one rank during a step, as tetra allocates it: the persistent ZeRO state, then a
+// walk through the rank's schedule that allocates and frees what each forward and backward
+// of a unit does (the activations a micro-batch keeps until its backward, the temporaries of
+// each layer, the gathered ZeRO-3 weights and full gradients, the messages in flight). The
+// peak is what Backend::alloc_stats reports; the trainer checks it against the machine
+// before step 0 and `tetra plan --compare` against measured runs.
+#pragma once
+#include <cstdint>
+
+#include "plan/setup.hpp"
+
+namespace tetra::plan {
+
+struct Memory {
+  // Persistent, this rank: weights (the full compute copy under ZeRO-1/2, the fp32 master
+  // shard where it is separate), gradients (full and/or shard), Adam m and v.
+  double weights = 0, grads = 0, adam = 0;
+  double other = 0;        // token positions, kept across steps
+  double step_peak = 0;    // above the persistent bytes, at the step's peak
+  double activations = 0;  // of that: the most the micro-batches in flight keep for backward
+  int in_flight = 0;       // most micro-batch chunks whose backward had not run yet
+  double peak() const { return weights + grads + adam + other + step_peak; }
+};
+
+// One rank of pipeline stage `stage` (ranks of one stage hold the same sizes).
+Memory stage_memory(const Setup& s, int stage);
+
+// The largest peak over the stages, and its stage (of the stages that can be the fullest:
+// the first two and the last; tests check it against every stage).
+struct PeakMemory {
+  Memory memory;
+  int stage = 0;
+};
+PeakMemory peak_memory(const Setup& s);
+
+// Scratch the CPU backend's attention takes outside its buffers: one [S/CP, S] score matrix
+// per thread forward, two backward (model/cpu/cpu_backend.cpp).
+double cpu_attention_scratch(const Setup& s, int threads);
+
+}  // namespace tetra::plan

@@ -1,0 +1,141 @@
+// Mirrors where the layers communicate: parallel/tp.cpp (the region edges), parallel/cp.cpp
+// (K/V all-gather, dK/dV reduce-scatter), parallel/pipeline.cpp (one send per activation and
+// per gradient between stages), parallel/zero.cpp (the per-unit reduce-scatter and the weight
+// all-gathers) and train/trainer.cpp (one all-reduce of three doubles over the world).
+#include "plan/traffic.hpp"
+
+namespace tetra::plan {
+
+double ring_factor(CommOp op, int n) {
+  switch (op) {
+    case CommOp::AllReduce:
+      return 2.0 * (n - 1) / n;
+    case CommOp::ReduceScatter:
+    case CommOp::AllGather:
+      return double(n - 1) / n;
+    case CommOp::SendRecv:
+    case CommOp::Broadcast:
+      return 1.0;
+    default:
+      return 0.0;
+  }
+}
+
+namespace {
+
+// Accumulates calls by (group, op, what).
+class Tally {
+ public:
+  void add(const std::string& group, int size, CommOp op, const std::string& what, double tensor,
+           int64_t calls) {
+    for (Collective& c : list_)
+      if (c.group == group && c.op == op && c.what == what && c.tensor == tensor) {
+        c.calls += calls;
+        return;
+      }
+    list_.push_back({group, size, op, what, tensor, calls});
+  }
+  std::vector<Collective> list_;
+};
+
+}  // namespace
+
+std::vector<Collective> step_traffic(const Setup& s, int stage) {
+  const Layout& l = s.layout();
+  const ModelConfig& c = s.cfg;
+  const int t = l.tp, cp = l.cp, P = l.pp, K = int(s.run.chunks.size());
+  const int64_t m = s.run.micro_batches, T = s.tokens(), Tl = s.rows(), d = c.dim;
+  const int64_t kw = int64_t(c.kv_heads / t) * c.head_dim();
+  const double act = s.prec.act, x = double(T * d) * act;  // [T, d] in activations' bytes
+  const bool sp = s.spec.layout.sp;
+  Tally tally;
+
+  // One micro-batch's TP and CP calls of a block, forward or backward (which mirror each
+  // other: two region entries and two exits, K and V each way).
+  auto block_pass = [&](int64_t n, bool backward) {
+    if (sp) {
+      tally.add("tp", t, CommOp::AllGather, "SP all-gather of a block's input [T, d]", x, 2 * n);
+      tally.add("tp", t, CommOp::ReduceScatter, "SP reduce-scatter of a block's output [T, d]", x,
+                2 * n);
+    } else {
+      tally.add("tp", t, CommOp::AllReduce,
+                backward ? "all-reduce of dx into attention and MLP [T, d]"
+                         : "all-reduce after o and down [T, d]",
+                x, 2 * n);
+    }
+    if (cp > 1) {
+      const double kv = double(cp * T * kw) * act;
+      if (backward)
+        tally.add("cp", cp, CommOp::ReduceScatter, "dK and dV reduce-scatter [CP T, kv]", kv,
+                  2 * n);
+      else
+        tally.add("cp", cp, CommOp::AllGather, "K and V all-gather [CP T, kv]", kv, 2 * n);
+    }
+  };
+
+  const std::vector<std::vector<int>> chunks = s.stage_chunks(stage);
+  const int L = c.layers;
+  for (size_t v = 0; v < chunks.size(); ++v) {
+    const int k = s.chunk_id(stage, int(v));
+    for (int g : chunks[v]) {
+      const UnitLayout& u = s.units[g];
+      if (g == 0) {  // vocab-parallel embedding: its exit forward, entry backward
+        if (sp) {
+          tally.add("tp", t, CommOp::ReduceScatter, "embedding output [T, d]", x, m);
+          tally.add("tp", t, CommOp::AllGather, "embedding gradient [T, d]", x, m);
+        } else {
+          tally.add("tp", t, CommOp::AllReduce, "embedding output [T, d]", x, m);
+        }
+      } else if (g <= L) {
+        block_pass(m, false);
+        block_pass(m, true);
+        if (s.spec.optimizer.recompute) block_pass(m, false);
+      } else {  // final norm, LM head (column-parallel) and the vocab-parallel loss
+        if (sp) {
+          tally.add("tp", t, CommOp::AllGather, "LM head input [T, d]", x, m);
+          tally.add("tp", t, CommOp::ReduceScatter, "LM head input gradient [T, d]", x, m);
+        } else {
+          tally.add("tp", t, CommOp::AllReduce, "LM head input gradient [T, d]", x, m);
+        }
+        tally.add("tp", t, CommOp::AllReduce, "loss: row maxima [T] fp32", double(T) * 4, m);
+        tally.add("tp", t, CommOp::AllReduce, "loss: sum of exp, target logit [T, 2] fp32",
+                  double(2 * T) * 4, m);
+      }
+      // --sp: gradients of TP-replicated weights (norms) are partial sums over TP.
+      if (sp && t > 1)
+        for (const ParamInfo& p : u.params)
+          if (p.tp_dim < 0)
+            tally.add("tp", t, CommOp::AllReduce, "SP norm weight gradients [d] fp32",
+                      double(p.numel()) * s.prec.grad, 1);
+      // ZeRO over dp_cp: one gradient reduce-scatter per unit per step; the weights
+      // all-gathered after the update (ZeRO-1/2) or before each forward and backward (ZeRO-3).
+      const int N = s.dp_cp();
+      const double np = double(s.padded(g));
+      tally.add("dp_cp", N, CommOp::ReduceScatter, "gradient reduce-scatter (per unit)",
+                np * s.prec.grad, 1);
+      if (s.spec.optimizer.zero < 3)
+        tally.add("dp_cp", N, CommOp::AllGather, "updated weights all-gather (per unit)",
+                  np * s.prec.compute_w, 1);
+      else
+        tally.add("dp_cp", N, CommOp::AllGather, "ZeRO-3 weight all-gather (per unit, F and B)",
+                  np * s.prec.compute_w, 2 * m);
+    }
+    // Pipeline: an activation to the next chunk, a gradient to the previous one.
+    if (P > 1) {
+      const double msg = double(Tl * d) * act;
+      if (k < K - 1) tally.add("pp", P, CommOp::SendRecv, "activation send [Tl, d]", msg, m);
+      if (k > 0) tally.add("pp", P, CommOp::SendRecv, "gradient send [Tl, d]", msg, m);
+    }
+  }
+  // The step's totals: loss, gradient norm and bubble, three doubles.
+  tally.add("world", s.world(), CommOp::AllReduce, "step totals (3 doubles)", 24, 1);
+  return tally.list_;
+}
+
+std::map<std::string, double> bytes_by_group(const std::vector<Collective>& calls) {
+  std::map<std::string, double> out = {{"tp", 0}, {"cp", 0}, {"pp", 0}, {"dp_cp", 0}, {"world", 0}};
+  for (const Collective& c : calls) out[c.group] += c.bytes();
+  return out;
+}
+
+}  // namespace tetra::plan

@@ -1,0 +1,82 @@
+#include "train/faults.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "parallel/trace.hpp"
+#include "util/error.hpp"
+
+namespace tetra {
+
+FaultPlan FaultPlan::parse(const std::string& spec) {
+  FaultPlan f;
+  const char* usage = " (expected RANK@STEP[:MODE], MODE kill, ckpt, hang or slow=MS)";
+  const size_t at = spec.find('@'), colon = spec.find(':');
+  check(at != std::string::npos && at > 0, "--inject-failure '", spec, "'", usage);
+  const std::string mode = colon == std::string::npos ? "kill" : spec.substr(colon + 1);
+  try {
+    size_t used = 0;
+    f.rank = std::stoi(spec.substr(0, at), &used);
+    check(used == at, "");
+    const std::string step =
+        spec.substr(at + 1, colon == std::string::npos ? std::string::npos : colon - at - 1);
+    f.step = std::stoll(step, &used);
+    check(used == step.size(), "");
+  } catch (...) {
+    fail("--inject-failure '", spec, "'", usage);
+  }
+  check(f.rank >= 0 && f.step >= 0, "--inject-failure '", spec, "'", usage);
+  if (mode == "kill") {
+    f.mode = Mode::Kill;
+  } else if (mode == "ckpt") {
+    f.mode = Mode::Ckpt;
+  } else if (mode == "hang") {
+    f.mode = Mode::Hang;
+  } else if (mode.rfind("slow=", 0) == 0) {
+    f.mode = Mode::Slow;
+    f.slow_ms = std::atoi(mode.c_str() + 5);
+    check(f.slow_ms > 0, "--inject-failure '", spec, "': slow=MS needs a positive MS");
+  } else {
+    fail("--inject-failure '", spec, "'", usage);
+  }
+  return f;
+}
+
+bool FaultPlan::first_attempt() {
+  const char* r = std::getenv("TETRA_RESTART");
+  return r == nullptr || std::atoi(r) == 0;
+}
+
+void FaultPlan::during_step(int rank, int64_t step) const {
+  if (mode == Mode::None || rank != this->rank || !first_attempt()) return;
+  if (mode == Mode::Slow && step >= this->step) {
+    // Compute time for the straggler report (outside any communication call), and a span of
+    // its own in a trace.
+    trace::Span span(trace::Lane::Compute, [](trace::Event& e) { e.name = "injected slow"; });
+    std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
+  }
+  if (step != this->step) return;
+  if (mode == Mode::Kill) {
+    std::fprintf(stderr, "tetra: injected failure: killing rank %d at step %lld\n", rank,
+                 (long long)step);
+    std::fflush(stderr);
+    ::kill(::getpid(), SIGKILL);
+  }
+  if (mode == Mode::Hang) {
+    std::fprintf(stderr, "tetra: injected failure: rank %d stops answering at step %lld\n", rank,
+                 (long long)step);
+    std::fflush(stderr);
+    for (;;) ::pause();
+  }
+}
+
+bool FaultPlan::kill_during_checkpoint(int rank, int64_t step) const {
+  return mode == Mode::Ckpt && rank == this->rank && step >= this->step && first_attempt();
+}
+
+}  // namespace tetra

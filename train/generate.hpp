@@ -1,0 +1,51 @@
+// Text from a model, one sequence on one rank: the prompt's tokens in one forward, then a
+// token at a time with the keys and values of earlier positions kept (a KV cache). Used by
+// `tetra generate` (cli/generate.cpp) and by --sample-every during training (on rank 0,
+// from whole weights).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/backend.hpp"
+#include "model/config.hpp"
+
+namespace tetra {
+
+struct SampleOptions {
+  int tokens = 64;         // new tokens to generate
+  double temperature = 0;  // 0: greedy (the most likely token, the lowest id on ties)
+  int top_k = 0;           // > 0: sample among the k most likely tokens only
+  uint64_t seed = 1234;    // of the sampling draws
+};
+
+class Generator {
+ public:
+  // weights: whole tensors by Hugging Face name, the vocabulary padded as in training
+  // (gather_full's form). Copies them into backend memory.
+  Generator(Backend& be, const ModelConfig& cfg,
+            const std::map<std::string, std::vector<float>>& weights);
+  // The new tokens after `prompt` (at least one token). Deterministic for given options.
+  std::vector<int> generate(const std::vector<int>& prompt, const SampleOptions& o);
+
+ private:
+  // Runs tokens [n] at positions p0 .. p0+n-1 through the model, appending their keys and
+  // values to the cache, and returns the logits of the last one over the real vocabulary.
+  std::vector<float> forward(const std::vector<int>& tokens, int64_t p0);
+  Tensor param(const std::string& name) const;
+
+  Backend& be_;
+  ModelConfig cfg_;
+  std::vector<UnitLayout> units_;
+  std::vector<Buffer> weights_;            // one flat buffer per unit
+  std::vector<Buffer> k_cache_, v_cache_;  // per layer [max_len, kv_heads * head_dim]
+  Buffer positions_;                       // 0 .. max_len-1 (i32)
+  int64_t max_len_ = 0;
+};
+
+// Text on one line, in quotes: newlines, other control characters, quotes and backslashes
+// escaped.
+std::string printable(const std::string& text);
+
+}  // namespace tetra

@@ -1,0 +1,160 @@
+#include "train/report.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iomanip>
+#include <sstream>
+
+#include "parallel/cp.hpp"
+#include "util/json.hpp"
+
+namespace tetra {
+
+std::string startup_report(const TrainConfig& opt, const ModelConfig& cfg, const RankWork& work,
+                           const StartupFacts& facts) {
+  std::ostringstream os;
+  const Layout& l = work.layout;
+  os << "tetra train: " << l.world() << " rank" << (l.world() > 1 ? "s" : "") << ", " << l.str()
+     << (opt.layout.sp ? " with SP" : "") << ", ZeRO-" << opt.optimizer.zero
+     << (opt.optimizer.recompute ? ", recompute full" : "") << "\n";
+  os << "  model: " << cfg.str() << "; " << std::fixed << std::setprecision(2)
+     << cfg.total_params() / 1e6 << "M parameters (" << cfg.matmul_params() / 1e6
+     << "M in matmuls)\n";
+  os << "  batch: " << opt.batch.global_batch << " sequences x " << cfg.seq_len << " tokens; "
+     << work.micro_batches << " micro-batch" << (work.micro_batches > 1 ? "es" : "") << " of "
+     << work.micro_batch << " per DP rank\n";
+  os << "  data: " << facts.data << "\n";
+  os << "  device: " << facts.device << "; communicators: " << facts.communicators << "\n";
+  if (opt.device.dtype == "bf16")
+    os << "  precision: bf16 weights and activations; fp32 master weights, gradients and Adam "
+          "state\n";
+  os << "  peak: " << std::setprecision(1) << facts.peak_flops / 1e9 << " GFLOP/s per rank, "
+     << facts.peak_source << "\n";
+  os << "  rank   tp cp pp dp   tokens of each sequence   layers\n";
+  for (int r = 0; r < l.world(); ++r) {
+    const Coord c = coord_of(l, r);
+    os << "  " << std::setw(4) << r << "   " << std::setw(2) << c.tp << " " << std::setw(2) << c.cp
+       << " " << std::setw(2) << c.pp << " " << std::setw(2) << c.dp << "   ";
+    // The CP chunks as position ranges: "0-15, 48-63" (one range without CP).
+    const std::vector<int32_t> pos = cp_positions(cfg.seq_len, l.cp, c.cp);
+    std::ostringstream tokens;
+    if (l.cp == 1) {
+      tokens << 0 << "-" << cfg.seq_len - 1;
+    } else {
+      const size_t half = pos.size() / 2;
+      tokens << pos.front() << "-" << pos[half - 1] << ", " << pos[half] << "-" << pos.back();
+    }
+    os << std::left << std::setw(26) << tokens.str() << std::right;
+    bool first = true;
+    for (const ChunkPlan& ch : work.chunks) {
+      if (ch.stage != c.pp) continue;
+      int lo = -1, hi = -1;
+      for (int g : ch.units)
+        if (g >= 1 && g <= cfg.layers) {
+          if (lo < 0) lo = g - 1;
+          hi = g - 1;
+        }
+      os << (first ? "" : ", ") << (ch.units.front() == 0 ? "embed+" : "");
+      if (lo >= 0) os << lo << "-" << hi;
+      os << (ch.units.back() == cfg.layers + 1 ? "+head" : "");
+      first = false;
+    }
+    os << "\n";
+  }
+  return os.str();
+}
+
+RunReport::RunReport(const std::string& metrics_path, double entropy_floor, double ln_vocab)
+    : metrics_path_(metrics_path), entropy_floor_(entropy_floor), ln_vocab_(ln_vocab) {
+  if (metrics_path.empty()) return;
+  metrics_.open(metrics_path, std::ios::app);
+  check(bool(metrics_), "cannot open --metrics file '", metrics_path, "'");
+}
+
+void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
+  last_loss_ = r.loss;
+  if (r.val_loss >= 0) last_val_loss_ = r.val_loss;
+  peak_memory_ = std::max(peak_memory_, r.peak_memory_bytes);
+  if (timed) {
+    tokens_per_s_ += r.tokens_per_s;
+    mfu_ += r.mfu;
+    hfu_ += r.hfu;
+    ++timed_;
+  }
+  wait_ms_.resize(r.wait_ms.size());
+  for (size_t q = 0; q < r.wait_ms.size(); ++q) wait_ms_[q] += r.wait_ms[q];
+  straggler_steps_ += r.straggler.rank >= 0;
+  std::printf(
+      "step %5lld | loss %.4f | lr %.2e | gnorm %.3f | %8.0f tok/s | MFU %5.2f%% | "
+      "HFU %5.2f%% | %7.1f ms | comm %4.1f%%",
+      (long long)r.step, r.loss, r.lr, r.grad_norm, r.tokens_per_s, 100 * r.mfu, 100 * r.hfu,
+      r.step_ms, 100 * r.comm_share);
+  if (pipelined)
+    std::printf(" | bubble %4.1f%% (formula %4.1f%%)", 100 * r.bubble, 100 * r.bubble_formula);
+  if (r.val_loss >= 0) std::printf(" | val %.4f", r.val_loss);
+  // The rank that held the step back, and the wait it added to the others.
+  if (r.straggler.rank >= 0)
+    std::printf(" | straggler rank %d: compute %.1f ms (median %.1f), cost the others %.1f ms",
+                r.straggler.rank, r.straggler.compute, r.straggler.median, r.straggler.cost);
+  std::printf("\n");
+  std::fflush(stdout);
+  if (metrics_.is_open()) {
+    json j = json::object();
+    j["step"] = r.step;
+    // A diverged run still gets its record: JSON has no NaN or infinity, so null. Finite
+    // values are written with the digits that read back to the same double.
+    auto num = [](double x) { return std::isfinite(x) ? json(x) : json(nullptr); };
+    j["loss"] = num(r.loss);
+    j["lr"] = num(r.lr);
+    j["grad_norm"] = num(r.grad_norm);
+    j["tokens_per_s"] = num(r.tokens_per_s);
+    j["mfu"] = num(r.mfu);
+    j["hfu"] = num(r.hfu);
+    j["step_ms"] = num(r.step_ms);
+    j["comm_share"] = num(r.comm_share);
+    j["bubble"] = num(r.bubble);
+    j["bubble_formula"] = num(r.bubble_formula);
+    j["peak_memory_bytes"] = int64_t(r.peak_memory_bytes);
+    if (r.val_loss >= 0) j["val_loss"] = num(r.val_loss);
+    json bytes = json::object();
+    for (const auto& [group, s] : r.comm) bytes[group] = int64_t(std::llround(s.bytes));
+    j["comm_bytes"] = bytes;
+    json compute = json::array(), wait = json::array();
+    for (size_t q = 0; q < r.compute_ms.size(); ++q) {
+      compute.push_back(num(r.compute_ms[q]));
+      wait.push_back(num(r.wait_ms[q]));
+    }
+    j["compute_ms"] = compute;
+    j["wait_ms"] = wait;
+    j["straggler"] = r.straggler.rank >= 0 ? json(r.straggler.rank) : json(nullptr);
+    if (entropy_floor_ >= 0) j["entropy_floor"] = entropy_floor_;
+    j["ln_vocab"] = ln_vocab_;
+    metrics_ << j.dump() << "\n";
+    metrics_.flush();
+    // A full disk must stop the run, not drop its metrics without a word.
+    check(bool(metrics_), "cannot write --metrics file '", metrics_path_,
+          "': ", std::strerror(errno));
+  }
+}
+
+void RunReport::summary(int64_t first_step, int64_t last_step, double seconds) const {
+  const int n = std::max(timed_, 1);
+  std::printf("summary: steps %lld-%lld in %.1f s | final loss %.4f", (long long)first_step,
+              (long long)last_step, seconds, last_loss_);
+  if (entropy_floor_ >= 0)
+    std::printf(" (entropy floor %.4f, ln(vocab) %.4f)", entropy_floor_, ln_vocab_);
+  if (last_val_loss_ >= 0) std::printf(" | validation loss %.4f", last_val_loss_);
+  std::printf(" | %.0f tok/s | MFU %.2f%% | HFU %.2f%% | peak memory per rank %.1f MiB\n",
+              tokens_per_s_ / n, 100 * mfu_ / n, 100 * hfu_ / n, peak_memory_ / (1 << 20));
+  if (wait_ms_.size() < 2) return;
+  std::printf("wait per rank over the run (s), %d step%s with a straggler:", straggler_steps_,
+              straggler_steps_ == 1 ? "" : "s");
+  for (size_t q = 0; q < wait_ms_.size(); ++q)
+    std::printf("%s %zu: %.3f", q == 0 ? "" : ",", q, wait_ms_[q] / 1e3);
+  std::printf("\n");
+}
+
+}  // namespace tetra
