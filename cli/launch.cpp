@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +14,7 @@
 #include <optional>
 
 #include "cli/options.hpp"
+#include "util/clock.hpp"
 #include "util/error.hpp"
 #include "util/input_file.hpp"
 #include "util/json.hpp"
@@ -265,7 +265,7 @@ void print_summary(const std::vector<Attempt>& attempts, double wall_s) {
 }  // namespace
 
 int run_launch(const std::vector<std::string>& args) {
-  const auto start = std::chrono::steady_clock::now();
+  const Clock::time_point start = Clock::now();
   LaunchOptions opt;
   std::vector<std::string> base;  // the command of every attempt, before --resume auto
   std::optional<TempMetricsFile> temp_metrics;
@@ -343,8 +343,7 @@ int run_launch(const std::vector<std::string>& args) {
     note(what + "; restarting with --resume auto (restart " + std::to_string(attempt + 1) + " of " +
          std::to_string(opt.restarts) + ")");
   }
-  const double wall_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double wall_s = seconds_since(start);
   if (!attempts.empty()) print_summary(attempts, wall_s);
   return rc;
 }

@@ -1,18 +1,11 @@
 #include "parallel/pipeline.hpp"
 
-#include <chrono>
 #include <string>
 
 #include "parallel/trace.hpp"
+#include "util/clock.hpp"
 
 namespace tetra {
-namespace {
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 PipelineExecutor::PipelineExecutor(Backend& be, Comm& pp, std::vector<PipelineStage*> chunks,
                                    ScheduleKind kind, int micro_batches, int64_t activation_numel,
@@ -20,17 +13,27 @@ PipelineExecutor::PipelineExecutor(Backend& be, Comm& pp, std::vector<PipelineSt
     : be_(be),
       pp_(pp),
       chunks_(std::move(chunks)),
+      kind_(kind),
       micro_batches_(micro_batches),
       activation_numel_(activation_numel),
-      activation_dtype_(activation_dtype),
-      actions_(make_schedule(kind, pp.size(), int(chunks_.size()), micro_batches, pp.rank())) {}
+      activation_dtype_(activation_dtype) {
+  check_schedule(kind, pp.size(), int(chunks_.size()), micro_batches);
+}
 
 int PipelineExecutor::tag(Direction d, int chunk_id, int micro_batch) const {
   const int chunks = pp_.size() * int(chunks_.size());
   return (int(d) * chunks + chunk_id) * micro_batches_ + micro_batch;
 }
 
+Buffer PipelineExecutor::message() const {
+  return Buffer(be_, activation_numel_, activation_dtype_);
+}
+
 void PipelineExecutor::send(Buffer payload, int peer, int t) {
+  check(payload.numel() == activation_numel_ && payload.dtype() == activation_dtype_,
+        "pipeline: message ", t, " has ", payload.numel(), " elements of ",
+        dtype_name(payload.dtype()), ", not the ", activation_numel_, " of ",
+        dtype_name(activation_dtype_), " its receiver allocates");
   if (peer == pp_.rank()) {
     mailbox_[t] = std::move(payload);
     return;
@@ -50,7 +53,7 @@ void PipelineExecutor::receive(Buffer& into, int peer, Direction d, int chunk_id
     mailbox_.erase(it);
     return;
   }
-  into = Buffer(be_, activation_numel_, activation_dtype_);
+  into = message();
   // The receive also shows on the comm lane; this span marks the same time as bubble.
   trace::Span span(trace::Lane::Wait, [&](trace::Event& e) {
     e.name = std::string(d == kActivation ? "wait activation" : "wait grad") + " from pp rank " +
@@ -58,48 +61,19 @@ void PipelineExecutor::receive(Buffer& into, int peer, Direction d, int chunk_id
     e.arg("micro_batch", int64_t(micro_batch));
     e.arg("chunk", int64_t(chunk_id));
   });
-  const double t0 = now_seconds();
+  const Clock::time_point t0 = Clock::now();
   pp_.recv(into.flat(), peer, t);
-  stats.wait_seconds += now_seconds() - t0;
+  stats.wait_seconds += seconds_since(t0);
 }
 
-PipelineStats PipelineExecutor::evaluate(const std::vector<MicroBatch>& mbs) {
+PipelineStats PipelineExecutor::execute(const std::vector<MicroBatch>& mbs, ScheduleMode mode,
+                                        float loss_scale) {
   PipelineStats stats;
-  const double t0 = now_seconds();
-  const int P = pp_.size(), r = pp_.rank(), K = P * int(chunks_.size());
-  const int prev = (r - 1 + P) % P, next = (r + 1) % P;
-  for (const Action& a : actions_) {
-    if (a.kind != Action::Forward) continue;
-    const int k = a.chunk * P + r;
-    PipelineStage& chunk = *chunks_[a.chunk];
-    Buffer in;
-    if (k > 0) receive(in, prev, kActivation, k, a.micro_batch, stats);
-    const Tensor in_view = in.flat();
-    const StageOutput y =
-        chunk.forward(a.micro_batch, mbs[a.micro_batch], k > 0 ? &in_view : nullptr);
-    if (k == K - 1) {
-      stats.loss_sum += y.loss_sum;
-    } else {
-      Buffer out(be_, activation_numel_);
-      be_.copy(out.flat(), y.activation);
-      send(std::move(out), next, tag(kActivation, k + 1, a.micro_batch));
-    }
-    chunk.discard(a.micro_batch);
-  }
-  for (PendingSend& s : sends_) s.request->wait();
-  sends_.clear();
-  check(mailbox_.empty(), "pipeline: ", mailbox_.size(), " messages to self left unread");
-  stats.seconds = now_seconds() - t0;
-  return stats;
-}
-
-PipelineStats PipelineExecutor::run(const std::vector<MicroBatch>& mbs, float loss_scale) {
-  PipelineStats stats;
-  const double t0 = now_seconds();
-  const int P = pp_.size(), r = pp_.rank(), K = P * int(chunks_.size());
+  const Clock::time_point t0 = Clock::now();
+  const int P = pp_.size(), r = pp_.rank(), V = int(chunks_.size()), K = P * V;
   const int prev = (r - 1 + P) % P, next = (r + 1) % P;
 
-  for (const Action& a : actions_) {
+  for (const Action& a : make_schedule(kind_, P, V, micro_batches_, r, mode)) {
     const int k = a.chunk * P + r;  // model chunk id
     PipelineStage& chunk = *chunks_[a.chunk];
     const MicroBatch& mb = mbs[a.micro_batch];
@@ -119,10 +93,11 @@ PipelineStats PipelineExecutor::run(const std::vector<MicroBatch>& mbs, float lo
       if (k == K - 1) {
         stats.loss_sum += y.loss_sum;
       } else {
-        Buffer out(be_, activation_numel_, activation_dtype_);
+        Buffer out = message();
         be_.copy(out.flat(), y.activation);
         send(std::move(out), next, tag(kActivation, k + 1, a.micro_batch));
       }
+      if (mode == ScheduleMode::ForwardOnly) chunk.discard(a.micro_batch);
     } else {
       Buffer grad;
       if (k < K - 1) receive(grad, next, kGradient, k, a.micro_batch, stats);
@@ -135,7 +110,7 @@ PipelineStats PipelineExecutor::run(const std::vector<MicroBatch>& mbs, float lo
   for (PendingSend& s : sends_) s.request->wait();
   sends_.clear();
   check(mailbox_.empty(), "pipeline: ", mailbox_.size(), " messages to self left unread");
-  stats.seconds = now_seconds() - t0;
+  stats.seconds = seconds_since(t0);
   return stats;
 }
 

@@ -13,6 +13,12 @@
 // A chunk is a stage behind two calls: forward gives its output (or the loss), backward
 // takes the output's gradient and gives the input's. Each chunk keeps its own activations
 // from a micro-batch's forward to its backward.
+//
+// Training and evaluation are one loop over the schedule's list (ScheduleMode, as Megatron's
+// schedules take forward_only): evaluation's list is training's forwards, and each forward's
+// activations are discarded at once. Every message, either way, is one buffer of
+// activation_numel elements of activation_dtype, made in one place and checked at the send,
+// so that what one rank sends is what its peer allocated to receive.
 #pragma once
 #include <map>
 #include <memory>
@@ -58,17 +64,24 @@ class PipelineExecutor {
   PipelineExecutor(Backend& be, Comm& pp, std::vector<PipelineStage*> chunks, ScheduleKind kind,
                    int micro_batches, int64_t activation_numel, DType activation_dtype);
 
-  // Runs one step; micro_batches[j] is micro-batch j (valid for the whole call).
-  PipelineStats run(const std::vector<MicroBatch>& micro_batches, float loss_scale);
-  // Forward only (evaluation): the schedule's forward actions in their order, which cannot
-  // deadlock where the whole schedule does not. Returns the loss sum as run does.
-  PipelineStats evaluate(const std::vector<MicroBatch>& micro_batches);
-
-  const std::vector<Action>& actions() const { return actions_; }
+  // Runs one training step; micro_batches[j] is micro-batch j (valid for the whole call).
+  PipelineStats run(const std::vector<MicroBatch>& micro_batches, float loss_scale) {
+    return execute(micro_batches, ScheduleMode::Train, loss_scale);
+  }
+  // Forward only (evaluation): the step's forwards in their order, which the schedule
+  // simulation shows cannot deadlock either. Returns the loss sum as run does.
+  PipelineStats evaluate(const std::vector<MicroBatch>& micro_batches) {
+    return execute(micro_batches, ScheduleMode::ForwardOnly, 0);
+  }
 
  private:
   enum Direction { kActivation = 0, kGradient = 1 };
+  // The one loop: this rank's actions of make_schedule(kind, ..., mode), in order.
+  PipelineStats execute(const std::vector<MicroBatch>& micro_batches, ScheduleMode mode,
+                        float loss_scale);
   int tag(Direction d, int chunk_id, int micro_batch) const;
+  // A message buffer [activation_numel] of activation_dtype: every receive's, every copy sent.
+  Buffer message() const;
   void send(Buffer payload, int peer, int tag);
   void receive(Buffer& into, int peer, Direction d, int chunk_id, int micro_batch,
                PipelineStats& stats);
@@ -76,10 +89,10 @@ class PipelineExecutor {
   Backend& be_;
   Comm& pp_;
   std::vector<PipelineStage*> chunks_;
+  ScheduleKind kind_;
   int micro_batches_;
   int64_t activation_numel_;
   DType activation_dtype_;
-  std::vector<Action> actions_;
   struct PendingSend {
     Buffer payload;
     std::unique_ptr<Comm::Request> request;

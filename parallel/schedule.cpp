@@ -101,7 +101,8 @@ int max_in_flight_bound(ScheduleKind kind, int pp, int vpp, int m, int rank) {
   return std::min(w + 1, total);
 }
 
-std::vector<Action> make_schedule(ScheduleKind kind, int pp, int vpp, int m, int rank) {
+std::vector<Action> make_schedule(ScheduleKind kind, int pp, int vpp, int m, int rank,
+                                  ScheduleMode mode) {
   const int w = warmup_forwards(kind, pp, vpp, m, rank);
   const int v = vpp;
   const int total = v * m;  // forwards (and backwards) on this rank; v == 1 unless interleaved
@@ -114,6 +115,10 @@ std::vector<Action> make_schedule(ScheduleKind kind, int pp, int vpp, int m, int
   };
   std::vector<Action> out;
   out.reserve(2 * total);
+  if (mode == ScheduleMode::ForwardOnly) {  // the training list's forwards, in its order
+    for (int k = 0; k < total; ++k) out.push_back(forward(k));
+    return out;
+  }
   for (int k = 0; k < w; ++k) out.push_back(forward(k));
   for (int i = 0; i < total - w; ++i) {
     out.push_back(forward(w + i));
@@ -144,30 +149,35 @@ std::string to_string(const std::vector<Action>& actions) {
   return os.str();
 }
 
-SimResult simulate(ScheduleKind kind, int pp, int vpp, int m, double tf, double tb) {
+SimResult simulate(ScheduleKind kind, int pp, int vpp, int m, double tf, double tb,
+                   ScheduleMode mode) {
   check_schedule(kind, pp, vpp, m);
   std::vector<std::vector<Action>> ranks;
-  for (int r = 0; r < pp; ++r) ranks.push_back(make_schedule(kind, pp, vpp, m, r));
-  return simulate(ranks, vpp, m, tf, tb);
+  for (int r = 0; r < pp; ++r) ranks.push_back(make_schedule(kind, pp, vpp, m, r, mode));
+  return simulate(ranks, vpp, m, tf, tb, mode);
 }
 
 SimResult simulate(const std::vector<std::vector<Action>>& ranks, int vpp, int m, double tf,
-                   double tb) {
+                   double tb, ScheduleMode mode) {
   const int pp = int(ranks.size());
   check(pp >= 1 && vpp >= 1 && m >= 1, "simulate: need PP, V and m at least 1");
   check(tf >= 0 && tb >= 0, "simulate: costs must not be negative");
   const int chunks = pp * vpp;
-  // Every list must hold F and B of each (micro-batch, own chunk) exactly once.
+  // Every list must hold F and B (ForwardOnly: F) of each (micro-batch, own chunk) exactly
+  // once.
+  const bool train = mode == ScheduleMode::Train;
   for (int r = 0; r < pp; ++r) {
-    std::vector<int> seen(size_t(2) * m * vpp, 0);
+    std::vector<int> seen(size_t(train ? 2 : 1) * m * vpp, 0);
     for (const Action& a : ranks[r]) {
       check(a.micro_batch >= 0 && a.micro_batch < m && a.chunk >= 0 && a.chunk < vpp,
             "simulate: rank ", r, " has an action out of range: ", to_string({a}));
+      check(train || a.kind == Action::Forward, "simulate: rank ", r, " runs ", to_string({a}),
+            " in a forward-only step");
       check(++seen[(size_t(a.kind) * m + a.micro_batch) * vpp + a.chunk] == 1, "simulate: rank ", r,
             " runs ", to_string({a}), " twice");
     }
     check(ranks[r].size() == seen.size(), "simulate: rank ", r, " runs ", ranks[r].size(),
-          " actions, not 2 * V * m = ", seen.size());
+          " actions, not ", train ? "2 * V * m = " : "V * m = ", seen.size());
   }
 
   // End times of F(mb, k) and B(mb, k) by model chunk k, or kNotYet.
@@ -210,7 +220,7 @@ SimResult simulate(const std::vector<std::vector<Action>>& ranks, int vpp, int m
         clock[r] = end;
         res.busy[r] += end - start;
         res.timeline[r].push_back({a, start, end});
-        in_flight[r] += fwd ? 1 : -1;
+        if (train) in_flight[r] += fwd ? 1 : -1;
         res.max_in_flight[r] = std::max(res.max_in_flight[r], in_flight[r]);
         ++next[r];
         moved = true;

@@ -1,7 +1,9 @@
-// Pipeline schedules as pure functions: (kind, PP, V, m, rank) -> the ordered forward and
-// backward actions that pipeline rank runs in one step, plus a discrete-event simulator that
-// runs all ranks' lists against the cross-stage dependencies (the evidence that a schedule
-// cannot deadlock and that its bubble matches the formula).
+// Pipeline schedules as pure functions: (kind, PP, V, m, rank, mode) -> the ordered forward
+// and backward actions that pipeline rank runs in one step, plus a discrete-event simulator
+// that runs all ranks' lists against the cross-stage dependencies (the evidence that a
+// schedule cannot deadlock and that its bubble matches the formula). The mode is Megatron's
+// forward_only: evaluation runs the same schedule's forwards, in the same order, and nothing
+// else, so that training and evaluation are one loop over one list (parallel/pipeline.hpp).
 //
 // The model is cut into K = PP * V chunks; chunk k lives on rank k % PP as its virtual stage
 // v = k / PP. F(mb, k) needs F(mb, k - 1); B(mb, k) needs B(mb, k + 1), and B(mb, K - 1)
@@ -16,7 +18,9 @@
 //   every link (rank pair) carries its activations and gradients, both kinds together, in
 //   the order the receiver consumes them: an executor that posts receives in action order
 //   and sends as soon as results exist never mismatches, even with one tag per link, and
-//   never deadlocks (SimResult::in_order, SimResult::deadlock).
+//   never deadlocks (SimResult::in_order, SimResult::deadlock);
+// - the forward-only list is the training list less its backwards, and keeps all three
+//   properties (the simulation runs it too).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -29,6 +33,9 @@ enum class ScheduleKind { GPipe, OneFOneB, Interleaved };
 // "gpipe", "1f1b", "interleaved"; anything else throws tetra::Error.
 ScheduleKind parse_schedule(const std::string& name);
 const char* schedule_name(ScheduleKind kind);
+
+// Train: every forward and backward; ForwardOnly: the forwards alone (evaluation).
+enum class ScheduleMode { Train, ForwardOnly };
 
 struct Action {
   enum Kind { Forward, Backward } kind;
@@ -46,8 +53,10 @@ inline constexpr int64_t kMaxPasses = 1 << 20;
 // so the rule for `--schedule interleaved` does not depend on V.
 void check_schedule(ScheduleKind kind, int pp, int vpp, int micro_batches);
 
-// Ordered actions pipeline rank `rank` runs in one step (2 * V * m of them).
-std::vector<Action> make_schedule(ScheduleKind kind, int pp, int vpp, int micro_batches, int rank);
+// Ordered actions pipeline rank `rank` runs in one step: 2 * V * m of them in training,
+// the V * m forwards of that list, in its order, under ForwardOnly.
+std::vector<Action> make_schedule(ScheduleKind kind, int pp, int vpp, int micro_batches, int rank,
+                                  ScheduleMode mode = ScheduleMode::Train);
 
 // Forwards a rank runs before its first backward (GPipe: all m).
 int warmup_forwards(ScheduleKind kind, int pp, int vpp, int micro_batches, int rank);
@@ -83,20 +92,24 @@ struct SimResult {
   std::vector<double> busy;        // per rank: compute time
   std::vector<double> idle;        // per rank: makespan - busy
   std::vector<int> max_in_flight;  // per rank: most forwards done with backward not done
+                                   // (0 under ForwardOnly, which keeps no activations)
   bool deadlock = false;           // some rank could not run its next action, ever
   bool in_order = true;            // every link carries its messages (both kinds) in receive order
   std::vector<std::vector<TimedAction>> timeline;  // per rank: what ran, when
 };
 
-// All PP ranks run make_schedule(kind, ...) with forward cost tf and backward cost tb per
-// chunk and zero communication time; each action starts as soon as its rank is free and its
-// input exists. A deadlock is reported (deadlock = true, timeline holds what ran), not thrown.
-SimResult simulate(ScheduleKind kind, int pp, int vpp, int micro_batches, double tf, double tb);
+// All PP ranks run make_schedule(kind, ..., mode) with forward cost tf and backward cost tb
+// per chunk and zero communication time; each action starts as soon as its rank is free and
+// its input exists. A deadlock is reported (deadlock = true, timeline holds what ran), not
+// thrown.
+SimResult simulate(ScheduleKind kind, int pp, int vpp, int micro_batches, double tf, double tb,
+                   ScheduleMode mode = ScheduleMode::Train);
 
 // The same for arbitrary per-rank lists (ranks.size() = PP). Throws tetra::Error when a list
-// is not a permutation of F and B of every (micro-batch < m, chunk < V).
+// is not a permutation of F and B (ForwardOnly: of F alone) of every (micro-batch < m,
+// chunk < V).
 SimResult simulate(const std::vector<std::vector<Action>>& ranks, int vpp, int micro_batches,
-                   double tf, double tb);
+                   double tf, double tb, ScheduleMode mode = ScheduleMode::Train);
 
 // "F0.0 F1.0 B0.0 ..." (F<micro-batch>.<chunk>), for messages and debugging.
 std::string to_string(const std::vector<Action>& actions);

@@ -1,12 +1,12 @@
 // Counting one communication call: its bytes and calls into the group's CommStats, its wall
 // time, and a span on the trace's comm lane. Shared by the MPI and NCCL communicators.
 #pragma once
-#include <chrono>
 #include <cmath>
 #include <string>
 
 #include "parallel/comm.hpp"
 #include "parallel/trace.hpp"
+#include "util/clock.hpp"
 
 namespace tetra {
 
@@ -22,20 +22,16 @@ class Timed {
   }
   // Time only, for the wait of a call already counted.
   Timed(CommStats& s, const char* what, const std::string& group, double bytes = 0)
-      : s_(s),
-        t0_(std::chrono::steady_clock::now()),
-        span_(trace::Lane::Comm, [&](trace::Event& e) {
+      : s_(s), t0_(Clock::now()), span_(trace::Lane::Comm, [&](trace::Event& e) {
           e.name = std::string(what) + " " + group;
           e.arg("bytes", int64_t(std::llround(bytes)));
           e.arg("group", group);
         }) {}
-  ~Timed() {
-    s_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-  }
+  ~Timed() { s_.seconds += seconds_since(t0_); }
 
  private:
   CommStats& s_;
-  std::chrono::steady_clock::time_point t0_;
+  Clock::time_point t0_;
   trace::Span span_;
 };
 

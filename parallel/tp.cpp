@@ -56,7 +56,7 @@ Buffer ColumnParallelLinear::forward(Buffer x, std::initializer_list<Buffer*> y)
   return full;
 }
 
-Buffer ColumnParallelLinear::backward(const Tensor& x, std::initializer_list<Tensor> dy) const {
+Buffer ColumnParallelLinear::backward(std::initializer_list<Tensor> dy, const Tensor& x) const {
   check(dy.size() == w_.size() && dw_.size() == w_.size(),
         "ColumnParallelLinear: backward needs a gradient and a weight gradient per slice");
   Buffer dx(be_, x.numel(), x.dtype);
@@ -108,7 +108,7 @@ Buffer VocabParallelEmbedding::forward(const Tensor& tokens) const {
   return reduce_tokens(be_, tp_, std::move(partial));
 }
 
-void VocabParallelEmbedding::backward(const Tensor& tokens, Buffer dx) const {
+void VocabParallelEmbedding::backward(Buffer dx, const Tensor& tokens) const {
   const int64_t T = tokens.numel(), d = dtable_.cols();
   // Backward of reduce_from_tensor_parallel_region (identity), or under --sp of
   // reduce_scatter_to_sequence_parallel_region (all-gather): dx [Tl, d] -> [T, d].

@@ -6,9 +6,10 @@
 //   VocabParallelCrossEntropy  logits [T, V/TP] max and sum-exp all-reduced; the full logits
 //                                               are never gathered
 //
-// Each layer does its own communication at the edge of the TP region, as Megatron's autograd
-// functions (forward | backward), with Tl = T, or T/TP under --sp, the rows of the residual
-// stream outside the region:
+// Each backward takes the gradient of the layer's output first, then what forward read (as
+// the Backend's ops do). Each layer does its own communication at the edge of the TP region, as
+// Megatron's autograd functions (forward | backward), with Tl = T, or T/TP under --sp, the rows of
+// the residual stream outside the region:
 //   entry of ColumnParallelLinear, [Tl, c] -> [T, c]:
 //     copy_to_tensor_parallel_region                     identity       | all-reduce
 //     gather_from_sequence_parallel_region (--sp)        all-gather     | reduce-scatter
@@ -52,9 +53,9 @@ class ColumnParallelLinear {
   // which backward needs (Megatron under --sp gathers it again in backward to save memory;
   // keeping it holds backward to its two all-gathers per block).
   Buffer forward(Buffer x, std::initializer_list<Buffer*> y) const;
-  // x: forward's returned input [T, in]; dy[i] [T, out_i/TP]. dW_i += dy_i^T x; returns
+  // dy[i] [T, out_i/TP]; x: forward's returned input [T, in]. dW_i += dy_i^T x; returns
   // dx [Tl, in] = sum_i dy_i W_i, summed over the TP group.
-  Buffer backward(const Tensor& x, std::initializer_list<Tensor> dy) const;
+  Buffer backward(std::initializer_list<Tensor> dy, const Tensor& x) const;
 
  private:
   Backend& be_;
@@ -86,8 +87,8 @@ class VocabParallelEmbedding {
   // tokens [T] -> x [Tl, d], a new buffer: each rank embeds its shard's tokens (zeros for
   // the others) and the partial sums leave the region.
   Buffer forward(const Tensor& tokens) const;
-  // dx [Tl, d] -> dtable += the rows of this rank's tokens.
-  void backward(const Tensor& tokens, Buffer dx) const;
+  // dx [Tl, d], the gradient of forward's output -> dtable += the rows of this rank's tokens.
+  void backward(Buffer dx, const Tensor& tokens) const;
 
  private:
   Backend& be_;

@@ -86,7 +86,7 @@ void leave_region(Ledger& L, const Sizes& z, double scratch) {
 // block_forward, with its output buffer (allocated by the chunk): leaves block_saved().
 void block_forward(Ledger& L, const Sizes& z) {
   L.alloc(z.R);                   // out
-  L.alloc(z.R), L.alloc(z.norm);  // n1, rstd1
+  L.alloc(z.R), L.alloc(z.norm);  // xn, x_rstd
   L.op(z.wide(2 * z.R + z.wn));
   enter_region(L, z);
   L.alloc(z.q), L.alloc(z.kv_local), L.alloc(z.kv_local);  // q, k, v
@@ -98,7 +98,7 @@ void block_forward(Ledger& L, const Sizes& z) {
   L.op(z.wide(2 * z.q + 2 * z.kv));
   leave_region(L, z, z.wide(z.x + z.q + z.wq));  // h
   L.op(z.wide(2 * z.R));                         // h += x
-  L.alloc(z.R), L.alloc(z.norm);                 // n2, rstd2
+  L.alloc(z.R), L.alloc(z.norm);                 // hn, h_rstd
   L.op(z.wide(2 * z.R + z.wn));
   enter_region(L, z);
   L.alloc(z.F), L.alloc(z.F);  // gate, up

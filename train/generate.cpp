@@ -6,18 +6,19 @@
 #include <memory>
 #include <numeric>
 #include <random>
-#include <thread>
 
-#include "checkpoint/hf_io.hpp"
-#include "data/tokenizer.hpp"
+#include "parallel/mpi_comm.hpp"
 #include "util/error.hpp"
-#include "transformer/block.hpp"
 
 namespace tetra {
 
 Generator::Generator(Backend& be, const ModelConfig& cfg,
                      const std::map<std::string, std::vector<float>>& weights)
-    : be_(be), cfg_(cfg), units_(make_units(cfg, 1, 0)) {
+    : be_(be),
+      cfg_(cfg),
+      units_(make_units(cfg, 1, 0)),
+      self_(make_mpi_comm(MPI_COMM_SELF, "generate")) {
+  self_->bind_backend(&be_);
   for (const UnitLayout& u : units_) {
     std::vector<float> flat(u.numel);
     for (const ParamInfo& p : u.params) {
@@ -31,64 +32,46 @@ Generator::Generator(Backend& be, const ModelConfig& cfg,
   }
 }
 
-Tensor Generator::param(const std::string& name) const {
-  for (size_t u = 0; u < units_.size(); ++u)
-    for (const ParamInfo& p : units_[u].params)
-      if (p.name == name) return param_view(weights_[u].flat(), p);
-  fail("generate: no tensor '", name, "'");
-}
-
 std::vector<float> Generator::forward(const std::vector<int>& tokens, int64_t p0) {
-  const int64_t n = int64_t(tokens.size()), d = cfg_.dim, hd = cfg_.head_dim();
-  const int H = cfg_.heads, KV = cfg_.kv_heads;
-  const int64_t qw = H * hd, kw = KV * hd, F = cfg_.ffn_dim, keys = p0 + n;
-  const Tensor pos = positions_.flat(p0, n), key_pos = positions_.flat(0, keys);
+  const int64_t n = int64_t(tokens.size()), d = cfg_.dim;
+  // The new tokens are one sequence of n at positions p0 .. p0+n-1 (RoPE and the queries);
+  // the keys are every position so far.
+  TokenPositions pos;
+  pos.batch = 1;
+  pos.seq = n;
+  pos.token_pos = pos.seq_pos = positions_.flat(p0, n);
+  pos.key_pos = positions_.flat(0, p0 + n);
+  const TensorParallel tp{*self_};
+  const ContextParallel cp{*self_};
   Buffer ids(be_, n, DType::I32);
   be_.upload(ids.flat(), tokens.data());
-  // x [n, d]: the residual stream of the new tokens.
-  Buffer x(be_, n * d), nrm(be_, n * d), rstd(be_, n), q(be_, n * qw), attn(be_, n * qw),
-      lse(be_, H * n), h(be_, n * d), gate(be_, n * F), up(be_, n * F), act(be_, n * F);
-  be_.embedding_forward(x.view({n, d}), ids.flat(), param("model.embed_tokens.weight"), 0);
-  for (int l = 0; l < cfg_.layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    be_.rmsnorm_forward(nrm.view({n, d}), rstd.flat(), x.view({n, d}),
-                        param(p + "input_layernorm.weight"), cfg_.norm_eps);
-    // q [n, qw]; k, v [n, kw] written straight into the cache rows p0 .. p0+n-1.
-    const Tensor k = k_cache_[l].view({max_len_, kw}).rows_view(p0, n);
-    const Tensor v = v_cache_[l].view({max_len_, kw}).rows_view(p0, n);
-    be_.matmul(q.view({n, qw}), nrm.view({n, d}), false, param(p + "self_attn.q_proj.weight"),
-               true);
-    be_.matmul(k, nrm.view({n, d}), false, param(p + "self_attn.k_proj.weight"), true);
-    be_.matmul(v, nrm.view({n, d}), false, param(p + "self_attn.v_proj.weight"), true);
-    be_.rope(q.view({n, qw}), H, pos, cfg_.rope_theta, false);
-    be_.rope(k, KV, pos, cfg_.rope_theta, false);
-    // The new queries against every cached key, masked by position.
-    be_.attention_forward(attn.view({n, qw}), lse.flat(), q.view({n, qw}),
-                          k_cache_[l].view({max_len_, kw}).rows_view(0, keys),
-                          v_cache_[l].view({max_len_, kw}).rows_view(0, keys), pos, key_pos,
-                          AttnShape{1, n, keys, H, KV, int(hd)});
-    // h = x + attn Wo^T; x = h + down(silu(gate(n2)) * up(n2)).
-    be_.matmul(h.view({n, d}), attn.view({n, qw}), false, param(p + "self_attn.o_proj.weight"),
-               true);
-    be_.add(h.view({n, d}), x.view({n, d}));
-    be_.rmsnorm_forward(nrm.view({n, d}), rstd.flat(), h.view({n, d}),
-                        param(p + "post_attention_layernorm.weight"), cfg_.norm_eps);
-    be_.matmul(gate.view({n, F}), nrm.view({n, d}), false, param(p + "mlp.gate_proj.weight"), true);
-    be_.matmul(up.view({n, F}), nrm.view({n, d}), false, param(p + "mlp.up_proj.weight"), true);
-    be_.swiglu_forward(act.view({n, F}), gate.view({n, F}), up.view({n, F}));
-    be_.matmul(x.view({n, d}), act.view({n, F}), false, param(p + "mlp.down_proj.weight"), true);
-    be_.add(x.view({n, d}), h.view({n, d}));
+  Buffer x(be_, n * d);  // [n, d]: the residual stream of the new tokens
+  std::vector<float> out;
+  for (size_t i = 0; i < units_.size(); ++i) {
+    const UnitLayout& u = units_[i];
+    const Tensor w = weights_[i].flat();
+    if (u.kind == UnitLayout::Kind::Embedding) {
+      be_.embedding_forward(x.view({n, d}), ids.flat(), param_view(w, u.params[0]), 0);
+    } else if (u.kind == UnitLayout::Kind::Block) {
+      const BlockContext ctx{be_, tp, cp, cfg_, pos, &caches_[u.layer]};
+      BlockActs acts;  // what a backward would read; dropped
+      Buffer y(be_, n * d);
+      block_forward(ctx, u, w, x.view({n, d}), y.view({n, d}), acts);
+      x = std::move(y);
+    } else {
+      // The last token's logits [1, vocab] = rmsnorm(x_last) W_head^T.
+      Buffer last(be_, d), logits(be_, cfg_.vocab), rstd(be_, 1);
+      be_.rmsnorm_forward(last.view({1, d}), rstd.flat(), x.view({n, d}).rows_view(n - 1, 1),
+                          param_view(w, u.params[kFinalNorm]), cfg_.norm_eps);
+      be_.matmul(logits.view({1, cfg_.vocab}), last.view({1, d}), false,
+                 param_view(w, u.params[kLmHead]), true);
+      out.resize(cfg_.vocab);
+      be_.download(out.data(), logits.flat());
+      out.resize(cfg_.real_vocab());  // the padding rows are not tokens
+    }
   }
-  // The last token's logits [1, vocab] = rmsnorm(x_last) W_head^T.
-  Buffer last(be_, d), logits(be_, cfg_.vocab), r1(be_, 1);
-  be_.rmsnorm_forward(last.view({1, d}), r1.flat(), x.view({n, d}).rows_view(n - 1, 1),
-                      param("model.norm.weight"), cfg_.norm_eps);
-  be_.matmul(logits.view({1, cfg_.vocab}), last.view({1, d}), false, param("lm_head.weight"), true);
-  std::vector<float> out(cfg_.vocab);
-  be_.download(out.data(), logits.flat());
-  out.resize(cfg_.real_vocab());  // the padding rows are not tokens
   // Finite weights can still overflow: no token can be drawn from logits that are not finite.
-  const auto bad = std::find_if(out.begin(), out.end(), [](float x) { return !std::isfinite(x); });
+  const auto bad = std::find_if(out.begin(), out.end(), [](float v) { return !std::isfinite(v); });
   if (bad != out.end())
     throw DivergedError("the model's forward at position " + std::to_string(p0 + n - 1) +
                         " gives logits that are not finite (token " +
@@ -131,20 +114,17 @@ std::vector<int> Generator::generate(const std::vector<int>& prompt, const Sampl
   for (int t : prompt)
     check(t >= 0 && t < cfg_.real_vocab(), "generate: prompt token ", t, " is outside the ",
           cfg_.real_vocab(), "-token vocabulary");
-  max_len_ = int64_t(prompt.size()) + o.tokens;
+  const int64_t max_len = int64_t(prompt.size()) + o.tokens;
   // The cache holds every position; positions are bounded as a training sequence's are.
-  check(max_len_ <= kMaxSeqLen, "--tokens ", o.tokens, " after a prompt of ", prompt.size(),
-        " tokens is ", max_len_, " positions, more than tetra's limit of ", kMaxSeqLen);
+  check(max_len <= kMaxSeqLen, "--tokens ", o.tokens, " after a prompt of ", prompt.size(),
+        " tokens is ", max_len, " positions, more than tetra's limit of ", kMaxSeqLen);
   const int64_t kw = int64_t(cfg_.kv_heads) * cfg_.head_dim();
-  k_cache_.clear();
-  v_cache_.clear();
-  for (int l = 0; l < cfg_.layers; ++l) {
-    k_cache_.emplace_back(be_, max_len_ * kw);
-    v_cache_.emplace_back(be_, max_len_ * kw);
-  }
-  std::vector<int32_t> pos(max_len_);
+  caches_.clear();
+  for (int l = 0; l < cfg_.layers; ++l)
+    caches_.push_back(KvCache{Buffer(be_, max_len * kw), Buffer(be_, max_len * kw), 0});
+  std::vector<int32_t> pos(max_len);
   std::iota(pos.begin(), pos.end(), 0);
-  positions_ = Buffer(be_, max_len_, DType::I32);
+  positions_ = Buffer(be_, max_len, DType::I32);
   be_.upload(positions_.flat(), pos.data());
 
   std::mt19937_64 rng(o.seed);

@@ -1,18 +1,12 @@
 #include "train/peak.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <sstream>
 #include <utility>
 
+#include "util/clock.hpp"
+
 namespace tetra {
-namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
 
 Peak find_peak(Backend& be, Comm& world, double peak_tflops, int threads, DType dtype) {
   if (peak_tflops > 0) return {peak_tflops * 1e12, "--peak-tflops"};
@@ -46,9 +40,9 @@ Peak find_peak(Backend& be, Comm& world, double peak_tflops, int threads, DType 
   be.matmul(C, A, false, B, false);  // warm-up
   world.barrier();
   double best = 1e30;
-  const auto t0 = std::chrono::steady_clock::now();
+  const Clock::time_point t0 = Clock::now();
   for (int reps = 0; reps < 3 || seconds_since(t0) < 0.5; ++reps) {
-    const auto t = std::chrono::steady_clock::now();
+    const Clock::time_point t = Clock::now();
     be.matmul(C, A, false, B, false);
     be.synchronize();
     best = std::min(best, seconds_since(t));

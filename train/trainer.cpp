@@ -3,7 +3,6 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -29,15 +28,11 @@
 #include "train/report.hpp"
 #include "train/trainer_checkpoint.hpp"
 #include "util/checked.hpp"
+#include "util/clock.hpp"
 #include "util/output_file.hpp"
 
 namespace tetra {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // Threads per rank: OMP_NUM_THREADS when set, else the cores this rank may run on (its
 // affinity). mpirun binds a rank to one core when it starts at most two, and to a socket or

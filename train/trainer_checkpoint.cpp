@@ -3,12 +3,12 @@
 #include "train/trainer_checkpoint.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 
 #include "checkpoint/checkpoint.hpp"
 #include "train/trainer.hpp"
+#include "util/clock.hpp"
 #include "util/json.hpp"
 #include "util/output_file.hpp"
 
@@ -157,7 +157,7 @@ void Trainer::finish_already_done() {
 }
 
 double Trainer::save_checkpoint() {
-  const auto t0 = std::chrono::steady_clock::now();
+  const Clock::time_point t0 = Clock::now();
   ckpt::RunState st;
   st.step = step_;
   st.tokens_seen = step_ * opt_.batch.global_batch * cfg_.seq_len;
@@ -189,7 +189,7 @@ double Trainer::save_checkpoint() {
   const std::string path =
       ckpt::save(world_, opt_.checkpoint.ckpt_dir, st, segments, opt_.checkpoint.keep, die);
   line_head_ = ckpt::reference_to(opt_.checkpoint.ckpt_dir, path);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return seconds_since(t0);
 }
 
 }  // namespace tetra

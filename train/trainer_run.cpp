@@ -2,7 +2,6 @@
 // checkpoints at their steps, the trace, the export and the summary (trainer.cpp builds the
 // run and takes one step).
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -15,17 +14,9 @@
 #include "train/generate.hpp"
 #include "train/report.hpp"
 #include "train/trainer.hpp"
+#include "util/clock.hpp"
 
 namespace tetra {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-}  // namespace
 
 double Trainer::evaluate() {
   check(val_ != nullptr, "evaluate: this run has no validation data");

@@ -4,6 +4,9 @@
 // log-sum-exp stay fp32.
 #include "transformer/block.hpp"
 
+#include <tuple>
+#include <utility>
+
 namespace tetra {
 
 Tensor param_view(const Tensor& flat, const ParamInfo& p) {
@@ -13,11 +16,11 @@ Tensor param_view(const Tensor& flat, const ParamInfo& p) {
 
 namespace {
 
-struct Dims {
+struct BlockDims {
   int64_t T, Tl, d, hd, S, Sk, B, F;
   int H, KV;       // heads on this TP rank
   int64_t qw, kw;  // widths of q [T, H*hd] and of k, v [T, KV*hd]
-  explicit Dims(const BlockContext& ctx) {
+  explicit BlockDims(const BlockContext& ctx) {
     const ModelConfig& c = ctx.cfg;
     const int tp = ctx.tp.size();
     T = ctx.pos.tokens();
@@ -45,86 +48,112 @@ struct Params {
   const Tensor& operator[](int i) const { return t[i]; }
 };
 
-// [rows, cols] view of a buffer.
-Tensor v2(const Buffer& b, int64_t rows, int64_t cols) {
-  return b.view({rows, cols});
+// Decoding: this forward's keys and values k, v [T, kw] become the cache's rows [length,
+// length + T); returns views of all its rows so far [Sk, kw], which the key positions cover.
+std::pair<Tensor, Tensor> append_to_cache(const BlockContext& ctx, const BlockDims& dims,
+                                          const Buffer& k, const Buffer& v) {
+  KvCache& c = *ctx.cache;
+  check(ctx.tp.size() == 1 && ctx.cp.size() == 1 && dims.B == 1,
+        "the KV cache decodes one sequence at TP = CP = 1");
+  const int64_t capacity = c.k.numel() / dims.kw;
+  check(c.length + dims.T == dims.Sk && dims.Sk <= capacity, "KV cache: ", c.length, " cached and ",
+        dims.T, " new positions, ", dims.Sk, " key positions, room for ", capacity);
+  const Tensor all_k = c.k.view({capacity, dims.kw}), all_v = c.v.view({capacity, dims.kw});
+  ctx.be.copy(all_k.rows_view(c.length, dims.T), k.view({dims.T, dims.kw}));
+  ctx.be.copy(all_v.rows_view(c.length, dims.T), v.view({dims.T, dims.kw}));
+  c.length += dims.T;
+  return {all_k.rows_view(0, c.length), all_v.rows_view(0, c.length)};
 }
 
-// Attention half: a.h [Tl, d] = x + o(attention(rope(q(n1)), rope(k(n1)), v(n1))).
-void attention_forward(const BlockContext& ctx, const Dims& n, const Params& w, const Tensor& x,
-                       BlockActs& a) {
+// Attention half: a.h [Tl, d] = x + o(attention(rope(q(xn)), rope(k(xn)), v(xn))).
+void attention_forward(const BlockContext& ctx, const BlockDims& dims, const Params& w,
+                       const Tensor& x, BlockActs& a) {
   Backend& be = ctx.be;
-  // n1 [Tl, d] = rmsnorm(x) * w_in, on the residual stream's rows.
-  Buffer n1(be, n.Tl * n.d, x.dtype);
-  a.rstd1 = Buffer(be, n.Tl);
-  be.rmsnorm_forward(v2(n1, n.Tl, n.d), a.rstd1.flat(), x, w[kInputNorm], ctx.cfg.norm_eps);
-  // q [T, qw], k, v [T, kw] = n1 Wq^T, n1 Wk^T, n1 Wv^T; n1 enters the TP region once.
+  // xn [Tl, d] = rmsnorm(x) * w_in, on the residual stream's rows.
+  Buffer xn(be, dims.Tl * dims.d, x.dtype);
+  a.x_rstd = Buffer(be, dims.Tl);
+  be.rmsnorm_forward(xn.view({dims.Tl, dims.d}), a.x_rstd.flat(), x, w[kInputNorm],
+                     ctx.cfg.norm_eps);
+  // q [T, qw], k, v [T, kw] = xn Wq^T, xn Wk^T, xn Wv^T; xn enters the TP region once.
   Buffer k, v;
   const ColumnParallelLinear qkv(be, ctx.tp, {w[kQ], w[kK], w[kV]});
-  a.n1 = qkv.forward(std::move(n1), {&a.q, &k, &v});
-  const Tensor q = v2(a.q, n.T, n.qw);
-  be.rope(q, n.H, ctx.pos.token_pos, ctx.cfg.rope_theta, false);
-  be.rope(v2(k, n.T, n.kw), n.KV, ctx.pos.token_pos, ctx.cfg.rope_theta, false);
-  // [B * Sk, kw]: every CP rank's keys and values.
-  a.k = ctx.cp.gather_kv(be, std::move(k), n.B);
-  a.v = ctx.cp.gather_kv(be, std::move(v), n.B);
+  a.xn = qkv.forward(std::move(xn), {&a.q, &k, &v});
+  const Tensor q = a.q.view({dims.T, dims.qw});
+  be.rope(q, dims.H, ctx.pos.token_pos, ctx.cfg.rope_theta, false);
+  be.rope(k.view({dims.T, dims.kw}), dims.KV, ctx.pos.token_pos, ctx.cfg.rope_theta, false);
+  // keys, values [B * Sk, kw]: every CP rank's, or when decoding the cached positions' and
+  // then these tokens'.
+  Tensor keys, values;
+  if (ctx.cache != nullptr) {
+    std::tie(keys, values) = append_to_cache(ctx, dims, k, v);
+  } else {
+    a.k = ctx.cp.gather_kv(be, std::move(k), dims.B);
+    a.v = ctx.cp.gather_kv(be, std::move(v), dims.B);
+    keys = a.k.view({dims.B * dims.Sk, dims.kw});
+    values = a.v.view({dims.B * dims.Sk, dims.kw});
+  }
   // attn [T, qw] = softmax(q k^T / sqrt(hd), causal by global position) v; lse [B, H, S].
-  a.attn = Buffer(be, n.T * n.qw, q.dtype);
-  a.lse = Buffer(be, n.B * n.H * n.S);
-  be.attention_forward(v2(a.attn, n.T, n.qw), a.lse.flat(), q, v2(a.k, n.B * n.Sk, n.kw),
-                       v2(a.v, n.B * n.Sk, n.kw), ctx.pos.seq_pos, ctx.pos.key_pos, n.attn());
+  a.attn = Buffer(be, dims.T * dims.qw, q.dtype);
+  a.lse = Buffer(be, dims.B * dims.H * dims.S);
+  be.attention_forward(a.attn.view({dims.T, dims.qw}), a.lse.flat(), q, keys, values,
+                       ctx.pos.seq_pos, ctx.pos.key_pos, dims.attn());
   // h [Tl, d] = x + attn Wo^T, the partial sums reduced over TP.
   const RowParallelLinear o(be, ctx.tp, w[kO]);
-  a.h = o.forward(v2(a.attn, n.T, n.qw));
-  be.add(v2(a.h, n.Tl, n.d), x);
+  a.h = o.forward(a.attn.view({dims.T, dims.qw}));
+  be.add(a.h.view({dims.Tl, dims.d}), x);
 }
 
 // dx [Tl, d] = dL/dx, given dh = dL/dh [Tl, d] (the MLP half's residual included).
-void attention_backward(const BlockContext& ctx, const Dims& n, const Params& w, const Params& dw,
-                        const Tensor& x, const Tensor& dh, Tensor dx, const BlockActs& a) {
+void attention_backward(const BlockContext& ctx, const BlockDims& dims, const Params& w,
+                        const Params& dw, const Tensor& x, const Tensor& dh, Tensor dx,
+                        const BlockActs& a) {
   Backend& be = ctx.be;
   // dattn [T, qw] = dh Wo, dh on all T tokens; dWo += dh^T attn.
   const RowParallelLinear o(be, ctx.tp, w[kO], dw[kO]);
-  const Buffer dattn = o.backward(dh, v2(a.attn, n.T, n.qw));
+  const Buffer dattn = o.backward(dh, a.attn.view({dims.T, dims.qw}));
   // dq [T, qw]; dk, dv [B * Sk, kw] for every CP rank's keys, then summed back to their
   // owners [T, kw].
-  const int64_t keys = n.B * n.Sk;
+  const int64_t keys = dims.B * dims.Sk;
   const DType t = dattn.dtype();
-  Buffer dq(be, n.T * n.qw, t), dk_all(be, keys * n.kw, t), dv_all(be, keys * n.kw, t);
-  const Tensor dqv = v2(dq, n.T, n.qw);
-  be.attention_backward(dqv, v2(dk_all, keys, n.kw), v2(dv_all, keys, n.kw), v2(dattn, n.T, n.qw),
-                        v2(a.q, n.T, n.qw), v2(a.k, keys, n.kw), v2(a.v, keys, n.kw),
-                        v2(a.attn, n.T, n.qw), a.lse.flat(), ctx.pos.seq_pos, ctx.pos.key_pos,
-                        n.attn());
-  const Buffer dk = ctx.cp.scatter_kv_grad(be, std::move(dk_all), n.B);
-  const Buffer dv = ctx.cp.scatter_kv_grad(be, std::move(dv_all), n.B);
-  const Tensor dkv = v2(dk, n.T, n.kw);
-  be.rope(dqv, n.H, ctx.pos.token_pos, ctx.cfg.rope_theta, true);
-  be.rope(dkv, n.KV, ctx.pos.token_pos, ctx.cfg.rope_theta, true);
-  // dn1 [Tl, d] = dq Wq + dk Wk + dv Wv, summed over TP; dW += dy^T n1 for each.
+  Buffer dq(be, dims.T * dims.qw, t), dk_all(be, keys * dims.kw, t), dv_all(be, keys * dims.kw, t);
+  const Tensor dqv = dq.view({dims.T, dims.qw});
+  be.attention_backward(dqv, dk_all.view({keys, dims.kw}), dv_all.view({keys, dims.kw}),
+                        dattn.view({dims.T, dims.qw}), a.q.view({dims.T, dims.qw}),
+                        a.k.view({keys, dims.kw}), a.v.view({keys, dims.kw}),
+                        a.attn.view({dims.T, dims.qw}), a.lse.flat(), ctx.pos.seq_pos,
+                        ctx.pos.key_pos, dims.attn());
+  const Buffer dk = ctx.cp.scatter_kv_grad(be, std::move(dk_all), dims.B);
+  const Buffer dv = ctx.cp.scatter_kv_grad(be, std::move(dv_all), dims.B);
+  const Tensor dkv = dk.view({dims.T, dims.kw});
+  be.rope(dqv, dims.H, ctx.pos.token_pos, ctx.cfg.rope_theta, true);
+  be.rope(dkv, dims.KV, ctx.pos.token_pos, ctx.cfg.rope_theta, true);
+  // dxn [Tl, d] = dq Wq + dk Wk + dv Wv, summed over TP; dW += dy^T xn for each.
   const ColumnParallelLinear qkv(be, ctx.tp, {w[kQ], w[kK], w[kV]}, {dw[kQ], dw[kK], dw[kV]});
-  const Buffer dn1 = qkv.backward(v2(a.n1, n.T, n.d), {dqv, dkv, v2(dv, n.T, n.kw)});
-  // dx = rmsnorm'(dn1) + dh (the residual).
-  be.rmsnorm_backward(dx, dw[kInputNorm], v2(dn1, n.Tl, n.d), x, w[kInputNorm], a.rstd1.flat());
+  const Buffer dxn =
+      qkv.backward({dqv, dkv, dv.view({dims.T, dims.kw})}, a.xn.view({dims.T, dims.d}));
+  // dx = rmsnorm'(dxn) + dh (the residual).
+  be.rmsnorm_backward(dx, dw[kInputNorm], dxn.view({dims.Tl, dims.d}), x, w[kInputNorm],
+                      a.x_rstd.flat());
   be.add(dx, dh);
 }
 
-// MLP half: out [Tl, d] = h + down(silu(gate(n2)) * up(n2)), h = a.h.
-void mlp_forward(const BlockContext& ctx, const Dims& n, const Params& w, Tensor out,
+// MLP half: out [Tl, d] = h + down(silu(gate(hn)) * up(hn)), h = a.h.
+void mlp_forward(const BlockContext& ctx, const BlockDims& dims, const Params& w, Tensor out,
                  BlockActs& a) {
   Backend& be = ctx.be;
-  const Tensor h = v2(a.h, n.Tl, n.d);
-  // n2 [Tl, d] = rmsnorm(h) * w_post.
-  Buffer n2(be, n.Tl * n.d, h.dtype);
-  a.rstd2 = Buffer(be, n.Tl);
-  be.rmsnorm_forward(v2(n2, n.Tl, n.d), a.rstd2.flat(), h, w[kPostNorm], ctx.cfg.norm_eps);
-  // gate, up [T, Fl] = n2 Wgate^T, n2 Wup^T; n2 enters the TP region once.
+  const Tensor h = a.h.view({dims.Tl, dims.d});
+  // hn [Tl, d] = rmsnorm(h) * w_post.
+  Buffer hn(be, dims.Tl * dims.d, h.dtype);
+  a.h_rstd = Buffer(be, dims.Tl);
+  be.rmsnorm_forward(hn.view({dims.Tl, dims.d}), a.h_rstd.flat(), h, w[kPostNorm],
+                     ctx.cfg.norm_eps);
+  // gate, up [T, Fl] = hn Wgate^T, hn Wup^T; hn enters the TP region once.
   const ColumnParallelLinear gate_up(be, ctx.tp, {w[kGate], w[kUp]});
-  a.n2 = gate_up.forward(std::move(n2), {&a.gate, &a.up});
+  a.hn = gate_up.forward(std::move(hn), {&a.gate, &a.up});
   // act [T, Fl] = silu(gate) * up.
-  a.act = Buffer(be, n.T * n.F, a.gate.dtype());
-  const Tensor act = v2(a.act, n.T, n.F);
-  be.swiglu_forward(act, v2(a.gate, n.T, n.F), v2(a.up, n.T, n.F));
+  a.act = Buffer(be, dims.T * dims.F, a.gate.dtype());
+  const Tensor act = a.act.view({dims.T, dims.F});
+  be.swiglu_forward(act, a.gate.view({dims.T, dims.F}), a.up.view({dims.T, dims.F}));
   // out = h + act Wdown^T, the partial sums reduced over TP.
   const RowParallelLinear down(be, ctx.tp, w[kDown]);
   const Buffer y = down.forward(act);
@@ -132,24 +161,26 @@ void mlp_forward(const BlockContext& ctx, const Dims& n, const Params& w, Tensor
 }
 
 // Returns dh [Tl, d] = dL/dh, given dout = dL/dout [Tl, d].
-Buffer mlp_backward(const BlockContext& ctx, const Dims& n, const Params& w, const Params& dw,
-                    const Tensor& dout, const BlockActs& a) {
+Buffer mlp_backward(const BlockContext& ctx, const BlockDims& dims, const Params& w,
+                    const Params& dw, const Tensor& dout, const BlockActs& a) {
   Backend& be = ctx.be;
   // dact [T, Fl] = dout Wdown, dout on all T tokens; dWdown += dout^T act.
   const RowParallelLinear down(be, ctx.tp, w[kDown], dw[kDown]);
-  const Buffer dact = down.backward(dout, v2(a.act, n.T, n.F));
+  const Buffer dact = down.backward(dout, a.act.view({dims.T, dims.F}));
   // dgate, dup [T, Fl] through act = silu(gate) * up.
-  Buffer dgate(be, n.T * n.F, dact.dtype()), dup(be, n.T * n.F, dact.dtype());
-  be.swiglu_backward(v2(dgate, n.T, n.F), v2(dup, n.T, n.F), v2(dact, n.T, n.F),
-                     v2(a.gate, n.T, n.F), v2(a.up, n.T, n.F));
-  // dn2 [Tl, d] = dgate Wgate + dup Wup, summed over TP; dW += dy^T n2 for each.
+  Buffer dgate(be, dims.T * dims.F, dact.dtype()), dup(be, dims.T * dims.F, dact.dtype());
+  be.swiglu_backward(dgate.view({dims.T, dims.F}), dup.view({dims.T, dims.F}),
+                     dact.view({dims.T, dims.F}), a.gate.view({dims.T, dims.F}),
+                     a.up.view({dims.T, dims.F}));
+  // dhn [Tl, d] = dgate Wgate + dup Wup, summed over TP; dW += dy^T hn for each.
   const ColumnParallelLinear gate_up(be, ctx.tp, {w[kGate], w[kUp]}, {dw[kGate], dw[kUp]});
-  const Buffer dn2 = gate_up.backward(v2(a.n2, n.T, n.d), {v2(dgate, n.T, n.F), v2(dup, n.T, n.F)});
-  // dh = rmsnorm'(dn2) + dout (the residual).
-  Buffer dh(be, n.Tl * n.d, dout.dtype);
-  const Tensor dhv = v2(dh, n.Tl, n.d);
-  be.rmsnorm_backward(dhv, dw[kPostNorm], v2(dn2, n.Tl, n.d), v2(a.h, n.Tl, n.d), w[kPostNorm],
-                      a.rstd2.flat());
+  const Buffer dhn = gate_up.backward({dgate.view({dims.T, dims.F}), dup.view({dims.T, dims.F})},
+                                      a.hn.view({dims.T, dims.d}));
+  // dh = rmsnorm'(dhn) + dout (the residual).
+  Buffer dh(be, dims.Tl * dims.d, dout.dtype);
+  const Tensor dhv = dh.view({dims.Tl, dims.d});
+  be.rmsnorm_backward(dhv, dw[kPostNorm], dhn.view({dims.Tl, dims.d}), a.h.view({dims.Tl, dims.d}),
+                      w[kPostNorm], a.h_rstd.flat());
   be.add(dhv, dout);
   return dh;
 }
@@ -158,19 +189,19 @@ Buffer mlp_backward(const BlockContext& ctx, const Dims& n, const Params& w, con
 
 void block_forward(const BlockContext& ctx, const UnitLayout& u, const Tensor& w_flat,
                    const Tensor& x, Tensor out, BlockActs& a) {
-  const Dims n(ctx);
+  const BlockDims dims(ctx);
   const Params w(u, w_flat);
-  attention_forward(ctx, n, w, x, a);
-  mlp_forward(ctx, n, w, out, a);
+  attention_forward(ctx, dims, w, x, a);
+  mlp_forward(ctx, dims, w, out, a);
 }
 
 void block_backward(const BlockContext& ctx, const UnitLayout& u, const Tensor& w_flat,
                     Tensor dw_flat, const Tensor& x, const Tensor& dout, Tensor dx,
                     const BlockActs& a) {
-  const Dims n(ctx);
+  const BlockDims dims(ctx);
   const Params w(u, w_flat), dw(u, dw_flat);
-  const Buffer dh = mlp_backward(ctx, n, w, dw, dout, a);
-  attention_backward(ctx, n, w, dw, x, v2(dh, n.Tl, n.d), dx, a);
+  const Buffer dh = mlp_backward(ctx, dims, w, dw, dout, a);
+  attention_backward(ctx, dims, w, dw, x, dh.view({dims.Tl, dims.d}), dx, a);
 }
 
 }  // namespace tetra

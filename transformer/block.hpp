@@ -1,6 +1,6 @@
 // One transformer block, built from Megatron's tensor-parallel layers (parallel/tp.hpp):
-//   h   = x + o( attention( rope(q(n1)), rope(k(n1)), v(n1) ) ),  n1 = rmsnorm(x) * w_in
-//   out = h + down( silu(gate(n2)) * up(n2) ),                    n2 = rmsnorm(h) * w_post
+//   h   = x + o( attention( rope(q(xn)), rope(k(xn)), v(xn) ) ),  xn = rmsnorm(x) * w_in
+//   out = h + down( silu(gate(hn)) * up(hn) ),                    hn = rmsnorm(h) * w_post
 // (the attention half and the MLP half).
 // q, k, v: one ColumnParallelLinear over three weight slices; gate, up: one over two; o and
 // down: RowParallelLinear. The layers make all the TP communication; CP gathers K and V
@@ -8,7 +8,7 @@
 // Shapes on one rank: T tokens of the micro-batch on this rank (CP already cut the
 // sequence), Tl = T, or T/TP under --sp, rows of the residual stream; Hl = heads/TP,
 // KVl = kv_heads/TP, Fl = ffn/TP, hd = head_dim:
-//   x, h, out [Tl, d];  n1, n2 [T, d];  q [T, Hl*hd];  k, v [T, KVl*hd];  gate, up, act [T, Fl].
+//   x, h, out [Tl, d];  xn, hn [T, d];  q [T, Hl*hd];  k, v [T, KVl*hd];  gate, up, act [T, Fl].
 #pragma once
 #include "model/backend.hpp"
 #include "model/batch.hpp"
@@ -18,6 +18,14 @@
 
 namespace tetra {
 
+// Decoding one sequence (tetra generate, TP = CP = 1): one block's keys and values of the
+// positions before this forward's tokens. The forward appends its tokens' rows and attends
+// to every row so far, so its key positions must be 0 .. length + T - 1.
+struct KvCache {
+  Buffer k, v;         // [capacity, kv_heads * hd]
+  int64_t length = 0;  // rows filled
+};
+
 // What the parallel dimensions give a block.
 struct BlockContext {
   Backend& be;
@@ -25,13 +33,15 @@ struct BlockContext {
   const ContextParallel& cp;
   const ModelConfig& cfg;
   const TokenPositions& pos;
+  KvCache* cache = nullptr;  // decoding only: this block's cache (then BlockActs k, v stay empty)
 };
 
-// Everything forward keeps for backward (x, the block input, is kept by the caller). n1 and
-// n2 are the column layers' inputs on all T tokens. Under CP, k and v hold every CP rank's
-// keys and values [B * CP * Sl, KVl*hd].
+// Everything forward keeps for backward (x, the block input, is kept by the caller). xn and
+// hn, the normed x and h, are the column layers' inputs on all T tokens; x_rstd and h_rstd
+// their norms' 1/rms [Tl]. Under CP, k and v hold every CP rank's keys and values
+// [B * CP * Sl, KVl*hd].
 struct BlockActs {
-  Buffer rstd1, n1, q, k, v, attn, lse, h, rstd2, n2, gate, up, act;
+  Buffer x_rstd, xn, q, k, v, attn, lse, h, h_rstd, hn, gate, up, act;
   void clear() { *this = BlockActs{}; }
 };
 

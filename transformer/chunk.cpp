@@ -96,7 +96,7 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
       // dn [Tl, d] = dlogits W_head, summed over TP; dW_head += dlogits^T n.
       const ColumnParallelLinear lm_head(be_, tp_, {param_view(w, l.params[kLmHead])},
                                          {param_view(dw, l.params[kLmHead])});
-      const Buffer dn = lm_head.backward(s.head_n.view({T, d}), {dlogits});
+      const Buffer dn = lm_head.backward({dlogits}, s.head_n.view({T, d}));
       be_.rmsnorm_backward(grad.view({Tl, d}), param_view(dw, l.params[kFinalNorm]),
                            dn.view({Tl, d}), s.xs.back().view({Tl, d}),
                            param_view(w, l.params[kFinalNorm]), s.head_rstd.flat());
@@ -117,7 +117,7 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
     } else {
       const VocabParallelEmbedding embed(be_, tp_, param_view(w, l.params[0]),
                                          param_view(dw, l.params[0]));
-      embed.backward(mb.tokens, std::move(grad));
+      embed.backward(std::move(grad), mb.tokens);
     }
     params_.release_weights(u);
     // The data-parallel gradient sync, per unit, as soon as its last micro-batch is done.

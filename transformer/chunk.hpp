@@ -23,7 +23,6 @@ class ModelChunk final : public PipelineStage {
 
   bool has_embedding() const;
   bool has_head() const;
-  const std::vector<int>& units() const { return units_; }
 
   // Forward of micro-batch `id`, whose activations the chunk keeps until its backward.
   // x_in: the previous chunk's output [Tl, d] (null for the chunk that embeds).

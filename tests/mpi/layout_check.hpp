@@ -55,6 +55,18 @@ Gaps gaps(const RunResult& ref, const RunResult& run);
 std::string compare(const RunResult& ref, const RunResult& run,
                     const Gaps& bound = {1e-5, 1e-5, 1e-4});
 
+// bf16 keeps 8 significant bits, so one rounding moves a value by up to 2^-9 = 2e-3
+// relative. A layout changes which partial sums get rounded (TP all-reduces bf16 partial
+// sums, CP reduce-scatters bf16 dK/dV), so its activations differ from one rank's by a few
+// roundings, as bf16's do from fp32's. Adam then spreads such differences into the weights:
+// in its first steps each weight moves by about lr whatever its gradient's size, so where a
+// gradient is near zero a rounding can flip the move. The bounds were twice the largest gaps
+// measured over these layouts at lr 1e-2 (loss 1.4e-3, gradient 1.8e-2, weights 5.7e-2),
+// the size of bf16's own gaps from fp32 on one rank (test_bf16.cpp's second test case prints both);
+// at the layout tests' lr of 3e-3 the largest are loss 4.4e-4, gradient 1.8e-2, weights 1.3e-2. A
+// real fault (a missing reduction, a wrong slice) moves the loss by orders of magnitude more.
+inline const Gaps kBf16Bound{3e-3, 4e-2, 1.2e-1};
+
 // The model every layout test trains: small enough for 16 ranks on 2 cores, shaped so that
 // TP 4, CP 4 and PP 4 all divide it; on one rank, global_batch sequences a step in
 // micro-batches of micro_batch.

@@ -23,11 +23,11 @@
 
 #include "parallel/mpi_comm.hpp"
 #include "parallel/watchdog.hpp"
+#include "util/clock.hpp"
 
 namespace {
 
 using namespace tetra;
-using Clock = std::chrono::steady_clock;
 
 void sleep_s(double s) {
   std::this_thread::sleep_for(std::chrono::duration<double>(s));
@@ -74,7 +74,7 @@ double seconds_per_all_reduce(Comm& c, int n) {
   c.barrier();
   const auto t0 = Clock::now();
   for (int i = 0; i < n; ++i) c.all_reduce(Tensor(&x, {1}));
-  return std::chrono::duration<double>(Clock::now() - t0).count() / n;
+  return seconds_since(t0) / n;
 }
 
 void bench(int world_rank) {
@@ -93,7 +93,7 @@ void bench(int world_rank) {
   const watchdog::Group group(MPI_COMM_WORLD, "bench");
   const auto t0 = Clock::now();
   for (int i = 0; i < 10 * n; ++i) watchdog::Call call(group, watchdog::Op::AllReduce);
-  const double alone = std::chrono::duration<double>(Clock::now() - t0).count() / (10 * n);
+  const double alone = seconds_since(t0) / (10 * n);
   watchdog::stop();
   if (world_rank == 0)
     std::printf(

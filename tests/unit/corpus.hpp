@@ -1,5 +1,5 @@
 // A small English-like corpus for the tokenizer tests (enough text for SentencePiece to train
-// a few hundred pieces on, in a fresh directory), and the cache files found beside it.
+// a few hundred pieces on), and the cache files found beside it.
 #pragma once
 #include <doctest/doctest.h>
 
@@ -7,16 +7,14 @@
 #include <fstream>
 #include <string>
 
-#include "spawn.hpp"
+#include "../test_util.hpp"
 
 namespace tetra::test {
 
-// A fresh directory named after `name`, with corpus.txt in it.
-inline std::string corpus_dir(const std::string& name) {
-  const std::string dir = tmp_path(name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  std::ofstream f(dir + "/corpus.txt");
+// The corpus written into tmp, as corpus.txt; returns tmp's path.
+inline std::string corpus_dir(const TempDir& tmp) {
+  const std::string dir = tmp.path.string();
+  std::ofstream f(tmp / "corpus.txt");
   const char* subjects[] = {"the cat", "a dog", "the old fox", "my friend", "the teacher"};
   const char* verbs[] = {"sees", "likes", "follows", "helps", "reads to"};
   const char* objects[] = {"the bird", "a child", "the farmer", "her sister", "the crowd"};

@@ -5,12 +5,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include "../test_util.hpp"
+#include "util/clock.hpp"
 
 namespace tetra::test {
 
@@ -19,10 +21,6 @@ struct Spawned {
   std::string out, err;
   double seconds = 0;
 };
-
-inline std::string tmp_path(const std::string& name) {
-  return "/tmp/tetra_test_" + std::to_string(::getpid()) + "_" + name;
-}
 
 inline std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -63,20 +61,19 @@ inline std::string mpirun(int ranks) {
 
 // Runs a shell command with a time limit; captures stdout and stderr.
 inline Spawned spawn(const std::string& command, int timeout_s = 120) {
-  const std::string out = tmp_path("stdout"), err = tmp_path("stderr");
+  const TempDir dir;
+  const std::string out = dir / "stdout", err = dir / "stderr";
   const std::string cmd =
       "env -i PATH=\"$PATH\" HOME=\"$HOME\" OMPI_ALLOW_RUN_AS_ROOT=1 "
       "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 timeout " +
       std::to_string(timeout_s) + " sh -c '" + command + "' >" + out + " 2>" + err;
-  const auto t0 = std::chrono::steady_clock::now();
+  const tetra::Clock::time_point t0 = tetra::Clock::now();
   const int raw = std::system(cmd.c_str());
   Spawned s;
-  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  s.seconds = tetra::seconds_since(t0);
   s.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
   s.out = slurp(out);
   s.err = slurp(err);
-  std::remove(out.c_str());
-  std::remove(err.c_str());
   return s;
 }
 

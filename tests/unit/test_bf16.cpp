@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -104,7 +103,8 @@ TEST_CASE("bf16: an export in bf16 is the fp32 master weights rounded") {
   Trainer t(parse_train_options(args), MPI_COMM_SELF);
   for (int s = 0; s < 3; ++s) t.step();
   // A model directory: config.json says bfloat16, model.safetensors holds BF16 tensors.
-  const std::string dir = std::string("/tmp/tetra_test_bf16_") + std::to_string(::getpid());
+  const tetra::test::TempDir tmp;
+  const std::string dir = tmp / "model";
   t.export_weights(dir);
   const auto master = t.full_weights();
   std::ifstream config(dir + "/config.json");
@@ -124,5 +124,4 @@ TEST_CASE("bf16: an export in bf16 is the fp32 master weights rounded") {
     CHECK(same == w.size());
     CHECK(moved > 0);  // the master really is finer than bf16
   }
-  std::filesystem::remove_all(dir);
 }

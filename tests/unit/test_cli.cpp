@@ -17,12 +17,8 @@
 namespace {
 
 using tetra::test::count;
-using tetra::test::tmp_path;
+using tetra::test::TempDir;
 using tetra::test::with_defaults;
-
-std::string tmp(const std::string& name) {
-  return tmp_path("cli_" + name);
-}
 
 // Runs `[mpirun -np N] tetra train ARGS` with a 60 s limit, one step and a fixed peak unless
 // ARGS say otherwise.
@@ -96,7 +92,8 @@ TEST_CASE("cli: odd sequence lengths and diverging runs still end cleanly") {
   CHECK(run(model + "--seq-len 1 --global-batch 2").status == 0);
   // A learning rate that makes the run diverge at step 1: the run stops there (exit 65, see
   // test_diverge.cpp) and the metrics hold valid records of the steps before it.
-  const std::string metrics = tmp("diverge.jsonl");
+  const TempDir tmp;
+  const std::string metrics = tmp / "diverge.jsonl";
   const auto r =
       run(model + "--seq-len 8 --global-batch 2 --lr 1e30 --steps 3 --metrics " + metrics);
   CHECK(r.status == 65);
@@ -107,12 +104,12 @@ TEST_CASE("cli: odd sequence lengths and diverging runs still end cleanly") {
     CHECK(tetra::parse_json(line, record) == "");
   }
   CHECK(records == 1);
-  std::remove(metrics.c_str());
 }
 
 TEST_CASE("cli: data files") {
   expect_error("--data /nonexistent/corpus.txt", "not found");
-  const std::string bin = tmp("bad.bin");
+  const TempDir tmp;
+  const std::string bin = tmp / "bad.bin";
   {
     std::vector<int32_t> header(256, 0);
     header[0] = 12345;
@@ -138,11 +135,11 @@ TEST_CASE("cli: data files") {
   tetra::data::write_bin_shard(bin, tokens);
   expect_error("--data " + bin + " --seq-len 8",
                "token id 300 at position 17 is not below --vocab 256");
-  std::remove(bin.c_str());
 }
 
 TEST_CASE("cli: init files") {
-  const std::string path = tmp("init.safetensors");
+  const TempDir tmp;
+  const std::string path = tmp / "init.safetensors";
   const std::string shape = "--seq-len 8 --global-batch 2";
   expect_error("--init-from /nonexistent/w.safetensors " + shape, "not found");
 
@@ -199,7 +196,6 @@ TEST_CASE("cli: init files") {
                         R"("data_offsets":[0,32768]}})",
                         32768);
   expect_error("--init-from " + path + " " + shape, "I64");
-  std::remove(path.c_str());
 }
 
 TEST_CASE("cli: layouts under mpirun stop every rank with one message") {

@@ -31,8 +31,8 @@ TEST_CASE("guards: --min-lr above --lr is refused") {
 }
 
 TEST_CASE("guards: a diverged step stops the run before its update and its checkpoint") {
-  const std::string dir = tmp_path("diverge_ckpt");
-  std::filesystem::remove_all(dir);
+  const TempDir tmp;
+  const std::string dir = tmp / "diverge_ckpt";
   const Spawned s = spawn(tetra_bin() + kDiverging + " --ckpt-dir " + dir + " --ckpt-every 1");
   CHECK(s.status == 65);
   CHECK(count(s.err, "tetra: error:") == 1);
@@ -41,7 +41,6 @@ TEST_CASE("guards: a diverged step stops the run before its update and its check
   // Step 0 ran and was saved (its weights came from finite gradients); step 1 was not.
   CHECK(std::filesystem::exists(dir + "/step_00000001"));
   CHECK_FALSE(std::filesystem::exists(dir + "/step_00000002"));
-  std::filesystem::remove_all(dir);
 
   // Every rank sees the same totals: one line from rank 0, the same status.
   const Spawned dp = spawn(mpirun(2) + tetra_bin() + kDiverging + " --dp 2");
@@ -57,8 +56,8 @@ TEST_CASE("guards: tetra launch does not restart a diverged run") {
 }
 
 TEST_CASE("guards: a NaN in the --init-from file stops the run at step 0, with nothing saved") {
-  const std::string model = tmp_path("nan_init.safetensors"), dir = tmp_path("nan_ckpt");
-  std::filesystem::remove_all(dir);
+  const TempDir tmp;
+  const std::string model = tmp / "nan_init.safetensors", dir = tmp / "nan_ckpt";
   const std::string shape =
       " --dim 32 --layers 1 --heads 2 --kv-heads 1 --ffn-dim 64 --seq-len 16 --global-batch 2";
   REQUIRE(spawn(tetra_bin() + " train --steps 1" + shape + " --export " + model).status == 0);
@@ -76,6 +75,4 @@ TEST_CASE("guards: a NaN in the --init-from file stops the run at step 0, with n
   CHECK(s.status == 65);
   CHECK(count(s.err, "step 0 diverged: loss nan") == 1);
   CHECK_FALSE(std::filesystem::exists(dir + "/step_00000001"));
-  std::filesystem::remove_all(dir);
-  std::filesystem::remove(model);
 }

@@ -17,8 +17,8 @@
 using namespace tetra;
 using tetra::test::count;
 using tetra::test::spawn;
+using tetra::test::TempDir;
 using tetra::test::tetra_bin;
-using tetra::test::tmp_path;
 
 namespace {
 
@@ -40,7 +40,8 @@ std::string write_corpus(const std::string& path) {
 }  // namespace
 
 TEST_CASE("generate: the KV cache decodes what a full forward of the sequence predicts") {
-  const std::string corpus = write_corpus(tmp_path("gen_corpus.txt"));
+  const TempDir tmp;
+  const std::string corpus = write_corpus(tmp / "gen_corpus.txt");
   Trainer t(parse_train_options(tiny(corpus)), MPI_COMM_SELF);
   for (int s = 0; s < 40; ++s) t.step();
   auto be = make_cpu_backend(1);
@@ -62,12 +63,11 @@ TEST_CASE("generate: the KV cache decodes what a full forward of the sequence pr
   // Sampling: the same seed draws the same tokens.
   const SampleOptions hot{12, 1.0, 5, 7};
   CHECK(g.generate(prompt, hot) == g.generate(prompt, hot));
-  std::filesystem::remove(corpus);
 }
 
 TEST_CASE("generate: an exported model and its re-import generate the same text") {
-  const std::string dir = tmp_path("gen_export"), corpus = tmp_path("gen_export.txt");
-  std::filesystem::remove_all(dir);
+  const TempDir tmp;
+  const std::string dir = tmp / "gen_export", corpus = tmp / "gen_export.txt";
   std::filesystem::create_directories(dir);
   write_corpus(corpus);
   {
@@ -103,12 +103,11 @@ TEST_CASE("generate: an exported model and its re-import generate the same text"
   const auto missing = spawn(tetra_bin() + " generate --init-from " + dir + "/none" + args, 30);
   CHECK(missing.status == 2);
   CHECK(count(missing.err, "tetra: error:") == 1);
-  std::filesystem::remove_all(dir);
-  std::filesystem::remove(corpus);
 }
 
 TEST_CASE("generate: --sample-every prints a sample from rank 0 during training") {
-  const std::string corpus = write_corpus(tmp_path("gen_sample.txt"));
+  const TempDir tmp;
+  const std::string corpus = write_corpus(tmp / "gen_sample.txt");
   const auto r = spawn(tetra::test::mpirun(2) + tetra_bin() +
                            " train --layers 2 --dim 32 --heads 4 --kv-heads 2 --ffn-dim 64"
                            " --seq-len 32 --global-batch 4 --steps 4 --peak-tflops 1 --pp 2"
@@ -118,11 +117,11 @@ TEST_CASE("generate: --sample-every prints a sample from rank 0 during training"
   CAPTURE(r.err);
   REQUIRE(r.status == 0);
   CHECK(count(r.out, "sample: \"the cat \" -> \"") == 2);  // after steps 1 and 3
-  std::filesystem::remove(corpus);
 }
 
 TEST_CASE("generate: a sample of token shards with no tokenizer shows their ids, not bytes") {
-  const std::string bin = tmp_path("gen_ids.bin");
+  const TempDir tmp;
+  const std::string bin = tmp / "gen_ids.bin";
   std::vector<uint16_t> tokens;
   for (int i = 0; i < 400; ++i) tokens.push_back(uint16_t(250 + i % 40));  // ids past a byte
   data::write_bin_shard(bin, tokens);
@@ -134,5 +133,4 @@ TEST_CASE("generate: a sample of token shards with no tokenizer shows their ids,
   const std::string s = t.sample(3);
   MESSAGE(s);
   CHECK(s.rfind("[250 251 252 253 254 255 256 257] -> [", 0) == 0);
-  std::filesystem::remove(bin);
 }

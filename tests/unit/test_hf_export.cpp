@@ -24,7 +24,7 @@ using namespace tetra;
 using tetra::test::count;
 using tetra::test::slurp;
 using tetra::test::spawn;
-using tetra::test::tmp_path;
+using tetra::test::TempDir;
 
 namespace {
 
@@ -50,8 +50,8 @@ json read_json_file(const std::string& path) {
 TEST_CASE("hf: the padded vocabulary takes no part in the softmax, and the export drops it") {
   // --vocab 300 pads the model to 384 rows; the step-0 loss of a fresh model is near
   // ln(300), the uniform distribution over the real tokens, not ln(384).
-  const std::string dir = tmp_path("hf_vocab");
-  std::filesystem::remove_all(dir);
+  const TempDir tmp;
+  const std::string dir = tmp / "hf_vocab";
   Trainer t(options({"--vocab", "300"}), MPI_COMM_SELF);
   CHECK(t.model().vocab == 384);
   CHECK(t.model().real_vocab() == 300);
@@ -72,13 +72,12 @@ TEST_CASE("hf: the padded vocabulary takes no part in the softmax, and the expor
   CHECK(std::abs(loss - std::log(300.0)) < 0.02);
   CHECK(b.step().loss == loss);
   CHECK(b.step().loss == t.step().loss);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("hf: an init model whose vocabulary TP does not divide is padded, not refused") {
   // 301 rows: TP 2 cannot split them, the padded 384 it can.
-  const std::string dir = tmp_path("hf_odd");
-  std::filesystem::remove_all(dir);
+  const TempDir tmp;
+  const std::string dir = tmp / "hf_odd";
   {
     Trainer t(options({"--vocab", "301"}), MPI_COMM_SELF);
     t.export_weights(dir);
@@ -97,12 +96,11 @@ TEST_CASE("hf: an init model whose vocabulary TP does not divide is padded, not 
   const double l2 = read_json_file(dir + "/two.jsonl")["loss"].get<double>();
   CHECK(l2 == doctest::Approx(l1).epsilon(1e-5));
   CHECK(std::abs(l1 - std::log(301.0)) < 0.02);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("hf: --export DIR writes a model directory with LlamaForCausalLM's config") {
-  const std::string dir = tmp_path("hf_dir");
-  std::filesystem::remove_all(dir);
+  const TempDir tmp;
+  const std::string dir = tmp / "hf_dir";
   Trainer t(options({"--rope-theta", "5000"}), MPI_COMM_SELF);
   t.export_weights(dir);
   const json c = read_json_file(dir + "/config.json");
@@ -136,13 +134,11 @@ TEST_CASE("hf: --export DIR writes a model directory with LlamaForCausalLM's con
   // A second export replaces tetra's own directory.
   t.export_weights(dir);
   CHECK(st::Reader(dir + "/model.safetensors").names().size() == 21);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("hf: --init-from reads a sharded model directory (model.safetensors.index.json)") {
-  const std::string dir = tmp_path("hf_sharded"), whole = tmp_path("hf_whole");
-  std::filesystem::remove_all(dir);
-  std::filesystem::remove_all(whole);
+  const TempDir tmp;
+  const std::string dir = tmp / "hf_sharded", whole = tmp / "hf_whole";
   Trainer t(options({}), MPI_COMM_SELF);
   t.step();
   t.export_weights(whole);
@@ -172,13 +168,11 @@ TEST_CASE("hf: --init-from reads a sharded model directory (model.safetensors.in
   CHECK(r.status == 2);
   CHECK(count(r.err, "tetra: error:") == 1);
   CHECK(count(r.err, "model-00002-of-00002.safetensors") == 1);
-  std::filesystem::remove_all(dir);
-  std::filesystem::remove_all(whole);
 }
 
 TEST_CASE("hf: an export directory that is not tetra's is refused before step 0") {
-  const std::string dir = tmp_path("hf_foreign");
-  std::filesystem::remove_all(dir);
+  const TempDir tmp;
+  const std::string dir = tmp / "hf_foreign";
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/notes.txt") << "mine";
   const auto r =
@@ -207,8 +201,8 @@ TEST_CASE("hf: an export directory that is not tetra's is refused before step 0"
 }
 
 TEST_CASE("hf: config.json as transformers 5 writes it; one that disagrees with the tensors") {
-  const std::string dir = tmp_path("hf_config");
-  std::filesystem::remove_all(dir);
+  const TempDir tmp;
+  const std::string dir = tmp / "hf_config";
   Trainer(options({}), MPI_COMM_SELF).export_weights(dir);
   const json exported = read_json_file(dir + "/config.json");
   // The config as edited by `edit`, read with no flags.
@@ -238,5 +232,4 @@ TEST_CASE("hf: config.json as transformers 5 writes it; one that disagrees with 
   CHECK_THROWS_WITH_AS(read_with([](json& c) { c["num_hidden_layers"] = 1; }),
                        doctest::Contains("holds tensor 'model.layers.1."), Error);
   CHECK(read_with([](json&) {}).layers == 2);
-  std::filesystem::remove_all(dir);
 }

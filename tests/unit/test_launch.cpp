@@ -16,13 +16,13 @@
 #include <thread>
 #include <vector>
 
+#include "../test_util.hpp"
 #include "cli/launch.hpp"
+#include "util/clock.hpp"
+
+using tetra::test::TempDir;
 
 namespace {
-
-std::string tmp(const std::string& name) {
-  return "/tmp/tetra_launch_test_" + std::to_string(::getpid()) + "_" + name;
-}
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path);
@@ -50,7 +50,8 @@ struct Launch {
 
 // Calls run_launch with fds 1 and 2 sent to files, so the summary and the notes can be read.
 Launch launch(const std::vector<std::string>& args) {
-  const std::string out = tmp("stdout"), err = tmp("stderr");
+  const TempDir tmp;
+  const std::string out = tmp / "stdout", err = tmp / "stderr";
   std::fflush(nullptr);
   const int saved_out = ::dup(1), saved_err = ::dup(2);
   const int out_fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -65,8 +66,6 @@ Launch launch(const std::vector<std::string>& args) {
   for (int fd : {saved_out, saved_err, out_fd, err_fd}) ::close(fd);
   r.out = slurp(out);
   r.err = slurp(err);
-  std::remove(out.c_str());
-  std::remove(err.c_str());
   return r;
 }
 
@@ -122,8 +121,8 @@ bool contains(const std::string& text, const std::string& what) {
 }  // namespace
 
 TEST_CASE("launch: restarts until success, with --resume auto only on reruns") {
-  const std::string log = tmp("log");
-  std::remove(log.c_str());
+  const TempDir tmp;
+  const std::string log = tmp / "log";
   // Fails on attempts 0 and 1, succeeds on attempt 2.
   const Launch r =
       launch(concat({"--restarts", "3", "--"},
@@ -141,11 +140,11 @@ TEST_CASE("launch: restarts until success, with --resume auto only on reruns") {
   CHECK(parse_summary(r.out).attempts == 3);
   CHECK(contains(r.out, "exit 1 before any step, then exit 1 before any step, then exit 0"));
   CHECK(contains(r.err, "restarting with --resume auto"));
-  std::remove(log.c_str());
 }
 
 TEST_CASE("launch: gives up after N restarts and returns the last exit code") {
-  const std::string log = tmp("log");
+  const TempDir tmp;
+  const std::string log = tmp / "log";
   for (int n : {0, 2}) {
     CAPTURE(n);
     std::remove(log.c_str());
@@ -160,11 +159,11 @@ TEST_CASE("launch: gives up after N restarts and returns the last exit code") {
   std::remove(log.c_str());
   CHECK(launch(concat({"--quiet", "--"}, script(log, "exit 1"))).rc == 1);
   CHECK(lines(log).size() == 4);
-  std::remove(log.c_str());
 }
 
 TEST_CASE("launch: an existing --resume is set to auto on reruns, in either form") {
-  const std::string log = tmp("log");
+  const TempDir tmp;
+  const std::string log = tmp / "log";
   for (const std::vector<std::string>& flag : {std::vector<std::string>{"--resume", "never"},
                                                std::vector<std::string>{"--resume=never"}}) {
     std::remove(log.c_str());
@@ -178,12 +177,11 @@ TEST_CASE("launch: an existing --resume is set to auto on reruns, in either form
     CHECK(got[3] == "resume=auto");
     CHECK(got[2].find("--resume") == got[2].rfind("--resume"));  // replaced, not appended
   }
-  std::remove(log.c_str());
 }
 
 TEST_CASE("launch: lost and kept steps, goodput") {
-  const std::string log = tmp("log"), metrics = tmp("metrics.jsonl");
-  std::remove(log.c_str());
+  const TempDir tmp;
+  const std::string log = tmp / "log", metrics = tmp / "metrics.jsonl";
   // Records of an earlier run in the same file are not this run's.
   {
     std::ofstream old(metrics);
@@ -194,9 +192,9 @@ TEST_CASE("launch: lost and kept steps, goodput") {
   const std::string body =
       "if [ \"$TETRA_RESTART\" = 0 ]; then steps 0 5 0.1 100; printf '{\"step\":6,\"st' >> "
       "\"$metrics\"; kill -9 $$; fi; steps 4 9 0.1 100";
-  const auto t0 = std::chrono::steady_clock::now();
+  const tetra::Clock::time_point t0 = tetra::Clock::now();
   const Launch r = launch(concat({"--quiet", "--"}, script(log, body, {"--metrics", metrics})));
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double wall = tetra::seconds_since(t0);
   CHECK(r.rc == 0);
   const Summary s = parse_summary(r.out);
   CHECK(s.attempts == 2);
@@ -214,13 +212,11 @@ TEST_CASE("launch: lost and kept steps, goodput") {
   REQUIRE(got.size() == 50 + 6 + 1 + 6);
   CHECK(got[56] == "{\"step\":6,\"st");
   CHECK(got[57].rfind("{\"step\":4,", 0) == 0);
-  std::remove(log.c_str());
-  std::remove(metrics.c_str());
 }
 
 TEST_CASE("launch: a temporary metrics file is added when the command has none") {
-  const std::string log = tmp("log");
-  std::remove(log.c_str());
+  const TempDir tmp;
+  const std::string log = tmp / "log";
   const Launch r = launch(
       concat({"--quiet", "--"}, script(log, "echo \"$metrics\" >> \"$log\"; steps 0 2 0 7")));
   CHECK(r.rc == 0);
@@ -232,21 +228,19 @@ TEST_CASE("launch: a temporary metrics file is added when the command has none")
   CHECK(s.kept == 3);
   CHECK(s.lost == 0);
   CHECK(contains(r.out, "exit 0 at step 2"));
-  std::remove(log.c_str());
 }
 
 TEST_CASE("launch: a killed last attempt returns 128 + signal") {
-  const std::string log = tmp("log");
-  std::remove(log.c_str());
+  const TempDir tmp;
+  const std::string log = tmp / "log";
   const Launch r = launch(concat({"--restarts", "0", "--quiet", "--"}, script(log, "kill -9 $$")));
   CHECK(r.rc == 128 + 9);
   CHECK(contains(r.out, "signal 9"));
-  std::remove(log.c_str());
 }
 
 TEST_CASE("launch: usage errors") {
-  const std::string marker = tmp("ran");
-  std::remove(marker.c_str());
+  const TempDir tmp;
+  const std::string marker = tmp / "ran";
   const std::vector<std::string> touch = {"touch", marker};
   const std::vector<std::vector<std::string>> bad = {
       {},
@@ -276,39 +270,37 @@ TEST_CASE("launch: a command that cannot start is not retried") {
   CHECK(contains(r.err, "tetra: error: cannot run '/nonexistent/tetra-trainer'"));
   CHECK(r.out.empty());
   // A shell that cannot find its program exits 127: the same, seen from outside.
-  const std::string log = tmp("log");
-  std::remove(log.c_str());
+  const TempDir tmp;
+  const std::string log = tmp / "log";
   const Launch s =
       launch(concat({"--restarts", "3", "--"}, script(log, "tetra-no-such-program-xyz")));
   CHECK(s.rc == 127);
   CHECK(lines(log).size() == 1);
   CHECK(contains(s.err, "cannot be run, not restarting"));
-  std::remove(log.c_str());
 }
 
 TEST_CASE("launch: SIGTERM goes to the attempt and stops the restarts") {
-  const std::string log = tmp("log");
-  std::remove(log.c_str());
+  const TempDir tmp;
+  const std::string log = tmp / "log";
   // Once the attempt has started, this process gets SIGTERM, as from a job scheduler.
   std::thread sender([&] {
     for (int i = 0; i < 500 && lines(log).empty(); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     ::kill(::getpid(), SIGTERM);
   });
-  const auto t0 = std::chrono::steady_clock::now();
+  const tetra::Clock::time_point t0 = tetra::Clock::now();
   const Launch r = launch(concat({"--restarts", "3", "--"}, script(log, "exec sleep 30")));
   sender.join();
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double wall = tetra::seconds_since(t0);
   CHECK(r.rc == 128 + SIGTERM);
   CHECK(lines(log).size() == 1);
   CHECK(wall < 10);
   CHECK(contains(r.err, "not restarting"));
-  std::remove(log.c_str());
 }
 
 TEST_CASE("launch: steps a restart discards count as lost even when no attempt redoes them") {
-  const std::string log = tmp("log");
-  std::remove(log.c_str());
+  const TempDir tmp;
+  const std::string log = tmp / "log";
   // Attempt 0 runs steps 0..7 and dies; attempt 1 resumes from step 4 (a later checkpoint
   // was corrupt), runs 4 and 5 and dies too. Steps 4..7 of attempt 0 were discarded.
   const std::string body =
@@ -319,5 +311,4 @@ TEST_CASE("launch: steps a restart discards count as lost even when no attempt r
   CHECK(s.lost == 4);
   CHECK(s.kept == 6);  // 0..5, the line the last attempt ended on
   CHECK(contains(r.out, "0.6 s of kept steps"));
-  std::remove(log.c_str());
 }

@@ -14,6 +14,7 @@
 
 #include "../test_util.hpp"
 #include "checkpoint/lock.hpp"
+#include "util/clock.hpp"
 
 using namespace tetra;
 using tetra::test::error_of;
@@ -119,10 +120,10 @@ TEST_CASE("lock: a restart waits for a holder that is still exiting") {
   CHECK(error_of([&] { ckpt::DirLock l(dir, 0); }).find("in use by another job") !=
         std::string::npos);
   std::thread reaper([&] { ::waitpid(child, nullptr, 0); });
-  const auto t0 = std::chrono::steady_clock::now();
+  const tetra::Clock::time_point t0 = tetra::Clock::now();
   {
     const ckpt::DirLock waited(dir, 20);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = tetra::seconds_since(t0);
     CHECK(s > 0.5);
     CHECK(s < 10);
   }

@@ -108,7 +108,8 @@ TEST_CASE("model claims: --init-from refuses a tokenizer of another vocabulary b
     MESSAGE("skipped: this build has no SentencePiece");
     return;
   }
-  const std::string dir = corpus_dir("claims_tok"), text = dir + "/corpus.txt";
+  const TempDir tmp;
+  const std::string dir = corpus_dir(tmp), text = dir + "/corpus.txt";
   const std::string shape =
       " --layers 1 --dim 32 --heads 2 --kv-heads 1 --ffn-dim 64 "
       "--seq-len 16 --global-batch 2 --peak-tflops 1 --steps 1 ";
@@ -139,7 +140,6 @@ TEST_CASE("model claims: --init-from refuses a tokenizer of another vocabulary b
     CHECK(count(r.out, "step ") == 0);
     CHECK_FALSE(fs::exists(dir + "/out"));
   }
-  fs::remove_all(dir);
 }
 
 TEST_CASE("model claims: tetra generate refuses weights or logits that are not finite, exit 65") {

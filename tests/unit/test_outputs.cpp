@@ -32,8 +32,8 @@ void refused(const std::string& flags, const std::string& why) {
 }  // namespace
 
 TEST_CASE("outputs: what is not a regular file is refused before step 0 and left alone") {
-  const std::string dir = tmp_path("outputs");
-  std::filesystem::remove_all(dir);
+  const TempDir tmp;
+  const std::string dir = tmp / "outputs";
   std::filesystem::create_directories(dir);
   // Named .safetensors, so that --export takes them for one file, not a model directory.
   const std::string fifo = dir + "/fifo.safetensors", link = dir + "/link.safetensors",
@@ -65,11 +65,11 @@ TEST_CASE("outputs: what is not a regular file is refused before step 0 and left
   CHECK(slurp(real).size() > 1000);
   CHECK(std::filesystem::exists(dir + "/m.jsonl"));
   CHECK(std::filesystem::exists(dir + "/t.json"));
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("outputs: a metrics write that fails stops the run with one error line") {
-  const std::string metrics = tmp_path("limited.jsonl");
+  const TempDir tmp;
+  const std::string metrics = tmp / "limited.jsonl";
   // The file already holds all but 200 bytes of a 16 MiB file-size limit (32768 blocks of
   // 512 bytes; MPI's own shared-memory files need a few MiB), so the second record cannot be
   // written: with SIGXFSZ ignored, the write fails with EFBIG.
@@ -79,5 +79,4 @@ TEST_CASE("outputs: a metrics write that fails stops the run with one error line
   CHECK(s.status == 2);
   CHECK(count(s.err, "tetra: error: cannot write --metrics file") == 1);
   CHECK(count(s.err, "File too large") == 1);
-  std::remove(metrics.c_str());
 }

@@ -155,8 +155,8 @@ TEST_CASE("plan: traffic of TP 2 x PP 2 by hand") {
 
 TEST_CASE(
     "plan --compare: a real run's bytes exactly and its peak within 10%; a mismatch exits 1") {
-  const std::string metrics = tmp_path("plan_metrics.jsonl");
-  std::remove(metrics.c_str());
+  const TempDir tmp;
+  const std::string metrics = tmp / "plan_metrics.jsonl";
   const std::string layout =
       " --tp 2 --pp 2 --dp 2 --zero 2 --sp --layers 4 --dim 64 --heads 4 --kv-heads 2 "
       "--ffn-dim 128 --seq-len 16 --global-batch 8 --micro-batch 2";
@@ -187,8 +187,8 @@ TEST_CASE("plan --compare: in bf16 the peak counts the mixed-precision backend's
   // arguments (the LM head's logits and weights, attention's q, k, v) are a tenth of the
   // peak (14 % with --dp 2); the walk counts them where the ops run, so the prediction is
   // the measured peak to the byte.
-  const std::string metrics = tmp_path("plan_bf16_metrics.jsonl");
-  std::remove(metrics.c_str());
+  const TempDir tmp;
+  const std::string metrics = tmp / "plan_bf16_metrics.jsonl";
   const std::string layout =
       " --dtype bf16 --layers 2 --dim 64 --heads 4 --kv-heads 2 --ffn-dim 128 --seq-len 128 "
       "--global-batch 2 --micro-batch 1";
@@ -201,7 +201,6 @@ TEST_CASE("plan --compare: in bf16 the peak counts the mixed-precision backend's
   std::smatch m;
   REQUIRE_MESSAGE(std::regex_search(cmp.out, m, peak_row), cmp.out);
   CHECK(m[1] == m[2]);
-  std::remove(metrics.c_str());
 }
 
 TEST_CASE("plan --compare: a metrics value of the wrong type is named, exit 2") {
@@ -220,12 +219,12 @@ TEST_CASE("plan --compare: a metrics value of the wrong type is named, exit 2") 
                 "line 1: comm_bytes is not an object"},
        }) {
     CAPTURE(c.record);
-    const std::string metrics = tmp_path("plan_bad_metrics.jsonl");
+    const TempDir tmp;
+    const std::string metrics = tmp / "plan_bad_metrics.jsonl";
     std::ofstream(metrics) << c.record << "\n";
     const Spawned r = spawn(tetra_bin() + " plan --compare " + metrics, 30);
     CHECK(r.status == 2);
     CHECK(count(r.err, "tetra: error:") == 1);
     CHECK_MESSAGE(r.err.find(c.message) != std::string::npos, r.err);
-    std::remove(metrics.c_str());
   }
 }

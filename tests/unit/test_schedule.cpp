@@ -1,6 +1,6 @@
 // Pipeline schedules: exact orders for small cases, structural properties and a simulation
-// of every rank for all PP 1..8, V 1..4 and many m, the bubble against the formula, and the
-// errors for bad input.
+// of every rank for all PP 1..8, V 1..4 and many m, training and forward only, the bubble
+// against the formula, and the errors for bad input.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -194,6 +194,46 @@ TEST_CASE("schedule: simulation runs without deadlock and respects every depende
   }
 }
 
+// Evaluation runs the same schedule forward only (Megatron's forward_only): the training
+// list's forwards in their order. It keeps the properties that make the executor safe (no
+// deadlock, every link in receive order), and with equal stage costs it has no bubble but
+// the fill: the last rank starts after PP - 1 chunk forwards and then computes V m of them.
+TEST_CASE("schedule: forward-only is the training list's forwards and runs without deadlock") {
+  using tetra::ScheduleMode;
+  for (const Case& c : all_cases()) {
+    INFO(name(c));
+    const int v = c.vpp, chunks = c.pp * v;
+    for (int r = 0; r < c.pp; ++r) {
+      INFO("rank ", r);
+      std::vector<Action> forwards;
+      for (const Action& a : make_schedule(c.kind, c.pp, v, c.m, r))
+        if (a.kind == Action::Forward) forwards.push_back(a);
+      const auto only = make_schedule(c.kind, c.pp, v, c.m, r, ScheduleMode::ForwardOnly);
+      CHECK(int(only.size()) == v * c.m);
+      CHECK(only == forwards);
+    }
+    const double f = 12.0 / v;  // a stage's forward costs 12, split into V chunks
+    const tetra::SimResult s = simulate(c.kind, c.pp, v, c.m, f, 99.0, ScheduleMode::ForwardOnly);
+    CHECK_FALSE(s.deadlock);
+    CHECK(s.in_order);
+    CHECK(std::abs(s.makespan - (v * c.m + c.pp - 1) * f) <= 1e-9 * s.makespan);
+    std::map<std::pair<int, int>, double> end;  // (micro-batch, model chunk) -> end of F
+    for (int r = 0; r < c.pp; ++r) {
+      CHECK(s.max_in_flight[r] == 0);  // each forward's activations are dropped at once
+      CHECK(std::abs(s.busy[r] - v * c.m * f) <= 1e-9 * s.makespan);
+      REQUIRE(int(s.timeline[r].size()) == v * c.m);
+      for (const tetra::TimedAction& t : s.timeline[r])
+        end[{t.action.micro_batch, t.action.chunk * c.pp + r}] = t.end;
+    }
+    for (int r = 0; r < c.pp; ++r)
+      for (const tetra::TimedAction& t : s.timeline[r]) {
+        const int k = t.action.chunk * c.pp + r;
+        if (k > 0) CHECK(t.start >= end.at({t.action.micro_batch, k - 1}));
+      }
+    CHECK(int(end.size()) == c.m * chunks);
+  }
+}
+
 TEST_CASE("schedule: in-flight micro-batches stay within the schedule's bound") {
   for (const Case& c : all_cases()) {
     INFO(name(c));
@@ -284,4 +324,13 @@ TEST_CASE("schedule: the simulator reports deadlocks, out-of-order links and bad
   CHECK_THROWS_WITH_AS(simulate({{F(0), B(0)}}, 1, 2, 1.0, 1.0), has("not 2 * V * m = 4"),
                        tetra::Error);
   CHECK_THROWS_WITH_AS(simulate({{F(0), B(2)}}, 1, 1, 1.0, 1.0), has("out of range"), tetra::Error);
+  // Forward only: the forwards and nothing else.
+  const auto fwd_only = tetra::ScheduleMode::ForwardOnly;
+  CHECK_FALSE(simulate({{F(0), F(1)}, {F(0), F(1)}}, 1, 2, 1.0, 2.0, fwd_only).deadlock);
+  CHECK_THROWS_WITH_AS(simulate({{F(0), B(0)}}, 1, 1, 1.0, 1.0, fwd_only),
+                       has("runs B0.0 in a forward-only step"), tetra::Error);
+  CHECK_THROWS_WITH_AS(simulate({{F(0)}}, 1, 2, 1.0, 1.0, fwd_only), has("not V * m = 2"),
+                       tetra::Error);
+  CHECK_THROWS_WITH_AS(simulate({{F(0), F(1)}}, 1, 2, 1.0, 1.0), has("not 2 * V * m = 4"),
+                       tetra::Error);
 }

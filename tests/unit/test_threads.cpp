@@ -48,8 +48,8 @@ TEST_CASE("threads: the thread count changes no bit of a run, fp32 or bf16") {
     CAPTURE(dtype);
     std::string seen[3];
     for (int t = 1; t <= 3; ++t) {
-      const std::string metrics = tmp_path("threads_" + dtype + std::to_string(t) + ".jsonl");
-      std::remove(metrics.c_str());
+      const TempDir tmp;
+      const std::string metrics = tmp / ("threads_" + dtype + std::to_string(t) + ".jsonl");
       const Spawned r = spawn("OMP_NUM_THREADS=" + std::to_string(t) + " " + tetra_bin() + args +
                               " --dtype " + dtype + " --metrics " + metrics);
       REQUIRE(r.status == 0);
@@ -57,7 +57,6 @@ TEST_CASE("threads: the thread count changes no bit of a run, fp32 or bf16") {
       for (auto it = std::sregex_iterator(text.begin(), text.end(), field);
            it != std::sregex_iterator(); ++it)
         seen[t - 1] += it->str() + "\n";
-      std::remove(metrics.c_str());
     }
     CHECK(count(seen[0], "loss") == 3);
     CHECK(seen[0] == seen[1]);

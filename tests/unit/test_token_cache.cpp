@@ -27,7 +27,8 @@ TEST_CASE("token cache: a shard that does not match its record is made again, an
     MESSAGE("skipped: this build has no SentencePiece");
     return;
   }
-  const std::string dir = corpus_dir("cache_verified"), text = dir + "/corpus.txt";
+  const TempDir tmp;
+  const std::string dir = corpus_dir(tmp), text = dir + "/corpus.txt";
   bool trained = false;
   const auto tok = data::load_sentencepiece(data::tokenizer_model("bpe:300", text, &trained));
   const data::CachedShard made = data::tokenize_cached(text, *tok);
@@ -67,7 +68,6 @@ TEST_CASE("token cache: a shard that does not match its record is made again, an
     CHECK(data::read_bin_shard(r.bin).tokens == tokens);
     CHECK(data::tokenize_cached(text, *tok).reused);
   }
-  fs::remove_all(dir);
 }
 
 TEST_CASE("token cache: the run says a cache was rebuilt, and names one it cannot read") {
@@ -75,7 +75,8 @@ TEST_CASE("token cache: the run says a cache was rebuilt, and names one it canno
     MESSAGE("skipped: this build has no SentencePiece");
     return;
   }
-  const std::string dir = corpus_dir("cache_run"), text = dir + "/corpus.txt";
+  const TempDir tmp;
+  const std::string dir = corpus_dir(tmp), text = dir + "/corpus.txt";
   const std::string run = tetra_bin() +
                           " train --layers 1 --dim 32 --heads 2 --kv-heads 1 --ffn-dim 64 "
                           "--seq-len 16 --global-batch 2 --peak-tflops 1 --steps 1 --data " +
@@ -105,5 +106,4 @@ TEST_CASE("token cache: the run says a cache was rebuilt, and names one it canno
   CHECK(r.err.find("the token cache '" + bin +
                    "' cannot be read: it is a directory, not a regular file; it is a cache tetra "
                    "made, which may be deleted") != std::string::npos);
-  fs::remove_all(dir);
 }

@@ -23,8 +23,8 @@ using tetra::test::corpus_dir;
 using tetra::test::count;
 using tetra::test::only_file;
 using tetra::test::spawn;
+using tetra::test::TempDir;
 using tetra::test::tetra_bin;
-using tetra::test::tmp_path;
 
 namespace {
 
@@ -50,7 +50,8 @@ TEST_CASE("tokenizer: a trained BPE model encodes and decodes text back exactly"
     MESSAGE("skipped: this build has no SentencePiece");
     return;
   }
-  const std::string dir = corpus_dir("tok_roundtrip");
+  const TempDir tmp;
+  const std::string dir = corpus_dir(tmp);
   bool trained = false;
   const std::string model = data::tokenizer_model("bpe:400", dir + "/corpus.txt", &trained);
   CHECK(trained);
@@ -69,7 +70,6 @@ TEST_CASE("tokenizer: a trained BPE model encodes and decodes text back exactly"
   // The same text trains the same model, which is then found, not trained again.
   CHECK(data::tokenizer_model("bpe:400", dir + "/corpus.txt", &trained) == model);
   CHECK(!trained);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("tokenizer: token shards are cached beside the text and reused") {
@@ -77,7 +77,8 @@ TEST_CASE("tokenizer: token shards are cached beside the text and reused") {
     MESSAGE("skipped: this build has no SentencePiece");
     return;
   }
-  const std::string dir = corpus_dir("tok_cache"), text = dir + "/corpus.txt";
+  const TempDir tmp;
+  const std::string dir = corpus_dir(tmp), text = dir + "/corpus.txt";
   const std::string cmd = tetra_bin() + kTiny + "--steps 1 --data " + text + " --tokenizer bpe:400";
   const auto first = spawn(cmd, 120);
   CAPTURE(first.err);
@@ -105,7 +106,6 @@ TEST_CASE("tokenizer: token shards are cached beside the text and reused") {
   REQUIRE(third.status == 0);
   CHECK(count(third.out, "(tokenized now)") == 1);
   CHECK(count(third.out, "(trained now)") == 1);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("tokenizer: training on BPE tokens lowers the validation loss; the export carries it") {
@@ -113,7 +113,8 @@ TEST_CASE("tokenizer: training on BPE tokens lowers the validation loss; the exp
     MESSAGE("skipped: this build has no SentencePiece");
     return;
   }
-  const std::string dir = corpus_dir("tok_train");
+  const TempDir tmp;
+  const std::string dir = corpus_dir(tmp);
   TrainConfig o = parse_train_options({"--layers",       "2",
                                        "--dim",          "32",
                                        "--heads",        "4",
@@ -146,11 +147,11 @@ TEST_CASE("tokenizer: training on BPE tokens lowers the validation loss; the exp
             MPI_COMM_SELF);
   CHECK(u.model().real_vocab() == 400);
   CHECK(u.evaluate() == after);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("tokenizer: a bad tokenizer or tokens given as text is one error line, exit 2") {
-  const std::string dir = corpus_dir("tok_bad"), text = dir + "/corpus.txt";
+  const TempDir tmp;
+  const std::string dir = corpus_dir(tmp), text = dir + "/corpus.txt";
   std::ofstream(dir + "/corrupt.model") << "not a model";
   data::write_bin_shard(dir + "/tokens.bin", std::vector<uint16_t>(100, 7));
   struct Case {
@@ -173,12 +174,11 @@ TEST_CASE("tokenizer: a bad tokenizer or tokens given as text is one error line,
     CHECK(count(r.err, "tetra: error:") == 1);
     CHECK(count(r.err, c.message) == 1);
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("data: a directory or a glob of .bin shards is one source, in sorted order") {
-  const std::string dir = tmp_path("shards");
-  std::filesystem::remove_all(dir);
+  const TempDir tmp;
+  const std::string dir = tmp / "shards";
   std::filesystem::create_directories(dir);
   std::vector<uint16_t> a, b;
   for (int i = 0; i < 50; ++i) a.push_back(uint16_t(i));
@@ -200,7 +200,6 @@ TEST_CASE("data: a directory or a glob of .bin shards is one source, in sorted o
                        doctest::Contains("is not an llm.c .bin shard"), Error);
   CHECK_THROWS_WITH_AS(data::open_dataset(dir + "/nothing_*.bin", 256, 9, 1),
                        doctest::Contains("matches no file"), Error);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("tokenizer: a continuation keeps the space where it joins the prompt") {
@@ -208,7 +207,8 @@ TEST_CASE("tokenizer: a continuation keeps the space where it joins the prompt")
     MESSAGE("skipped: this build has no SentencePiece");
     return;
   }
-  const std::string dir = corpus_dir("tok_join");
+  const TempDir tmp;
+  const std::string dir = corpus_dir(tmp);
   bool trained = false;
   const auto tok =
       data::load_sentencepiece(data::tokenizer_model("bpe:400", dir + "/corpus.txt", &trained));
@@ -225,7 +225,6 @@ TEST_CASE("tokenizer: a continuation keeps the space where it joins the prompt")
   // Bytes decode piece by piece.
   const auto bytes = data::byte_tokenizer();
   CHECK(data::decode_continuation(*bytes, {'a', ' '}, {'b'}) == "b");
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("tokenizer: one of more pieces than an llm.c shard's uint16 holds is refused") {
@@ -242,24 +241,23 @@ TEST_CASE("tokenizer: one of more pieces than an llm.c shard's uint16 holds is r
     std::string model_file() const override { return file; }
     std::string file;
   };
-  const std::string dir = corpus_dir("tok_wide");
+  const TempDir tmp;
+  const std::string dir = corpus_dir(tmp);
   std::ofstream(dir + "/wide.model") << "its bytes name the cached shard";
   CHECK_THROWS_WITH_AS(data::tokenize_cached(dir + "/corpus.txt", Wide(dir + "/wide.model")),
                        doctest::Contains("has 70000 pieces"), Error);
   CHECK(only_file(dir, ".bin").empty());
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("data: a text file whose name holds a wildcard character is that file, not a glob") {
-  const std::string dir = tmp_path("wild");
-  std::filesystem::remove_all(dir);
+  const TempDir tmp;
+  const std::string dir = tmp / "wild";
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/notes [draft].txt";
   std::ofstream(path) << std::string(100, 'a');
   const auto ds = data::open_dataset(path, 256, 9, 1);
   CHECK(ds->num_sequences() == (100 - 1) / 9);
   CHECK(ds->describe().rfind("text file", 0) == 0);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("tokenizer: token shards on a model directory are its tokenizer's: samples, export") {
@@ -267,7 +265,8 @@ TEST_CASE("tokenizer: token shards on a model directory are its tokenizer's: sam
     MESSAGE("skipped: this build has no SentencePiece");
     return;
   }
-  const std::string dir = corpus_dir("tok_own");
+  const TempDir tmp;
+  const std::string dir = corpus_dir(tmp);
   const std::vector<std::string> run = {"--seq-len", "16", "--global-batch", "4",
                                         "--steps",   "1",  "--peak-tflops",  "1"};
   auto with = [&](std::vector<std::string> args) {
@@ -291,7 +290,6 @@ TEST_CASE("tokenizer: token shards on a model directory are its tokenizer's: sam
   u.export_weights(dir + "/again");
   CHECK(tetra::test::slurp(dir + "/again/tokenizer.model") ==
         tetra::test::slurp(dir + "/model/tokenizer.model"));
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("tokenizer: tetra generate refuses a tokenizer.model of another vocabulary") {
@@ -299,7 +297,8 @@ TEST_CASE("tokenizer: tetra generate refuses a tokenizer.model of another vocabu
     MESSAGE("skipped: this build has no SentencePiece");
     return;
   }
-  const std::string dir = corpus_dir("tok_mismatch");
+  const TempDir tmp;
+  const std::string dir = corpus_dir(tmp);
   bool trained = false;
   const std::string model = data::tokenizer_model("bpe:400", dir + "/corpus.txt", &trained);
   // A byte-level model (256 tokens) given the 400-piece tokenizer.
@@ -313,12 +312,11 @@ TEST_CASE("tokenizer: tetra generate refuses a tokenizer.model of another vocabu
   CHECK(count(r.err, "tetra: error:") == 1);
   CHECK(count(r.err, "has 256 tokens, and the tokenizer '" + dir +
                          "/m/tokenizer.model' has 400 pieces") == 1);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("corpus.sh: every text document is kept, also one longer than a pipe's buffer") {
-  const std::string dir = tmp_path("corpus_sh");
-  std::filesystem::remove_all(dir);
+  const TempDir tmp;
+  const std::string dir = tmp / "corpus_sh";
   std::filesystem::create_directories(dir + "/licenses");
   std::filesystem::create_directories(dir + "/doc/pkg");
   {
@@ -337,5 +335,4 @@ TEST_CASE("corpus.sh: every text document is kept, also one longer than a pipe's
   CHECK(count(train, "alpha line 10999\n") == 1);
   CHECK(count(train, "beta, a short license") == 1);
   CHECK(count(train, "gamma, a readme") == 1);
-  std::filesystem::remove_all(dir);
 }

@@ -18,7 +18,7 @@ using tetra::json;
 using tetra::test::count;
 using tetra::test::int_of;
 using tetra::test::parsed_json;
-using tetra::test::tmp_path;
+using tetra::test::TempDir;
 
 const std::string kModel =
     " train --layers 4 --dim 16 --heads 2 --kv-heads 1 --ffn-dim 16 --seq-len 8 "
@@ -33,7 +33,8 @@ struct Span {
 }  // namespace
 
 TEST_CASE("trace: spans of every rank, for the traced steps only") {
-  const std::string path = tmp_path("trace.json");
+  const TempDir tmp;
+  const std::string path = tmp / "trace.json";
   // PP 2 x V 2 with m = 2 micro-batches per DP rank: 2 * V * m = 8 actions per step.
   const tetra::test::Spawned r =
       tetra::test::spawn(tetra::test::mpirun(4) + tetra::test::tetra_bin() + kModel +
@@ -41,7 +42,6 @@ TEST_CASE("trace: spans of every rank, for the traced steps only") {
   CAPTURE(r.err);
   REQUIRE(r.status == 0);
   const std::string text = tetra::test::slurp(path);
-  std::remove(path.c_str());
   const json trace = parsed_json(text);
   CHECK(trace.at("displayTimeUnit").get<std::string>() == "ms");
 
@@ -110,11 +110,11 @@ TEST_CASE("trace: spans of every rank, for the traced steps only") {
 }
 
 TEST_CASE("trace: an unwritable path stops the run at start-up") {
-  const std::string file = tmp_path("trace_not_a_dir");
+  const TempDir tmp;
+  const std::string file = tmp / "trace_not_a_dir";
   std::ofstream(file) << "x";
   const tetra::test::Spawned r = tetra::test::spawn(
       tetra::test::tetra_bin() + kModel + " --steps 1 --trace " + file + "/trace.json", 60);
-  std::remove(file.c_str());
   CAPTURE(r.err);
   CHECK(r.status == 2);
   CHECK(count(r.err, "tetra: error:") == 1);
@@ -123,13 +123,13 @@ TEST_CASE("trace: an unwritable path stops the run at start-up") {
 }
 
 TEST_CASE("trace: the traced steps end with the run") {
-  const std::string path = tmp_path("trace_short.json");
+  const TempDir tmp;
+  const std::string path = tmp / "trace_short.json";
   const tetra::test::Spawned r = tetra::test::spawn(
       tetra::test::tetra_bin() + kModel + " --steps 3 --trace-steps 5 --trace " + path, 60);
   CAPTURE(r.err);
   REQUIRE(r.status == 0);
   const json trace = parsed_json(tetra::test::slurp(path));
-  std::remove(path.c_str());
   std::set<std::string> steps;
   for (const json& e : trace.at("traceEvents"))
     if (e.contains("cat") && e.at("cat").get<std::string>() == "step")

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../test_util.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "cli/options.hpp"
 #include "data/dataset.hpp"
@@ -46,10 +47,6 @@ Run train(const TrainConfig& o) {
   for (int64_t s = 0; s < o.optimizer.steps; ++s) r.losses.push_back(t.step().loss);
   r.weights = t.full_weights();
   return r;
-}
-
-std::string temp_path(const std::string& name) {
-  return std::string("/tmp/tetra_test_") + std::to_string(::getpid()) + "_" + name;
 }
 
 }  // namespace
@@ -96,7 +93,8 @@ TEST_CASE("train: the loss falls from ln(vocab) towards the synthetic entropy fl
 }
 
 TEST_CASE("train: export then --init-from reproduces the weights and the step-0 loss") {
-  const std::string path = temp_path("export.safetensors");
+  const tetra::test::TempDir tmp;
+  const std::string path = tmp / "export.safetensors";
   const std::vector<std::string> shape_free = {"--seq-len",     "16", "--global-batch", "4",
                                                "--steps",       "6",  "--warmup",       "2",
                                                "--peak-tflops", "1"};
@@ -125,12 +123,12 @@ TEST_CASE("train: export then --init-from reproduces the weights and the step-0 
   a.export_weights(path);
   Trainer c(init_from(), MPI_COMM_SELF);
   CHECK(c.full_weights() == a.full_weights());
-  std::remove(path.c_str());
 }
 
 TEST_CASE("train: text files and llm.c token shards feed the same trainer") {
   // A repetitive text: the loss must fall within a few steps.
-  const std::string text = temp_path("corpus.txt"), bin = temp_path("tokens.bin");
+  const tetra::test::TempDir tmp;
+  const std::string text = tmp / "corpus.txt", bin = tmp / "tokens.bin";
   {
     std::ofstream f(text);
     for (int i = 0; i < 200; ++i) f << "the quick brown fox jumps over the lazy dog. ";
@@ -152,8 +150,6 @@ TEST_CASE("train: text files and llm.c token shards feed the same trainer") {
     CHECK(std::isfinite(last));
     CHECK(last < first - 0.5);
   }
-  std::remove(text.c_str());
-  std::remove(bin.c_str());
 }
 
 TEST_CASE("train: --inject-failure slow=MS makes a straggler, on the first attempt only") {

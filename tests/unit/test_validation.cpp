@@ -4,7 +4,6 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -19,8 +18,8 @@ using namespace tetra;
 using tetra::test::count;
 using tetra::test::slurp;
 using tetra::test::spawn;
+using tetra::test::TempDir;
 using tetra::test::tetra_bin;
-using tetra::test::tmp_path;
 
 namespace {
 
@@ -29,8 +28,7 @@ const std::string kTiny =
     " --global-batch 4 --peak-tflops 1 ";
 
 // A text whose sentences repeat: a held-out part that training can learn to predict.
-std::string write_corpus(const std::string& name) {
-  const std::string path = tmp_path(name);
+std::string write_corpus(const std::string& path) {
   std::ofstream f(path);
   const char* words[] = {"red", "green", "blue", "fox", "dog", "cat", "runs", "sleeps"};
   for (int i = 0; i < 600; ++i)
@@ -42,8 +40,8 @@ std::string write_corpus(const std::string& name) {
 }  // namespace
 
 TEST_CASE("validation: the loss is in the step line, the metrics and the summary") {
-  const std::string corpus = write_corpus("val_corpus.txt"), metrics = tmp_path("val.jsonl");
-  std::filesystem::remove(metrics);
+  const TempDir tmp;
+  const std::string corpus = write_corpus(tmp / "corpus.txt"), metrics = tmp / "val.jsonl";
   const auto r = spawn(tetra_bin() + kTiny + "--steps 4 --data " + corpus +
                            " --val-split 0.2 --eval-every 2 --metrics " + metrics,
                        60);
@@ -63,12 +61,26 @@ TEST_CASE("validation: the loss is in the step line, the metrics and the summary
   CHECK(records[1]["val_loss"].get<double>() > 0);
   CHECK(!records[2].contains("val_loss"));
   CHECK(records[3]["val_loss"].get<double>() > 0);
-  std::filesystem::remove(corpus);
-  std::filesystem::remove(metrics);
+}
+
+TEST_CASE("validation: a bf16 pipeline evaluates, sending what its peer receives") {
+  // The command of [14/20]: evaluation once sent fp32 activations to a stage that receives
+  // bf16 ones, and the run died at its first evaluation.
+  const auto r = spawn(tetra::test::mpirun(2) + tetra_bin() +
+                           " train --pp 2 --dtype bf16 --val-split 0.25 --data " TETRA_SOURCE_DIR
+                           "/README.md --eval-every 1 --steps 3 --layers 2 --dim 32 --heads 2"
+                           " --kv-heads 2 --ffn-dim 64 --seq-len 16 --global-batch 4"
+                           " --peak-tflops 1",
+                       90);
+  CAPTURE(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(count(r.out, "| val ") == 3);
+  CHECK(count(r.out, "validation loss") == 1);
 }
 
 TEST_CASE("validation: training lowers the loss on held-out text, the same sequences each time") {
-  const std::string corpus = write_corpus("val_learn.txt");
+  const TempDir tmp;
+  const std::string corpus = write_corpus(tmp / "corpus.txt");
   TrainConfig o = parse_train_options(
       {"--layers",  "2",    "--dim",         "32", "--heads",        "4",    "--kv-heads",  "2",
        "--ffn-dim", "64",   "--seq-len",     "16", "--global-batch", "4",    "--steps",     "30",
@@ -82,11 +94,11 @@ TEST_CASE("validation: training lowers the loss on held-out text, the same seque
   const double after = t.evaluate();
   MESSAGE("validation loss " << before << " -> " << after);
   CHECK(after < before - 2.0);
-  std::filesystem::remove(corpus);
 }
 
 TEST_CASE("validation: a bad split or a source too short is one error line, exit 2") {
-  const std::string corpus = write_corpus("val_bad.txt");
+  const TempDir tmp;
+  const std::string corpus = write_corpus(tmp / "corpus.txt");
   struct Case {
     std::string flags, message;
   };
@@ -107,11 +119,11 @@ TEST_CASE("validation: a bad split or a source too short is one error line, exit
     CHECK(count(r.err, "tetra: error:") == 1);
     CHECK(count(r.err, c.message) == 1);
   }
-  std::filesystem::remove(corpus);
 }
 
 TEST_CASE("validation: the start-up report says what is evaluated, and when sequences repeat") {
-  const std::string corpus = write_corpus("val_report.txt");  // ~15 kB: ~900 sequences of 17
+  const TempDir tmp;
+  const std::string corpus = write_corpus(tmp / "corpus.txt");  // ~15 kB: ~900 sequences of 17
   auto report = [&](const std::string& split, const std::string& batches) {
     Trainer t(
         parse_train_options({"--layers",       "2",   "--dim",          "32",   "--heads",   "4",
@@ -128,5 +140,4 @@ TEST_CASE("validation: the start-up report says what is evaluated, and when sequ
   const std::string few = report("0.004", "10");
   MESSAGE(few);
   CHECK(count(few, "each evaluation takes 40 sequences, so some twice or more (") == 1);
-  std::filesystem::remove(corpus);
 }
