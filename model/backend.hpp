@@ -10,11 +10,24 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "model/tensor.hpp"
 
 namespace tetra {
+
+// What the positions of an attention call amount to, so that a fused kernel can take the mask
+// from its geometry instead of reading positions:
+//   General   any positions (the op tests, generation's KV cache);
+//   Causal    q_pos = k_pos = 0..S-1 (Sq = Sk = S): top-left causal;
+//   CpChunks  context parallelism: the queries are CP rank cp_rank's two chunks c and
+//             2 cp - 1 - c of C = Sq/2 tokens each (parallel/cp.hpp), the keys the whole
+//             sequence in order, k_pos = 0..Sk-1 with Sk = 2 cp C. Local chunk g (global g')
+//             sees the key prefix [0, (g'+1) C), bottom-right aligned.
+// The positions stay the truth: the CPU backend masks by them and checks the hint against
+// them, so every CPU test checks the hints the layers pass.
+enum class AttnMask { General, Causal, CpChunks };
 
 // Geometry of one attention call. Queries are [B*Sq, H*hd], keys and values
 // [B*Sk, KV*hd]; query head h reads KV head h / (H/KV). A query at global position pq sees
@@ -23,7 +36,11 @@ namespace tetra {
 struct AttnShape {
   int64_t batch, sq, sk;
   int heads, kv_heads, head_dim;
+  AttnMask mask = AttnMask::General;
+  int cp = 1, cp_rank = 0;  // CpChunks only
 };
+// Throws tetra::Error unless host positions q_pos [Sq] and k_pos [Sk] are what s.mask says.
+void check_attn_mask(const AttnShape& s, const int32_t* q_pos, const int32_t* k_pos);
 
 // The sizes of C [m, n] = op(A) [m, k] op(B) [k, n]; throws tetra::Error naming the
 // shapes when they do not fit. Every backend's matmul starts here.
@@ -80,6 +97,13 @@ class Backend {
   virtual void* stream() { return nullptr; }
   // Whether the device computes in bf16 (CUDA: compute capability 8.0 or later).
   virtual bool has_bf16() const { return true; }
+  // Whether every op takes bf16 tensors itself (bf16 storage, fp32 math), so that --dtype bf16
+  // needs no mixed-precision wrapper (make_mixed_precision_backend). The CPU says no: the
+  // wrapper over its fp32 ops is the bf16 reference.
+  virtual bool native_bf16() const { return false; }
+  // Which implementation an attention call of this geometry and dtype runs (the start-up line
+  // and the metrics say it): "cpu", "cuda fp32 kernels", "cudnn sdpa", "cuda fallback", ...
+  virtual std::string attention_path(const AttnShape& s, DType t) const { return name(); }
   // Names the physical device across processes (a GPU's UUID), so that ranks can tell
   // whether they share one; empty on CPU.
   virtual std::string device_uuid() const { return ""; }
@@ -94,12 +118,21 @@ class Backend {
   virtual void add3(Tensor out, const Tensor& a, const Tensor& b) = 0;  // out = a + b
   virtual void scale(Tensor x, float alpha) = 0;                        // x *= alpha
   virtual double sum_squares(const Tensor& x) = 0;                      // sum x^2, in double
-  // src seen as [a, b, block] -> dst [b, a, block] (context parallelism's K/V layout).
-  virtual void transpose_blocks(Tensor dst, const Tensor& src, int64_t a, int64_t b) = 0;
+  // out[i] = sum_squares(xs[i]) for every tensor at once, each to the same bits as alone:
+  // the gradient norm's one launch set and one wait per step.
+  virtual void sum_squares(std::span<const Tensor> xs, std::span<double> out);
+  // Context parallelism's key order. CP ranks' tokens [CP, batch, 2, block] (rank r holds
+  // chunks r and 2 CP - 1 - r of each sequence, `block` elements each) -> dst [batch, 2 CP,
+  // block] in sequence order (to_global); the inverse permutation when !to_global.
+  virtual void cp_zigzag(Tensor dst, const Tensor& src, int cp, int64_t batch, bool to_global) = 0;
 
   // C = alpha * op(A) op(B) + beta * C with op(X) = X or X^T; all 2-D row-major.
   virtual void matmul(Tensor C, const Tensor& A, bool trans_a, const Tensor& B, bool trans_b,
                       float alpha = 1.f, float beta = 0.f) = 0;
+  // D = op(A) op(B) + C with C another tensor of D's shape (not D itself): the residual add
+  // riding on a GEMM's epilogue. The CPU computes the product, then adds C.
+  virtual void matmul_add(Tensor D, const Tensor& A, bool trans_a, const Tensor& B, bool trans_b,
+                          const Tensor& C) = 0;
 
   // Embedding rows for a vocabulary shard [vocab_start, vocab_start + table.rows()):
   // out[t] = table[tok[t] - vocab_start] for tokens in the shard, 0 otherwise.
@@ -120,6 +153,13 @@ class Backend {
   // (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin), angle = pos * theta^(-2i/hd).
   // inverse = true applies the transposed rotation (the backward).
   virtual void rope(Tensor x, int heads, const Tensor& pos, double theta, bool inverse) = 0;
+  // The fused projection's output qkv [T, (H + 2 KV) hd] (columns q | k | v) split into
+  // q [T, H*hd] = rope(q part), k [T, KV*hd] = rope(k part), v [T, KV*hd] = v part.
+  virtual void rope_split_qkv(Tensor q, Tensor k, Tensor v, const Tensor& qkv, int heads,
+                              int kv_heads, const Tensor& pos, double theta) = 0;
+  // Its backward: dqkv [T, (H + 2 KV) hd] = (rope^-1(dq) | rope^-1(dk) | dv), overwritten.
+  virtual void rope_merge_qkv(Tensor dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                              int heads, int kv_heads, const Tensor& pos, double theta) = 0;
 
   // out = softmax(q k^T / sqrt(hd) + causal mask) v per (batch, head); lse [B, H, Sq]
   // keeps each row's log-sum-exp so that backward can rebuild the probabilities.
@@ -136,6 +176,10 @@ class Backend {
   virtual void swiglu_forward(Tensor h, const Tensor& gate, const Tensor& up) = 0;
   virtual void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dh, const Tensor& gate,
                                const Tensor& up) = 0;
+  // The same on the fused projection's output gate_up [T, 2F] (columns gate | up): h [T, F];
+  // backward writes dgate_up [T, 2F] = (dgate | dup).
+  virtual void swiglu_fused_forward(Tensor h, const Tensor& gate_up) = 0;
+  virtual void swiglu_fused_backward(Tensor dgate_up, const Tensor& dh, const Tensor& gate_up) = 0;
 
   // Vocab-parallel cross-entropy in three local pieces, with reductions over the tensor
   // parallel group between them (VocabParallelCrossEntropy in parallel/tp.hpp). Only the
@@ -153,13 +197,15 @@ class Backend {
                            const Tensor& targets, int64_t vocab_start, int64_t valid,
                            float scale) = 0;
 
-  // One AdamW step (torch.optim.AdamW semantics) on a flat slice; grad is multiplied by
-  // grad_scale first (clipping). step counts from 1.
+  // One AdamW step (torch.optim.AdamW semantics) on a flat fp32 slice; grad is multiplied by
+  // grad_scale first (clipping). step counts from 1. A non-empty `copy` (bf16, param's size)
+  // receives the updated weights rounded, in the same pass: the compute copy.
   struct AdamW {
     float lr, beta1, beta2, eps, weight_decay, grad_scale;
     int64_t step;
   };
-  virtual void adamw(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamW& h) = 0;
+  virtual void adamw(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamW& h,
+                     Tensor copy = {}) = 0;
 };
 
 std::unique_ptr<Backend> make_cpu_backend(int threads);

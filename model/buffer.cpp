@@ -27,6 +27,11 @@ void Backend::host_free(void* p) {
   std::free(p);
 }
 
+void Backend::sum_squares(std::span<const Tensor> xs, std::span<double> out) {
+  check(xs.size() == out.size(), "sum_squares: ", xs.size(), " tensors, ", out.size(), " results");
+  for (size_t i = 0; i < xs.size(); ++i) out[i] = sum_squares(xs[i]);
+}
+
 HostBuffer::~HostBuffer() {
   if (p_) be_->host_free(p_);
 }

@@ -11,6 +11,7 @@
 // On the CPU that is what CI checks against fp32 and across layouts.
 // The CUDA backend runs the same way until it has native bf16 kernels.
 #include <optional>
+#include <vector>
 
 #include "model/backend.hpp"
 
@@ -57,6 +58,9 @@ class MixedPrecisionBackend final : public Backend {
   void* stream() override { return in_->stream(); }
   std::string device_uuid() const override { return in_->device_uuid(); }
   bool has_bf16() const override { return in_->has_bf16(); }
+  std::string attention_path(const AttnShape& s, DType t) const override {
+    return in_->attention_path(s, DType::F32) + " under the mixed-precision wrapper";
+  }
 
   void fill(Tensor x, float value) override {
     const Wide w(*this, x, false);
@@ -84,9 +88,16 @@ class MixedPrecisionBackend final : public Backend {
     w.store(*this);
   }
   double sum_squares(const Tensor& x) override { return in_->sum_squares(Wide(*this, x)); }
+  void sum_squares(std::span<const Tensor> xs, std::span<double> out) override {
+    std::vector<Wide> wide;
+    wide.reserve(xs.size());
+    std::vector<Tensor> t;
+    for (const Tensor& x : xs) t.push_back(wide.emplace_back(*this, x));
+    in_->sum_squares(t, out);
+  }
   // Moves bytes only: any dtype as it is.
-  void transpose_blocks(Tensor dst, const Tensor& src, int64_t a, int64_t b) override {
-    in_->transpose_blocks(dst, src, a, b);
+  void cp_zigzag(Tensor dst, const Tensor& src, int cp, int64_t batch, bool to_global) override {
+    in_->cp_zigzag(dst, src, cp, batch, to_global);
   }
 
   void matmul(Tensor C, const Tensor& A, bool ta, const Tensor& B, bool tb, float alpha,
@@ -94,6 +105,14 @@ class MixedPrecisionBackend final : public Backend {
     const Wide wc(*this, C, beta != 0.f), wa(*this, A), wb(*this, B);
     in_->matmul(wc, wa, ta, wb, tb, alpha, beta);
     wc.store(*this);
+  }
+
+  // The product and C added in fp32, D rounded once (as a GEMM's epilogue would).
+  void matmul_add(Tensor D, const Tensor& A, bool ta, const Tensor& B, bool tb,
+                  const Tensor& C) override {
+    const Wide wd(*this, D, false), wa(*this, A), wb(*this, B), wc(*this, C);
+    in_->matmul_add(wd, wa, ta, wb, tb, wc);
+    wd.store(*this);
   }
 
   void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& table,
@@ -130,6 +149,21 @@ class MixedPrecisionBackend final : public Backend {
     w.store(*this);
   }
 
+  void rope_split_qkv(Tensor q, Tensor k, Tensor v, const Tensor& qkv, int heads, int kv_heads,
+                      const Tensor& pos, double theta) override {
+    const Wide wq(*this, q, false), wk(*this, k, false), wv(*this, v, false), wx(*this, qkv);
+    in_->rope_split_qkv(wq, wk, wv, wx, heads, kv_heads, pos, theta);
+    wq.store(*this);
+    wk.store(*this);
+    wv.store(*this);
+  }
+  void rope_merge_qkv(Tensor dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int heads,
+                      int kv_heads, const Tensor& pos, double theta) override {
+    const Wide wd(*this, dqkv, false), wq(*this, dq), wk(*this, dk), wv(*this, dv);
+    in_->rope_merge_qkv(wd, wq, wk, wv, heads, kv_heads, pos, theta);
+    wd.store(*this);
+  }
+
   void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
                          const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
     const Wide wo(*this, out, false), wl(*this, lse, false), wq(*this, q), wk(*this, k),
@@ -163,6 +197,17 @@ class MixedPrecisionBackend final : public Backend {
     wdu.store(*this);
   }
 
+  void swiglu_fused_forward(Tensor h, const Tensor& gate_up) override {
+    const Wide wh(*this, h, false), wg(*this, gate_up);
+    in_->swiglu_fused_forward(wh, wg);
+    wh.store(*this);
+  }
+  void swiglu_fused_backward(Tensor dgate_up, const Tensor& dh, const Tensor& gate_up) override {
+    const Wide wd(*this, dgate_up, false), wh(*this, dh), wg(*this, gate_up);
+    in_->swiglu_fused_backward(wd, wh, wg);
+    wd.store(*this);
+  }
+
   void ce_row_max(Tensor row_max, const Tensor& logits, int64_t valid) override {
     const Wide wm(*this, row_max, false), wl(*this, logits);
     in_->ce_row_max(wm, wl, valid);
@@ -181,9 +226,11 @@ class MixedPrecisionBackend final : public Backend {
     wl.store(*this);
   }
 
-  // The optimizer works on the fp32 master shard only.
-  void adamw(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamW& h) override {
-    in_->adamw(param, grad, m, v, h);
+  // The optimizer works on the fp32 master shard; the bf16 copy is the inner backend's to
+  // write (a rounding, which every backend does itself).
+  void adamw(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamW& h,
+             Tensor copy = {}) override {
+    in_->adamw(param, grad, m, v, h, copy);
   }
 
  private:

@@ -16,7 +16,7 @@ void adamw_step(ZeroParams& zero, Backend& be, const AdamWConfig& c, float grad_
                              step};
       const int64_t n = g.end - g.begin;
       be.adamw(s.weights.flat(g.begin, n), s.grads.flat(g.begin, n), s.adam_m.flat(g.begin, n),
-               s.adam_v.flat(g.begin, n), h);
+               s.adam_v.flat(g.begin, n), h, s.copy.ptr ? s.copy.flat(g.begin, n) : Tensor{});
     }
   }
 }

@@ -1,8 +1,9 @@
 // The optimizer step on whatever the ZeRO stage hands this rank: AdamW (torch.optim.AdamW
 // semantics, the backend's adamw op) over each unit's shard, one call per parameter segment
 // so that weight decay applies to matrices only (ParamInfo::decay). Clipping enters as
-// grad_scale. Under ZeRO-1/2 the caller then all-gathers the updated weights
-// (ZeroParams::all_gather_weights).
+// grad_scale. Under bf16 with ZeRO-1/2 the same pass rounds the updated weights into this
+// rank's slice of the compute copy (ZeroParams::Shard::copy); the caller then all-gathers the
+// updated weights (ZeroParams::all_gather_weights).
 #pragma once
 #include "model/backend.hpp"
 #include "parallel/zero.hpp"

@@ -34,11 +34,11 @@ int64_t causal_pairs(const std::vector<int32_t>& query_pos, const std::vector<in
 Buffer ContextParallel::gather_kv(Backend& be, Buffer local, int64_t batch) const {
   const int cp = comm.size();
   if (cp == 1) return local;
-  // all-gather gives [CP, batch, Sl*w]; attention wants [batch, CP, Sl*w].
+  // all-gather gives [CP, batch, Sl*w]; attention wants [batch, S, w] in sequence order.
   Buffer gathered(be, local.numel() * cp, local.dtype()),
       full(be, local.numel() * cp, local.dtype());
   comm.all_gather(gathered.flat(), local.flat());
-  be.transpose_blocks(full.flat(), gathered.flat(), cp, batch);
+  be.cp_zigzag(full.flat(), gathered.flat(), cp, batch, true);
   return full;
 }
 
@@ -46,7 +46,7 @@ Buffer ContextParallel::scatter_kv_grad(Backend& be, Buffer full, int64_t batch)
   const int cp = comm.size();
   if (cp == 1) return full;
   Buffer by_rank(be, full.numel(), full.dtype()), local(be, full.numel() / cp, full.dtype());
-  be.transpose_blocks(by_rank.flat(), full.flat(), batch, cp);
+  be.cp_zigzag(by_rank.flat(), full.flat(), cp, batch, false);
   comm.reduce_scatter(local.flat(), by_rank.flat());
   return local;
 }

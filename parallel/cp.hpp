@@ -4,9 +4,11 @@
 // its mirror gives every rank the same attention work.
 //
 // Everything but attention is per token, so it runs on the local tokens alone (RoPE at
-// their global positions). Attention all-gathers K and V over the CP group, so that the
-// local queries see every key, and applies the causal mask by global position; backward
-// reduce-scatters dK and dV back to the ranks that own those tokens. The weights are
+// their global positions). Attention all-gathers K and V over the CP group and puts them in
+// sequence order, so that each local query chunk sees a prefix of the keys (what fused
+// attention kernels take, AttnMask::CpChunks), under the causal mask by global position;
+// backward applies the inverse permutation and reduce-scatters dK and dV back to the ranks
+// that own those tokens. The weights are
 // replicated over CP, so their gradients are reduced over dp_cp together with DP.
 #pragma once
 #include <cstdint>
@@ -35,10 +37,11 @@ struct ContextParallel {
 
   int size() const { return comm.size(); }
   // Keys (or values) of this rank's tokens [batch * Sl, w] -> every rank's, laid out
-  // [batch, CP * Sl, w] with rank r's Sl tokens at [r*Sl, (r+1)*Sl) of each sequence: the
-  // order of the key positions, concatenated over ranks.
+  // [batch, S, w] in sequence order (key positions 0..S-1): the all-gather's [CP, batch, Sl, w]
+  // permuted by Backend::cp_zigzag.
   Buffer gather_kv(Backend& be, Buffer local, int64_t batch) const;
-  // Gradient [batch, CP * Sl, w] -> this rank's tokens [batch * Sl, w], summed over ranks.
+  // Gradient [batch, S, w] -> this rank's tokens [batch * Sl, w], summed over ranks: the
+  // inverse permutation, then a reduce-scatter.
   Buffer scatter_kv_grad(Backend& be, Buffer full, int64_t batch) const;
 };
 

@@ -90,9 +90,7 @@ PipelineStats PipelineExecutor::execute(const std::vector<MicroBatch>& mbs, Sche
       trace::Span span(trace::Lane::Compute, compute);  // after the wait, which has its own
       const Tensor in_view = in.flat();
       const StageOutput y = chunk.forward(a.micro_batch, mb, k > 0 ? &in_view : nullptr);
-      if (k == K - 1) {
-        stats.loss_sum += y.loss_sum;
-      } else {
+      if (k != K - 1) {
         Buffer out = message();
         be_.copy(out.flat(), y.activation);
         send(std::move(out), next, tag(kActivation, k + 1, a.micro_batch));
@@ -109,6 +107,7 @@ PipelineStats PipelineExecutor::execute(const std::vector<MicroBatch>& mbs, Sche
   }
   for (PendingSend& s : sends_) s.request->wait();
   sends_.clear();
+  for (PipelineStage* c : chunks_) stats.loss_sum += c->take_loss();
   check(mailbox_.empty(), "pipeline: ", mailbox_.size(), " messages to self left unread");
   stats.seconds = seconds_since(t0);
   return stats;

@@ -31,11 +31,10 @@
 
 namespace tetra {
 
-// What a stage's forward gives the pipeline: its output, to send to the next chunk, or on
-// the chunk with the head the loss.
+// What a stage's forward gives the pipeline: its output, to send to the next chunk (empty on
+// the chunk with the head, which keeps the loss on the device: PipelineStage::take_loss).
 struct StageOutput {
-  Tensor activation;    // [Tl, d], valid until the micro-batch's backward; empty with the head
-  double loss_sum = 0;  // sum of the micro-batch's per-token losses (the chunk with the head)
+  Tensor activation;  // [Tl, d], valid until the micro-batch's backward
 };
 
 // One model chunk as the executor sees it (transformer/chunk.hpp's ModelChunk).
@@ -49,6 +48,9 @@ class PipelineStage {
   virtual Buffer backward(int id, const MicroBatch& mb, const Tensor* dout, float loss_scale) = 0;
   // Frees the activations of micro-batch `id`, whose backward will not come (evaluation).
   virtual void discard(int id) = 0;
+  // The sum of the per-token losses of the forwards since the last call (the chunk with the
+  // head; 0 elsewhere): the one wait for the loss, after the schedule.
+  virtual double take_loss() { return 0; }
 };
 
 struct PipelineStats {

@@ -33,10 +33,9 @@ RankWork rank_work(const LayoutConfig& layout, const BatchConfig& batch, const M
   p.place = place_units(p.chunks, cfg.layers, p.coord.pp);
 
   p.seq_pos = cp_positions(S, l.cp, p.coord.cp);
-  for (int c = 0; c < l.cp; ++c) {
-    const std::vector<int32_t> mine = cp_positions(S, l.cp, c);
-    p.key_pos.insert(p.key_pos.end(), mine.begin(), mine.end());
-  }
+  // Attention's keys are the whole sequence in order (ContextParallel::gather_kv puts every CP
+  // rank's keys there), so that each local query chunk attends to a prefix of them.
+  for (int32_t k = 0; k < S; ++k) p.key_pos.push_back(k);
   check(!layout.sp || p.local_tokens() % l.tp == 0, "--sp splits the ", p.local_tokens(),
         " tokens of a micro-batch on a rank over TP ", l.tp, ", which does not divide them");
   return p;

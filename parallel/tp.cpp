@@ -75,13 +75,25 @@ Buffer ColumnParallelLinear::backward(std::initializer_list<Tensor> dy, const Te
 RowParallelLinear::RowParallelLinear(Backend& be, const TensorParallel& tp, Tensor w, Tensor dw)
     : be_(be), tp_(tp), w_(w), dw_(dw) {}
 
-Buffer RowParallelLinear::forward(const Tensor& x) const {
+Buffer RowParallelLinear::forward(const Tensor& x, const Tensor* residual) const {
   const int64_t T = x.rows(), out = w_.rows();
   Buffer y(be_, T * out, x.dtype);
+  if (residual && tp_.size() == 1) {
+    be_.matmul_add(y.view({T, out}), x, false, w_, true, *residual);
+    return y;
+  }
   be_.matmul(y.view({T, out}), x, false, w_, true);  // this rank's partial sum [T, out]
   // reduce_from_tensor_parallel_region (all-reduce), or under --sp
   // reduce_scatter_to_sequence_parallel_region (reduce-scatter): [T, out] -> [Tl, out].
-  return reduce_tokens(be_, tp_, std::move(y));
+  Buffer reduced = reduce_tokens(be_, tp_, std::move(y));
+  if (residual) be_.add(reduced.flat(), *residual);
+  return reduced;
+}
+
+void RowParallelLinear::forward_into(const Tensor& x, const Tensor& residual, Tensor out) const {
+  if (tp_.size() == 1) return be_.matmul_add(out, x, false, w_, true, residual);
+  const Buffer y = forward(x);
+  be_.add3(out, y.flat(), residual);
 }
 
 Buffer RowParallelLinear::backward(const Tensor& dy, const Tensor& x) const {
@@ -116,21 +128,46 @@ void VocabParallelEmbedding::backward(Buffer dx, const Tensor& tokens) const {
   be_.embedding_backward(dtable_, tokens, full.view({T, d}), tp_.rank() * dtable_.rows());
 }
 
-double VocabParallelCrossEntropy::forward(Backend& be, Comm& tp, const Tensor& logits,
-                                          const Tensor& targets, Tensor row_max, Tensor stats,
-                                          int64_t vocab) {
+void VocabParallelCrossEntropy::forward(Backend& be, Comm& tp, const Tensor& logits,
+                                        const Tensor& targets, Tensor row_max, Tensor stats,
+                                        int64_t vocab) {
   const int64_t valid = valid_columns(tp, logits, vocab);
   be.ce_row_max(row_max, logits, valid);
   tp.all_reduce(row_max, ReduceOp::Max);
   be.ce_stats(stats, logits, row_max, targets, tp.rank() * logits.cols(), valid);
   tp.all_reduce(stats);  // (sum of exp, target logit): each target lives on one rank
-  const int64_t T = logits.rows();
-  std::vector<float> m(T), st(2 * T);
-  be.download(m.data(), row_max);
-  be.download(st.data(), stats);
-  double loss = 0;
-  for (int64_t t = 0; t < T; ++t) loss += std::log(double(st[2 * t])) + m[t] - st[2 * t + 1];
-  return loss;
+}
+
+void DeviceLoss::record(Backend& be, const Tensor& row_max, const Tensor& stats) {
+  const int64_t T = row_max.numel();
+  check(stats.numel() == 2 * T, "DeviceLoss: ", T, " row maxima, ", stats.numel(), " statistics");
+  Buffer part(be, 3 * T);
+  be.copy(part.flat(0, T), row_max);
+  be.copy(part.flat(T, 2 * T), stats);
+  parts_.push_back(std::move(part));
+}
+
+double DeviceLoss::take(Backend& be) {
+  if (parts_.empty()) return 0;
+  int64_t n = 0;
+  for (const Buffer& p : parts_) n += p.numel();
+  Buffer all(be, n);  // one device buffer, so that one download (one wait) brings everything
+  int64_t at = 0;
+  for (const Buffer& p : parts_) be.copy(all.flat(at, p.numel()), p.flat()), at += p.numel();
+  float* h = reinterpret_cast<float*>(host_.get(be, size_t(n) * sizeof(float)));
+  be.download(h, all.flat());
+  double total = 0;
+  at = 0;
+  for (const Buffer& p : parts_) {
+    const int64_t T = p.numel() / 3;
+    const float *m = h + at, *st = h + at + T;
+    double loss = 0;
+    for (int64_t t = 0; t < T; ++t) loss += std::log(double(st[2 * t])) + m[t] - st[2 * t + 1];
+    total += loss;
+    at += p.numel();
+  }
+  parts_.clear();
+  return total;
 }
 
 }  // namespace tetra

@@ -68,8 +68,12 @@ class ColumnParallelLinear {
 class RowParallelLinear {
  public:
   RowParallelLinear(Backend& be, const TensorParallel& tp, Tensor w, Tensor dw = {});
-  // x [T, in/TP] -> y [Tl, out], a new buffer.
-  Buffer forward(const Tensor& x) const;
+  // x [T, in/TP] -> y [Tl, out] (+ residual [Tl, out]), a new buffer. At TP 1 the residual
+  // rides on the GEMM (Backend::matmul_add: one rounding in bf16); else it is added after the
+  // reduction.
+  Buffer forward(const Tensor& x, const Tensor* residual = nullptr) const;
+  // The same into out [Tl, out]: out = residual + x W^T summed over TP.
+  void forward_into(const Tensor& x, const Tensor& residual, Tensor out) const;
   // dy [Tl, out] -> dx [T, in/TP] = dy W, a new buffer; dW += dy^T x, dy on all T tokens.
   Buffer backward(const Tensor& dy, const Tensor& x) const;
 
@@ -99,10 +103,10 @@ class VocabParallelEmbedding {
 struct VocabParallelCrossEntropy {
   // Per-token loss log(sum_v exp(l_v)) - l_target over the vocabulary's `vocab` tokens, from
   // this rank's logits [T, V/TP] (the columns from `vocab` on pad the vocabulary and are left
-  // out): all-reduces the row maxima, then (sum of exp, target logit). row_max [T] and stats
-  // [T, 2] are kept for backward. Returns the sum of the losses (the same on every TP rank).
-  static double forward(Backend& be, Comm& tp, const Tensor& logits, const Tensor& targets,
-                        Tensor row_max, Tensor stats, int64_t vocab);
+  // out): all-reduces the row maxima, then (sum of exp, target logit), into row_max [T] and
+  // stats [T, 2], kept for backward and for the loss (DeviceLoss): nothing leaves the device.
+  static void forward(Backend& be, Comm& tp, const Tensor& logits, const Tensor& targets,
+                      Tensor row_max, Tensor stats, int64_t vocab);
   // logits become scale * dL/dlogits = scale * (softmax - onehot(target)), in place (0 in the
   // padding); no communication.
   static void backward(Backend& be, Comm& tp, Tensor logits, const Tensor& targets,
@@ -114,6 +118,24 @@ struct VocabParallelCrossEntropy {
   static int64_t valid_columns(Comm& tp, const Tensor& logits, int64_t vocab) {
     return std::clamp(vocab - tp.rank() * logits.cols(), int64_t(0), logits.cols());
   }
+};
+
+// The loss of a step's micro-batches, kept on the device until the step's end: each micro-batch's
+// cross-entropy statistics are copied aside when computed (no wait), and take() copies them all
+// into pinned host memory at once (one wait) and sums them as the per-micro-batch downloads did:
+// per micro-batch sum_t log(sum of exp) + row max - target logit in double, then the
+// micro-batches in the order recorded. So the loss has the same bits, without two host waits
+// per micro-batch.
+class DeviceLoss {
+ public:
+  // Copies row_max [T] and stats [T, 2] (fp32).
+  void record(Backend& be, const Tensor& row_max, const Tensor& stats);
+  // The sum of every recorded micro-batch's losses (0 when none); forgets them.
+  double take(Backend& be);
+
+ private:
+  std::vector<Buffer> parts_;  // per micro-batch [3T]: row_max, then stats
+  HostBuffer host_;
 };
 
 }  // namespace tetra

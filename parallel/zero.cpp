@@ -47,9 +47,9 @@ Tensor ZeroParams::master_shard(const Unit& u) const {
   return u.master.empty() ? u.weights.flat(comm_.rank() * u.shard, u.shard) : u.master.flat();
 }
 
-void ZeroParams::publish(Unit& u) {
+void ZeroParams::publish(Unit& u, bool rounded) {
   const Tensor mine = u.weights.flat(comm_.rank() * u.shard, u.shard);
-  if (!u.master.empty()) be_.cast(mine, u.master.flat());
+  if (!u.master.empty() && !rounded) be_.cast(mine, u.master.flat());
   comm_.all_gather(u.weights.flat(), mine);
 }
 
@@ -132,7 +132,10 @@ void ZeroParams::reduce_scatter_grads(int i) {
 
 ZeroParams::Shard ZeroParams::shard(int i) {
   Unit& u = units_[i];
-  return {master_shard(u), u.grad_shard.flat(), u.adam_m.flat(), u.adam_v.flat(), u.segments};
+  const bool copy = zero_ < 3 && compute_ != DType::F32;
+  return {master_shard(u), u.grad_shard.flat(),
+          u.adam_m.flat(), u.adam_v.flat(),
+          u.segments,      copy ? u.weights.flat(comm_.rank() * u.shard, u.shard) : Tensor{}};
 }
 
 std::vector<float> ZeroParams::gather_grads_to_host(int i) {
@@ -147,7 +150,7 @@ std::vector<float> ZeroParams::gather_grads_to_host(int i) {
 
 void ZeroParams::all_gather_weights() {
   if (zero_ == 3) return;
-  for (Unit& u : units_) publish(u);
+  for (Unit& u : units_) publish(u, true);  // AdamW wrote the bf16 slice (Shard::copy)
 }
 
 MemoryBytes ZeroParams::persistent_bytes() const {

@@ -72,14 +72,16 @@ class ZeroParams {
   // The data-parallel gradient sync of unit u: its full gradients reduce-scattered over
   // dp_cp into this rank's shard (summed first over TP under --sp for replicated weights).
   void reduce_scatter_grads(int u);
-  // ZeRO-1/2, after the optimizer step: every rank's updated master shard (rounded to the
-  // compute dtype) all-gathered into the full weights. ZeRO-3 gathers at each use instead (a
-  // no-op here).
+  // ZeRO-1/2, after the optimizer step: every rank's updated master shard, rounded to the
+  // compute dtype (by AdamW itself into Shard::copy under bf16), all-gathered into the full
+  // weights. ZeRO-3 gathers at each use instead (a no-op here).
   void all_gather_weights();
 
   // This rank's shard of unit u (s elements each): master weights, reduced gradients
   // (valid after reduce_scatter_grads) and Adam moments; segments are the parameters that
-  // lie in it, as [begin, end) offsets within the shard.
+  // lie in it, as [begin, end) offsets within the shard. copy: where the optimizer writes the
+  // updated weights rounded to bf16 (this rank's slice of the ZeRO-1/2 compute copy), or empty
+  // (fp32, whose master is that slice, and ZeRO-3, which rounds at each gather).
   struct Segment {
     const ParamInfo* param;
     int64_t begin, end;
@@ -87,6 +89,7 @@ class ZeroParams {
   struct Shard {
     Tensor weights, grads, adam_m, adam_v;
     std::span<const Segment> segments;
+    Tensor copy;
   };
   Shard shard(int u);
   // Full reduced gradient of unit u on the host (all-gathers the shards; for tests).
@@ -121,8 +124,9 @@ class ZeroParams {
     int backward_calls = 0;
   };
   Tensor master_shard(const Unit& u) const;
-  // Rounds the master shard into this rank's slice of u.weights and all-gathers the slices.
-  void publish(Unit& u);
+  // Rounds the master shard into this rank's slice of u.weights (unless the optimizer has:
+  // rounded) and all-gathers the slices.
+  void publish(Unit& u, bool rounded = false);
 
   Backend& be_;
   Comm& comm_;

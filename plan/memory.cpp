@@ -36,7 +36,7 @@ struct Sizes {
   double R, x, q, kv_local, kv, F, lse, norm, logits, stats;
   double wq, wkv, wf, wn, wv;  // weights: [qw, d], [kw, d], [F/TP, d], [d], [V/TP, d]
   double e;                    // bytes of an activation
-  bool sp;
+  bool sp, tp1;                // tp1: the residuals ride on the o and down GEMMs (matmul_add)
   int cp;
   explicit Sizes(const Setup& s) {
     const ModelConfig& c = s.cfg;
@@ -45,6 +45,7 @@ struct Sizes {
     const double f = 4, T = double(s.tokens()), Tl = double(s.rows());
     const double hd = c.head_dim();
     sp = s.spec.layout.sp;
+    tp1 = t == 1;
     cp = s.layout().cp;
     R = Tl * c.dim * e;                        // [Tl, d]
     x = T * c.dim * e;                         // [T, d]
@@ -96,15 +97,24 @@ void block_forward(Ledger& L, const Sizes& z) {
       L.alloc(z.kv), L.alloc(z.kv), L.free(z.kv), L.free(z.kv_local);
   L.alloc(z.q), L.alloc(z.lse);  // attn, lse
   L.op(z.wide(2 * z.q + 2 * z.kv));
-  leave_region(L, z, z.wide(z.x + z.q + z.wq));  // h
-  L.op(z.wide(2 * z.R));                         // h += x
-  L.alloc(z.R), L.alloc(z.norm);                 // hn, h_rstd
+  if (z.tp1) {  // h = x + attn Wo^T in one op
+    L.alloc(z.x);
+    L.op(z.wide(z.x + z.q + z.wq + z.R));
+  } else {
+    leave_region(L, z, z.wide(z.x + z.q + z.wq));  // h
+    L.op(z.wide(2 * z.R));                         // h += x
+  }
+  L.alloc(z.R), L.alloc(z.norm);  // hn, h_rstd
   L.op(z.wide(2 * z.R + z.wn));
   enter_region(L, z);
   L.alloc(z.F), L.alloc(z.F);  // gate, up
   L.op(z.wide(z.F + z.x + z.wf));
   L.alloc(z.F);  // act
   L.op(z.wide(3 * z.F));
+  if (z.tp1) {  // out = h + act Wdown^T in one op
+    L.op(z.wide(2 * z.R + z.F + z.wf));
+    return;
+  }
   leave_region(L, z, z.wide(z.x + z.F + z.wf));  // down's output, added into out
   L.op(z.wide(3 * z.R));
   L.free(z.R);
@@ -201,6 +211,7 @@ Memory stage_memory(const Setup& s, int stage) {
           L.op(z.wide(z.logits + z.x + z.wv));
           L.alloc(z.stats);
           L.op(z.wide(z.logits));
+          L.alloc(z.stats);  // their copy for the step's loss (DeviceLoss), to the step's end
         }
         if (zero == 3) L.free(double(s.padded(g)) * pr.compute_w);
       }
@@ -249,6 +260,9 @@ Memory stage_memory(const Setup& s, int stage) {
       --in_flight;
     }
   }
+  // DeviceLoss::take gathers the step's loss statistics into one buffer for its download.
+  for (const std::vector<int>& units : chunks)
+    if (units.back() == L_ + 1) L.alloc(m * z.stats);
   mem.step_peak = L.peak;
   mem.activations = L.most_kept;
   return mem;

@@ -5,7 +5,9 @@
 #                  OPAL_PREFIX; not CUDA-aware, which tetra does not need: it stages)
 #   .gpu/deb/usr/  the Eigen, doctest, nlohmann-json and CLI11 headers with their CMake
 #                  package files, from Debian
-# About 30 MB. Copy the repository with .gpu/ to the GPU machine and run tools/gpu_check.sh.
+#   .gpu/cudnn-frontend/include/  cudnn-frontend's headers (tools/cudnn_frontend.sh), for
+#                  cuDNN's fused attention
+# About 33 MB. Copy the repository with .gpu/ to the GPU machine and run tools/gpu_check.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=.gpu
@@ -29,4 +31,5 @@ if [ ! -d "$dest/deb/usr/include/eigen3" ] || [ ! -d "$dest/deb/usr/include/doct
   for deb in "$tmp"/*.deb; do dpkg -x "$deb" "$dest/deb"; done
   rm -rf "$dest/deb/usr/share/doc"
 fi
+bash tools/cudnn_frontend.sh
 du -sh "$dest"

@@ -1,25 +1,32 @@
 #!/usr/bin/env bash
 # The GPU check: one command for a machine with a GPU, CUDA and Python but no MPI, Eigen,
 # doctest, nlohmann-json, CLI11 or network. Run tools/gpu_bundle.sh first where the registries
-# are reachable and bring .gpu/ along. Builds with the CUDA backend (and NCCL, from the CUDA
-# toolkit or the machine's PyPI nvidia-nccl package), then runs each phase under its own time limit and
-# prints one table (also written to OUTDIR/gpu_check.txt, with a log per phase):
-#   build     cmake + build of tetra, unit_tests and layout_tests
-#   ops       every CUDA op against the CPU backend, each run twice for bit-equality, and the
-#             NCCL communicator's calls on a group of one (tests/unit/test_nccl.cpp)
-#   train     one GPU against the CPU: 8 steps, per-step losses within 2e-4 relative; two
-#             GPU runs bitwise equal; the final weights of both, tensor by tensor (printed)
+# are reachable and bring .gpu/ along. Builds with the CUDA backend for sm_90 only (and NCCL and
+# cuDNN, from the CUDA toolkit or the machine's PyPI nvidia-nccl / nvidia-cudnn packages; the
+# cudnn-frontend headers from the bundle), then runs each phase under its own time limit, in the
+# order that teaches most per minute, and prints one table (also written to
+# OUTDIR/gpu_check.txt, with a log per phase):
+#   build     cmake (ninja, sm_90) + build of tetra, unit_tests and layout_tests on all cores
+#   ops       every CUDA op against the CPU backend in fp32 (test_cuda_backend.cpp) and on the
+#             native bf16 path against the CPU's bf16 reference (test_cuda_bf16.cpp: cuBLASLt,
+#             fused kernels, cuDNN and the GEMM fallback, and cuDNN against the fallback), each
+#             run twice for bit-equality; cuDNN's validate() of tetra's graphs; the NCCL
+#             communicator's calls on a group of one (tests/unit/test_nccl.cpp)
 #   bf16      --dtype bf16 on the GPU against the CPU: 8 steps within 3e-3 relative (the bf16
-#             layout tests' bound), two GPU runs bitwise equal, MFU against the bf16 peak
+#             layout tests' bound), two GPU runs bitwise equal, MFU against the bf16 peak, and
+#             the attention path the run took
+#   bench     tools/bench/gpu.sh: the ~124M and ~350M models, tetra against PyTorch eager and
+#             torch.compile: tokens/s, MFU, HFU, peak memory, GEMM/attention/other times
+#   memcheck  compute-sanitizer memcheck over the op tests
+#   racecheck compute-sanitizer racecheck over the op tests
+#   train     one GPU against the CPU in fp32: 8 steps, per-step losses within 2e-4 relative;
+#             two GPU runs bitwise equal; the final weights of both, tensor by tensor (printed)
 #   errors    --device cuda with no GPU visible, --comm nccl with two ranks on one GPU: one
 #             error line each, exit 2
-#   bench     tokens/s and MFU of the benchmark model (dim 512, 8 layers, seq 256)
 #   nccl      NCCL in every group of a one-rank run (losses bitwise equal to the MPI path's);
 #             --comm auto mixing NCCL (groups of one) and MPI (groups sharing the GPU) in
 #             TP 2 and DP 2 runs, against one GPU
 #   layouts   the DP, TP, PP, CP, 4D and bf16 layout tests, every rank on the one GPU (MPI path)
-#   memcheck  compute-sanitizer memcheck over the op tests
-#   racecheck compute-sanitizer racecheck over the op tests
 # A phase whose feature is missing says SKIP, never PASS.
 #
 #   bash tools/gpu_check.sh [OUTDIR] [PHASE...]     (default OUTDIR /tmp/gpu_check, all phases)
@@ -37,7 +44,7 @@ export OMPI_MCA_osc=^ucx  # the wheel's UCX one-sided component complains where 
 B=$PWD/build-gpu
 T=$B/tests/unit_tests
 TETRA=$B/tetra
-OPS=--source-file='*test_cuda_backend.cpp,*test_nccl.cpp'
+OPS=--source-file='*test_cuda_backend.cpp,*test_cuda_bf16.cpp,*test_cudnn_validate.cpp,*test_nccl.cpp'
 # The layout tests' model (tests/mpi/layout_check.cpp), 5 steps.
 TINY=(--layers 4 --dim 64 --heads 8 --kv-heads 4 --ffn-dim 128 --seq-len 16 --peak-tflops 1
   --lr 1e-2 --warmup 2 --steps 5 --global-batch 8 --micro-batch 1)
@@ -71,9 +78,12 @@ build() {
   local gen=()
   command -v ninja >/dev/null && gen=(-G Ninja)
   cmake -S . -B "$B" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=native -DCMAKE_PREFIX_PATH="$PWD/.gpu/deb/usr" || return 1
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$PWD/.gpu/deb/usr" | grep 'tetra:' ||
+    return 1
   cmake --build "$B" -j"$(nproc)" --target tetra unit_tests layout_tests || return 1
-  echo "built with $(nvcc --version | tail -1); NCCL: $(grep '^NCCL_LIBRARY:' "$B/CMakeCache.txt")"
+  local cudnn=off
+  grep -q '^CUDNN_FRONTEND_INCLUDE_DIR:PATH=/' "$B/CMakeCache.txt" && cudnn=on
+  echo "built for sm_90 with $(nvcc --version | tail -1); NCCL: $(grep -c '^NCCL_LIBRARY:FILEPATH=/' "$B/CMakeCache.txt"), cuDNN path $cudnn"
 }
 
 ops() {
@@ -150,15 +160,20 @@ EOF
   gpu_against_cpu "$d" 2e-4 ""
 }
 
-# bf16 on the GPU (the mixed-precision backend over the fp32 kernels) against bf16 on the CPU:
+# bf16 on the GPU (the native bf16 path where the backend has it) against bf16 on the CPU (the
+# mixed-precision wrapper, the reference):
 # per-step losses within 3e-3 relative, the bound of the bf16 layout tests
 # (tests/mpi/test_bf16.cpp), since a value near a rounding tie may round to the other
 # neighbour on the other device; two GPU runs bitwise equal.
 bf16() {
   local d=$out/bf16
   rm -rf "$d" && mkdir -p "$d"
-  gpu_against_cpu "$d" 3e-3 "bf16, " --dtype bf16 || return 1
+  local summary
+  summary=$(gpu_against_cpu "$d" 3e-3 "bf16, " --dtype bf16) || { echo "$summary"; return 1; }
+  echo "$summary"
   grep -q 'BF16 peak' "$d/gpu1.txt" || { echo "MFU is not against the bf16 peak"; return 1; }
+  # The note: the loss comparison and the attention path the run took.
+  echo "$(echo "$summary" | tail -1 | cut -c1-70)... $(grep -m1 'attention:' "$d/gpu1.txt" | sed 's/^ *//')"
 }
 
 # expect_error WHAT COMMAND...: the command must exit 2 with exactly one "tetra: error:" line.
@@ -183,12 +198,10 @@ errors() {
 }
 
 bench() {
-  local args=(--dim 512 --layers 8 --heads 8 --kv-heads 4 --ffn-dim 1536 --seq-len 256
-    --global-batch 8 --steps 20)
-  local log
-  log=$("$TETRA" train "${args[@]}" --device cuda) || return 1
-  echo "$log" | tail -3
-  echo "dim-512 model, 1 GPU: $(echo "$log" | grep '^summary' | grep -o '[0-9]* tok/s | MFU [0-9.]*%')"
+  bash tools/bench/gpu.sh "$out/bench"
+  local rc=$?
+  grep -A0 '^350m *tetra' "$out/bench/bench.txt" | tr -s ' ' | cut -c1-100
+  return $rc
 }
 
 # losses FILE: the per-step losses of a --metrics file, one per line, as written.
@@ -242,21 +255,21 @@ mkdir -p "$out"
 report=$out/gpu_check.txt
 : >"$report"
 
-phase build 240 build
+phase build 300 build
 if [ ! -x "$TETRA" ]; then
   echo "build failed: see $out/build.log" | tee -a "$report"
   tail -30 "$out/build.log"
   exit 1
 fi
-phase ops 60 ops
+phase ops 120 ops
+phase bf16 90 bf16
+phase bench 420 bench
+phase memcheck 120 sanitizer memcheck
+phase racecheck 120 sanitizer racecheck
 phase train 60 train
-phase bf16 60 bf16
 phase errors 30 errors
-phase bench 60 bench
 phase nccl 90 nccl
 phase layouts 150 layouts
-phase memcheck 60 sanitizer memcheck
-phase racecheck 60 sanitizer racecheck
 
 {
   echo "tetra GPU check, $(date -u +%FT%TZ), $(nvidia-smi -L 2>/dev/null | head -1)"

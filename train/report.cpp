@@ -28,6 +28,7 @@ std::string startup_report(const TrainConfig& opt, const ModelConfig& cfg, const
      << work.micro_batch << " per DP rank\n";
   os << "  data: " << facts.data << "\n";
   os << "  device: " << facts.device << "; communicators: " << facts.communicators << "\n";
+  os << "  attention: " << facts.attention << "\n";
   if (opt.device.dtype == "bf16")
     os << "  precision: bf16 weights and activations; fp32 master weights, gradients and Adam "
           "state\n";
@@ -67,8 +68,12 @@ std::string startup_report(const TrainConfig& opt, const ModelConfig& cfg, const
   return os.str();
 }
 
-RunReport::RunReport(const std::string& metrics_path, double entropy_floor, double ln_vocab)
-    : metrics_path_(metrics_path), entropy_floor_(entropy_floor), ln_vocab_(ln_vocab) {
+RunReport::RunReport(const std::string& metrics_path, double entropy_floor, double ln_vocab,
+                     std::string attention)
+    : metrics_path_(metrics_path),
+      entropy_floor_(entropy_floor),
+      ln_vocab_(ln_vocab),
+      attention_(std::move(attention)) {
   if (metrics_path.empty()) return;
   metrics_.open(metrics_path, std::ios::app);
   check(bool(metrics_), "cannot open --metrics file '", metrics_path, "'");
@@ -118,6 +123,7 @@ void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
     j["bubble"] = num(r.bubble);
     j["bubble_formula"] = num(r.bubble_formula);
     j["peak_memory_bytes"] = int64_t(r.peak_memory_bytes);
+    j["attention_path"] = attention_;
     if (r.val_loss >= 0) j["val_loss"] = num(r.val_loss);
     json bytes = json::object();
     for (const auto& [group, s] : r.comm) bytes[group] = int64_t(std::llround(s.bytes));

@@ -36,7 +36,7 @@ struct StepResult {
 // The start-up table: the run, the model, the batch, the data, the device and its
 // communicators, the peak, then every rank's coordinates, sequence positions and layers.
 struct StartupFacts {
-  std::string data, device, communicators, peak_source;
+  std::string data, device, communicators, peak_source, attention;
   double peak_flops = 0;
 };
 std::string startup_report(const TrainConfig& opt, const ModelConfig& cfg, const RankWork& work,
@@ -47,7 +47,9 @@ class RunReport {
   // Appends to --metrics when metrics_path is not empty; throws tetra::Error when it cannot.
   // entropy_floor: the data's best possible loss (negative when unknown); ln_vocab: the loss
   // of a uniform guess, where training starts. Both go into every record, for tetra plot.
-  RunReport(const std::string& metrics_path, double entropy_floor, double ln_vocab);
+  // attention: the path attention takes (Backend::attention_path), in every record too.
+  RunReport(const std::string& metrics_path, double entropy_floor, double ln_vocab,
+            std::string attention);
   // The step's line and JSON record. timed: counts in the summary's averages (the first
   // step of a run warms up and does not, unless it is the only one).
   void step(const StepResult& r, bool pipelined, bool timed);
@@ -58,6 +60,7 @@ class RunReport {
   std::string metrics_path_;
   std::ofstream metrics_;
   double entropy_floor_, ln_vocab_;
+  std::string attention_;
   double last_loss_ = 0, last_val_loss_ = -1, tokens_per_s_ = 0, mfu_ = 0, hfu_ = 0,
          peak_memory_ = 0;
   int timed_ = 0;

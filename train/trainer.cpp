@@ -267,7 +267,9 @@ void Trainer::make_backend_and_grid() {
           be_->has_bf16(), "--dtype bf16: ", be_->name(),
           " has no bf16 support (a GPU of compute capability 8.0 or later has); use --dtype fp32");
     });
-    be_ = make_mixed_precision_backend(std::move(be_));
+    // A backend with bf16 kernels of its own (CUDA) takes bf16 tensors as they are; the CPU's
+    // bf16 is its fp32 ops under the mixed-precision wrapper, the reference.
+    if (!be_->native_bf16()) be_ = make_mixed_precision_backend(std::move(be_));
   }
   const bool shared = shares_device(world_, *be_);
   agree(world_, [&] {

@@ -63,6 +63,8 @@ class Trainer {
   const RankWork& work() const { return work_; }
   double peak_flops() const { return peak_flops_; }  // per rank
   std::string startup_report() const;
+  // Which implementation this rank's attention calls take (Backend::attention_path).
+  std::string attention_path() const;
 
  private:
   // Construction, after the plan: the backend and the process grid with its communicators,

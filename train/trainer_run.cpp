@@ -84,6 +84,15 @@ std::string Trainer::sample(int tokens) {
          printable(data::decode_continuation(*tokenizer_, prompt, out));
 }
 
+std::string Trainer::attention_path() const {
+  const TensorParallel tp{*grid_.tp, opt_.layout.sp};
+  const ContextParallel cp{*grid_.cp};
+  const TokenPositions pos{work_.micro_batch, int64_t(work_.seq_pos.size()), token_pos_.flat(),
+                           seq_pos_.flat(), key_pos_.flat()};
+  return be_->attention_path(attention_shape(BlockContext{*be_, tp, cp, cfg_, pos}),
+                             compute_dtype());
+}
+
 std::string Trainer::startup_report() const {
   std::string data = data_->describe();
   if (val_) {
@@ -94,8 +103,9 @@ std::string Trainer::startup_report() const {
     if (val_->num_sequences() < taken)
       data += ", so some twice or more (" + std::to_string(val_->num_sequences()) + " distinct)";
   }
-  return tetra::startup_report(opt_, cfg_, work_,
-                               {data, be_->name(), grid_.comm_kinds(), peak_source_, peak_flops_});
+  return tetra::startup_report(
+      opt_, cfg_, work_,
+      {data, be_->name(), grid_.comm_kinds(), peak_source_, attention_path(), peak_flops_});
 }
 
 void Trainer::run() {
@@ -113,7 +123,8 @@ void Trainer::run() {
     if (!root) return;
     if (!opt_.output.trace.empty()) trace::check_writable(opt_.output.trace);
     report = std::make_unique<RunReport>(opt_.output.metrics, data_->entropy_floor(),
-                                         std::log(double(opt_.model.data_vocab)));
+                                         std::log(double(opt_.model.data_vocab)),
+                                         attention_path());
   });
   const auto t0 = Clock::now();
   const int64_t first_step = step_;  // above 0 after a resume

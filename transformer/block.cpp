@@ -14,6 +14,19 @@ Tensor param_view(const Tensor& flat, const ParamInfo& p) {
   return p.local_shape.size() == 2 ? t.reshape({p.local_shape[0], p.local_shape[1]}) : t;
 }
 
+AttnShape attention_shape(const BlockContext& ctx) {
+  const int tp = ctx.tp.size();
+  const int64_t S = ctx.pos.seq, Sk = ctx.pos.key_pos.numel();
+  AttnShape a{ctx.pos.batch, S, Sk, ctx.cfg.heads / tp, ctx.cfg.kv_heads / tp, ctx.cfg.head_dim()};
+  // The mask hint (model/backend.hpp): CP's chunks against the sequence's keys, or causal
+  // when queries and keys are the same tokens; the CPU checks it against the positions.
+  if (ctx.cp.size() > 1)
+    a.mask = AttnMask::CpChunks, a.cp = ctx.cp.size(), a.cp_rank = ctx.cp.comm.rank();
+  else if (S == Sk)
+    a.mask = AttnMask::Causal;
+  return a;
+}
+
 namespace {
 
 struct BlockDims {
@@ -36,7 +49,6 @@ struct BlockDims {
     qw = H * hd;
     kw = KV * hd;
   }
-  AttnShape attn() const { return AttnShape{B, S, Sk, H, KV, int(hd)}; }
 };
 
 // The block's parameters (or their gradients) as views of its flat unit buffer.
@@ -96,11 +108,10 @@ void attention_forward(const BlockContext& ctx, const BlockDims& dims, const Par
   a.attn = Buffer(be, dims.T * dims.qw, q.dtype);
   a.lse = Buffer(be, dims.B * dims.H * dims.S);
   be.attention_forward(a.attn.view({dims.T, dims.qw}), a.lse.flat(), q, keys, values,
-                       ctx.pos.seq_pos, ctx.pos.key_pos, dims.attn());
+                       ctx.pos.seq_pos, ctx.pos.key_pos, attention_shape(ctx));
   // h [Tl, d] = x + attn Wo^T, the partial sums reduced over TP.
   const RowParallelLinear o(be, ctx.tp, w[kO]);
-  a.h = o.forward(a.attn.view({dims.T, dims.qw}));
-  be.add(a.h.view({dims.Tl, dims.d}), x);
+  a.h = o.forward(a.attn.view({dims.T, dims.qw}), &x);
 }
 
 // dx [Tl, d] = dL/dx, given dh = dL/dh [Tl, d] (the MLP half's residual included).
@@ -121,7 +132,7 @@ void attention_backward(const BlockContext& ctx, const BlockDims& dims, const Pa
                         dattn.view({dims.T, dims.qw}), a.q.view({dims.T, dims.qw}),
                         a.k.view({keys, dims.kw}), a.v.view({keys, dims.kw}),
                         a.attn.view({dims.T, dims.qw}), a.lse.flat(), ctx.pos.seq_pos,
-                        ctx.pos.key_pos, dims.attn());
+                        ctx.pos.key_pos, attention_shape(ctx));
   const Buffer dk = ctx.cp.scatter_kv_grad(be, std::move(dk_all), dims.B);
   const Buffer dv = ctx.cp.scatter_kv_grad(be, std::move(dv_all), dims.B);
   const Tensor dkv = dk.view({dims.T, dims.kw});
@@ -156,8 +167,7 @@ void mlp_forward(const BlockContext& ctx, const BlockDims& dims, const Params& w
   be.swiglu_forward(act, a.gate.view({dims.T, dims.F}), a.up.view({dims.T, dims.F}));
   // out = h + act Wdown^T, the partial sums reduced over TP.
   const RowParallelLinear down(be, ctx.tp, w[kDown]);
-  const Buffer y = down.forward(act);
-  be.add3(out, y.flat(), h);
+  down.forward_into(act, h, out);
 }
 
 // Returns dh [Tl, d] = dL/dh, given dout = dL/dout [Tl, d].

@@ -52,6 +52,10 @@ void block_forward(const BlockContext& ctx, const UnitLayout& u, const Tensor& w
 void block_backward(const BlockContext& ctx, const UnitLayout& u, const Tensor& w, Tensor dw,
                     const Tensor& x, const Tensor& dout, Tensor dx, const BlockActs& a);
 
+// The geometry and mask hint of the block's attention call on this rank (what
+// Backend::attention_path reports for the run).
+AttnShape attention_shape(const BlockContext& ctx);
+
 // A view of parameter i of a flat unit buffer (w or dw) with its local shape.
 Tensor param_view(const Tensor& flat, const ParamInfo& p);
 

@@ -62,9 +62,9 @@ StageOutput ModelChunk::forward(int id, const MicroBatch& mb, const Tensor* x_in
       s.head_n = lm_head.forward(std::move(n), {&s.logits});
       s.row_max = Buffer(be_, T);
       s.ce_stats = Buffer(be_, 2 * T);
-      y.loss_sum = VocabParallelCrossEntropy::forward(be_, tp_.comm, s.logits.view({T, V}),
-                                                      mb.targets, s.row_max.flat(),
-                                                      s.ce_stats.flat(), cfg_.real_vocab());
+      VocabParallelCrossEntropy::forward(be_, tp_.comm, s.logits.view({T, V}), mb.targets,
+                                         s.row_max.flat(), s.ce_stats.flat(), cfg_.real_vocab());
+      loss_.record(be_, s.row_max.flat(), s.ce_stats.flat());
     }
     params_.release_weights(u);
   }

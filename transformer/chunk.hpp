@@ -33,6 +33,7 @@ class ModelChunk final : public PipelineStage {
   // (empty for the chunk that embeds), and frees the micro-batch's activations.
   Buffer backward(int id, const MicroBatch& mb, const Tensor* dout, float loss_scale) override;
   void discard(int id) override { states_.erase(id); }
+  double take_loss() override { return loss_.take(be_); }
 
  private:
   // One micro-batch's activations between its forward and its backward. Shapes as in
@@ -54,6 +55,7 @@ class ModelChunk final : public PipelineStage {
   std::vector<int> units_;
   bool recompute_;
   std::map<int, State> states_;  // by micro-batch id, from forward to backward
+  DeviceLoss loss_;              // the head's losses of this step, until take_loss
 };
 
 }  // namespace tetra

@@ -8,14 +8,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
-#include <limits>
-#include <new>
 #include <unordered_map>
 #include <vector>
 
 #include "model/backend.hpp"
-#include "util/bf16.hpp"
+#include "model/cpu/cpu_attention.hpp"
+#include "model/op_math.hpp"
 
 namespace tetra {
 namespace {
@@ -23,9 +21,6 @@ namespace {
 using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using MapMat = Eigen::Map<RowMat>;
 using CMapMat = Eigen::Map<const RowMat>;
-// A [rows, cols] block inside a wider row-major matrix (one head of a [T, H*hd] tensor).
-using Strided = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
-using MStrided = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
 
 MapMat mat(const Tensor& t) {
   return MapMat(t.f32(), t.rows(), t.cols());
@@ -36,30 +31,6 @@ CMapMat cmat(const Tensor& t) {
 
 constexpr int64_t kChunk = 1 << 16;                 // fixed reduction chunk for sum_squares
 constexpr int64_t kTileRows = 64, kTileCols = 256;  // matmul's tiles of C
-
-// An exception must not leave an OpenMP parallel region (the program would terminate): the
-// attention loops, which allocate their score matrices per thread, catch inside and keep the
-// first; rethrow() raises it after the region, an allocation failure as a tetra::Error that
-// names what did not fit.
-class RegionErrors {
- public:
-  void capture() {
-#pragma omp critical(tetra_region_errors)
-    if (!first_) first_ = std::current_exception();
-  }
-  void rethrow(const char* op, int64_t rows, int64_t cols) const {
-    if (!first_) return;
-    try {
-      std::rethrow_exception(first_);
-    } catch (const std::bad_alloc&) {
-      fail("out of host memory in ", op, ": a [", rows, ", ", cols,
-           "] fp32 score matrix per thread does not fit; shorten --seq-len or raise --cp");
-    }
-  }
-
- private:
-  std::exception_ptr first_;
-};
 
 class CpuBackend final : public Backend {
  public:
@@ -161,15 +132,24 @@ class CpuBackend final : public Backend {
     return total;
   }
 
-  void transpose_blocks(Tensor dst, const Tensor& src, int64_t a, int64_t b) override {
-    check(dst.bytes() == src.bytes() && src.numel() % (a * b) == 0, "transpose_blocks ",
-          src.shape_str(), " as ", a, " x ", b);
-    const size_t block = src.bytes() / size_t(a * b);
+  void cp_zigzag(Tensor dst, const Tensor& src, int cp, int64_t batch, bool to_global) override {
+    check(dst.bytes() == src.bytes() && cp > 0 && batch > 0 && src.numel() % (2 * cp * batch) == 0,
+          "cp_zigzag ", src.shape_str(), " over ", cp, " ranks, batch ", batch);
+    const size_t block = src.bytes() / size_t(2 * cp * batch);
     const char* s = static_cast<const char*>(src.ptr);
     char* d = static_cast<char*>(dst.ptr);
-    for (int64_t i = 0; i < a; ++i)
-      for (int64_t j = 0; j < b; ++j)
-        std::memcpy(d + (j * a + i) * block, s + (i * b + j) * block, block);
+    // Global chunk c of sequence b is half h of rank r's tokens: r = c, h = 0 below cp;
+    // r = 2 cp - 1 - c, h = 1 from cp on.
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t c = 0; c < 2 * cp; ++c) {
+        const int64_t r = c < cp ? c : 2 * cp - 1 - c, h = c < cp ? 0 : 1;
+        const size_t global = size_t(b * 2 * cp + c) * block,
+                     ranked = size_t((r * batch + b) * 2 + h) * block;
+        if (to_global)
+          std::memcpy(d + global, s + ranked, block);
+        else
+          std::memcpy(d + ranked, s + global, block);
+      }
   }
 
   void matmul(Tensor C, const Tensor& A, bool ta, const Tensor& B, bool tb, float alpha,
@@ -204,6 +184,14 @@ class CpuBackend final : public Backend {
               alpha * (a.middleCols(r0, rn).transpose() * b.middleRows(c0, cn).transpose());
       }
     }
+  }
+
+  void matmul_add(Tensor D, const Tensor& A, bool ta, const Tensor& B, bool tb,
+                  const Tensor& C) override {
+    check(C.ptr != D.ptr && C.numel() == D.numel(), "matmul_add: C ", C.shape_str(), " for D ",
+          D.shape_str(), " (C must be another tensor of D's size)");
+    matmul(D, A, ta, B, tb, 1.f, 0.f);
+    add(D, C);
   }
 
   void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& table,
@@ -250,9 +238,9 @@ class CpuBackend final : public Backend {
       const float* xr = px + t * d;
       float ss = 0;
       for (int64_t i = 0; i < d; ++i) ss += xr[i] * xr[i];
-      const float r = 1.f / std::sqrt(ss / float(d) + eps);
+      const float r = op::rmsnorm_rstd(ss, float(d), eps);
       pr[t] = r;
-      for (int64_t i = 0; i < d; ++i) py[t * d + i] = xr[i] * r * pw[i];
+      for (int64_t i = 0; i < d; ++i) py[t * d + i] = op::rmsnorm_y(xr[i], r, pw[i]);
     }
   }
   void rmsnorm_backward(Tensor dx, Tensor dw, const Tensor& dy, const Tensor& x, const Tensor& w,
@@ -268,7 +256,7 @@ class CpuBackend final : public Backend {
       float dot = 0;
       for (int64_t i = 0; i < d; ++i) dot += gr[i] * pw[i] * xr[i] * r;
       const float mean = dot / float(d);
-      for (int64_t i = 0; i < d; ++i) pdx[t * d + i] = r * (gr[i] * pw[i] - xr[i] * r * mean);
+      for (int64_t i = 0; i < d; ++i) pdx[t * d + i] = op::rmsnorm_dx(gr[i], pw[i], xr[i], r, mean);
     }
     constexpr int64_t kCols = 16;
 #pragma omp parallel for schedule(static)
@@ -280,120 +268,74 @@ class CpuBackend final : public Backend {
   }
 
   void rope(Tensor x, int heads, const Tensor& pos, double theta, bool inverse) override {
-    const int64_t T = x.rows(), hd = x.cols() / heads, half = hd / 2;
-    const int32_t* p = pos.i32();
-    float* px = x.f32();
-    const float sign = inverse ? -1.f : 1.f;
+    const int64_t hd = x.cols() / heads;
+    rotate(x.f32(), x.cols(), x.rows(), heads, hd, pos.i32(), theta, inverse);
+  }
+  void rope_split_qkv(Tensor q, Tensor k, Tensor v, const Tensor& qkv, int heads, int kv_heads,
+                      const Tensor& pos, double theta) override {
+    const int64_t T = qkv.rows(), W = qkv.cols(), qw = q.cols(), kw = k.cols();
+    check(qw % heads == 0 && kw * heads == qw * kv_heads && W == qw + 2 * kw && v.cols() == kw &&
+              q.rows() == T && k.rows() == T && v.rows() == T,
+          "rope_split_qkv ", qkv.shape_str(), " -> ", q.shape_str(), ", ", k.shape_str());
+    const float* s = qkv.f32();
+    float *pq = q.f32(), *pk = k.f32(), *pv = v.f32();
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < T; ++t) {
-      for (int64_t i = 0; i < half; ++i) {
-        const double angle = double(p[t]) * std::pow(theta, -2.0 * double(i) / double(hd));
-        const float c = float(std::cos(angle)), s = sign * float(std::sin(angle));
-        for (int h = 0; h < heads; ++h) {
-          float* xh = px + t * heads * hd + h * hd;
-          const float x1 = xh[i], x2 = xh[i + half];
-          xh[i] = x1 * c - x2 * s;
-          xh[i + half] = x2 * c + x1 * s;
-        }
-      }
+      std::memcpy(pq + t * qw, s + t * W, qw * sizeof(float));
+      std::memcpy(pk + t * kw, s + t * W + qw, kw * sizeof(float));
+      std::memcpy(pv + t * kw, s + t * W + qw + kw, kw * sizeof(float));
     }
+    rope(q, heads, pos, theta, false);
+    rope(k, kv_heads, pos, theta, false);
+  }
+  void rope_merge_qkv(Tensor dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int heads,
+                      int kv_heads, const Tensor& pos, double theta) override {
+    const int64_t T = dqkv.rows(), W = dqkv.cols(), qw = dq.cols(), kw = dk.cols();
+    check(qw % heads == 0 && kw * heads == qw * kv_heads && W == qw + 2 * kw && dv.cols() == kw &&
+              dq.rows() == T && dk.rows() == T && dv.rows() == T,
+          "rope_merge_qkv ", dq.shape_str(), ", ", dk.shape_str(), " -> ", dqkv.shape_str());
+    const float *sq = dq.f32(), *sk = dk.f32(), *sv = dv.f32();
+    float* d = dqkv.f32();
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < T; ++t) {
+      std::memcpy(d + t * W, sq + t * qw, qw * sizeof(float));
+      std::memcpy(d + t * W + qw, sk + t * kw, kw * sizeof(float));
+      std::memcpy(d + t * W + qw + kw, sv + t * kw, kw * sizeof(float));
+    }
+    // The q and k parts are heads + kv_heads adjacent heads of each row.
+    rotate(d, W, T, heads + kv_heads, qw / heads, pos.i32(), theta, true);
   }
 
   void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
                          const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
-    const int64_t H = s.heads, KV = s.kv_heads, hd = s.head_dim, group = H / KV;
-    const float scale = 1.f / std::sqrt(float(hd));
-    const int32_t *qp = q_pos.i32(), *kp = k_pos.i32();
-    RegionErrors errors;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t b = 0; b < s.batch; ++b) {
-      for (int64_t h = 0; h < H; ++h) {
-        try {
-          const int64_t g = h / group;
-          Strided Q(q.f32() + b * s.sq * H * hd + h * hd, s.sq, hd, Eigen::OuterStride<>(H * hd));
-          Strided K(k.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, Eigen::OuterStride<>(KV * hd));
-          Strided V(v.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, Eigen::OuterStride<>(KV * hd));
-          MStrided O(out.f32() + b * s.sq * H * hd + h * hd, s.sq, hd,
-                     Eigen::OuterStride<>(H * hd));
-          RowMat P = scale * (Q * K.transpose());  // [Sq, Sk]
-          float* L = lse.f32() + (b * H + h) * s.sq;
-          softmax_causal(P, qp, kp, L);
-          O.noalias() = P * V;
-        } catch (...) {
-          errors.capture();
-        }
-      }
-    }
-    errors.rethrow("attention forward", s.sq, s.sk);
+    cpu_attention_forward(out, lse, q, k, v, q_pos, k_pos, s);
   }
-
   void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
                           const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                           const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
-    // Per (batch, kv head) so that the query heads sharing a KV head add into dK, dV in order:
-    //   P = exp(S - lse), dV += P^T dO, dP = dO V^T, D = rowsum(dO * O),
-    //   dS = P * (dP - D), dQ = scale dS K, dK += scale dS^T Q.
-    const int64_t H = s.heads, KV = s.kv_heads, hd = s.head_dim, group = H / KV;
-    const float scale = 1.f / std::sqrt(float(hd));
-    const int32_t *qp = q_pos.i32(), *kp = k_pos.i32();
-    const Eigen::OuterStride<> qs(H * hd), ks(KV * hd);
-    RegionErrors errors;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t b = 0; b < s.batch; ++b) {
-      for (int64_t g = 0; g < KV; ++g) {
-        try {
-          Strided K(k.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, ks);
-          Strided V(v.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, ks);
-          MStrided dK(dk.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, ks);
-          MStrided dV(dv.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, ks);
-          dK.setZero();
-          dV.setZero();
-          for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-            const int64_t off = b * s.sq * H * hd + h * hd;
-            Strided Q(q.f32() + off, s.sq, hd, qs), O(out.f32() + off, s.sq, hd, qs);
-            Strided dO(dout.f32() + off, s.sq, hd, qs);
-            MStrided dQ(dq.f32() + off, s.sq, hd, qs);
-            const float* L = lse.f32() + (b * H + h) * s.sq;
-            RowMat P = scale * (Q * K.transpose());
-            for (int64_t i = 0; i < s.sq; ++i)
-              for (int64_t j = 0; j < s.sk; ++j)
-                P(i, j) = kp[j] <= qp[i] ? std::exp(P(i, j) - L[i]) : 0.f;
-            dV.noalias() += P.transpose() * dO;
-            RowMat dP = dO * V.transpose();
-            for (int64_t i = 0; i < s.sq; ++i) {
-              const float D = dO.row(i).dot(O.row(i));
-              for (int64_t j = 0; j < s.sk; ++j) dP(i, j) = P(i, j) * (dP(i, j) - D);
-            }
-            dQ.noalias() = scale * (dP * K);
-            dK.noalias() += scale * (dP.transpose() * Q);
-          }
-        } catch (...) {
-          errors.capture();
-        }
-      }
-    }
-    errors.rethrow("attention backward", s.sq, s.sk);
+    cpu_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, s);
   }
 
   void swiglu_forward(Tensor h, const Tensor& gate, const Tensor& up) override {
-    const float *g = gate.f32(), *u = up.f32();
-    float* o = h.f32();
-    const int64_t n = h.numel();
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) o[i] = g[i] / (1.f + std::exp(-g[i])) * u[i];
+    swiglu(h.f32(), gate.f32(), up.f32(), 1, h.numel(), 0);
   }
   void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dh, const Tensor& gate,
                        const Tensor& up) override {
-    // silu(g) = g * sig(g); silu'(g) = sig(g) * (1 + g * (1 - sig(g))).
-    const float *g = gate.f32(), *u = up.f32(), *d = dh.f32();
-    float *dg = dgate.f32(), *du = dup.f32();
-    const int64_t n = dh.numel();
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      const float sig = 1.f / (1.f + std::exp(-g[i]));
-      du[i] = d[i] * g[i] * sig;
-      dg[i] = d[i] * u[i] * sig * (1.f + g[i] * (1.f - sig));
-    }
+    swiglu_grad(dgate.f32(), dup.f32(), dh.f32(), gate.f32(), up.f32(), 1, dh.numel(), 0);
+  }
+  // gate_up [T, 2F]: gate = columns [0, F) of a row, up = [F, 2F).
+  void swiglu_fused_forward(Tensor h, const Tensor& gate_up) override {
+    const int64_t T = h.rows(), F = h.cols();
+    check(gate_up.rows() == T && gate_up.cols() == 2 * F, "swiglu_fused_forward ",
+          gate_up.shape_str(), " -> ", h.shape_str());
+    swiglu(h.f32(), gate_up.f32(), gate_up.f32() + F, T, F, 2 * F);
+  }
+  void swiglu_fused_backward(Tensor dgate_up, const Tensor& dh, const Tensor& gate_up) override {
+    const int64_t T = dh.rows(), F = dh.cols();
+    check(gate_up.rows() == T && gate_up.cols() == 2 * F && dgate_up.numel() == gate_up.numel(),
+          "swiglu_fused_backward ", dh.shape_str(), " -> ", dgate_up.shape_str());
+    swiglu_grad(dgate_up.f32(), dgate_up.f32() + F, dh.f32(), gate_up.f32(), gate_up.f32() + F, T,
+                F, 2 * F);
   }
 
   void ce_row_max(Tensor row_max, const Tensor& logits, int64_t valid) override {
@@ -428,52 +370,69 @@ class CpuBackend final : public Backend {
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < T; ++t) {
       const float inv = 1.f / st[2 * t];
-      for (int64_t j = 0; j < valid; ++j)
-        l[t * V + j] = scale * std::exp(l[t * V + j] - m[t]) * inv;
-      std::fill(l + t * V + valid, l + (t + 1) * V, 0.f);
       const int64_t r = y[t] - vocab_start;
-      if (r >= 0 && r < valid) l[t * V + r] -= scale;
+      for (int64_t j = 0; j < valid; ++j)
+        l[t * V + j] = op::ce_grad(l[t * V + j], m[t], inv, scale, j == r);
+      std::fill(l + t * V + valid, l + (t + 1) * V, 0.f);
     }
   }
 
-  void adamw(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamW& h) override {
+  void adamw(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamW& h,
+             Tensor copy = {}) override {
     float *p = param.f32(), *pm = m.f32(), *pv = v.f32();
     const float* g = grad.f32();
     const int64_t n = param.numel();
-    const float bc1 = 1.f - std::pow(h.beta1, float(h.step));
-    const float bc2 = 1.f - std::pow(h.beta2, float(h.step));
-    const float step_size = h.lr / bc1, bc2_sqrt = std::sqrt(bc2);
-    const float decay = 1.f - h.lr * h.weight_decay;
+    check(copy.ptr == nullptr || (copy.dtype == DType::BF16 && copy.numel() == n),
+          "adamw: compute copy ", copy.shape_str(), " for ", n, " weights");
+    uint16_t* c = static_cast<uint16_t*>(copy.ptr);
+    const op::AdamCoeffs k =
+        op::adamw_coeffs(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.grad_scale, h.step);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) {
-      const float gi = g[i] * h.grad_scale;
-      pm[i] = h.beta1 * pm[i] + (1.f - h.beta1) * gi;
-      pv[i] = h.beta2 * pv[i] + (1.f - h.beta2) * gi * gi;
-      const float denom = std::sqrt(pv[i]) / bc2_sqrt + h.eps;
-      p[i] = p[i] * decay - step_size * pm[i] / denom;
+      op::adamw_update(p[i], g[i], pm[i], pv[i], k);
+      if (c) c[i] = float_to_bf16(p[i]);
     }
   }
 
  private:
   std::unordered_map<size_t, std::vector<void*>> free_blocks_;
 
-  // Row-wise causal softmax of P in place; masked entries become 0, L[i] = log-sum-exp.
-  static void softmax_causal(RowMat& P, const int32_t* qp, const int32_t* kp, float* L) {
-    const float neg_inf = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < P.rows(); ++i) {
-      float mx = neg_inf;
-      for (int64_t j = 0; j < P.cols(); ++j) {
-        if (kp[j] > qp[i]) P(i, j) = neg_inf;
-        mx = std::max(mx, P(i, j));
+  // Rotate-half RoPE in place on the first `heads` heads (hd wide) of T rows of `stride`
+  // floats, at positions pos[T]: angle = pos theta^(-2i/hd) in double, c, s in float.
+  static void rotate(float* x, int64_t stride, int64_t T, int heads, int64_t hd, const int32_t* pos,
+                     double theta, bool inverse) {
+    const int64_t half = hd / 2;
+    const float sign = inverse ? -1.f : 1.f;
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t i = 0; i < half; ++i) {
+        const double angle = double(pos[t]) * std::pow(theta, -2.0 * double(i) / double(hd));
+        const float c = float(std::cos(angle)), s = sign * float(std::sin(angle));
+        for (int h = 0; h < heads; ++h) {
+          float* xh = x + t * stride + h * hd;
+          op::rope_rotate(xh[i], xh[i + half], c, s);
+        }
       }
-      float sum = 0;
-      for (int64_t j = 0; j < P.cols(); ++j) {
-        P(i, j) = P(i, j) == neg_inf ? 0.f : std::exp(P(i, j) - mx);
-        sum += P(i, j);
-      }
-      for (int64_t j = 0; j < P.cols(); ++j) P(i, j) /= sum;
-      L[i] = mx + std::log(sum);
     }
+  }
+  // h[t, i] = swiglu(g[t, i], u[t, i]) over T rows of F, the inputs' rows `in_stride` apart
+  // (0: one flat run of F elements).
+  static void swiglu(float* h, const float* g, const float* u, int64_t T, int64_t F,
+                     int64_t in_stride) {
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < F; ++i)
+        h[t * F + i] = op::swiglu(g[t * in_stride + i], u[t * in_stride + i]);
+  }
+  // Its backward; dg, du, g, u rows `in_stride` apart, dh rows F apart.
+  static void swiglu_grad(float* dg, float* du, const float* dh, const float* g, const float* u,
+                          int64_t T, int64_t F, int64_t in_stride) {
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < F; ++i) {
+        const int64_t j = t * in_stride + i;
+        op::swiglu_backward(dh[t * F + i], g[j], u[j], dg[j], du[j]);
+      }
   }
 };
 

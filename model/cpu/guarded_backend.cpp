@@ -8,6 +8,8 @@
 // an MPI call given the pointer) faults. Their device is Device::Guarded, so communicators
 // stage them through upload/download as they stage GPU memory. Every op maps its tensors
 // back and runs the CPU backend's code: results are bit for bit the CPU backend's.
+#include <vector>
+
 #include "model/backend.hpp"
 
 namespace tetra {
@@ -39,12 +41,21 @@ class GuardedBackend final : public Backend {
   }
   void scale(Tensor x, float alpha) override { cpu_->scale(in(x), alpha); }
   double sum_squares(const Tensor& x) override { return cpu_->sum_squares(in(x)); }
-  void transpose_blocks(Tensor dst, const Tensor& src, int64_t a, int64_t b) override {
-    cpu_->transpose_blocks(in(dst), in(src), a, b);
+  void sum_squares(std::span<const Tensor> xs, std::span<double> out) override {
+    std::vector<Tensor> host(xs.begin(), xs.end());
+    for (Tensor& t : host) t = in(t);
+    cpu_->sum_squares(host, out);
+  }
+  void cp_zigzag(Tensor dst, const Tensor& src, int cp, int64_t batch, bool to_global) override {
+    cpu_->cp_zigzag(in(dst), in(src), cp, batch, to_global);
   }
   void matmul(Tensor C, const Tensor& A, bool ta, const Tensor& B, bool tb, float alpha,
               float beta) override {
     cpu_->matmul(in(C), in(A), ta, in(B), tb, alpha, beta);
+  }
+  void matmul_add(Tensor D, const Tensor& A, bool ta, const Tensor& B, bool tb,
+                  const Tensor& C) override {
+    cpu_->matmul_add(in(D), in(A), ta, in(B), tb, in(C));
   }
   void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& table,
                          int64_t vocab_start) override {
@@ -65,6 +76,14 @@ class GuardedBackend final : public Backend {
   void rope(Tensor x, int heads, const Tensor& pos, double theta, bool inverse) override {
     cpu_->rope(in(x), heads, in(pos), theta, inverse);
   }
+  void rope_split_qkv(Tensor q, Tensor k, Tensor v, const Tensor& qkv, int heads, int kv_heads,
+                      const Tensor& pos, double theta) override {
+    cpu_->rope_split_qkv(in(q), in(k), in(v), in(qkv), heads, kv_heads, in(pos), theta);
+  }
+  void rope_merge_qkv(Tensor dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int heads,
+                      int kv_heads, const Tensor& pos, double theta) override {
+    cpu_->rope_merge_qkv(in(dqkv), in(dq), in(dk), in(dv), heads, kv_heads, in(pos), theta);
+  }
   void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
                          const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
     cpu_->attention_forward(in(out), in(lse), in(q), in(k), in(v), in(q_pos), in(k_pos), s);
@@ -82,6 +101,12 @@ class GuardedBackend final : public Backend {
                        const Tensor& up) override {
     cpu_->swiglu_backward(in(dgate), in(dup), in(dh), in(gate), in(up));
   }
+  void swiglu_fused_forward(Tensor h, const Tensor& gate_up) override {
+    cpu_->swiglu_fused_forward(in(h), in(gate_up));
+  }
+  void swiglu_fused_backward(Tensor dgate_up, const Tensor& dh, const Tensor& gate_up) override {
+    cpu_->swiglu_fused_backward(in(dgate_up), in(dh), in(gate_up));
+  }
   void ce_row_max(Tensor row_max, const Tensor& logits, int64_t valid) override {
     cpu_->ce_row_max(in(row_max), in(logits), valid);
   }
@@ -93,8 +118,9 @@ class GuardedBackend final : public Backend {
                    int64_t vocab_start, int64_t valid, float scale) override {
     cpu_->ce_backward(in(logits), in(row_max), in(stats), in(targets), vocab_start, valid, scale);
   }
-  void adamw(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamW& h) override {
-    cpu_->adamw(in(param), in(grad), in(m), in(v), h);
+  void adamw(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamW& h,
+             Tensor copy = {}) override {
+    cpu_->adamw(in(param), in(grad), in(m), in(v), h, in(copy));
   }
 
  private:

@@ -1,6 +1,13 @@
-// The CUDA backend, fp32: the same ops as the CPU backend (the ground truth) on one device, all
-// queued on the backend's own stream. GEMMs go to cuBLAS in fp32 without TF32; everything else
-// is a straightforward kernel of kernels.cuh, written to be read and checked, not to be fast.
+// The CUDA backend: the same ops as the CPU backend (the ground truth) on one device, all
+// queued on the backend's own stream, in two precisions:
+//   fp32 (--dtype fp32): cuBLAS fp32 GEMMs without TF32 and the plain kernels of kernels.cuh,
+//        written to be read and checked, not to be fast (the correctness baseline);
+//   bf16 (--dtype bf16, native_bf16(): no mixed-precision wrapper): cuBLASLt bf16 GEMMs with
+//        fp32 accumulation (gemm_lt.hpp), cuDNN SDPA or the GEMM fallback for attention
+//        (attention.hpp), and fused memory-bound kernels with bf16 storage and fp32 math
+//        (fused_ops.hpp), the per-element math shared with the CPU (model/op_math.hpp).
+// Each op takes the path of its tensors' dtypes; ops that came with the bf16 path (fused q|k|v
+// and gate|up, matmul_add, cp_zigzag, several sums of squares at once) take either dtype.
 // Reductions have a fixed order, so two runs agree bit for bit.
 //
 // Memory comes from the device's stream-ordered pool (cudaMallocAsync on the stream, freed
@@ -15,8 +22,22 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <tuple>
+
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "model/backend.hpp"
+#include "model/cuda/attention.hpp"
+#include "model/cuda/attention_fp32.hpp"
+#include "model/cuda/category_times.hpp"
+#include "model/cuda/common.hpp"
+#include "model/cuda/fused_ops.hpp"
+#include "model/cuda/gemm_lt.hpp"
 #include "model/cuda/kernels.cuh"
 
 namespace tetra {
@@ -24,32 +45,17 @@ namespace {
 
 using namespace tetra::cuda;
 
-void check_cuda(cudaError_t err, const char* call) {
-  if (err == cudaSuccess) return;
-  cudaGetLastError();  // clear a non-sticky error so that later launch checks do not see it
-  fail("CUDA error in ", call, ": ", cudaGetErrorString(err));
-}
 void check_cublas(cublasStatus_t st, const char* call) {
   if (st != CUBLAS_STATUS_SUCCESS) fail("cuBLAS error in ", call, ": ", cublasGetStatusString(st));
 }
-#define CUDA_CHECK(call) check_cuda((call), #call)
+#define CUDA_CHECK(call) TETRA_CUDA_CHECK(call)
 #define CUBLAS_CHECK(call) check_cublas((call), #call)
-// After a kernel launch: a bad configuration shows here, a fault at the next synchronization.
-#define LAUNCH_CHECK(kernel) check_cuda(cudaGetLastError(), kernel)
+#define LAUNCH_CHECK(kernel) TETRA_LAUNCH_CHECK(kernel)
 
-// Device pointers of tensors, checked to live in CUDA memory.
-void* dev(const Tensor& t) {
-  check(t.device == Device::CUDA, "CUDA backend given a tensor ", t.shape_str(),
-        " that is not in CUDA memory");
-  return t.ptr;
-}
-float* f32(const Tensor& t) {
-  dev(t);
-  return t.f32();
-}
-const int32_t* i32(const Tensor& t) {
-  dev(t);
-  return t.i32();
+bool all_f32(std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    if (t->dtype != DType::F32) return false;
+  return true;
 }
 
 // Blocks for a grid-stride kernel over n elements (n > 0).
@@ -83,6 +89,9 @@ class CudaBackend final : public Backend {
       CUBLAS_CHECK(cublasSetStream(blas_, stream_));
       // Plain fp32 FMA GEMMs (no TF32), so that results stay close to the CPU's.
       CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
+      lt_ = std::make_unique<LtGemm>(stream_);
+      times_ = std::make_unique<CategoryTimes>(stream_);
+      attention_ = std::make_unique<Attention>(stream_, blas_);
     } catch (...) {
       release();
       throw;
@@ -128,7 +137,10 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaMemcpyAsync(host, dev(src), src.bytes(), cudaMemcpyDeviceToHost, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
-  void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  void synchronize() override {
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    times_->collect();
+  }
   // An event recorded on the backend's stream.
   class CudaEvent final : public Event {
    public:
@@ -162,6 +174,10 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_));
     return major >= 8;
   }
+  bool native_bf16() const override { return has_bf16(); }
+  std::string attention_path(const AttnShape& s, DType t) const override {
+    return t == DType::F32 ? "cuda fp32 kernels" : attention_->path(s);
+  }
   std::string device_uuid() const override {
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
@@ -174,6 +190,7 @@ class CudaBackend final : public Backend {
 
   void fill(Tensor x, float value) override {
     const int64_t n = x.numel();
+    if (x.dtype != DType::F32) return fill_any(stream_, x, value);
     if (n == 0) return;
     fill_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(f32(x), n, value);
     LAUNCH_CHECK("fill_kernel");
@@ -201,6 +218,7 @@ class CudaBackend final : public Backend {
   }
   void add(Tensor y, const Tensor& x) override {
     check(y.numel() == x.numel(), "add ", x.shape_str(), " to ", y.shape_str());
+    if (!all_f32({&y, &x})) return add_any(stream_, y, x);
     const int64_t n = y.numel();
     if (n == 0) return;
     add_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(f32(y), f32(x), n);
@@ -208,47 +226,40 @@ class CudaBackend final : public Backend {
   }
   void add3(Tensor out, const Tensor& a, const Tensor& b) override {
     check(out.numel() == a.numel() && a.numel() == b.numel(), "add3 shapes");
+    if (!all_f32({&out, &a, &b})) return add3_any(stream_, out, a, b);
     const int64_t n = out.numel();
     if (n == 0) return;
     add3_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(f32(out), f32(a), f32(b), n);
     LAUNCH_CHECK("add3_kernel");
   }
   void scale(Tensor x, float alpha) override {
+    if (x.dtype != DType::F32) return scale_any(stream_, x, alpha);
     const int64_t n = x.numel();
     if (n == 0) return;
     scale_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(f32(x), n, alpha);
     LAUNCH_CHECK("scale_kernel");
   }
   double sum_squares(const Tensor& x) override {
-    // Fixed chunks -> per-chunk partials -> one block sums them in order: deterministic.
-    const int64_t n = x.numel();
-    if (n == 0) return 0.0;
-    const int64_t chunks = (n + kSumChunk - 1) / kSumChunk;
-    Scratch part(*this, size_t(chunks + 1) * sizeof(double));  // partials, then the total
-    double* p = static_cast<double*>(part.ptr);
-    sum_squares_partial_kernel<<<unsigned(chunks), kThreads, 0, stream_>>>(p, f32(x), n);
-    LAUNCH_CHECK("sum_squares_partial_kernel");
-    sum_partials_kernel<<<1, kThreads, 0, stream_>>>(p + chunks, p, chunks);
-    LAUNCH_CHECK("sum_partials_kernel");
     double total = 0;
-    CUDA_CHECK(
-        cudaMemcpyAsync(&total, p + chunks, sizeof(double), cudaMemcpyDeviceToHost, stream_));
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    sum_squares(std::span<const Tensor>(&x, 1), std::span<double>(&total, 1));
     return total;
   }
-
-  void transpose_blocks(Tensor dst, const Tensor& src, int64_t a, int64_t b) override {
-    check(dst.bytes() == src.bytes() && a > 0 && b > 0 && src.numel() % (a * b) == 0,
-          "transpose_blocks ", src.shape_str(), " as ", a, " x ", b);
-    const size_t block = src.bytes() / size_t(a * b);
-    if (block == 0) return;
-    // Move the block as 4-, 2- or 1-byte words, whichever divides it.
-    if (block % 4 == 0)
-      transpose_as<uint32_t>(dst, src, a, b, block / 4);
-    else if (block % 2 == 0)
-      transpose_as<uint16_t>(dst, src, a, b, block / 2);
-    else
-      transpose_as<uint8_t>(dst, src, a, b, block);
+  // Every tensor's partials and totals on the device (fused_ops.hpp), then one copy of the
+  // totals into pinned memory and one wait.
+  void sum_squares(std::span<const Tensor> xs, std::span<double> out) override {
+    check(xs.size() == out.size(), "sum_squares: ", xs.size(), " tensors, ", out.size(),
+          " results");
+    if (xs.empty()) return;
+    const size_t bytes = xs.size() * sizeof(double);
+    Scratch totals(stream_, bytes);
+    sum_squares_many(stream_, xs, totals.as<double>());
+    double* host = reinterpret_cast<double*>(sum_host_.get(*this, bytes));
+    CUDA_CHECK(cudaMemcpyAsync(host, totals.get(), bytes, cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::copy(host, host + xs.size(), out.begin());
+  }
+  void cp_zigzag(Tensor dst, const Tensor& src, int cp, int64_t batch, bool to_global) override {
+    cuda::cp_zigzag(stream_, dst, src, cp, batch, to_global);
   }
 
   // Row-major X [r, c] is column-major X^T with leading dimension c. So C = op(A) op(B) [m, n]
@@ -259,6 +270,10 @@ class CudaBackend final : public Backend {
               float beta) override {
     const auto [m, n, k] = gemm_dims(C, A, ta, B, tb);
     if (m == 0 || n == 0) return;
+    const CategoryTimes::Span timed(*times_, CategoryTimes::kGemm);
+    if (!all_f32({&C, &A, &B})) {
+      if (k > 0) return lt_->matmul(C, A, ta, B, tb, C, alpha, beta);
+    }
     if (k == 0) {  // an empty sum: C = beta C
       if (beta == 0.f)
         fill(C, 0.f);
@@ -271,12 +286,28 @@ class CudaBackend final : public Backend {
                              as_int(B.cols(), "ldb"), f32(A), as_int(A.cols(), "lda"), &beta,
                              f32(C), as_int(n, "ldc")));
   }
+  // bf16: C rides on cuBLASLt's epilogue (beta 1, C another matrix); fp32: the product, then
+  // the add, as on the CPU.
+  void matmul_add(Tensor D, const Tensor& A, bool ta, const Tensor& B, bool tb,
+                  const Tensor& C) override {
+    check(C.ptr != D.ptr && C.numel() == D.numel(), "matmul_add: C ", C.shape_str(), " for D ",
+          D.shape_str(), " (C must be another tensor of D's size)");
+    const GemmDims g = gemm_dims(D, A, ta, B, tb);
+    if (!all_f32({&D, &A, &B, &C}) && g.k > 0 && g.m > 0 && g.n > 0) {
+      const CategoryTimes::Span timed(*times_, CategoryTimes::kGemm);
+      return lt_->matmul(D, A, ta, B, tb, C, 1.f, 1.f);
+    }
+    matmul(D, A, ta, B, tb, 1.f, 0.f);
+    add(D, C);
+  }
 
   void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& table,
                          int64_t vocab_start) override {
     const int64_t T = out.rows(), d = out.cols(), V = table.rows();
     check(tokens.numel() == T && table.cols() == d, "embedding_forward ", table.shape_str(), " -> ",
           out.shape_str());
+    if (!all_f32({&out, &table}))
+      return embedding_forward_any(stream_, out, tokens, table, vocab_start);
     if (T * d == 0) return;
     embedding_forward_kernel<<<blocks_for(T * d), kThreads, 0, stream_>>>(
         f32(out), i32(tokens), f32(table), T, d, V, vocab_start);
@@ -287,6 +318,8 @@ class CudaBackend final : public Backend {
     const int64_t T = dout.rows(), d = dout.cols(), V = dtable.rows();
     check(tokens.numel() == T && dtable.cols() == d, "embedding_backward ", dout.shape_str(),
           " -> ", dtable.shape_str());
+    if (dout.dtype != DType::F32)
+      return embedding_backward_sorted(stream_, dtable, tokens, dout, vocab_start);
     if (d == 0) return;
     embedding_backward_kernel<<<blocks_for(d), kThreads, 0, stream_>>>(
         f32(dtable), i32(tokens), f32(dout), T, d, V, vocab_start);
@@ -298,6 +331,7 @@ class CudaBackend final : public Backend {
     const int64_t T = x.rows(), d = x.cols();
     check(y.numel() == T * d && rstd.numel() == T && w.numel() == d, "rmsnorm_forward ",
           x.shape_str());
+    if (!all_f32({&y, &x, &w})) return rmsnorm_forward_any(stream_, y, rstd, x, w, eps);
     if (T == 0) return;
     rmsnorm_forward_kernel<<<unsigned(T), kThreads, 0, stream_>>>(f32(y), f32(rstd), f32(x), f32(w),
                                                                   d, eps);
@@ -309,6 +343,7 @@ class CudaBackend final : public Backend {
     check(dx.numel() == T * d && dy.numel() == T * d && dw.numel() == d && w.numel() == d &&
               rstd.numel() == T,
           "rmsnorm_backward ", x.shape_str());
+    if (!all_f32({&dx, &dy, &x, &w})) return rmsnorm_backward_any(stream_, dx, dw, dy, x, w, rstd);
     if (T == 0 || d == 0) return;
     rmsnorm_backward_dx_kernel<<<unsigned(T), kThreads, 0, stream_>>>(f32(dx), f32(dy), f32(x),
                                                                       f32(w), f32(rstd), d);
@@ -323,54 +358,46 @@ class CudaBackend final : public Backend {
               pos.numel() == x.rows(),
           "rope on ", x.shape_str(), " with ", heads, " heads");
     const int64_t T = x.rows(), hd = x.cols() / heads, half = hd / 2;
+    if (x.dtype != DType::F32)
+      return rope_any(stream_, x, heads, hd, pos, rope_table(hd, theta), theta, inverse);
     if (T * half == 0) return;
     rope_kernel<<<blocks_for(T * half), kThreads, 0, stream_>>>(f32(x), i32(pos), T, heads, hd,
                                                                 theta, inverse ? -1.f : 1.f);
     LAUNCH_CHECK("rope_kernel");
   }
 
+  void rope_split_qkv(Tensor q, Tensor k, Tensor v, const Tensor& qkv, int heads, int kv_heads,
+                      const Tensor& pos, double theta) override {
+    const int64_t hd = q.cols() / std::max(heads, 1);
+    rope_split_qkv_any(stream_, q, k, v, qkv, heads, kv_heads, pos, rope_table(hd, theta), theta);
+  }
+  void rope_merge_qkv(Tensor dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int heads,
+                      int kv_heads, const Tensor& pos, double theta) override {
+    const int64_t hd = dq.cols() / std::max(heads, 1);
+    rope_merge_qkv_any(stream_, dqkv, dq, dk, dv, heads, kv_heads, pos, rope_table(hd, theta),
+                       theta);
+  }
+
   void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
                          const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
-    const AttnDims a = attn_dims(s, q, k, v, q_pos, k_pos);
-    check(out.numel() == q.numel() && lse.numel() == s.batch * s.heads * s.sq,
-          "attention_forward outputs ", out.shape_str(), ", ", lse.shape_str());
-    if (s.batch * s.sq == 0) return;
-    const size_t smem = (a.hd + kAttnThreads) * sizeof(float);
-    attention_forward_kernel<<<attn_grid(s.sq, s.heads, s.batch), kAttnThreads, smem, stream_>>>(
-        f32(out), f32(lse), f32(q), f32(k), f32(v), i32(q_pos), i32(k_pos), a);
-    LAUNCH_CHECK("attention_forward_kernel");
+    const CategoryTimes::Span timed(*times_, CategoryTimes::kAttention);
+    if (!all_f32({&out, &q, &k, &v}))
+      return attention_->forward(out, lse, q, k, v, q_pos, k_pos, s);
+    fp32_attention_forward(stream_, out, lse, q, k, v, q_pos, k_pos, s);
   }
   void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
                           const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                           const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
-    const AttnDims a = attn_dims(s, q, k, v, q_pos, k_pos);
-    check(dq.numel() == q.numel() && dout.numel() == q.numel() && out.numel() == q.numel() &&
-              dk.numel() == k.numel() && dv.numel() == v.numel() &&
-              lse.numel() == s.batch * s.heads * s.sq,
-          "attention_backward shapes");
-    if (s.batch == 0) return;
-    // D [B, H, Sq] = rowsum(dO * O), written by the dQ kernel and read by the dK/dV kernel.
-    Scratch D(*this, size_t(s.batch * s.heads * s.sq) * sizeof(float));
-    float* pD = static_cast<float*>(D.ptr);
-    if (s.sq > 0) {
-      const size_t smem = (2 * a.hd + kAttnThreads) * sizeof(float);
-      attention_backward_dq_kernel<<<attn_grid(s.sq, s.heads, s.batch), kAttnThreads, smem,
-                                     stream_>>>(f32(dq), pD, f32(dout), f32(q), f32(k), f32(v),
-                                                f32(out), f32(lse), i32(q_pos), i32(k_pos), a);
-      LAUNCH_CHECK("attention_backward_dq_kernel");
-    }
-    if (s.sk > 0) {
-      const size_t smem = (2 * a.hd + 2 * kAttnThreads) * sizeof(float);
-      attention_backward_dkdv_kernel<<<attn_grid(s.sk, s.kv_heads, s.batch), kAttnThreads, smem,
-                                       stream_>>>(f32(dk), f32(dv), f32(dout), f32(q), f32(k),
-                                                  f32(v), f32(lse), pD, i32(q_pos), i32(k_pos), a);
-      LAUNCH_CHECK("attention_backward_dkdv_kernel");
-    }
+    const CategoryTimes::Span timed(*times_, CategoryTimes::kAttention);
+    if (!all_f32({&dq, &dk, &dv, &dout, &q, &k, &v, &out}))
+      return attention_->backward(dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, s);
+    fp32_attention_backward(stream_, dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, s);
   }
 
   void swiglu_forward(Tensor h, const Tensor& gate, const Tensor& up) override {
     const int64_t n = h.numel();
     check(gate.numel() == n && up.numel() == n, "swiglu_forward shapes");
+    if (!all_f32({&h, &gate, &up})) return swiglu_forward_any(stream_, h, gate, up);
     if (n == 0) return;
     swiglu_forward_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(f32(h), f32(gate), f32(up), n);
     LAUNCH_CHECK("swiglu_forward_kernel");
@@ -380,15 +407,25 @@ class CudaBackend final : public Backend {
     const int64_t n = dh.numel();
     check(dgate.numel() == n && dup.numel() == n && gate.numel() == n && up.numel() == n,
           "swiglu_backward shapes");
+    if (!all_f32({&dgate, &dup, &dh, &gate, &up}))
+      return swiglu_backward_any(stream_, dgate, dup, dh, gate, up);
     if (n == 0) return;
     swiglu_backward_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(f32(dgate), f32(dup), f32(dh),
                                                                     f32(gate), f32(up), n);
     LAUNCH_CHECK("swiglu_backward_kernel");
   }
 
+  void swiglu_fused_forward(Tensor h, const Tensor& gate_up) override {
+    swiglu_fused_forward_any(stream_, h, gate_up);
+  }
+  void swiglu_fused_backward(Tensor dgate_up, const Tensor& dh, const Tensor& gate_up) override {
+    swiglu_fused_backward_any(stream_, dgate_up, dh, gate_up);
+  }
+
   void ce_row_max(Tensor row_max, const Tensor& logits, int64_t valid) override {
     const int64_t T = logits.rows(), V = logits.cols();
     check(row_max.numel() == T, "ce_row_max ", logits.shape_str());
+    if (logits.dtype != DType::F32) return ce_row_max_any(stream_, row_max, logits, valid);
     if (T == 0) return;
     ce_row_max_kernel<<<unsigned(T), kThreads, 0, stream_>>>(f32(row_max), f32(logits), V, valid);
     LAUNCH_CHECK("ce_row_max_kernel");
@@ -398,6 +435,8 @@ class CudaBackend final : public Backend {
     const int64_t T = logits.rows(), V = logits.cols();
     check(stats.numel() == 2 * T && row_max.numel() == T && targets.numel() == T, "ce_stats ",
           logits.shape_str());
+    if (logits.dtype != DType::F32)
+      return ce_stats_any(stream_, stats, logits, row_max, targets, vocab_start, valid);
     if (T == 0) return;
     ce_stats_kernel<<<unsigned(T), kThreads, 0, stream_>>>(f32(stats), f32(logits), f32(row_max),
                                                            i32(targets), V, vocab_start, valid);
@@ -408,13 +447,17 @@ class CudaBackend final : public Backend {
     const int64_t T = logits.rows(), V = logits.cols();
     check(stats.numel() == 2 * T && row_max.numel() == T && targets.numel() == T, "ce_backward ",
           logits.shape_str());
+    if (logits.dtype != DType::F32)
+      return ce_backward_any(stream_, logits, row_max, stats, targets, vocab_start, valid, scale);
     if (T * V == 0) return;
     ce_backward_kernel<<<blocks_for(T * V), kThreads, 0, stream_>>>(
         f32(logits), f32(row_max), f32(stats), i32(targets), T, V, vocab_start, valid, scale);
     LAUNCH_CHECK("ce_backward_kernel");
   }
 
-  void adamw(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamW& h) override {
+  void adamw(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamW& h,
+             Tensor copy = {}) override {
+    if (copy.ptr) return adamw_with_copy(stream_, param, grad, m, v, h, copy);
     const int64_t n = param.numel();
     check(grad.numel() == n && m.numel() == n && v.numel() == n, "adamw shapes");
     if (n == 0) return;
@@ -434,50 +477,22 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  // Temporary device memory from the stream-ordered pool, freed (in stream order) at scope end.
-  struct Scratch {
-    CudaBackend& be;
-    void* ptr;
-    Scratch(CudaBackend& b, size_t bytes) : be(b), ptr(b.raw_alloc(std::max<size_t>(bytes, 1))) {}
-    ~Scratch() { be.raw_free(ptr, 0); }
-    Scratch(const Scratch&) = delete;
-    Scratch& operator=(const Scratch&) = delete;
-  };
-
-  template <typename E>
-  void transpose_as(Tensor dst, const Tensor& src, int64_t a, int64_t b, int64_t block) {
-    transpose_blocks_kernel<E><<<blocks_for(a * b * block), kThreads, 0, stream_>>>(
-        static_cast<E*>(dev(dst)), static_cast<const E*>(dev(src)), a, b, block);
-    LAUNCH_CHECK("transpose_blocks_kernel");
-  }
-
-  static AttnDims attn_dims(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
-                            const Tensor& q_pos, const Tensor& k_pos) {
-    check(s.heads > 0 && s.kv_heads > 0 && s.heads % s.kv_heads == 0 && s.head_dim > 0 &&
-              s.head_dim <= kMaxHeadDim,
-          "attention: heads ", s.heads, ", kv_heads ", s.kv_heads, ", head_dim ", s.head_dim,
-          " (the CUDA kernels take head_dim <= ", kMaxHeadDim, ")");
-    check(q.numel() == s.batch * s.sq * s.heads * s.head_dim &&
-              k.numel() == s.batch * s.sk * s.kv_heads * s.head_dim && v.numel() == k.numel() &&
-              q_pos.numel() == s.sq && k_pos.numel() == s.sk,
-          "attention shapes: q ", q.shape_str(), ", k ", k.shape_str(), ", positions ",
-          q_pos.shape_str(), ", ", k_pos.shape_str());
-    check(s.batch <= 65535 && s.heads <= 65535, "attention grid: batch ", s.batch, ", heads ",
-          s.heads);
-    return AttnDims{.Sq = s.sq,
-                    .Sk = s.sk,
-                    .H = s.heads,
-                    .KV = s.kv_heads,
-                    .hd = s.head_dim,
-                    .scale = 1.f / std::sqrt(float(s.head_dim))};
-  }
-  // One block per (row, head, batch).
-  static dim3 attn_grid(int64_t rows, int heads, int64_t batch) {
-    check(rows <= INT_MAX, "attention: ", rows, " rows");
-    return dim3(unsigned(rows), unsigned(heads), unsigned(batch));
+  // RoPE's cos/sin table for (hd, theta), built on first use (fused_ops.hpp) and kept.
+  const void* rope_table(int64_t hd, double theta) {
+    auto& t = rope_tables_[{hd, theta}];
+    if (!t) {
+      CUDA_CHECK(cudaMallocAsync(&t, rope_table_bytes(hd), stream_));
+      build_rope_table(stream_, t, hd, theta);
+    }
+    return t;
   }
 
   void release() noexcept {
+    times_.reset();
+    attention_.reset();
+    lt_.reset();
+    for (auto& [key, t] : rope_tables_) cudaFreeAsync(t, stream_);
+    rope_tables_.clear();
     if (blas_) cublasDestroy(blas_);
     if (stream_) {
       cudaStreamSynchronize(stream_);
@@ -490,6 +505,11 @@ class CudaBackend final : public Backend {
   int device_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
+  std::unique_ptr<LtGemm> lt_;
+  std::unique_ptr<Attention> attention_;
+  std::unique_ptr<CategoryTimes> times_;
+  std::map<std::pair<int64_t, double>, void*> rope_tables_;
+  HostBuffer sum_host_{this};  // pinned: the sums of squares come back through it
 };
 
 }  // namespace

@@ -8,61 +8,23 @@
 
 #include <cstdint>
 
+#include "model/cuda/reduce.cuh"
+#include "util/bf16.hpp"
+
 namespace tetra::cuda {
-
-constexpr int kThreads = 256;                          // elementwise and per-row kernels
-constexpr int kAttnThreads = 128;                      // attention: a tile of keys or queries
-constexpr int kMaxHeadDim = 512;                       // attention head_dim limit
-constexpr int kAttnCols = kMaxHeadDim / kAttnThreads;  // output columns per attention thread
-constexpr int64_t kSumChunk = 16384;                   // sum_squares: elements per block
-
-// Grid-stride loop over [0, n) with 64-bit indices.
-#define TETRA_FOR(i, n)                                                     \
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += int64_t(gridDim.x) * blockDim.x)
-
-struct Sum {
-  template <typename T>
-  __device__ T operator()(T a, T b) const {
-    return a + b;
-  }
-};
-struct Max {
-  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-
-// Reduces v over the block (blockDim.x a multiple of 32); every thread gets the result. A
-// butterfly in each warp, then one over the warp results: a fixed tree, hence deterministic.
-template <typename T, typename Op>
-__device__ T block_reduce(T v, Op op, T identity) {
-  __shared__ T part[32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  for (int o = 16; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-  __syncthreads();  // an earlier call may still be reading part
-  if (lane == 0) part[warp] = v;
-  __syncthreads();
-  v = lane < warps ? part[lane] : identity;
-  for (int o = 16; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
 
 // ---- Elementwise ----
 
 __global__ void fill_kernel(float* x, int64_t n, float value) {
   TETRA_FOR(i, n) x[i] = value;
 }
-// bf16 <-> f32 exactly as util/bf16.hpp does it on the host (round to nearest even, NaN kept
-// quiet), so the two backends round to the same bits.
+// bf16 <-> f32 by util/bf16.hpp, the host's functions (round to nearest even, NaN kept quiet),
+// so the two backends round to the same bits.
 __global__ void f32_to_bf16_kernel(uint16_t* dst, const float* src, int64_t n) {
-  TETRA_FOR(i, n) {
-    const float f = src[i];
-    const uint32_t bits = __float_as_uint(f);
-    dst[i] = isnan(f) ? uint16_t((bits >> 16) | 0x0040)
-                      : uint16_t((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
-  }
+  TETRA_FOR(i, n) dst[i] = float_to_bf16(src[i]);
 }
 __global__ void bf16_to_f32_kernel(float* dst, const uint16_t* src, int64_t n) {
-  TETRA_FOR(i, n) dst[i] = __uint_as_float(uint32_t(src[i]) << 16);
+  TETRA_FOR(i, n) dst[i] = bf16_to_float(src[i]);
 }
 __global__ void add_kernel(float* y, const float* x, int64_t n) {
   TETRA_FOR(i, n) y[i] += x[i];
@@ -72,34 +34,6 @@ __global__ void add3_kernel(float* out, const float* a, const float* b, int64_t 
 }
 __global__ void scale_kernel(float* x, int64_t n, float alpha) {
   TETRA_FOR(i, n) x[i] *= alpha;
-}
-
-// sum_squares, pass 1: one block per chunk c of kSumChunk elements,
-// partial[c] = sum_{i in chunk c} x_i^2 in double.
-__global__ void sum_squares_partial_kernel(double* partial, const float* x, int64_t n) {
-  const int64_t begin = int64_t(blockIdx.x) * kSumChunk;
-  const int64_t end = n < begin + kSumChunk ? n : begin + kSumChunk;
-  double s = 0;
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) s += double(x[i]) * x[i];
-  s = block_reduce(s, Sum{}, 0.0);
-  if (threadIdx.x == 0) partial[blockIdx.x] = s;
-}
-// Pass 2, one block: *total = sum_c partial[c].
-__global__ void sum_partials_kernel(double* total, const double* partial, int64_t chunks) {
-  double s = 0;
-  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) s += partial[c];
-  s = block_reduce(s, Sum{}, 0.0);
-  if (threadIdx.x == 0) *total = s;
-}
-
-// src seen as [a, b, block] -> dst [b, a, block]; E is a word of the block (4, 2 or 1 bytes).
-template <typename E>
-__global__ void transpose_blocks_kernel(E* dst, const E* src, int64_t a, int64_t b, int64_t block) {
-  TETRA_FOR(idx, a * b * block) {
-    const int64_t e = idx % block, r = idx / block;  // src block r = i * b + j
-    const int64_t i = r / b, j = r % b;
-    dst[(j * a + i) * block + e] = src[idx];
-  }
 }
 
 // h = silu(g) * u, silu(g) = g * sigmoid(g).
@@ -193,204 +127,6 @@ __global__ void rope_kernel(float* x, const int32_t* pos, int64_t T, int heads, 
       const float x1 = xh[i], x2 = xh[i + half];
       xh[i] = x1 * c - x2 * s;
       xh[i + half] = x2 * c + x1 * s;
-    }
-  }
-}
-
-// ---- Attention ----
-// q, out, dq, dout: [B*Sq, H*hd]; k, v, dk, dv: [B*Sk, KV*hd]; lse, D: [B, H, Sq]. Query head h
-// reads KV head g = h / (H/KV). Key j is visible from query i when k_pos[j] <= q_pos[i];
-// s_ij = scale q_i . k_j, scale = 1/sqrt(hd). Scores are recomputed where needed rather than
-// stored, so any Sk fits; the products over keys (or queries) go in tiles of kAttnThreads:
-// each thread computes one weight into shared memory, then each thread accumulates its own
-// output columns c = tid + r * kAttnThreads over the tile in index order.
-struct AttnDims {
-  int64_t Sq, Sk;
-  int H, KV, hd;
-  float scale;
-};
-
-// a . b over n elements, in index order.
-__device__ inline float dot(const float* a, const float* b, int n) {
-  float s = 0;
-  for (int c = 0; c < n; ++c) s += a[c] * b[c];
-  return s;
-}
-
-// One block per (query row i, head h, batch b) = blockIdx (x, y, z):
-//   m = max_j s_ij, l = sum_j exp(s_ij - m), lse_i = m + log l,
-//   out_i = sum_j exp(s_ij - m) / l * v_j (masked keys contribute nothing).
-__global__ void attention_forward_kernel(float* out, float* lse, const float* q, const float* k,
-                                         const float* v, const int32_t* q_pos, const int32_t* k_pos,
-                                         AttnDims a) {
-  extern __shared__ float smem[];
-  float* qs = smem;         // [hd] the query row
-  float* ps = smem + a.hd;  // [kAttnThreads] probabilities of a tile of keys
-  const int64_t i = blockIdx.x, b = blockIdx.z;
-  const int h = blockIdx.y, g = h / (a.H / a.KV), tid = threadIdx.x;
-  const int64_t qs_stride = int64_t(a.H) * a.hd, ks_stride = int64_t(a.KV) * a.hd;
-  const int64_t qoff = (b * a.Sq + i) * qs_stride + int64_t(h) * a.hd;
-  const float* kb = k + b * a.Sk * ks_stride + int64_t(g) * a.hd;  // key j at kb + j*ks_stride
-  const float* vb = v + b * a.Sk * ks_stride + int64_t(g) * a.hd;
-  for (int c = tid; c < a.hd; c += kAttnThreads) qs[c] = q[qoff + c];
-  __syncthreads();
-  const int32_t qp = q_pos[i];
-
-  float m = -INFINITY;
-  for (int64_t j = tid; j < a.Sk; j += kAttnThreads)
-    if (k_pos[j] <= qp) m = fmaxf(m, a.scale * dot(qs, kb + j * ks_stride, a.hd));
-  m = block_reduce(m, Max{}, -INFINITY);
-  float l = 0;
-  for (int64_t j = tid; j < a.Sk; j += kAttnThreads)
-    if (k_pos[j] <= qp) l += expf(a.scale * dot(qs, kb + j * ks_stride, a.hd) - m);
-  l = block_reduce(l, Sum{}, 0.f);
-  if (tid == 0) lse[(b * a.H + h) * a.Sq + i] = m + logf(l);
-
-  float acc[kAttnCols] = {};
-  for (int64_t j0 = 0; j0 < a.Sk; j0 += kAttnThreads) {
-    const int64_t j = j0 + tid;
-    ps[tid] = (j < a.Sk && k_pos[j] <= qp)
-                  ? expf(a.scale * dot(qs, kb + j * ks_stride, a.hd) - m) / l
-                  : 0.f;
-    __syncthreads();
-    const int64_t n = a.Sk - j0 < kAttnThreads ? a.Sk - j0 : kAttnThreads;
-    for (int64_t jj = 0; jj < n; ++jj) {
-      const float p = ps[jj];
-      const float* vj = vb + (j0 + jj) * ks_stride;
-#pragma unroll
-      for (int r = 0; r < kAttnCols; ++r) {
-        const int c = tid + r * kAttnThreads;
-        if (c < a.hd) acc[r] += p * vj[c];
-      }
-    }
-    __syncthreads();
-  }
-#pragma unroll
-  for (int r = 0; r < kAttnCols; ++r) {
-    const int c = tid + r * kAttnThreads;
-    if (c < a.hd) out[qoff + c] = acc[r];
-  }
-}
-
-// dQ, one block per (i, h, b): D_i = dO_i . O_i (kept in D for the dK/dV kernel); for visible
-// keys p_ij = exp(s_ij - lse_i), ds_ij = p_ij (dO_i . v_j - D_i); dq_i = scale sum_j ds_ij k_j.
-__global__ void attention_backward_dq_kernel(float* dq, float* D, const float* dout, const float* q,
-                                             const float* k, const float* v, const float* out,
-                                             const float* lse, const int32_t* q_pos,
-                                             const int32_t* k_pos, AttnDims a) {
-  extern __shared__ float smem[];
-  float* qs = smem;              // [hd] q_i
-  float* dos = smem + a.hd;      // [hd] dO_i
-  float* dss = smem + 2 * a.hd;  // [kAttnThreads] ds of a tile of keys
-  const int64_t i = blockIdx.x, b = blockIdx.z;
-  const int h = blockIdx.y, g = h / (a.H / a.KV), tid = threadIdx.x;
-  const int64_t qs_stride = int64_t(a.H) * a.hd, ks_stride = int64_t(a.KV) * a.hd;
-  const int64_t qoff = (b * a.Sq + i) * qs_stride + int64_t(h) * a.hd;
-  const float* kb = k + b * a.Sk * ks_stride + int64_t(g) * a.hd;
-  const float* vb = v + b * a.Sk * ks_stride + int64_t(g) * a.hd;
-  float di = 0;
-  for (int c = tid; c < a.hd; c += kAttnThreads) {
-    qs[c] = q[qoff + c];
-    dos[c] = dout[qoff + c];
-    di += dout[qoff + c] * out[qoff + c];
-  }
-  di = block_reduce(di, Sum{}, 0.f);  // also orders the shared loads above before their use
-  const int64_t row = (b * a.H + h) * a.Sq + i;
-  if (tid == 0) D[row] = di;
-  const float L = lse[row];
-  const int32_t qp = q_pos[i];
-
-  float acc[kAttnCols] = {};
-  for (int64_t j0 = 0; j0 < a.Sk; j0 += kAttnThreads) {
-    const int64_t j = j0 + tid;
-    float ds = 0.f;
-    if (j < a.Sk && k_pos[j] <= qp) {
-      const float p = expf(a.scale * dot(qs, kb + j * ks_stride, a.hd) - L);
-      ds = p * (dot(dos, vb + j * ks_stride, a.hd) - di);
-    }
-    dss[tid] = ds;
-    __syncthreads();
-    const int64_t n = a.Sk - j0 < kAttnThreads ? a.Sk - j0 : kAttnThreads;
-    for (int64_t jj = 0; jj < n; ++jj) {
-      const float* kj = kb + (j0 + jj) * ks_stride;
-#pragma unroll
-      for (int r = 0; r < kAttnCols; ++r) {
-        const int c = tid + r * kAttnThreads;
-        if (c < a.hd) acc[r] += dss[jj] * kj[c];
-      }
-    }
-    __syncthreads();
-  }
-#pragma unroll
-  for (int r = 0; r < kAttnCols; ++r) {
-    const int c = tid + r * kAttnThreads;
-    if (c < a.hd) dq[qoff + c] = a.scale * acc[r];
-  }
-}
-
-// dK, dV, one block per (key row j, KV head g, batch b) = blockIdx (x, y, z), summing over the
-// query heads h of the group and the query rows i in order (deterministic, no atomics):
-//   p_ij = exp(s_ij - lse_i), ds_ij = p_ij (dO_i . v_j - D_i),
-//   dv_j = sum_h sum_i p_ij dO_i,  dk_j = scale sum_h sum_i ds_ij q_i   (both overwritten).
-__global__ void attention_backward_dkdv_kernel(float* dk, float* dv, const float* dout,
-                                               const float* q, const float* k, const float* v,
-                                               const float* lse, const float* D,
-                                               const int32_t* q_pos, const int32_t* k_pos,
-                                               AttnDims a) {
-  extern __shared__ float smem[];
-  float* ks = smem;                             // [hd] k_j
-  float* vs = smem + a.hd;                      // [hd] v_j
-  float* ps = smem + 2 * a.hd;                  // [kAttnThreads] p of a tile of queries
-  float* dss = smem + 2 * a.hd + kAttnThreads;  // [kAttnThreads] ds of the tile
-  const int64_t j = blockIdx.x, b = blockIdx.z;
-  const int g = blockIdx.y, group = a.H / a.KV, tid = threadIdx.x;
-  const int64_t qs_stride = int64_t(a.H) * a.hd, ks_stride = int64_t(a.KV) * a.hd;
-  const int64_t koff = (b * a.Sk + j) * ks_stride + int64_t(g) * a.hd;
-  for (int c = tid; c < a.hd; c += kAttnThreads) {
-    ks[c] = k[koff + c];
-    vs[c] = v[koff + c];
-  }
-  __syncthreads();
-  const int32_t kp = k_pos[j];
-
-  float dk_acc[kAttnCols] = {}, dv_acc[kAttnCols] = {};
-  for (int h = g * group; h < (g + 1) * group; ++h) {
-    const float* qb = q + b * a.Sq * qs_stride + int64_t(h) * a.hd;  // row i at qb + i*qs_stride
-    const float* dob = dout + b * a.Sq * qs_stride + int64_t(h) * a.hd;
-    const float* Lh = lse + (b * a.H + h) * a.Sq;
-    const float* Dh = D + (b * a.H + h) * a.Sq;
-    for (int64_t i0 = 0; i0 < a.Sq; i0 += kAttnThreads) {
-      const int64_t i = i0 + tid;
-      float p = 0.f, ds = 0.f;
-      if (i < a.Sq && kp <= q_pos[i]) {
-        p = expf(a.scale * dot(qb + i * qs_stride, ks, a.hd) - Lh[i]);
-        ds = p * (dot(dob + i * qs_stride, vs, a.hd) - Dh[i]);
-      }
-      ps[tid] = p;
-      dss[tid] = ds;
-      __syncthreads();
-      const int64_t n = a.Sq - i0 < kAttnThreads ? a.Sq - i0 : kAttnThreads;
-      for (int64_t ii = 0; ii < n; ++ii) {
-        const float* qi = qb + (i0 + ii) * qs_stride;
-        const float* doi = dob + (i0 + ii) * qs_stride;
-#pragma unroll
-        for (int r = 0; r < kAttnCols; ++r) {
-          const int c = tid + r * kAttnThreads;
-          if (c < a.hd) {
-            dv_acc[r] += ps[ii] * doi[c];
-            dk_acc[r] += dss[ii] * qi[c];
-          }
-        }
-      }
-      __syncthreads();
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < kAttnCols; ++r) {
-    const int c = tid + r * kAttnThreads;
-    if (c < a.hd) {
-      dk[koff + c] = a.scale * dk_acc[r];
-      dv[koff + c] = dv_acc[r];
     }
   }
 }

@@ -25,124 +25,14 @@
 #include <vector>
 
 #include "../test_util.hpp"
+#include "cuda_compare.hpp"
 #include "model/backend.hpp"
 #include "util/bf16.hpp"
 
 using namespace tetra;
+using namespace tetra::test;
 
 namespace {
-
-bool have_gpu() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return n > 0;
-}
-#define SKIP_WITHOUT_GPU()        \
-  do {                            \
-    if (!have_gpu()) {            \
-      MESSAGE("no GPU: skipped"); \
-      return;                     \
-    }                             \
-  } while (0)
-
-using Floats = std::vector<float>;
-using Ints = std::vector<int32_t>;
-// Named outputs of one run, as doubles (floats convert exactly; sum_squares is a double).
-using Outputs = std::vector<std::pair<std::string, std::vector<double>>>;
-
-Floats randn(int64_t n, uint32_t seed, float sd = 1.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.f, sd);
-  Floats x(static_cast<size_t>(n));
-  for (float& v : x) v = dist(rng);
-  return x;
-}
-Ints randint(int64_t n, uint32_t seed, int32_t lo, int32_t hi) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> dist(lo, hi - 1);
-  Ints x(static_cast<size_t>(n));
-  for (int32_t& v : x) v = dist(rng);
-  return x;
-}
-Ints iota(int32_t from, int32_t to) {
-  Ints x;
-  for (int32_t i = from; i < to; ++i) x.push_back(i);
-  return x;
-}
-Ints concat(std::initializer_list<Ints> parts) {
-  Ints x;
-  for (const Ints& p : parts) x.insert(x.end(), p.begin(), p.end());
-  return x;
-}
-
-// Inputs uploaded into one backend; the buffers live as long as this object.
-struct Inputs {
-  Backend& be;
-  std::vector<Buffer> keep;
-  explicit Inputs(Backend& b) : be(b) {}
-  Tensor put(const void* host, DType t, std::initializer_list<int64_t> shape) {
-    int64_t n = 1;
-    for (int64_t s : shape) n *= s;
-    keep.emplace_back(be, n, t);
-    Tensor x = keep.back().view(shape);
-    be.upload(x, host);
-    return x;
-  }
-  Tensor f32(const Floats& h, std::initializer_list<int64_t> shape) {
-    return put(h.data(), DType::F32, shape);
-  }
-  Tensor i32(const Ints& h, std::initializer_list<int64_t> shape) {
-    return put(h.data(), DType::I32, shape);
-  }
-  Tensor zeros(std::initializer_list<int64_t> shape) {
-    int64_t n = 1;
-    for (int64_t s : shape) n *= s;
-    return f32(Floats(size_t(n), 0.f), shape);
-  }
-};
-
-std::vector<double> get(Backend& be, const Tensor& t) {
-  std::vector<double> out;
-  if (t.dtype == DType::I32) {
-    Ints h(size_t(t.numel()));
-    be.download(h.data(), t);
-    out.assign(h.begin(), h.end());
-  } else {
-    Floats h(size_t(t.numel()));
-    be.download(h.data(), t);
-    out.assign(h.begin(), h.end());
-  }
-  return out;
-}
-
-// Runs `f` on the CPU backend and twice on the CUDA backend: CUDA must match the CPU within
-// tol (relative to the largest CPU magnitude of each output) and itself bit for bit.
-void check_against_cpu(const std::function<Outputs(Backend&)>& f, double tol) {
-  auto cpu = make_cpu_backend(1);
-  auto gpu = make_cuda_backend(0);
-  const Outputs ref = f(*cpu), a = f(*gpu), b = f(*gpu);
-  REQUIRE(ref.size() == a.size());
-  REQUIRE(a.size() == b.size());
-  for (size_t o = 0; o < ref.size(); ++o) {
-    const auto& [name, r] = ref[o];
-    const std::vector<double>&x = a[o].second, &y = b[o].second;
-    REQUIRE(r.size() == x.size());
-    REQUIRE(x.size() == y.size());
-    double mag = 0, err = 0;
-    for (size_t i = 0; i < r.size(); ++i) {
-      mag = std::max(mag, std::abs(r[i]));
-      const double d = std::abs(r[i] - x[i]);
-      err = std::isnan(d) ? std::numeric_limits<double>::infinity() : std::max(err, d);
-    }
-    INFO(name, ": max |cpu - cuda| = ", err, ", max |cpu| = ", mag, ", tol ", tol);
-    CHECK(err <= tol * std::max(mag, 1e-30));
-    CHECK_MESSAGE(std::memcmp(x.data(), y.data(), x.size() * sizeof(double)) == 0, name,
-                  ": two CUDA runs differ");
-  }
-}
 
 Outputs run_elementwise(Backend& be) {
   Inputs in(be);
@@ -171,13 +61,15 @@ Outputs run_elementwise(Backend& be) {
   o.push_back({"sum_squares", {be.sum_squares(in.f32(randn(big, 4, 3.f), {big}))}});
   o.push_back({"sum_squares small", {be.sum_squares(a)}});
   o.push_back({"sum_squares empty", {be.sum_squares(a.flat(0, 0))}});
-  // [a, b, block] -> [b, a, block] with blocks of f32 and of i32.
-  const Tensor src = in.f32(randn(3 * 5 * 7, 5), {3 * 5 * 7}), dst = in.zeros({3 * 5 * 7});
-  be.transpose_blocks(dst, src, 3, 5);
-  o.push_back({"transpose_blocks f32", get(be, dst)});
-  const Tensor isrc = in.i32(iota(0, 4 * 2 * 3), {24}), idst = in.i32(Ints(24, -1), {24});
-  be.transpose_blocks(idst, isrc, 4, 2);
-  o.push_back({"transpose_blocks i32", get(be, idst)});
+  // CP's key order, 3 ranks and 5 sequences of blocks of 7 (f32) and of 1 (i32).
+  const Tensor src = in.f32(randn(6 * 5 * 7, 5), {6 * 5 * 7}), dst = in.zeros({6 * 5 * 7});
+  be.cp_zigzag(dst, src, 3, 5, true);
+  o.push_back({"cp_zigzag f32 to global", get(be, dst)});
+  be.cp_zigzag(src, dst, 3, 5, false);
+  o.push_back({"cp_zigzag f32 back", get(be, src)});
+  const Tensor isrc = in.i32(iota(0, 2 * 2 * 3), {12}), idst = in.i32(Ints(12, -1), {12});
+  be.cp_zigzag(idst, isrc, 2, 3, true);
+  o.push_back({"cp_zigzag i32", get(be, idst)});
   return o;
 }
 
@@ -313,12 +205,12 @@ Outputs run_adamw(Backend& be) {
 
 }  // namespace
 
-TEST_CASE("cuda backend: elementwise ops, sum_squares, transpose_blocks, swiglu") {
+TEST_CASE("cuda backend: elementwise ops, sum_squares, cp_zigzag, swiglu") {
   SKIP_WITHOUT_GPU();
   check_against_cpu(run_elementwise, 1e-5);
 }
 
-TEST_CASE("cuda backend: transpose_blocks of bf16 blocks (2-byte words)") {
+TEST_CASE("cuda backend: cp_zigzag of bf16 blocks (2-byte words)") {
   SKIP_WITHOUT_GPU();
   std::vector<uint16_t> h(3 * 4 * 5);
   for (size_t i = 0; i < h.size(); ++i) h[i] = uint16_t(1000 + i);
@@ -327,7 +219,7 @@ TEST_CASE("cuda backend: transpose_blocks of bf16 blocks (2-byte words)") {
     auto be = side == 0 ? make_cpu_backend(1) : make_cuda_backend(0);
     Buffer src(*be, int64_t(h.size()), DType::BF16), dst(*be, int64_t(h.size()), DType::BF16);
     be->upload(src.flat(), h.data());
-    be->transpose_blocks(dst.flat(), src.flat(), 3, 4);
+    be->cp_zigzag(dst.flat(), src.flat(), 2, 3, true);  // blocks of 5
     std::vector<uint16_t> out(h.size());
     be->download(out.data(), dst.flat());
     results.push_back(out);

@@ -47,9 +47,9 @@ TEST_CASE("rank work: 4D layout on 16 ranks, DP inferred, coordinates in [TP, CP
   CHECK(p.micro_batches == 2);
   CHECK(p.micro_batch == 2);
   CHECK(p.schedule == ScheduleKind::OneFOneB);
-  // CP rank 0 of 2 holds chunks 0 and 3 of 4 (4 tokens each); keys in rank order.
+  // CP rank 0 of 2 holds chunks 0 and 3 of 4 (4 tokens each); keys in sequence order.
   CHECK(p.seq_pos == std::vector<int32_t>{0, 1, 2, 3, 12, 13, 14, 15});
-  CHECK(p.key_pos == std::vector<int32_t>{0, 1, 2, 3, 12, 13, 14, 15, 4, 5, 6, 7, 8, 9, 10, 11});
+  CHECK(p.key_pos == std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
   CHECK(p.local_tokens() == 16);
   // Two chunks of two blocks: stage 1 holds blocks 2-3 and the head (units 3, 4, 5).
   REQUIRE(p.chunks.size() == 2);

@@ -1,0 +1,223 @@
+#include <cstring>  // before the frontend, which uses std::strlen without including it
+
+#include "model/cuda/attn_cudnn.hpp"
+
+#include <cudnn.h>
+#include <cudnn_frontend.h>
+
+#include <cmath>
+
+#include "util/error.hpp"
+
+namespace tetra::cuda {
+namespace {
+
+namespace fe = cudnn_frontend;
+
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kdO, kdQ, kdK, kdV };
+
+// [batch, heads, rows, hd] view of a token-major [batch * rows, heads * hd] buffer.
+fe::graph::Tensor_attributes token_major(const char* name, int64_t uid, int64_t b, int64_t h,
+                                         int64_t rows, int64_t hd, int64_t batch_stride) {
+  return fe::graph::Tensor_attributes()
+      .set_name(name)
+      .set_uid(uid)
+      .set_dim({b, h, rows, hd})
+      .set_stride({batch_stride, hd, h * hd, 1});
+}
+// Stats [batch, heads, sq, 1], packed: cuDNN before 9.26 refuses strided statistics in the
+// backward, so a CP chunk's slice of tetra's lse is copied through a packed scratch.
+fe::graph::Tensor_attributes& stats_layout(fe::graph::Tensor_attributes& t, const SdpaGeometry& g) {
+  return t.set_uid(kStats)
+      .set_data_type(fe::DataType_t::FLOAT)
+      .set_dim({g.batch, g.heads, g.sq, 1})
+      .set_stride({g.heads * g.sq, g.sq, 1, 1});
+}
+template <typename Attrs>
+void causal(Attrs& a, const SdpaGeometry& g) {
+  // Query i sees key j <= i (top-left), or j <= i + sk - sq (bottom-right: the chunk's last
+  // query sees the whole prefix).
+  a.set_diagonal_alignment(g.bottom_right ? fe::DiagonalAlignment_t::BOTTOM_RIGHT
+                                          : fe::DiagonalAlignment_t::TOP_LEFT)
+      .set_diagonal_band_right_bound(0);
+}
+
+std::shared_ptr<fe::graph::Graph> new_graph(int sm) {
+  auto graph = std::make_shared<fe::graph::Graph>();
+  if (sm > 0) graph->set_sm_version(sm);  // before any node: nodes copy the context
+  graph->set_io_data_type(fe::DataType_t::BFLOAT16)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  return graph;
+}
+
+std::shared_ptr<fe::graph::Graph> forward_graph(const SdpaGeometry& g, int sm) {
+  auto graph = new_graph(sm);
+  const int64_t B = g.batch, H = g.heads, KV = g.kv_heads, hd = g.head_dim;
+  auto q = graph->tensor(token_major("Q", kQ, B, H, g.sq, hd, g.q_batch_stride));
+  auto k = graph->tensor(token_major("K", kK, B, KV, g.sk, hd, g.k_batch_stride));
+  auto v = graph->tensor(token_major("V", kV, B, KV, g.sk, hd, g.k_batch_stride));
+  auto opts = fe::graph::SDPA_attributes()
+                  .set_name("sdpa_forward")
+                  .set_generate_stats(true)
+                  .set_attn_scale(1.f / std::sqrt(float(hd)));
+  causal(opts, g);
+  auto [o, stats] = graph->sdpa(q, k, v, opts);
+  o->set_output(true)
+      .set_uid(kO)
+      .set_dim({B, H, g.sq, hd})
+      .set_stride({g.q_batch_stride, hd, H * hd, 1});
+  stats_layout(stats->set_output(true), g);
+  return graph;
+}
+
+std::shared_ptr<fe::graph::Graph> backward_graph(const SdpaGeometry& g, int sm) {
+  auto graph = new_graph(sm);
+  const int64_t B = g.batch, H = g.heads, KV = g.kv_heads, hd = g.head_dim;
+  auto q = graph->tensor(token_major("Q", kQ, B, H, g.sq, hd, g.q_batch_stride));
+  auto k = graph->tensor(token_major("K", kK, B, KV, g.sk, hd, g.k_batch_stride));
+  auto v = graph->tensor(token_major("V", kV, B, KV, g.sk, hd, g.k_batch_stride));
+  auto o = graph->tensor(token_major("O", kO, B, H, g.sq, hd, g.q_batch_stride));
+  auto dO = graph->tensor(token_major("dO", kdO, B, H, g.sq, hd, g.q_batch_stride));
+  fe::graph::Tensor_attributes st;
+  auto stats = graph->tensor(stats_layout(st.set_name("Stats"), g));
+  auto opts = fe::graph::SDPA_backward_attributes()
+                  .set_name("sdpa_backward")
+                  .set_attn_scale(1.f / std::sqrt(float(hd)))
+                  .set_deterministic_algorithm(true);  // two runs give the same bits
+  causal(opts, g);
+  auto [dq, dk, dv] = graph->sdpa_backward(q, k, v, o, dO, stats, opts);
+  dq->set_output(true)
+      .set_uid(kdQ)
+      .set_dim({B, H, g.sq, hd})
+      .set_stride({g.q_batch_stride, hd, H * hd, 1});
+  dk->set_output(true)
+      .set_uid(kdK)
+      .set_dim({B, KV, g.sk, hd})
+      .set_stride({g.k_batch_stride, hd, KV * hd, 1});
+  dv->set_output(true)
+      .set_uid(kdV)
+      .set_dim({B, KV, g.sk, hd})
+      .set_stride({g.k_batch_stride, hd, KV * hd, 1});
+  return graph;
+}
+
+std::string message(fe::error_t e) {
+  return e.get_message().empty() ? "refused" : e.get_message();
+}
+
+}  // namespace
+
+std::vector<SdpaGeometry> sdpa_geometries(const AttnShape& a) {
+  const int64_t H = a.heads, KV = a.kv_heads, hd = a.head_dim;
+  if (a.mask == AttnMask::Causal)
+    return {{a.batch, H, KV, a.sq, a.sk, hd, a.sq * H * hd, a.sk * KV * hd, false}};
+  check(a.mask == AttnMask::CpChunks, "cuDNN attention needs a mask hint");
+  const int64_t C = a.sq / 2;
+  std::vector<SdpaGeometry> out;
+  for (int64_t c : {int64_t(a.cp_rank), int64_t(2 * a.cp - 1 - a.cp_rank)})
+    out.push_back({a.batch, H, KV, C, (c + 1) * C, hd, a.sq * H * hd, a.sk * KV * hd, true});
+  return out;
+}
+
+std::string cudnn_sdpa_validate(const SdpaGeometry& g, bool backward, int sm) {
+  auto graph = backward ? backward_graph(g, sm) : forward_graph(g, sm);
+  fe::error_t e = graph->validate();
+  return e.is_good() ? "" : message(e);
+}
+
+std::string cudnn_version() {
+  const size_t v = cudnnGetVersion();  // major * 10000 + minor * 100 + patch (cuDNN 9)
+  return "cuDNN " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+         std::to_string(v % 100) + " (frontend " + std::to_string(CUDNN_FRONTEND_MAJOR_VERSION) +
+         "." + std::to_string(CUDNN_FRONTEND_MINOR_VERSION) + "." +
+         std::to_string(CUDNN_FRONTEND_PATCH_VERSION) + ")";
+}
+
+struct CudnnSdpa::Graphs {
+  using Key = std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                         int64_t, bool>;
+  struct Entry {
+    std::shared_ptr<fe::graph::Graph> graph;  // null: refused
+    std::string why;
+    int64_t workspace = 0;
+  };
+  std::map<Key, Entry> built;
+};
+
+CudnnSdpa::CudnnSdpa(cudaStream_t s) : stream_(s), graphs_(std::make_unique<Graphs>()) {
+  cudnnHandle_t h = nullptr;
+  const cudnnStatus_t st = cudnnCreate(&h);
+  check(st == CUDNN_STATUS_SUCCESS, "cudnnCreate: ", cudnnGetErrorString(st));
+  handle_ = h;
+  check(cudnnSetStream(h, s) == CUDNN_STATUS_SUCCESS, "cudnnSetStream failed");
+}
+
+CudnnSdpa::~CudnnSdpa() {
+  graphs_.reset();
+  if (handle_) cudnnDestroy(static_cast<cudnnHandle_t>(handle_));
+}
+
+bool CudnnSdpa::prepare(const SdpaGeometry& g, bool backward, std::string* why) {
+  const Graphs::Key key = std::tuple_cat(std::tuple(backward), g.key());
+  auto it = graphs_->built.find(key);
+  if (it == graphs_->built.end()) {
+    Graphs::Entry e;
+    auto graph = backward ? backward_graph(g, 0) : forward_graph(g, 0);
+    auto h = static_cast<cudnnHandle_t>(handle_);
+    fe::error_t r = graph->validate();
+    if (r.is_good()) r = graph->build_operation_graph(h);
+    if (r.is_good()) r = graph->create_execution_plans({fe::HeurMode_t::A});
+    if (r.is_good()) r = graph->check_support(h);
+    if (r.is_good()) r = graph->build_plans(h);
+    if (r.is_good()) r = graph->get_workspace_size(e.workspace);
+    if (r.is_good())
+      e.graph = graph;
+    else
+      e.why = message(r);
+    it = graphs_->built.emplace(key, std::move(e)).first;
+  }
+  if (why) *why = it->second.why;
+  return it->second.graph != nullptr;
+}
+
+int64_t CudnnSdpa::workspace_bytes(const SdpaGeometry& g, bool backward) {
+  std::string why;
+  check(prepare(g, backward, &why), "cuDNN SDPA: ", why);
+  return graphs_->built.at(std::tuple_cat(std::tuple(backward), g.key())).workspace;
+}
+
+void CudnnSdpa::forward(const SdpaGeometry& g, const void* q, const void* k, const void* v, void* o,
+                        float* stats, void* workspace) {
+  std::string why;
+  check(prepare(g, false, &why), "cuDNN SDPA forward: ", why);
+  auto& graph = graphs_->built.at(std::tuple_cat(std::tuple(false), g.key())).graph;
+  std::unordered_map<int64_t, void*> pack{{kQ, const_cast<void*>(q)},
+                                          {kK, const_cast<void*>(k)},
+                                          {kV, const_cast<void*>(v)},
+                                          {kO, o},
+                                          {kStats, stats}};
+  fe::error_t e = graph->execute(static_cast<cudnnHandle_t>(handle_), pack, workspace);
+  check(e.is_good(), "cuDNN SDPA forward: ", message(e));
+}
+
+void CudnnSdpa::backward(const SdpaGeometry& g, const void* q, const void* k, const void* v,
+                         const void* o, const void* dout, const float* stats, void* dq, void* dk,
+                         void* dv, void* workspace) {
+  std::string why;
+  check(prepare(g, true, &why), "cuDNN SDPA backward: ", why);
+  auto& graph = graphs_->built.at(std::tuple_cat(std::tuple(true), g.key())).graph;
+  std::unordered_map<int64_t, void*> pack{{kQ, const_cast<void*>(q)},
+                                          {kK, const_cast<void*>(k)},
+                                          {kV, const_cast<void*>(v)},
+                                          {kO, const_cast<void*>(o)},
+                                          {kdO, const_cast<void*>(dout)},
+                                          {kStats, const_cast<float*>(stats)},
+                                          {kdQ, dq},
+                                          {kdK, dk},
+                                          {kdV, dv}};
+  fe::error_t e = graph->execute(static_cast<cudnnHandle_t>(handle_), pack, workspace);
+  check(e.is_good(), "cuDNN SDPA backward: ", message(e));
+}
+
+}  // namespace tetra::cuda
