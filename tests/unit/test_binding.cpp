@@ -38,6 +38,13 @@ TEST_CASE("binding: a rank mpirun bound to fewer cores than its share is told th
     CHECK(r.status == 0);
     CHECK(count(r.err, "mpirun bound rank") == 0);
   }
+  // Two ranks, each bound to one core: said only where a rank's share is more than one core
+  // (on two cores, one each is the share).
+  const Spawned two = spawn(mpirun(2) + tetra_bin() + kRun + " --dp 2", 60);
+  CAPTURE(two.err);
+  CHECK(two.status == 0);
+  CHECK(count(two.err, "mpirun bound rank") ==
+        (std::thread::hardware_concurrency() / 2 > 1 ? 1 : 0));
   // A direct run is not launched, so not bound by a launcher.
   const Spawned direct = spawn(tetra_bin() + kRun, 60);
   CHECK(direct.status == 0);

@@ -101,6 +101,18 @@ TEST_CASE("pictures: messages say what is wrong") {
   CHECK(r.status == 2);
   CHECK(count(r.err, "tetra: error:") == 1);
   CHECK(r.err.find(dir + "': it is a directory, not a regular file") != std::string::npos);
+  // A measured peak past any byte count was printed "%15.0f" into 200 bytes: 309 digits cut
+  // to a row without its verdict, and a percentage of "+inf".
+  for (const char* peak : {"1e308", "-1", "9.3e18"}) {
+    CAPTURE(peak);
+    std::ofstream(d / "m.jsonl") << "{\"step\": 0, \"comm_bytes\": {}, \"peak_memory_bytes\": "
+                                 << peak << "}\n";
+    r = spawn(tetra_bin() + " plan --compare " + (d / "m.jsonl"), 30);
+    CHECK(r.status == 2);
+    CHECK(count(r.err, "tetra: error:") == 1);
+    CHECK(r.err.find("line 1: peak_memory_bytes is not a byte count (a number from 0 to 2^63)") !=
+          std::string::npos);
+  }
   // --mfu must be below 99, as its rule says.
   r = spawn(tetra_bin() + " plan --mfu 99", 30);
   CHECK(r.status == 2);

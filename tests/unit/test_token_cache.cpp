@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,41 @@ TEST_CASE("token cache: a shard that does not match its record is made again, an
     CHECK_FALSE(r.reused);
     CHECK(r.rebuilt.find(c.what) == 0);
     CHECK(data::read_bin_shard(r.bin).tokens == tokens);
+    CHECK(data::tokenize_cached(text, *tok).reused);
+  }
+}
+
+TEST_CASE("token cache: a shard of another text or another tokenizer under the name is rebuilt") {
+  if (!data::have_sentencepiece()) {
+    MESSAGE("skipped: this build has no SentencePiece");
+    return;
+  }
+  // The name hashes the text and the tokenizer, so only a copied (or colliding) shard sits
+  // under another's name; the record, not the name, tells them apart.
+  const TempDir tmp;
+  const std::string dir = corpus_dir(tmp), text = dir + "/corpus.txt", other = dir + "/other.txt";
+  std::ofstream(other) << slurp(text).substr(0, 2000) << "the fox reads to the crowd.\n";
+  bool trained = false;
+  const auto tok = data::load_sentencepiece(data::tokenizer_model("bpe:300", text, &trained));
+  const auto tok2 = data::load_sentencepiece(data::tokenizer_model("bpe:400", text, &trained));
+  const std::string bin = data::tokenize_cached(text, *tok).bin;
+  const std::vector<uint16_t> tokens = data::read_bin_shard(bin).tokens;
+  struct Case {
+    std::string what, foreign;
+  };
+  const std::vector<Case> cases = {
+      {"was made from another text", data::tokenize_cached(other, *tok).bin},
+      {"was made with another tokenizer", data::tokenize_cached(text, *tok2).bin},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    REQUIRE(c.foreign != bin);
+    fs::copy_file(c.foreign, bin, fs::copy_options::overwrite_existing);
+    const data::CachedShard r = data::tokenize_cached(text, *tok);
+    CHECK_FALSE(r.reused);
+    CHECK(r.rebuilt == c.what);
+    CHECK(r.bin == bin);
+    CHECK(data::read_bin_shard(bin).tokens == tokens);
     CHECK(data::tokenize_cached(text, *tok).reused);
   }
 }
