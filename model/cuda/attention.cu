@@ -11,8 +11,15 @@
 #endif
 
 namespace tetra::cuda {
+
+#ifndef TETRA_HAVE_CUDNN
+// A build without the frontend: the member that would hold the graphs stays null.
+class CudnnSdpa {};
+#endif
+
 namespace {
 
+#ifdef TETRA_HAVE_CUDNN
 // dst += src on rows [0, rows) of each sequence of both ([batch, seq_rows, w] bf16).
 __global__ void add_prefix_kernel(uint16_t* dst, const uint16_t* src, int64_t batch, int64_t rows,
                                   int64_t seq_rows, int64_t w) {
@@ -22,6 +29,7 @@ __global__ void add_prefix_kernel(uint16_t* dst, const uint16_t* src, int64_t ba
     store(dst, d, load(dst, d) + load(src, d));
   }
 }
+#endif
 
 }  // namespace
 
