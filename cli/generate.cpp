@@ -40,7 +40,9 @@ std::string generate_text(const GenerateOptions& o) {
       if (bad != w.end())
         throw DivergedError("model '" + o.init_from + "': " + p.name +
                             " holds a value that is not finite (" +
-                            (std::isnan(*bad) ? "nan" : *bad > 0 ? "inf" : "-inf") +
+                            (std::isnan(*bad) ? "nan"
+                             : *bad > 0       ? "inf"
+                                              : "-inf") +
                             " at element " + std::to_string(bad - w.begin()) + ")");
     }
   }

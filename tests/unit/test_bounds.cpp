@@ -9,11 +9,11 @@
 #include <string>
 
 #include "../test_util.hpp"
+#include "cli/options.hpp"
 #include "model/config.hpp"
 #include "parallel/schedule.hpp"
-#include "spawn.hpp"
-#include "cli/options.hpp"
 #include "plan/memory.hpp"
+#include "spawn.hpp"
 
 using namespace tetra::test;
 
