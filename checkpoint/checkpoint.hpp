@@ -79,11 +79,12 @@ ModelConfig model_from_json(const json& v, const std::string& what);
 // the new checkpoint's ancestors beyond the newest `keep` of its line (keep <= 0: none).
 // Throws tetra::Error on every rank (the same message) if any rank fails, leaving any
 // earlier checkpoint and `latest` untouched.
-// die_after_shard (--inject-failure RANK@STEP:ckpt): this rank kills itself with SIGKILL
-// once its shard file is on disk, before the checkpoint is complete.
+// raise_after_shard (--inject-failure): a signal this rank raises once its shard file is on
+// disk, before the checkpoint is complete: SIGKILL (RANK@STEP:ckpt) or a second pre-emption
+// signal (RANK@STEP:preempt); 0 for none.
 // Returns the path of the new checkpoint directory.
 std::string save(MPI_Comm world, const std::string& dir, const RunState& state,
-                 const std::vector<Segment>& segments, int keep, bool die_after_shard = false);
+                 const std::vector<Segment>& segments, int keep, int raise_after_shard = 0);
 
 // The single-process steps that save() runs, exposed so that a test or a tool can write a
 // checkpoint of any world size from one process:

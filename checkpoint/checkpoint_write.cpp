@@ -224,7 +224,7 @@ std::string finish_write(const std::string& dir, const RunState& state,
 }
 
 std::string save(MPI_Comm world, const std::string& dir, const RunState& state,
-                 const std::vector<Segment>& segments, int keep, bool die_after_shard) {
+                 const std::vector<Segment>& segments, int keep, int raise_after_shard) {
   int rank = 0, size = 1;
   MPI_Comm_rank(world, &rank);
   MPI_Comm_size(world, &size);
@@ -237,7 +237,7 @@ std::string save(MPI_Comm world, const std::string& dir, const RunState& state,
     ShardRecord mine;
     agree(world, [&] {
       mine = write_shard(tmp, rank, size, state, segments);
-      if (die_after_shard) ::raise(SIGKILL);
+      if (raise_after_shard != 0) ::raise(raise_after_shard);
     });
     // Fixed-size records: file names follow from the ranks.
     const uint64_t record[2] = {mine.bytes, mine.crc32c};

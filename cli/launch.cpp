@@ -5,15 +5,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
+#include <string_view>
 
+#include "checkpoint/lock.hpp"
 #include "cli/options.hpp"
+#include "train/preempt.hpp"
 #include "util/clock.hpp"
 #include "util/error.hpp"
 #include "util/input_file.hpp"
@@ -51,12 +56,21 @@ std::optional<FlagSpot> find_flag(const std::vector<std::string>& cmd, const std
   return spot;
 }
 
-// The metrics file the supervisor adds when the command has none; removed at the end.
+// The metrics file the supervisor adds when the command has none; removed at the end. Beside
+// the checkpoints when the command has a --ckpt-dir (rank 0 may run on another host, and
+// every rank must see that directory), else in TMPDIR.
 class TempMetricsFile {
  public:
-  TempMetricsFile() {
-    const char* dir = std::getenv("TMPDIR");
-    path_ = std::string(dir && *dir ? dir : "/tmp") + "/tetra_launch_XXXXXX.jsonl";
+  explicit TempMetricsFile(const std::string& ckpt_dir) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string dir = tmp && *tmp ? tmp : "/tmp";
+    if (!ckpt_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(ckpt_dir, ec);
+      check(!ec, "cannot create checkpoint directory '", ckpt_dir, "': ", ec.message());
+      dir = ckpt_dir;
+    }
+    path_ = dir + "/.tetra_launch_XXXXXX.jsonl";
     const int fd = ::mkstemps(path_.data(), 6);
     check(fd >= 0, "cannot create a metrics file ", path_, ": ", std::strerror(errno));
     ::close(fd);
@@ -125,15 +139,16 @@ class MetricsTail {
 
 // The running attempt and the stop request, shared with the signal handler.
 volatile sig_atomic_t g_child = 0;  // pid of the running attempt, 0 between attempts
-volatile sig_atomic_t g_stop = 0;   // SIGINT or SIGTERM received, else 0
+volatile sig_atomic_t g_stop = 0;   // SIGINT, SIGTERM or SIGUSR1 received, else 0
 
 void forward_signal(int sig) {
   g_stop = sig;
   if (g_child > 0) ::kill(g_child, sig);  // never kill(0): that is our whole process group
 }
 
-// SIGINT and SIGTERM go to the running attempt and stop the restarts, for the lifetime of
-// this object; the previous handlers come back after it (run_launch is a library call).
+// SIGINT, SIGTERM and SIGUSR1 (Slurm's warning before the time limit) go to the running
+// attempt and stop the restarts, for the lifetime of this object; the previous handlers come
+// back after it (run_launch is a library call).
 class SignalForwarding {
  public:
   SignalForwarding() {
@@ -142,35 +157,55 @@ class SignalForwarding {
     struct sigaction sa {};
     sa.sa_handler = forward_signal;
     sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGINT, &sa, &old_int_);
-    ::sigaction(SIGTERM, &sa, &old_term_);
+    for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
   }
   ~SignalForwarding() {
-    ::sigaction(SIGINT, &old_int_, nullptr);
-    ::sigaction(SIGTERM, &old_term_, nullptr);
+    for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
   }
   SignalForwarding(const SignalForwarding&) = delete;
   SignalForwarding& operator=(const SignalForwarding&) = delete;
 
  private:
-  struct sigaction old_int_ {};
-  struct sigaction old_term_ {};
+  static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGUSR1};
+  struct sigaction old_[3]{};
 };
 
-// Starts one attempt with TETRA_RESTART=attempt and returns its pid. The child reports a
+// An environment variable as an int, 0 when unset or not a number.
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::max(0, std::atoi(v)) : 0;
+}
+
+// The job's token for the checkpoint lock (checkpoint/lock.hpp): inherited from an outer
+// supervisor, else made here, the same for every attempt.
+std::string job_token() {
+  const char* outer = std::getenv("TETRA_JOB");
+  if (outer && *outer) return outer;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return std::string(host) + "-" + std::to_string(::getpid()) + "-" +
+         std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
+}
+
+// Starts one attempt with TETRA_RESTART=restart (an outer count plus the attempt), TETRA_JOB
+// and SLURM_DISABLE_STATUS (so that one SIGINT passed on to srun stops it, where srun alone
+// wants two within a second) and returns its pid. The child reports a
 // failed execvp through a close-on-exec pipe (which a successful exec closes unwritten), so
 // "cannot be started" is told apart from "started and failed".
-pid_t spawn(const std::vector<std::string>& cmd, int attempt) {
+pid_t spawn(const std::vector<std::string>& cmd, int restart, const std::string& job) {
   // Everything the child needs is built before fork: between fork and exec it may only make
   // async-signal-safe calls.
   std::vector<char*> argv;
   for (const std::string& s : cmd) argv.push_back(const_cast<char*>(s.c_str()));
   argv.push_back(nullptr);
-  const std::string restart = "TETRA_RESTART=" + std::to_string(attempt);
+  std::vector<std::string> set = {"TETRA_RESTART=" + std::to_string(restart), "TETRA_JOB=" + job};
+  if (!std::getenv("SLURM_DISABLE_STATUS")) set.push_back("SLURM_DISABLE_STATUS=1");
   std::vector<char*> envp;
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "TETRA_RESTART=", 14) != 0) envp.push_back(*e);
-  envp.push_back(const_cast<char*>(restart.c_str()));
+  for (char** e = environ; *e; ++e) {
+    const std::string_view var(*e);
+    if (!var.starts_with("TETRA_RESTART=") && !var.starts_with("TETRA_JOB=")) envp.push_back(*e);
+  }
+  for (std::string& v : set) envp.push_back(v.data());
   envp.push_back(nullptr);
 
   int pipe_fds[2];
@@ -284,7 +319,9 @@ int run_launch(const std::vector<std::string>& args) {
     if (const auto spot = find_flag(base, "--metrics")) {
       metrics_path = base[spot->index].substr(spot->offset);
     } else {
-      metrics_path = temp_metrics.emplace().path();
+      const auto ckpt = find_flag(base, "--ckpt-dir");
+      metrics_path =
+          temp_metrics.emplace(ckpt ? base[ckpt->index].substr(ckpt->offset) : "").path();
       base.insert(base.end(), {"--metrics", metrics_path});
     }
     resume = find_flag(base, "--resume");
@@ -298,6 +335,8 @@ int run_launch(const std::vector<std::string>& args) {
 
   MetricsTail metrics(metrics_path);
   SignalForwarding forwarding;
+  const int outer_restarts = env_int("TETRA_RESTART");
+  const std::string job = job_token();
   std::vector<Attempt> attempts;
   int rc = 0;
   for (int attempt = 0;; ++attempt) {
@@ -309,7 +348,7 @@ int run_launch(const std::vector<std::string>& args) {
     }
     pid_t pid = 0;
     try {
-      pid = spawn(cmd, attempt);
+      pid = spawn(cmd, outer_restarts + attempt, job);
     } catch (const StartError& e) {
       std::fprintf(stderr, "tetra: error: %s\n", e.what());
       rc = 127;
@@ -322,7 +361,12 @@ int run_launch(const std::vector<std::string>& args) {
     const std::string what =
         "attempt " + std::to_string(attempt) + ": " + describe(attempts.back());
     std::string stop;  // why there is no next attempt
-    if (g_stop) {
+    if (g_stop && WIFEXITED(status) && rc == kPreemptedExitStatus) {
+      // The job is being pre-empted or reaches its time limit: whoever started it resumes it
+      // later (the sbatch example requeues on this status).
+      stop = std::string("pre-empted by ") + ::strsignal(g_stop) + " after a checkpoint (exit " +
+             std::to_string(rc) + ": resume me)";
+    } else if (g_stop) {
       stop = std::string("interrupted by ") + ::strsignal(g_stop);
     } else if (WIFEXITED(status) && (rc == 126 || rc == 127)) {
       // The shell's and mpirun's codes for a program that is missing or not executable.
@@ -333,6 +377,8 @@ int run_launch(const std::vector<std::string>& args) {
     } else if (WIFEXITED(status) && rc == 65) {
       // Training diverged; resuming is bit-exact, so a rerun would diverge again.
       stop = "the run diverged";
+    } else if (WIFEXITED(status) && rc == ckpt::kLockedExitStatus) {
+      stop = "another job holds the checkpoint directory";
     } else if (attempt >= opt.restarts) {
       stop = "no restarts left";
     }

@@ -11,7 +11,11 @@ namespace tetra {
 // args: what follows `tetra launch`, i.e. [--restarts N] [--quiet] -- COMMAND ARGS...
 // Returns the exit status for the program: 0 when the last attempt succeeded, else that
 // attempt's exit code (128 + signal when it was killed); 2 on bad usage ("tetra: error: ..."
-// on stderr) and 127 when the command cannot be started at all.
+// on stderr) and 127 when the command cannot be started at all. An attempt pre-empted
+// (exit 75) is restarted like a failed one, unless the supervisor itself got the signal
+// (SIGTERM, SIGUSR1: the job is being stopped) and then returns 75 for its own caller to
+// resume it. Each attempt gets TETRA_RESTART (an exported count plus the attempt number)
+// and TETRA_JOB, the job's token for the checkpoint lock.
 int run_launch(const std::vector<std::string>& args);
 
 }  // namespace tetra

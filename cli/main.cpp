@@ -5,10 +5,12 @@
 // (cli/options.hpp
 // parses them all); every input error ends with one "tetra: error: ..." line from rank 0 and
 // exit status 2 on every rank, a diverged run (a non-finite loss or gradient norm) likewise
-// with exit status 65.
+// with exit status 65, a checkpoint directory that another job holds with 73; a pre-empted
+// run (SIGTERM, SIGUSR1) checkpoints and exits 75.
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -19,20 +21,31 @@
 #include "cli/launch.hpp"
 #include "cli/options.hpp"
 #include "parallel/agree.hpp"
+#include "parallel/hosts.hpp"
 #include "parallel/watchdog.hpp"
 #include "plan/compare.hpp"
 #include "plan/plan_report.hpp"
 #include "plot/plot.hpp"
 #include "plot/svg_schedule.hpp"
+#include "train/preempt.hpp"
 #include "train/trainer.hpp"
 #include "util/error.hpp"
 
 namespace {
 
-void train(const tetra::TrainConfig& opt) {
+// Before anything that relies on MPI's picture of the machines (the watchdog's shared memory,
+// the GPU choice): each host's node-local ranks must be unique. A pre-emption signal from here
+// on is honoured at the first step boundary.
+int train(const tetra::TrainConfig& opt) {
+  const tetra::Hosts hosts = tetra::gather_hosts(MPI_COMM_WORLD);
+  tetra::agree(MPI_COMM_WORLD, [&] {
+    const std::string problem = tetra::node_rank_problem(hosts);
+    tetra::check(problem.empty(), problem);
+  });
+  const tetra::PreemptSignals signals;
   tetra::watchdog::start(MPI_COMM_WORLD, opt.checkpoint.timeout);
   tetra::Trainer trainer(opt, MPI_COMM_WORLD);
-  trainer.run();
+  return trainer.run();
 }
 
 // tetra ckpt inspect|verify DIR. DIR is one checkpoint (step_..., or any directory with a
@@ -98,6 +111,13 @@ int main(int argc, char** argv) {
   // The supervisor starts MPI jobs; it is not one.
   if (!args.empty() && args[0] == "launch")
     return tetra::run_launch(std::vector<std::string>(args.begin() + 1, args.end()));
+  // srun without PMIx: MPI_Init would fail on every task with pages of text.
+  if (const std::string problem = tetra::srun_problem(); !problem.empty()) {
+    const char* task = std::getenv("SLURM_PROCID");  // one task speaks
+    if (task == nullptr || std::atoi(task) == 0)
+      std::fprintf(stderr, "tetra: error: %s\n", problem.c_str());
+    return 2;
+  }
   MPI_Init(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -109,7 +129,7 @@ int main(int argc, char** argv) {
     if (!cli.help.empty()) {
       if (rank == 0) std::printf("%s", cli.help.c_str());
     } else if (cli.command == "train") {
-      train(cli.train);
+      rc = train(cli.train);
     } else if (cli.command == "plan") {
       rc = plan_command(cli.plan, rank);
     } else if (cli.command == "ckpt") {
@@ -134,7 +154,7 @@ int main(int argc, char** argv) {
     rc = 65;                               // EX_DATAERR: the numbers went wrong, not the input
   } catch (const tetra::AgreedError& e) {  // every rank has it: rank 0 reports
     if (rank == 0) std::fprintf(stderr, "tetra: error: %s\n", e.what());
-    rc = 2;
+    rc = e.status;                     // 2, or 73 for a checkpoint directory another job holds
   } catch (const std::exception& e) {  // this rank's alone: report it and stop the job
     int world = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &world);

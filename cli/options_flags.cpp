@@ -127,7 +127,7 @@ void add_train_options(CLI::App& app, TrainConfig& o) {
           },
           ""));
   add(app, "--inject-failure", o.checkpoint.inject_failure, "R@S[:MODE]",
-      "fail rank R at step S, first attempt only: kill, ckpt, hang, slow=MS");
+      "fail rank R at step S, first attempt only: kill, ckpt, hang, slow=MS, preempt");
   add(app, "--timeout", o.checkpoint.timeout, "SECONDS",
       "abort the job when a collective blocks this long (0: never)")
       ->check(kNonNegative);

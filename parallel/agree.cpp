@@ -10,7 +10,7 @@ namespace tetra {
 void agree(MPI_Comm comm, const std::function<void()>& f) {
   std::string msg;
   bool failed = false;
-  int diverged = 0;
+  int status = 2, diverged = 0;
   try {
     f();
   } catch (const DivergedError& e) {
@@ -19,6 +19,7 @@ void agree(MPI_Comm comm, const std::function<void()>& f) {
     diverged = 1;
   } catch (const Error& e) {
     msg = e.what();
+    status = e.status;
     failed = true;
   } catch (const std::exception& e) {
     msg = std::string("internal error: ") + e.what();
@@ -29,13 +30,12 @@ void agree(MPI_Comm comm, const std::function<void()>& f) {
   int first = failed ? rank : INT_MAX;
   MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm);
   if (first == INT_MAX) return;
-  int len = int(msg.size());
-  MPI_Bcast(&len, 1, MPI_INT, first, comm);
-  msg.resize(len);
-  MPI_Bcast(msg.data(), len, MPI_CHAR, first, comm);
-  MPI_Bcast(&diverged, 1, MPI_INT, first, comm);
-  if (diverged) throw DivergedError(msg);
-  throw AgreedError(msg);
+  int head[3] = {int(msg.size()), status, diverged};
+  MPI_Bcast(head, 3, MPI_INT, first, comm);
+  msg.resize(head[0]);
+  MPI_Bcast(msg.data(), head[0], MPI_CHAR, first, comm);
+  if (head[2]) throw DivergedError(msg);
+  throw AgreedError(msg, head[1]);
 }
 
 }  // namespace tetra

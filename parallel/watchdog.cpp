@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "parallel/hosts.hpp"
 #include "util/error.hpp"
 
 namespace tetra::watchdog {
@@ -83,6 +84,7 @@ struct State {
   Board* mine = nullptr;
   Board* first = nullptr;            // the machine's first board
   std::vector<const Board*> boards;  // by world rank; null for ranks on other machines
+  Hosts hosts;                       // where every world rank runs, to name other machines
   std::mutex mu;
   std::condition_variable cv;
   bool stopping = false;
@@ -156,7 +158,7 @@ std::string rank_list(const std::vector<int>& ranks) {
 // What a rank is doing now, as far as its board tells.
 std::string state_of(const State& st, int rank, int64_t now) {
   const Board* b = rank >= 0 ? st.boards[rank] : nullptr;
-  if (b == nullptr) return "not checked (another machine)";
+  if (b == nullptr) return "not checked (on host " + st.hosts.name[rank] + ")";
   Snapshot s;
   if (!snapshot(*b, s)) return "outside communication";
   const char* name = b->slots[s.slot].name;
@@ -201,7 +203,12 @@ std::string describe(const State& st, const Snapshot& s, int64_t now) {
       absent.push_back(r);
     }
   }
-  if (absent.empty()) {
+  if (absent.empty() && !unchecked.empty()) {
+    os << "every member on this machine (" << st.hosts.name[st.me]
+       << ") has arrived; the missing are among those on other machines: "
+       << st.hosts.describe(unchecked);
+    return os.str();
+  } else if (absent.empty()) {
     os << "every member on this machine has arrived (do the ranks call different collectives?)";
   } else {
     os << "ranks that did not arrive: ";
@@ -209,7 +216,7 @@ std::string describe(const State& st, const Snapshot& s, int64_t now) {
       os << (i ? ", " : "") << absent[i] << " (" << state_of(st, absent[i], now) << ")";
     if (absent.size() > 8) os << ", and " << absent.size() - 8 << " more";
   }
-  if (!unchecked.empty()) os << "; not checked (other machines): " << rank_list(unchecked);
+  if (!unchecked.empty()) os << "; not checked (other machines): " << st.hosts.describe(unchecked);
   return os.str();
 }
 
@@ -298,6 +305,7 @@ void start(MPI_Comm world, double timeout_seconds) {
 
   auto* st = new State;
   st->timeout = timeout_seconds;
+  st->hosts = gather_hosts(world);
   int world_size = 0, local = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &st->me);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);

@@ -17,7 +17,8 @@
 // too, as making no progress in that step.
 //
 // Boards are only readable on the same machine: across machines the message still names the
-// call and the group, and lists the members on other machines as not checked.
+// call and the group, and lists the members on other machines as not checked, with their
+// hosts.
 #pragma once
 #include <mpi.h>
 

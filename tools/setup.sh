@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what tetra needs to build and test on Debian 12, only what is missing, and
 # builds it into build/. Idempotent: a second run installs nothing and rebuilds only
-# what changed. Used by tools/demo.sh and tools/test.sh.
+# what changed. Used by tools/demo.sh and tools/test.sh; arguments name further packages
+# (tools/test.sh's for the cluster tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake libopenmpi-dev openmpi-bin libeigen3-dev doctest-dev
-  nlohmann-json3-dev libcli11-dev libsentencepiece-dev python3)
+  nlohmann-json3-dev libcli11-dev libsentencepiece-dev python3 "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -15,7 +16,7 @@ namespace tetra {
 
 FaultPlan FaultPlan::parse(const std::string& spec) {
   FaultPlan f;
-  const char* usage = " (expected RANK@STEP[:MODE], MODE kill, ckpt, hang or slow=MS)";
+  const char* usage = " (expected RANK@STEP[:MODE], MODE kill, ckpt, hang, slow=MS or preempt)";
   const size_t at = spec.find('@'), colon = spec.find(':');
   check(at != std::string::npos && at > 0, "--inject-failure '", spec, "'", usage);
   const std::string mode = colon == std::string::npos ? "kill" : spec.substr(colon + 1);
@@ -37,6 +38,8 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
     f.mode = Mode::Ckpt;
   } else if (mode == "hang") {
     f.mode = Mode::Hang;
+  } else if (mode == "preempt") {
+    f.mode = Mode::Preempt;
   } else if (mode.rfind("slow=", 0) == 0) {
     f.mode = Mode::Slow;
     f.slow_ms = std::atoi(mode.c_str() + 5);
@@ -47,9 +50,11 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
   return f;
 }
 
-bool FaultPlan::first_attempt() {
-  const char* r = std::getenv("TETRA_RESTART");
-  return r == nullptr || std::atoi(r) == 0;
+int FaultPlan::restart_count() {
+  int n = 0;
+  for (const char* name : {"TETRA_RESTART", "SLURM_RESTART_COUNT"})
+    if (const char* v = std::getenv(name)) n += std::max(0, std::atoi(v));
+  return n;
 }
 
 void FaultPlan::during_step(int rank, int64_t step) const {
@@ -67,6 +72,12 @@ void FaultPlan::during_step(int rank, int64_t step) const {
     std::fflush(stderr);
     ::kill(::getpid(), SIGKILL);
   }
+  if (mode == Mode::Preempt) {
+    std::fprintf(stderr, "tetra: injected failure: pre-empting rank %d at step %lld (SIGTERM)\n",
+                 rank, (long long)step);
+    std::fflush(stderr);
+    ::raise(SIGTERM);
+  }
   if (mode == Mode::Hang) {
     std::fprintf(stderr, "tetra: injected failure: rank %d stops answering at step %lld\n", rank,
                  (long long)step);
@@ -75,8 +86,9 @@ void FaultPlan::during_step(int rank, int64_t step) const {
   }
 }
 
-bool FaultPlan::kill_during_checkpoint(int rank, int64_t step) const {
-  return mode == Mode::Ckpt && rank == this->rank && step >= this->step && first_attempt();
+int FaultPlan::signal_during_checkpoint(int rank, int64_t step) const {
+  if (rank != this->rank || step < this->step || !first_attempt()) return 0;
+  return mode == Mode::Ckpt ? SIGKILL : mode == Mode::Preempt ? SIGTERM : 0;
 }
 
 }  // namespace tetra

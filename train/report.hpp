@@ -31,6 +31,7 @@ struct StepResult {
   // receives included), up to the step's end; the straggler among them, if any.
   std::vector<double> compute_ms, wait_ms;
   Straggler straggler;
+  int preempted = 0;  // ranks that had received a pre-emption signal by the step's end
 };
 
 // The start-up table: the run, the model, the batch, the data, the device and its

@@ -14,17 +14,20 @@
 #include <vector>
 
 #include "checkpoint/hf_io.hpp"
+#include "checkpoint/shared_dir.hpp"
 #include "data/token_cache.hpp"
 #include "model/init.hpp"
 #include "optim/adamw.hpp"
 #include "optim/clip.hpp"
 #include "optim/lr_schedule.hpp"
 #include "parallel/agree.hpp"
+#include "parallel/hosts.hpp"
 #include "parallel/nccl_comm.hpp"
 #include "parallel/placement.hpp"
 #include "parallel/trace.hpp"
 #include "plan/memory.hpp"
 #include "train/peak.hpp"
+#include "train/preempt.hpp"
 #include "train/report.hpp"
 #include "train/trainer_checkpoint.hpp"
 #include "util/checked.hpp"
@@ -34,16 +37,35 @@
 namespace tetra {
 namespace {
 
+// The ranks of this machine whose affinity is the same set of cores as this rank's (this
+// one included). Collective over world.
+int ranks_sharing_my_cores(MPI_Comm world) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) CPU_ZERO(&set);
+  MPI_Comm node;
+  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int n = 1;
+  MPI_Comm_size(node, &n);
+  std::vector<cpu_set_t> all(n);
+  MPI_Allgather(&set, sizeof set, MPI_BYTE, all.data(), sizeof set, MPI_BYTE, node);
+  MPI_Comm_free(&node);
+  int same = 0;
+  for (const cpu_set_t& s : all) same += CPU_EQUAL(&s, &set) ? 1 : 0;
+  return std::max(1, same);
+}
+
 // Threads per rank: OMP_NUM_THREADS when set, else the cores this rank may run on (its
-// affinity). mpirun binds a rank to one core when it starts at most two, and to a socket or
-// nothing otherwise; ranks that all see every core share them. More threads than cores
-// only time-slice, so that is said once.
-int threads_per_rank(int local_ranks, bool warn) {
+// affinity) divided among the ranks of the machine that may run on the same cores. mpirun
+// binds a rank to one core when it starts at most two, and to a socket or nothing
+// otherwise; srun may give several ranks one mask; ranks that all see every core share
+// them. More threads than cores only time-slice, so that is said once.
+int threads_per_rank(int sharing, bool warn) {
   cpu_set_t set;
   CPU_ZERO(&set);
   const int all = std::max(1, int(std::thread::hardware_concurrency()));
   const int mine = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : all;
-  int threads = std::max(1, mine >= all ? all / std::max(1, local_ranks) : mine);
+  int threads = std::max(1, mine / std::max(1, sharing));
   if (const char* env = std::getenv("OMP_NUM_THREADS")) {
     const int n = std::atoi(env);
     if (n > 0) threads = n;
@@ -111,6 +133,7 @@ Trainer::Trainer(const TrainConfig& opt, MPI_Comm world) : opt_(opt), world_(wor
   std::vector<std::vector<float>> init;
   std::string resume_path;
   const NodeRank node = node_rank(world);
+  sharing_cores_ = ranks_sharing_my_cores(world);
   tokenizer_ = data::byte_tokenizer();
   // A model directory that has a tokenizer (tetra's or another's export): text is tokenized
   // with it, unless --tokenizer names one; token shards are taken as its tokens, so that the
@@ -156,7 +179,7 @@ Trainer::Trainer(const TrainConfig& opt, MPI_Comm world) : opt_(opt), world_(wor
     check(checked_product({opt.optimizer.steps, opt.batch.global_batch, cfg_.seq_len}).has_value(),
           "--steps ", opt.optimizer.steps, " of --global-batch ", opt.batch.global_batch,
           " x --seq-len ", cfg_.seq_len, " tokens are more tokens than 64 bits count");
-    check_memory_fits(opt_, cfg_, world_size, node.size, threads_per_rank(node.size, false));
+    check_memory_fits(opt_, cfg_, world_size, node.size, threads_per_rank(sharing_cores_, false));
     const data::Portion train_part{
         opt.data.val_split > 0 ? data::Portion::Train : data::Portion::All, opt.data.val_split};
     const int vocab = int(opt_.model.data_vocab);
@@ -191,8 +214,10 @@ Trainer::Trainer(const TrainConfig& opt, MPI_Comm world) : opt_(opt), world_(wor
         check_writable_dir(opt.checkpoint.ckpt_dir);
         // A supervised restart may start while the failed attempt's ranks are still being
         // torn down: it waits for them a while.
+        const bool restart = !FaultPlan::first_attempt();
         lock_ = std::make_unique<ckpt::DirLock>(
-            opt.checkpoint.ckpt_dir, FaultPlan::first_attempt() ? 0.0 : kRestartLockWaitSeconds);
+            opt.checkpoint.ckpt_dir, ckpt::LockRequest{ckpt::job_identity(), restart,
+                                                       restart ? kRestartLockWaitSeconds : 0.0});
       }
     }
     settings_ = run_settings(opt);
@@ -207,6 +232,17 @@ Trainer::Trainer(const TrainConfig& opt, MPI_Comm world) : opt_(opt), world_(wor
     }
   });
   resume_path = broadcast_string(world, resume_path);
+  const Hosts hosts = gather_hosts(world);
+  if (!opt_.checkpoint.ckpt_dir.empty())
+    ckpt::check_shared_dir(world, opt_.checkpoint.ckpt_dir, hosts);
+  // TP all-reduces activations four times per block and micro-batch, meant for a machine's
+  // fast links: a TP group over several hosts computes the same, slowly.
+  if (const std::string group = hosts.spanning_group(work_.layout.tp); rank == 0 && !group.empty())
+    std::fprintf(stderr,
+                 "tetra: warning: a TP group spans hosts: %s; its all-reduces (four per block "
+                 "and micro-batch) cross the network; give every host a multiple of --tp "
+                 "ranks, in rank order\n",
+                 group.c_str());
 
   make_backend_and_grid();
   params_ = std::make_unique<ZeroParams>(*be_, *grid_.dp_cp, std::move(mine), opt.optimizer.zero,
@@ -252,7 +288,7 @@ void Trainer::make_backend_and_grid() {
   const NodeRank node = node_rank(world_);
   int rank = 0;
   MPI_Comm_rank(world_, &rank);
-  threads_ = threads_per_rank(node.size, rank == 0);
+  threads_ = threads_per_rank(sharing_cores_, rank == 0);
   if (const std::string w = binding_warning(rank, node.size); rank == 0 && !w.empty())
     std::fprintf(stderr, "tetra: warning: %s\n", w.c_str());
 #ifdef TETRA_HAVE_CUDA
@@ -443,12 +479,16 @@ StepResult Trainer::measure(const StepTotals& totals, const PipelineStats& pipe,
   // read (so it is not in this step's bytes): every rank's compute and wait, each rank
   // writing its own slot of zeros (an all-gather), and its peak of backend memory (weights,
   // gradients, Adam state, activations), of which the step reports the largest.
+  // The last slot counts the ranks that received a pre-emption signal: summed in the same
+  // call, so every rank agrees on the step at which the run stops.
   const int world_size = grid_.world->size(), me = grid_.world->rank();
-  std::vector<double> slots(3 * size_t(world_size), 0.0);
+  std::vector<double> slots(3 * size_t(world_size) + 1, 0.0);
   slots[3 * me] = seconds - wait_s;
   slots[3 * me + 1] = wait_s;
   slots[3 * me + 2] = double(be_->alloc_stats.peak);
+  slots.back() = PreemptSignals::received() != 0 ? 1 : 0;
   grid_.world->all_reduce_host(slots.data(), int(slots.size()));
+  r.preempted = int(slots.back());
   for (int q = 0; q < world_size; ++q) {
     r.compute_ms.push_back(1e3 * slots[3 * q]);
     r.wait_ms.push_back(1e3 * slots[3 * q + 1]);

@@ -41,8 +41,10 @@ class Trainer {
   bool has_validation() const { return val_ != nullptr; }
   int64_t current_step() const { return step_; }
   const std::string& resumed_from() const { return resumed_from_; }
-  // Runs the remaining steps, printing a line per step and a summary on rank 0.
-  void run();
+  // Runs the remaining steps, printing a line per step and a summary on rank 0. Returns the
+  // exit status: 0, or kPreemptedExitStatus when a pre-emption signal (train/preempt.hpp)
+  // stopped the run at a step boundary, after a checkpoint, with the lock released.
+  int run();
 
   // Whole tensors on rank 0 (empty maps elsewhere): the weights, or the reduced gradients
   // of the last step before clipping.
@@ -116,6 +118,7 @@ class Trainer {
   double peak_flops_ = 0;
   std::string peak_source_;
   int threads_ = 1;
+  int sharing_cores_ = 1;  // ranks of this machine with this rank's affinity, itself included
   FaultPlan fault_;
   std::unique_ptr<ckpt::DirLock> lock_;  // rank 0, with --ckpt-dir
   json settings_;                        // this run's, as checkpoints record them

@@ -185,9 +185,9 @@ double Trainer::save_checkpoint() {
     segments.push_back({s.param->name, grid_.coord.tp, grid_.layout.tp, s.begin, s.end,
                         s.weights.data(), s.adam_m.data(), s.adam_v.data()});
   }
-  const bool die = fault_.kill_during_checkpoint(grid_.rank, step_);
+  const int signal = fault_.signal_during_checkpoint(grid_.rank, step_);
   const std::string path =
-      ckpt::save(world_, opt_.checkpoint.ckpt_dir, st, segments, opt_.checkpoint.keep, die);
+      ckpt::save(world_, opt_.checkpoint.ckpt_dir, st, segments, opt_.checkpoint.keep, signal);
   line_head_ = ckpt::reference_to(opt_.checkpoint.ckpt_dir, path);
   return seconds_since(t0);
 }

@@ -12,6 +12,7 @@
 #include "parallel/trace.hpp"
 #include "parallel/watchdog.hpp"
 #include "train/generate.hpp"
+#include "train/preempt.hpp"
 #include "train/report.hpp"
 #include "train/trainer.hpp"
 #include "util/clock.hpp"
@@ -108,13 +109,17 @@ std::string Trainer::startup_report() const {
       {data, be_->name(), grid_.comm_kinds(), peak_source_, attention_path(), peak_flops_});
 }
 
-void Trainer::run() {
+int Trainer::run() {
+  const PreemptSignals signals;
   const bool root = grid_.rank == 0;
   if (root) std::printf("%s", startup_report().c_str());
   if (root && !resumed_from_.empty())
     std::printf("resumed from %s at step %lld (loaded in %.3f s)\n", resumed_from_.c_str(),
                 (long long)step_, resume_seconds_);
-  if (step_ >= opt_.optimizer.steps) return finish_already_done();
+  if (step_ >= opt_.optimizer.steps) {
+    finish_already_done();
+    return 0;
+  }
   agree(world_, [&] {
     if (root && !opt_.checkpoint.ckpt_dir.empty()) point_latest_here();
   });
@@ -154,11 +159,27 @@ void Trainer::run() {
                    r.step > first_step || opt_.optimizer.steps - first_step == 1);
     if (root && !text.empty()) std::printf("sample: %s\n", text.c_str());
     const bool every = opt_.checkpoint.ckpt_every > 0 && step_ % opt_.checkpoint.ckpt_every == 0;
-    if (!opt_.checkpoint.ckpt_dir.empty() && (every || step_ == opt_.optimizer.steps)) {
+    const bool preempted = r.preempted > 0 && step_ < opt_.optimizer.steps;
+    if (!opt_.checkpoint.ckpt_dir.empty() &&
+        (every || step_ == opt_.optimizer.steps || preempted)) {
       const double seconds = save_checkpoint();
       if (root)
         std::printf("checkpoint: step %lld saved to %s in %.3f s\n", (long long)step_,
                     opt_.checkpoint.ckpt_dir.c_str(), seconds);
+    }
+    if (preempted) {
+      lock_.reset();  // released before exit: the resumed job may start at once, anywhere
+      if (!root) return kPreemptedExitStatus;
+      report->summary(first_step, step_ - 1, seconds_since(t0));
+      std::printf(
+          "pre-empted: a signal reached %d of %d ranks; stopped after step %lld%s; exit "
+          "status %d: resume with --resume auto\n",
+          r.preempted, grid_.world->size(), (long long)step_ - 1,
+          opt_.checkpoint.ckpt_dir.empty() ? " with no --ckpt-dir, so nothing was saved"
+                                           : ", checkpointed",
+          kPreemptedExitStatus);
+      std::fflush(stdout);
+      return kPreemptedExitStatus;
     }
   }
   if (tracing) {
@@ -169,13 +190,14 @@ void Trainer::run() {
     agree(world_, [&] { trace::write(world_, opt_.output.trace, me.str()); });
   }
   if (!opt_.output.export_path.empty()) export_weights(opt_.output.export_path);
-  if (!root) return;
+  if (!root) return 0;
   report->summary(first_step, opt_.optimizer.steps - 1, seconds_since(t0));
   if (!opt_.output.export_path.empty())
     std::printf("exported weights to %s\n", opt_.output.export_path.c_str());
   if (tracing)
     std::printf("trace of steps %lld-%lld written to %s\n", (long long)trace_from,
                 (long long)trace_to - 1, opt_.output.trace.c_str());
+  return 0;
 }
 
 }  // namespace tetra

@@ -1,6 +1,7 @@
 // tetra's error types. Error is everything a user can get wrong: bad flags, bad files, bad
 // layouts. The program catches it at the top, prints "tetra: error: <what>" once (rank 0) and
-// exits 2 (cli/main.cpp).
+// exits with its status (cli/main.cpp): 2, bad input, unless the error says otherwise (73 for
+// a checkpoint directory another job holds, checkpoint/lock.hpp).
 #pragma once
 #include <sstream>
 #include <stdexcept>
@@ -11,6 +12,8 @@ namespace tetra {
 
 struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
+  Error(const std::string& what, int exit_status) : std::runtime_error(what), status(exit_status) {}
+  int status = 2;  // the program's exit status when this error ends it
 };
 
 // An error every rank of a communicator holds, with the same message (parallel/agree.hpp

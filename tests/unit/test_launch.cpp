@@ -312,3 +312,84 @@ TEST_CASE("launch: steps a restart discards count as lost even when no attempt r
   CHECK(s.kept == 6);  // 0..5, the line the last attempt ended on
   CHECK(contains(r.out, "0.6 s of kept steps"));
 }
+
+TEST_CASE(
+    "launch: an exported TETRA_RESTART is an outer count; every attempt gets the job's token") {
+  const TempDir tmp;
+  const std::string log = tmp / "log", vars = tmp / "vars";
+  ::setenv("TETRA_RESTART", "2", 1);  // this supervisor runs inside an outer one's restart 2
+  ::unsetenv("TETRA_JOB");
+  ::unsetenv("SLURM_DISABLE_STATUS");
+  const Launch r = launch(concat({"--restarts", "1", "--quiet", "--"},
+                                 script(log, "echo \"$TETRA_JOB $SLURM_DISABLE_STATUS\" >> " +
+                                                 vars + "; [ \"$TETRA_RESTART\" = 3 ]")));
+  ::unsetenv("TETRA_RESTART");
+  CHECK(r.rc == 0);
+  const std::vector<std::string> runs = lines(log), seen = lines(vars);
+  REQUIRE(runs.size() == 2);
+  CHECK(runs[0].rfind("2 ", 0) == 0);
+  CHECK(runs[1].rfind("3 ", 0) == 0);
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0] == seen[1]);  // one token for the job, and srun stops on one SIGINT
+  CHECK(seen[0].size() > 4);
+  CHECK(seen[0].substr(seen[0].size() - 2) == " 1");
+  // An outer supervisor's token is kept.
+  ::setenv("TETRA_JOB", "outer-token", 1);
+  std::remove(vars.c_str());
+  CHECK(launch(concat({"--quiet", "--"}, script(log, "echo \"$TETRA_JOB\" >> " + vars))).rc == 0);
+  ::unsetenv("TETRA_JOB");
+  CHECK(lines(vars) == std::vector<std::string>{"outer-token"});
+}
+
+TEST_CASE("launch: exit 73 (another job holds --ckpt-dir) is not restarted") {
+  const TempDir tmp;
+  const std::string log = tmp / "log";
+  const Launch r = launch(concat({"--restarts", "3", "--"}, script(log, "exit 73")));
+  CHECK(r.rc == 73);
+  CHECK(lines(log).size() == 1);
+  CHECK(contains(r.err, "another job holds the checkpoint directory, not restarting"));
+}
+
+TEST_CASE("launch: a pre-empted attempt (exit 75) resumes; pre-empting the supervisor returns 75") {
+  const TempDir tmp;
+  const std::string log = tmp / "log";
+  // The trainer alone was pre-empted (an injected preempt, a signal to its ranks): restart.
+  const Launch alone = launch(
+      concat({"--restarts", "1", "--"}, script(log, "[ \"$TETRA_RESTART\" = 1 ] || exit 75")));
+  CHECK(alone.rc == 0);
+  CHECK(lines(log).size() == 2);
+  CHECK(contains(alone.out, "exit 75 before any step, then exit 0"));
+  // The job is being stopped (SIGUSR1 before a time limit, as sbatch --signal sends): the
+  // attempt gets it, checkpoints and exits 75; the supervisor passes 75 up for its caller to
+  // resume the job later.
+  std::remove(log.c_str());
+  std::thread sender([&] {
+    for (int i = 0; i < 500 && lines(log).empty(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the trap is set
+    ::kill(::getpid(), SIGUSR1);
+  });
+  const Launch stopped = launch(concat(
+      {"--restarts", "3", "--"},
+      script(log,
+             "trap 'exit 75' USR1; i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done")));
+  sender.join();
+  CHECK(stopped.rc == 75);
+  CHECK(lines(log).size() == 1);
+  CHECK(contains(stopped.err, "not restarting"));
+  CHECK(contains(stopped.err, "pre-empted by "));
+}
+
+TEST_CASE("launch: the temporary metrics file lies in the command's --ckpt-dir") {
+  const TempDir tmp;
+  const std::string log = tmp / "log", ck = tmp / "ck";
+  const Launch r =
+      launch(concat({"--quiet", "--"}, script(log, "echo \"$metrics\" >> \"$log\"; steps 0 2 0 7",
+                                              {"--ckpt-dir=" + ck})));
+  CHECK(r.rc == 0);
+  const std::vector<std::string> got = lines(log);
+  REQUIRE(got.size() == 2);
+  CHECK(got[1].rfind(ck + "/.tetra_launch_", 0) == 0);
+  CHECK(!exists(got[1]));
+  CHECK(parse_summary(r.out).kept == 3);
+}

@@ -1,10 +1,14 @@
-// The lock on a checkpoint directory: one holder at a time, named in the refusal; a lock
-// whose process is gone (dead, a zombie, its pid reused) is taken over; a supervised
-// restart waits for a holder that is still exiting.
+// The lock on a checkpoint directory: one holder at a time, named in the refusal (exit status
+// 73, not 2); a lock whose process is gone (dead, a zombie, its pid reused) is taken over; a
+// restart of the same job takes it over from another host; a holder this machine cannot check
+// (another host, another PID namespace) is refused with the command that breaks the lock; a
+// supervised restart waits for a holder that is still exiting; without hard links the lock is
+// created exclusively.
 #include <doctest/doctest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +19,7 @@
 #include "../test_util.hpp"
 #include "checkpoint/lock.hpp"
 #include "util/clock.hpp"
+#include "util/json.hpp"
 
 using namespace tetra;
 using tetra::test::error_of;
@@ -44,9 +49,11 @@ pid_t sleeper(double seconds) {
   return pid;
 }
 
-std::string holder_text(const std::string& host, int64_t pid, int64_t start) {
-  return "{\"host\":\"" + host + "\",\"pid\":" + std::to_string(pid) +
-         ",\"start_time\":" + std::to_string(start) + "}\n";
+// This process's lock text with some fields replaced: another host, job or namespace.
+std::string holder_text(const json& changes, int pid = int(::getpid())) {
+  json v = json::parse(ckpt::lock_text("", pid));
+  for (const auto& [k, x] : changes.items()) v[k] = x;
+  return v.dump() + "\n";
 }
 
 std::string my_host() {
@@ -55,77 +62,173 @@ std::string my_host() {
   return buf;
 }
 
+// The exit status a refusal carries (0 when nothing is thrown) and its message.
+std::pair<int, std::string> refusal(const std::string& dir, const ckpt::LockRequest& req) {
+  try {
+    ckpt::DirLock l(dir, req);
+  } catch (const ckpt::LockedError& e) {
+    return {e.status, e.what()};
+  }
+  return {0, ""};
+}
+
 }  // namespace
 
-TEST_CASE("lock: one holder; a second is refused with the holder's host and pid") {
+TEST_CASE("lock: one holder; a second is refused with the holder, exit status 73") {
   TempDir tmp;
   const std::string dir = tmp.path.string(), lock = tmp.file("lock");
   {
-    const ckpt::DirLock first(dir, 0);
-    CHECK(read_text(lock) == ckpt::lock_text(int(::getpid())));
-    const std::string err = error_of([&] { ckpt::DirLock second(dir, 0.3); });
-    CHECK(err.find("checkpoint directory '" + dir + "' is in use by another job (pid " +
-                   std::to_string(::getpid()) + " on host " + my_host() + ")") == 0);
-    CHECK(read_text(lock) == ckpt::lock_text(int(::getpid())));  // untouched
+    const ckpt::DirLock first(dir, {"slurm:c/41", false, 0});
+    CHECK(read_text(lock) == ckpt::lock_text("slurm:c/41", int(::getpid())));
+    const auto [status, err] = refusal(dir, {"slurm:c/42", false, 0.3});
+    CHECK(status == ckpt::kLockedExitStatus);
+    CHECK(status != 2);
+    CHECK(err.find("checkpoint directory '" + dir +
+                   "' is in use by another job (job slurm:c/41, pid " + std::to_string(::getpid()) +
+                   " on host " + my_host() + ")") == 0);
+    // The same job on this host, still alive, is refused too (a second step of one allocation).
+    CHECK(refusal(dir, {"slurm:c/41", true, 0}).first == ckpt::kLockedExitStatus);
+    CHECK(read_text(lock) == ckpt::lock_text("slurm:c/41", int(::getpid())));  // untouched
   }
   CHECK_FALSE(std::filesystem::exists(lock));  // released
-  { const ckpt::DirLock again(dir, 0); }
+  { const ckpt::DirLock again(dir, {}); }
 }
 
-TEST_CASE("lock: a stale lock is taken over, a foreign or unreadable one is not") {
+TEST_CASE("lock: a stale lock is taken over, an unreadable one is not") {
   TempDir tmp;
   const std::string dir = tmp.path.string(), lock = tmp.file("lock");
-  const std::string mine = ckpt::lock_text(int(::getpid()));
+  const std::string mine = ckpt::lock_text("", int(::getpid()));
 
   SUBCASE("a dead pid") {
     const pid_t child = sleeper(0);
     ::waitpid(child, nullptr, 0);
-    write_text(lock, holder_text(my_host(), child, 1));
+    write_text(lock, holder_text({{"start_time", 1}}, child));
   }
   SUBCASE("a zombie: exited, not yet reaped") {
     const pid_t child = sleeper(0.1);
-    write_text(lock, ckpt::lock_text(int(child)));
+    write_text(lock, ckpt::lock_text("", int(child)));
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     {
-      const ckpt::DirLock taken(dir, 0);
+      const ckpt::DirLock taken(dir, {});
       CHECK(read_text(lock) == mine);
     }
     ::waitpid(child, nullptr, 0);
-    write_text(lock, holder_text(my_host(), child, 1));
+    write_text(lock, holder_text({{"start_time", 1}}, child));
   }
   SUBCASE("a reused pid: this process, started at another time") {
-    write_text(lock, holder_text(my_host(), ::getpid(), 1));
+    write_text(lock, holder_text({{"start_time", 1}}));
+  }
+  SUBCASE("a lock of an older tetra: no job, boot id or namespace") {
+    write_text(lock, "{\"host\":\"" + my_host() + "\",\"pid\":" + std::to_string(::getpid()) +
+                         ",\"start_time\":1}\n");
   }
   {
-    const ckpt::DirLock taken(dir, 0);
+    const ckpt::DirLock taken(dir, {});
     CHECK(read_text(lock) == mine);
   }
-
-  write_text(lock, holder_text("elsewhere.example", 4242, 7));
-  CHECK(error_of([&] { ckpt::DirLock l(dir, 0); }) ==
-        "checkpoint directory '" + dir +
-            "' is in use by another job (pid 4242 on host elsewhere.example, which this "
-            "machine cannot check); if that job is gone, delete '" +
-            lock + "'");
   write_text(lock, "garbage");
-  CHECK(error_of([&] { ckpt::DirLock l(dir, 0); }).find("cannot read") != std::string::npos);
+  std::filesystem::last_write_time(
+      lock, std::filesystem::file_time_type::clock::now() - std::chrono::seconds(60));
+  CHECK(error_of([&] { ckpt::DirLock l(dir, {}); }).find("cannot read") != std::string::npos);
   CHECK(read_text(lock) == "garbage");
+}
+
+TEST_CASE("lock: a holder this machine cannot check is refused with the command to break it") {
+  TempDir tmp;
+  const std::string dir = tmp.path.string(), lock = tmp.file("lock");
+  const pid_t dead = sleeper(0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string breaks =
+      "which this machine cannot check); if that job is gone, break the "
+      "lock with: rm '" +
+      lock + "'";
+  SUBCASE("another host") {
+    write_text(lock, holder_text({{"host", "elsewhere.example"}, {"job", "slurm:c/7"}}, 4242));
+    const auto [status, err] = refusal(dir, {"slurm:c/8", true, 0});
+    CHECK(status == ckpt::kLockedExitStatus);
+    CHECK(err == "checkpoint directory '" + dir +
+                     "' is in use by another job (job slurm:c/7, pid 4242 on host "
+                     "elsewhere.example, " +
+                     breaks);
+  }
+  SUBCASE("another PID namespace of this host: a dead pid here says nothing about it there") {
+    write_text(lock, holder_text({{"pid_ns", "pid:[1]"}}, dead));
+    const auto [status, err] = refusal(dir, {"", false, 0});
+    CHECK(status == ckpt::kLockedExitStatus);
+    CHECK(err.find("on host " + my_host() + " in another PID namespace (a container), " + breaks) !=
+          std::string::npos);
+  }
+  SUBCASE("another boot id: a reboot, or another machine of the same name") {
+    write_text(lock, holder_text({{"boot_id", "00000000-0000-0000-0000-000000000000"}}, dead));
+    CHECK(
+        refusal(dir, {"", false, 0}).second.find("or on another machine of that name, " + breaks) !=
+        std::string::npos);
+  }
+  CHECK_FALSE(read_text(lock).empty());  // untouched
+}
+
+TEST_CASE("lock: a restart of the same job takes the lock over from another host") {
+  TempDir tmp;
+  const std::string dir = tmp.path.string(), lock = tmp.file("lock");
+  write_text(lock, holder_text({{"host", "h1"}, {"job", "launch:abc"}}, 4242));
+  // The first attempt of a job with the same identity is not a restart: refused.
+  CHECK(refusal(dir, {"launch:abc", false, 0}).first == ckpt::kLockedExitStatus);
+  CHECK(refusal(dir, {"launch:xyz", true, 0}).first == ckpt::kLockedExitStatus);
+  CHECK(refusal(dir, {"", true, 0}).first == ckpt::kLockedExitStatus);
+  {
+    const ckpt::DirLock taken(dir, {"launch:abc", true, 0});
+    CHECK(read_text(lock) == ckpt::lock_text("launch:abc", int(::getpid())));
+  }
+  CHECK_FALSE(std::filesystem::exists(lock));
+}
+
+TEST_CASE("lock: the job identity is Slurm's job id, else tetra launch's token") {
+  ::setenv("SLURM_JOB_ID", "77", 1);
+  ::setenv("SLURM_CLUSTER_NAME", "lab", 1);
+  ::setenv("TETRA_JOB", "tok", 1);
+  CHECK(ckpt::job_identity() == "slurm:lab/77");
+  ::unsetenv("SLURM_JOB_ID");
+  CHECK(ckpt::job_identity() == "launch:tok");
+  ::unsetenv("TETRA_JOB");
+  ::unsetenv("SLURM_CLUSTER_NAME");
+  CHECK(ckpt::job_identity() == "");
 }
 
 TEST_CASE("lock: a restart waits for a holder that is still exiting") {
   TempDir tmp;
   const std::string dir = tmp.path.string();
   const pid_t child = sleeper(1.5);
-  write_text(tmp.file("lock"), ckpt::lock_text(int(child)));
-  CHECK(error_of([&] { ckpt::DirLock l(dir, 0); }).find("in use by another job") !=
-        std::string::npos);
+  write_text(tmp.file("lock"), ckpt::lock_text("", int(child)));
+  CHECK(refusal(dir, {}).second.find("in use by another job") != std::string::npos);
   std::thread reaper([&] { ::waitpid(child, nullptr, 0); });
   const tetra::Clock::time_point t0 = tetra::Clock::now();
   {
-    const ckpt::DirLock waited(dir, 20);
+    const ckpt::DirLock waited(dir, {"", true, 20});
     const double s = tetra::seconds_since(t0);
     CHECK(s > 0.5);
     CHECK(s < 10);
   }
   reaper.join();
+}
+
+TEST_CASE(
+    "lock: without hard links, created exclusively; a lock still being written is waited for") {
+  TempDir tmp;
+  const std::string lock = tmp.file("lock");
+  CHECK(ckpt::create_exclusive(lock, "one\n") == 0);
+  CHECK(ckpt::create_exclusive(lock, "two\n") == EEXIST);
+  CHECK(read_text(lock) == "one\n");
+  // An exclusive creator writes after it creates: a fresh empty file is a lock being written.
+  write_text(lock, "");
+  const pid_t dead = sleeper(0);
+  ::waitpid(dead, nullptr, 0);
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    write_text(lock, holder_text({{"start_time", 1}}, dead));
+  });
+  {
+    const ckpt::DirLock taken(tmp.path.string(), {});
+    CHECK(read_text(lock) == ckpt::lock_text("", int(::getpid())));
+  }
+  writer.join();
 }

@@ -1,7 +1,7 @@
 // What a run may continue and where it may write, with the real binary: a resumed run must
 // have the checkpoint's settings unless --allow-change names the ones that differ; a
 // finished run says so and trains nothing; --ckpt-dir alone still checkpoints the end; two
-// jobs never share a checkpoint directory.
+// jobs never share a checkpoint directory, but a restart of one job takes its lock over.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -135,7 +135,7 @@ TEST_CASE("guards: a second job on a checkpoint directory is refused; a stale lo
   const size_t at = r.out.find("holder=");
   REQUIRE(at != std::string::npos);
   const std::string pid = r.out.substr(at + 7, r.out.find('\n', at) - at - 7);
-  CHECK(r.out.find("second=2") != std::string::npos);
+  CHECK(r.out.find("second=73") != std::string::npos);  // locked: not 2, "bad input"
   CHECK(count(r.err, "tetra: error:") == 1);
   CHECK(r.err.find("tetra: error: checkpoint directory '" + ck +
                    "' is in use by another job (pid " + pid + " on host ") != std::string::npos);
@@ -143,5 +143,30 @@ TEST_CASE("guards: a second job on a checkpoint directory is refused; a stale lo
                    "' left by pid " + pid + " on host ") != std::string::npos);
   CHECK(r.out.find("third=0") != std::string::npos);
   CHECK(fs::exists(ck + "/step_00000004/manifest.json"));
+  CHECK_FALSE(fs::exists(ck + "/lock"));
+}
+
+TEST_CASE("guards: a Slurm requeue takes over its job's lock from a host that is gone") {
+  TempDir d;
+  const std::string ck = d / "ck";
+  fs::create_directories(ck);
+  // Left by attempt 0 of Slurm job 77 on a node that failed.
+  std::ofstream(ck + "/lock") << "{\"job\":\"slurm:/77\",\"host\":\"node-gone\",\"boot_id\":\"x\","
+                                 "\"pid_ns\":\"pid:[1]\",\"pid\":4242,\"start_time\":9}\n";
+  // The same job's first attempt (no requeue yet), another job: refused, exit status 73.
+  for (const std::string env : {"SLURM_JOB_ID=77", "SLURM_JOB_ID=78 SLURM_RESTART_COUNT=1"}) {
+    CAPTURE(env);
+    const Spawned r = spawn(env + " " + train("--ckpt-dir " + ck));
+    CHECK(r.status == 73);
+    CHECK(count(r.err, "tetra: error:") == 1);
+    CHECK(r.err.find("in use by another job (job slurm:/77, pid 4242 on host node-gone, which "
+                     "this machine cannot check); if that job is gone, break the lock with: rm '" +
+                     ck + "/lock'") != std::string::npos);
+  }
+  const Spawned r = spawn("SLURM_JOB_ID=77 SLURM_RESTART_COUNT=1 " + train("--ckpt-dir " + ck));
+  CHECK(r.status == 0);
+  CHECK(r.err.find("tetra: warning: taking over the lock of checkpoint directory '" + ck +
+                   "' left by job slurm:/77, pid 4242 on host node-gone, an earlier attempt of "
+                   "this job") != std::string::npos);
   CHECK_FALSE(fs::exists(ck + "/lock"));
 }

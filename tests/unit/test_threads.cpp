@@ -63,3 +63,19 @@ TEST_CASE("threads: the thread count changes no bit of a run, fp32 or bf16") {
     CHECK(seen[0] == seen[2]);
   }
 }
+
+TEST_CASE("threads: ranks that share an affinity mask divide its cores") {
+  // Two ranks unbound by mpirun but confined to one set of cores: each takes its share, not
+  // the whole set (which would run twice the threads the cores have). On a machine of fewer
+  // than 4 cores the set is one core, and one thread each is all there is to see.
+  const unsigned cores = std::thread::hardware_concurrency();
+  const int set = cores >= 4 ? 4 : 1;
+  const std::string mask = set == 4 ? "0-3" : "0";
+  const Spawned r = spawn("env -u OMP_NUM_THREADS taskset -c " + mask + " " + mpirun(2) +
+                          "--bind-to none " + tetra_bin() + kTrain);
+  REQUIRE(r.status == 0);
+  const int each = set / 2 > 0 ? set / 2 : 1;
+  CHECK(count(r.out, "(1024^3 fp32, " + std::to_string(each) + " thread" + (each > 1 ? "s" : "") +
+                         " per rank)") == 1);
+  CHECK(count(r.err, "warning") == 0);
+}
