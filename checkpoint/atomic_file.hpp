@@ -1,5 +1,5 @@
-// Files that are either whole or absent, even after a crash: written to a temporary beside
-// the target, fsynced, renamed over it, and the rename persisted.
+// util/output_file's whole-file writes for the checkpoint layer, throwing tetra::Error with
+// the caller's context: files that are either whole or absent, even after a crash.
 #pragma once
 #include <string>
 
@@ -9,8 +9,9 @@ namespace tetra::ckpt {
 // `context`.
 void sync_dir(const std::string& dir, const std::string& context);
 
-// path holds either its old content or all of `text`, never a part. Throws tetra::Error
-// prefixed by `context` on any failure (the temporary is removed).
+// path holds either its old content or all of `text`, never a part (replace_file: a fresh
+// temporary, fsynced and renamed). Throws tetra::Error prefixed by `context` on any failure
+// (the temporary is removed).
 void write_file_atomically(const std::string& path, const std::string& text,
                            const std::string& context);
 

@@ -141,6 +141,10 @@ CheckpointRef reference_to(const std::string& dir, const std::string& checkpoint
 // starting "skipping") none on the line that verifies.
 std::string find_latest(const std::string& dir, std::vector<std::string>* warnings);
 
+// Every step_N checkpoint in dir that verifies, newest first, of whatever line: what a
+// refusal names when the line being trained has none that verifies but others do.
+std::vector<std::string> verifying_checkpoints(const std::string& dir);
+
 // Reads a checkpoint for any layout.
 class Reader {
  public:

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <sstream>
 #include <utility>
@@ -12,6 +11,7 @@
 #include "checkpoint/checksum.hpp"
 #include "checkpoint/manifest.hpp"
 #include "util/error.hpp"
+#include "util/input_file.hpp"
 
 namespace tetra::ckpt {
 
@@ -110,6 +110,21 @@ std::string newest_on_line(const std::string& dir, std::string path,
   }
 }
 
+// The step_N directories in dir, newest first.
+std::vector<std::string> step_dirs(const std::string& dir) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const auto step = parse_step_dir_name(e.path().filename().string());
+    if (step && e.is_directory(ec)) found.emplace_back(*step, e.path().string());
+  }
+  check(!ec, "cannot list checkpoint directory '", dir, "': ", ec.message());
+  std::sort(found.rbegin(), found.rend());
+  std::vector<std::string> out;
+  for (const auto& [step, path] : found) out.push_back(path);
+  return out;
+}
+
 }  // namespace
 
 std::string find_latest(const std::string& dir, std::vector<std::string>* warnings) {
@@ -120,10 +135,15 @@ std::string find_latest(const std::string& dir, std::vector<std::string>* warnin
   // `latest` names the newest checkpoint of the line being trained; the line continues
   // through parents. Checkpoints of other lines (a rollback's abandoned later steps) are
   // never taken in its place.
-  std::ifstream latest_file(fs::path(dir) / kLatestFile);
+  // Read only when it is a regular file: a FIFO's open would wait for a writer.
+  const std::string latest_path = (fs::path(dir) / kLatestFile).string();
   std::string latest;
-  std::getline(latest_file, latest);
-  if (latest_file.is_open()) {
+  const std::string unread = read_input_file(latest_path, latest, 4096);
+  latest = latest.substr(0, latest.find('\n'));
+  if (!unread.empty() && unread != kNotFound) {
+    notes.push_back("'" + latest_path + "' cannot be read (" + unread +
+                    "); taking the newest that verifies");
+  } else if (unread.empty()) {
     if (latest == kNoCheckpoint) return "";
     // A name in dir (step_N, or a copy resumed from, such as "best") or a path elsewhere.
     const bool a_name = !latest.empty() && latest != "." && latest != "..";
@@ -136,19 +156,21 @@ std::string find_latest(const std::string& dir, std::vector<std::string>* warnin
     notes.push_back(note.str());
   }
   // No usable `latest`: the newest complete checkpoint that verifies.
-  std::vector<std::pair<int64_t, std::string>> found;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    const auto step = parse_step_dir_name(e.path().filename().string());
-    if (step && e.is_directory(ec)) found.emplace_back(*step, e.path().string());
-  }
-  check(!ec, "cannot list checkpoint directory '", dir, "': ", ec.message());
-  std::sort(found.rbegin(), found.rend());
-  for (const auto& [step, path] : found) {
+  for (const std::string& path : step_dirs(dir)) {
     const std::string problem = verify(path);
     if (problem.empty()) return path;
     notes.push_back("skipping " + path + ": " + problem);
   }
   return "";
+}
+
+std::vector<std::string> verifying_checkpoints(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (const std::string& path : step_dirs(dir))
+    if (verify(path).empty()) out.push_back(path);
+  return out;
 }
 
 Reader::Reader(const std::string& checkpoint_dir) : dir_(checkpoint_dir) {

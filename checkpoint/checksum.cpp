@@ -1,6 +1,5 @@
 #include "checkpoint/checksum.hpp"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <array>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "util/error.hpp"
+#include "util/input_file.hpp"
 
 namespace tetra::ckpt {
 
@@ -65,24 +65,19 @@ uint32_t crc32c(const void* data, size_t n) {
 }
 
 FileDigest digest_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  check(fd >= 0, "checkpoint file '", path, "': cannot open: ", std::strerror(errno));
+  const InputFile in = open_input_file(path);
+  check(in.fd >= 0, "checkpoint file '", path, "': cannot open: ", in.problem);
   std::vector<char> buf(1 << 20);
   Crc32c crc;
   FileDigest d;
   for (;;) {
-    const ssize_t r = ::read(fd, buf.data(), buf.size());
+    const ssize_t r = ::read(in.fd, buf.data(), buf.size());
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      const int err = errno;
-      ::close(fd);
-      fail("checkpoint file '", path, "': read failed: ", std::strerror(err));
-    }
+    check(r >= 0, "checkpoint file '", path, "': read failed: ", std::strerror(errno));
     if (r == 0) break;
     crc.update(buf.data(), size_t(r));
     d.bytes += uint64_t(r);
   }
-  ::close(fd);
   d.crc = crc.value();
   return d;
 }

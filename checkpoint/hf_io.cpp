@@ -4,15 +4,17 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "checkpoint/atomic_file.hpp"
+#include "util/checked.hpp"
 #include "util/error.hpp"
+#include "util/input_file.hpp"
 #include "util/output_file.hpp"
 
 namespace tetra {
@@ -65,6 +67,20 @@ int64_t config_int(const HfModel& m, const char* key, int64_t fallback = -1) {
   check(v && *v > 0, "init model '", m.path(), "': config.json's \"", key, "\" is ", c[key].dump(),
         ", not a positive integer");
   return *v;
+}
+
+// A size of the model (read as 64 bits, as JSON and safetensors hold it) as the int tetra keeps
+// it in, refused when it does not fit rather than cut to its low 32 bits (4294967360 is 64).
+int model_int(const HfModel& m, const std::string& what, int64_t v) {
+  const std::optional<int> i = checked_int(v);
+  check(i.has_value(), "init model '", m.path(), "': ", what, " is ", v,
+        ", more than tetra holds (", INT_MAX, ")");
+  return *i;
+}
+
+// config.json's integer `key` as an int (required unless fallback >= 0).
+int config_size(const HfModel& m, const char* key, int64_t fallback = -1) {
+  return model_int(m, std::string("config.json's \"") + key + "\"", config_int(m, key, fallback));
 }
 
 double config_number(const HfModel& m, const char* key, double fallback) {
@@ -146,7 +162,7 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& flags,
   // The file's rows are the tokens; the model pads them (padded_vocab) so that any TP divides.
   c.data_vocab = emb.shape[0];
   c.vocab = padded_vocab(emb.shape[0]);
-  c.dim = int(emb.shape[1]);
+  c.dim = model_int(m, "model.embed_tokens.weight's width", emb.shape[1]);
   c.rope_theta = flags.rope_theta;
   if (m.config().is_object()) {
     check_architecture(m);
@@ -155,10 +171,10 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& flags,
           " disagrees with model.embed_tokens.weight's ", c.data_vocab, " rows");
     check(config_int(m, "hidden_size") == c.dim, "init model '", m.path(),
           "': config.json's hidden_size disagrees with model.embed_tokens.weight");
-    c.layers = int(config_int(m, "num_hidden_layers"));
-    c.heads = int(config_int(m, "num_attention_heads"));
-    c.kv_heads = int(config_int(m, "num_key_value_heads", c.heads));
-    c.ffn_dim = int(config_int(m, "intermediate_size"));
+    c.layers = config_size(m, "num_hidden_layers");
+    c.heads = config_size(m, "num_attention_heads");
+    c.kv_heads = config_size(m, "num_key_value_heads", c.heads);
+    c.ffn_dim = config_size(m, "intermediate_size");
     c.rope_theta = config_rope_theta(m);
     c.norm_eps = float(config_number(m, "rms_norm_eps", 1e-6));
     check(c.dim % c.heads == 0, "init model '", m.path(), "': hidden_size ", c.dim,
@@ -174,7 +190,8 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& flags,
     check(layers > 0, "init model '", m.path(),
           "': missing tensor 'model.layers.0.input_layernorm.weight'");
     c.layers = layers;
-    c.ffn_dim = int(need(m, "model.layers.0.mlp.gate_proj.weight").shape[0]);
+    c.ffn_dim = model_int(m, "model.layers.0.mlp.gate_proj.weight's rows",
+                          need(m, "model.layers.0.mlp.gate_proj.weight").shape[0]);
     // Shapes do not tell the head count (q_proj is [heads*head_dim, dim] either way): tetra's
     // exports say it in the metadata; for other files (transformers writes none) --heads must.
     check(m.metadata().count("heads") || given.count("--heads"), "init model '", m.path(),
@@ -195,7 +212,7 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& flags,
     const int64_t kv_rows = need(m, "model.layers.0.self_attn.k_proj.weight").shape[0];
     check(kv_rows % c.head_dim() == 0, "init model '", m.path(), "': k_proj has ", kv_rows,
           " rows, not a multiple of head_dim ", c.head_dim());
-    c.kv_heads = int(kv_rows / c.head_dim());
+    c.kv_heads = model_int(m, "the k_proj heads", kv_rows / c.head_dim());
   }
 
   auto agree = [&](const char* flag, int64_t file_value, int64_t flag_value) {
@@ -230,6 +247,12 @@ std::vector<float> read_unit(const HfModel& m, const ModelConfig& cfg, const Uni
   return out;
 }
 
+void check_tokenizer_matches(const std::string& model_path, const ModelConfig& cfg,
+                             const data::Tokenizer& tok) {
+  check(tok.vocab() == cfg.real_vocab(), "model '", model_path, "' has ", cfg.real_vocab(),
+        " tokens, and the tokenizer '", tok.model_file(), "' has ", tok.vocab(), " pieces");
+}
+
 bool export_is_file(const std::string& path) {
   const std::string suffix = ".safetensors";
   return path.size() >= suffix.size() &&
@@ -253,11 +276,10 @@ std::string export_problem(const std::string& path) {
     return std::string("it is not writable: ") + std::strerror(errno);
   std::error_code ec;
   if (fs::is_empty(path, ec)) return "";
-  std::ifstream in(fs::path(path) / "config.json");
-  std::stringstream text;
-  text << in.rdbuf();
+  std::string text;
   json c;
-  if (!in.good() || !parse_json(text.str(), c).empty() || !c.is_object() || !c.contains("tetra"))
+  if (!read_input_file((fs::path(path) / "config.json").string(), text).empty() ||
+      !parse_json(text, c).empty() || !c.is_object() || !c.contains("tetra"))
     return "it exists, is not empty and is not a model directory tetra exported; tetra will "
            "not write into it";
   return "";
@@ -319,11 +341,10 @@ void write_export(const std::string& path, const std::map<std::string, std::vect
   const fs::path dir(path);
   w.write((dir / "model.safetensors").string());
   if (!tokenizer_model.empty()) {
-    std::ifstream in(tokenizer_model, std::ios::binary);
-    std::stringstream bytes;
-    bytes << in.rdbuf();
-    check(in.good() || in.eof(), context, ": cannot read the tokenizer '", tokenizer_model, "'");
-    ckpt::write_file_atomically((dir / "tokenizer.model").string(), bytes.str(), context);
+    std::string bytes;
+    const std::string unread = read_input_file(tokenizer_model, bytes);
+    check(unread.empty(), context, ": cannot read the tokenizer '", tokenizer_model, "': ", unread);
+    ckpt::write_file_atomically((dir / "tokenizer.model").string(), bytes, context);
     const json tok = {{"tokenizer_class", "LlamaTokenizer"},
                       {"model_max_length", cfg.seq_len},
                       {"add_bos_token", false},

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "checkpoint/hf_model.hpp"
+#include "data/tokenizer.hpp"
 #include "model/config.hpp"
 
 namespace tetra {
@@ -28,6 +29,12 @@ ModelConfig config_from_model(const HfModel& model, const ModelConfig& flags,
 // and tensor for a missing tensor, a wrong shape or an unsupported dtype.
 std::vector<float> read_unit(const HfModel& model, const ModelConfig& cfg, const UnitLayout& unit,
                              int tp_rank);
+
+// A model and its tokenizer must have as many tokens as pieces: a prompt's ids, the ones drawn
+// or the data's would otherwise fall outside one of them, and an export would carry a
+// tokenizer tetra generate refuses. Throws tetra::Error naming the model and both counts.
+void check_tokenizer_matches(const std::string& model_path, const ModelConfig& cfg,
+                             const data::Tokenizer& tok);
 
 // --export PATH is one file when PATH ends in ".safetensors", else a model directory.
 bool export_is_file(const std::string& path);

@@ -2,22 +2,20 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "util/error.hpp"
+#include "util/input_file.hpp"
 
 namespace tetra {
 namespace fs = std::filesystem;
 namespace {
 
 json read_json(const fs::path& file, const std::string& what) {
-  std::ifstream in(file, std::ios::binary);
-  check(in.good(), what, ": cannot read '", file.string(), "'");
-  std::stringstream text;
-  text << in.rdbuf();
+  std::string text;
+  const std::string unread = read_input_file(file.string(), text);
+  check(unread.empty(), what, ": cannot read '", file.string(), "': ", unread);
   json v;
-  const std::string problem = parse_json(text.str(), v);
+  const std::string problem = parse_json(text, v);
   check(problem.empty(), what, ": '", file.string(), "': ", problem);
   check(v.is_object(), what, ": '", file.string(), "' is not a JSON object");
   return v;

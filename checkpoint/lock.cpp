@@ -16,7 +16,9 @@
 #include <thread>
 
 #include "util/error.hpp"
+#include "util/input_file.hpp"
 #include "util/json.hpp"
+#include "util/output_file.hpp"
 
 namespace tetra::ckpt {
 
@@ -116,12 +118,16 @@ bool alive(const Holder& h) {
   return p && p->state != 'Z' && p->state != 'X' && p->start == h.start;
 }
 
+// The lock's text; nullopt when there is none (released meanwhile). Throws tetra::Error for
+// one that is there but cannot be read (a FIFO, whose open would wait for a writer; a
+// directory), or that is larger than any lock tetra writes.
 std::optional<std::string> read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return std::nullopt;
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
+  std::string text;
+  const std::string problem = read_input_file(path, text, 4096);
+  if (problem == kNotFound) return std::nullopt;
+  check(problem.empty(), "the lock '", path, "' cannot be read (", problem,
+        "); if no job uses its directory, delete it");
+  return text;
 }
 
 // Seconds since the file was last written; a large number when it cannot be read.
@@ -137,23 +143,22 @@ bool no_hard_links(int err) {
   return err == EPERM || err == ENOSYS || err == EOPNOTSUPP || err == EMLINK;
 }
 
-// Writes text to a file of this process's own and links it to `path`: the lock appears
+// Writes text to a fresh file of this process's own and links it to `path`: the lock appears
 // whole or not at all. Where the file system has no hard links, creates it exclusively.
 // Returns 0 or the errno.
 int create_lock(const std::string& path, const std::string& text) {
-  const std::string tmp = path + "." + std::to_string(::getpid()) + ".new";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  check(fd >= 0, "cannot create the lock '", tmp, "': ", std::strerror(errno));
-  const bool written = ::write(fd, text.data(), text.size()) == ssize_t(text.size());
+  const Temporary tmp = create_temporary(path);
+  check(tmp.fd >= 0, "cannot create the lock '", path, "': ", tmp.problem);
+  const bool written = write_all(tmp.fd, text.data(), text.size());
   const int err = errno;
-  ::close(fd);
+  ::close(tmp.fd);
   if (!written) {
-    ::unlink(tmp.c_str());
-    fail("cannot write the lock '", tmp, "': ", std::strerror(err));
+    ::unlink(tmp.path.c_str());
+    fail("cannot write the lock '", tmp.path, "': ", std::strerror(err));
   }
-  const int r = ::link(tmp.c_str(), path.c_str());
+  const int r = ::link(tmp.path.c_str(), path.c_str());
   const int link_err = errno;
-  ::unlink(tmp.c_str());
+  ::unlink(tmp.path.c_str());
   if (r == 0) return 0;
   return no_hard_links(link_err) ? create_exclusive(path, text) : link_err;
 }
@@ -258,7 +263,10 @@ DirLock::DirLock(const std::string& dir, const LockRequest& req) {
 }
 
 void DirLock::release() {
-  if (!path_.empty() && read_text(path_) == content_) ::unlink(path_.c_str());
+  try {
+    if (!path_.empty() && read_text(path_) == content_) ::unlink(path_.c_str());
+  } catch (const Error&) {  // someone replaced it: it is not ours to remove
+  }
   path_.clear();
 }
 

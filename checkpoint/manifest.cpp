@@ -5,10 +5,10 @@
 #include <climits>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "checkpoint/checksum.hpp"
+#include "util/input_file.hpp"
 
 namespace tetra::ckpt {
 
@@ -360,15 +360,12 @@ Manifest read_manifest(const std::string& checkpoint_dir) {
   std::error_code ec;
   check(std::filesystem::is_directory(checkpoint_dir, ec), "checkpoint directory '", checkpoint_dir,
         "': not found");
-  check(std::filesystem::exists(path, ec), where, ": not found");
-  std::ifstream in(path, std::ios::binary);
-  check(in.good(), where, ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  check(!in.bad(), where, ": read failed");
+  std::string text;
+  const std::string unread = read_input_file(path, text);
+  check(unread.empty(), where, ": ", unread);
 
   json m;
-  const std::string problem = parse_json(text.str(), m);
+  const std::string problem = parse_json(text, m);
   check(problem.empty(), where, ": ", problem);
   Manifest out;
   with_context(where, [&] {

@@ -1,7 +1,5 @@
 #include "checkpoint/safetensors.hpp"
 
-#include "util/bf16.hpp"
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,12 +9,14 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <optional>
+#include <utility>
 
 #include "util/bf16.hpp"
 #include "util/error.hpp"
+#include "util/input_file.hpp"
 #include "util/json.hpp"
+#include "util/output_file.hpp"
 
 namespace tetra::st {
 
@@ -85,9 +85,11 @@ struct File {
 };
 
 void open_for_reading(File& f, const std::string& path) {
-  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f.fd < 0 && errno == ENOENT) fail("safetensors file '", path, "': not found");
-  check(f.fd >= 0, "safetensors file '", path, "': cannot open: ", std::strerror(errno));
+  // Never a FIFO or a device (util/input_file): their open or read would not end.
+  InputFile in = open_input_file(path);
+  if (in.problem == kNotFound) fail("safetensors file '", path, "': not found");
+  check(in.fd >= 0, "safetensors file '", path, "': cannot open: ", in.problem);
+  f.fd = std::exchange(in.fd, -1);
 }
 
 void read_at(const File& f, void* buf, uint64_t n, uint64_t offset, const std::string& path) {
@@ -103,18 +105,6 @@ void read_at(const File& f, void* buf, uint64_t n, uint64_t offset, const std::s
     n -= uint64_t(r);
     offset += uint64_t(r);
   }
-}
-
-bool write_all(int fd, const void* buf, size_t n) {
-  auto* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    const ssize_t r = ::write(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= size_t(r);
-  }
-  return true;
 }
 
 // Validates one header entry; `where` names the file and tensor for error messages.
@@ -207,6 +197,27 @@ Reader::Reader(const std::string& path) : path_(path) {
       metadata_[key] = value.get<std::string>();
     }
   }
+  check_tiling(where, size - data_start_);
+}
+
+void Reader::check_tiling(const std::string& where, uint64_t data_size) const {
+  // As the reference implementation validates: taken in the order of their offsets, each
+  // tensor begins where the one before ends (the first at 0) and the last ends at the end of
+  // the file, so no byte is two tensors' (an overlap would alias them) and none is no one's.
+  std::vector<const TensorInfo*> by_offset;
+  for (const auto& [name, t] : tensors_) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) {
+    return std::pair(a->begin, a->end) < std::pair(b->begin, b->end);
+  });
+  uint64_t next = 0;
+  for (const TensorInfo* t : by_offset) {
+    check(t->begin == next, where, ": tensor '", t->name, "' has data_offsets [", t->begin, ", ",
+          t->end, "], but the tensors before it end at ", next,
+          t->begin < next ? " (they overlap)" : " (a gap)");
+    next = t->end;
+  }
+  check(next == data_size, where, ": its tensors end at byte ", next, " of a data section of ",
+        data_size, " bytes");
 }
 
 bool Reader::has(const std::string& name) const {
@@ -309,38 +320,12 @@ void Writer::write(const std::string& path) const {
   uint8_t len[8];
   for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
 
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  check(fd >= 0, "cannot write safetensors file '", path, "': cannot create '", tmp,
-        "': ", std::strerror(errno));
-  // On failure the temporary goes away, so `path` holds either the old file or nothing.
-  auto abandon = [&](const char* step) {
-    const int err = errno;
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    fail("cannot write safetensors file '", path, "': ", step, " '", tmp,
-         "' failed: ", std::strerror(err));
-  };
-  bool ok = write_all(fd, len, 8) && write_all(fd, text.data(), text.size());
-  for (const Entry& e : entries_) {
-    ok = ok && write_all(fd, e.bytes.data(), e.bytes.size());
-  }
-  if (!ok) abandon("writing");
-  if (::fsync(fd) != 0) abandon("fsync of");
-  const int closed = ::close(fd);
-  fd = -1;
-  if (closed != 0) abandon("closing");
-  if (::rename(tmp.c_str(), path.c_str()) != 0) abandon("renaming");
-
-  // Persist the rename itself; without this a crash could lose the directory entry.
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  const std::string dir = parent.empty() ? std::string(".") : parent.string();
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  const bool synced = dfd >= 0 && ::fsync(dfd) == 0;
-  const int err = errno;
-  if (dfd >= 0) ::close(dfd);
-  check(synced, "safetensors file '", path, "': written, but fsync of directory '", dir,
-        "' failed: ", std::strerror(err));
+  const std::string problem = replace_file(path, [&](int fd) {
+    bool ok = write_all(fd, len, 8) && write_all(fd, text.data(), text.size());
+    for (const Entry& e : entries_) ok = ok && write_all(fd, e.bytes.data(), e.bytes.size());
+    return ok;
+  });
+  check(problem.empty(), "cannot write safetensors file '", path, "': ", problem);
 }
 
 }  // namespace tetra::st

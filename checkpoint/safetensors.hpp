@@ -22,8 +22,10 @@ struct TensorInfo {
 class Reader {
  public:
   // Reads and validates the header. Throws tetra::Error naming the file for: a missing or
-  // unreadable file, a header length past the end of the file, malformed JSON, offsets
-  // outside the data section or not matching dtype*shape.
+  // unreadable file (a FIFO or a device included), a header length past the end of the file,
+  // malformed JSON, offsets outside the data section or not matching dtype*shape, and data
+  // that the tensors do not tile exactly (overlaps, gaps, bytes after the last one), as the
+  // reference implementation refuses.
   explicit Reader(const std::string& path);
 
   const std::string& path() const { return path_; }
@@ -39,6 +41,8 @@ class Reader {
   std::vector<float> read(const std::string& name) const;
 
  private:
+  void check_tiling(const std::string& where, uint64_t data_size) const;
+
   std::string path_;
   uint64_t data_start_ = 0;
   std::map<std::string, TensorInfo> tensors_;
@@ -52,7 +56,8 @@ class Writer {
   void add(const std::string& name, const std::vector<int64_t>& shape, const float* data,
            bool bf16 = false);
   void set_metadata(const std::string& key, const std::string& value);
-  // Writes to path.tmp, fsyncs, and renames to path, so a reader never sees half a file.
+  // Writes a fresh temporary beside path, fsyncs it and renames it over path (replace_file),
+  // so a reader never sees half a file.
   // Throws tetra::Error naming the path on any I/O failure.
   void write(const std::string& path) const;
 

@@ -8,11 +8,11 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <random>
 #include <thread>
 #include <vector>
 
 #include "parallel/agree.hpp"
+#include "util/output_file.hpp"
 
 namespace tetra::ckpt {
 
@@ -20,19 +20,20 @@ void check_shared_dir(MPI_Comm world, const std::string& dir, const Hosts& hosts
   int rank = 0, size = 1;
   MPI_Comm_rank(world, &rank);
   MPI_Comm_size(world, &size);
-  char name[64] = {};
-  if (rank == 0) {
-    std::snprintf(name, sizeof name, ".tetra_probe_%d_%016llx", int(::getpid()),
-                  (unsigned long long)std::random_device{}() << 32 ^ std::random_device{}());
-  }
-  MPI_Bcast(name, sizeof name, MPI_CHAR, 0, world);
-  const std::string probe = (std::filesystem::path(dir) / name).string();
+  // Rank 0's probe is a fresh temporary (O_CREAT | O_EXCL | O_NOFOLLOW under a random name:
+  // nothing planted there is written through); every rank is sent its name.
+  std::string probe;
   agree(world, [&] {
     if (rank != 0) return;
-    std::FILE* f = std::fopen(probe.c_str(), "w");
-    check(f != nullptr, "checkpoint directory '", dir, "' is not writable: ", std::strerror(errno));
-    std::fclose(f);
+    const Temporary t = create_temporary((std::filesystem::path(dir) / "probe").string());
+    check(t.fd >= 0, "checkpoint directory '", dir, "' is not writable: ", t.problem);
+    ::close(t.fd);
+    probe = t.path;
   });
+  int len = int(probe.size());
+  MPI_Bcast(&len, 1, MPI_INT, 0, world);
+  probe.resize(size_t(len));
+  MPI_Bcast(probe.data(), len, MPI_CHAR, 0, world);
   int seen = 0;
   const auto until =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(kProbeSeconds * 1000));

@@ -1,5 +1,7 @@
 #include "cli/generate.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <thread>
@@ -8,6 +10,7 @@
 #include "checkpoint/hf_io.hpp"
 #include "data/tokenizer.hpp"
 #include "train/generate.hpp"
+#include "util/error.hpp"
 
 namespace tetra {
 
@@ -20,9 +23,7 @@ std::string generate_text(const GenerateOptions& o) {
   std::unique_ptr<data::Tokenizer> tok;
   if (!model.tokenizer_model().empty()) {
     tok = data::load_sentencepiece(model.tokenizer_model());
-    // Else a prompt's ids, or the ones drawn, would fall outside one or the other.
-    check(tok->vocab() == cfg.real_vocab(), "model '", o.init_from, "' has ", cfg.real_vocab(),
-          " tokens, and its tokenizer.model ", tok->vocab(), " pieces");
+    check_tokenizer_matches(o.init_from, cfg, *tok);
   } else {
     check(cfg.real_vocab() <= 256, "model '", o.init_from, "' has ", cfg.real_vocab(),
           " tokens and no tokenizer.model: tetra generate reads bytes only without one");
@@ -31,8 +32,19 @@ std::string generate_text(const GenerateOptions& o) {
   std::map<std::string, std::vector<float>> whole;
   for (const UnitLayout& u : make_units(cfg, 1, 0)) {
     const std::vector<float> flat = read_unit(model, cfg, u, 0);
-    for (const ParamInfo& p : u.params)
-      whole[p.name].assign(flat.begin() + p.offset, flat.begin() + p.offset + p.numel());
+    for (const ParamInfo& p : u.params) {
+      std::vector<float>& w = whole[p.name];
+      w.assign(flat.begin() + p.offset, flat.begin() + p.offset + p.numel());
+      // As training stops at a loss that is not finite: such a weight makes every logit NaN.
+      const auto bad = std::find_if(w.begin(), w.end(), [](float x) { return !std::isfinite(x); });
+      if (bad != w.end())
+        throw DivergedError("model '" + o.init_from + "': " + p.name +
+                            " holds a value that is not finite (" +
+                            (std::isnan(*bad) ? "nan"
+                             : *bad > 0       ? "inf"
+                                              : "-inf") +
+                            " at element " + std::to_string(bad - w.begin()) + ")");
+    }
   }
   std::unique_ptr<Backend> be;
 #ifdef TETRA_HAVE_CUDA

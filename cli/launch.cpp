@@ -21,6 +21,7 @@
 #include "train/preempt.hpp"
 #include "util/clock.hpp"
 #include "util/error.hpp"
+#include "util/input_file.hpp"
 #include "util/json.hpp"
 
 extern char** environ;
@@ -95,14 +96,15 @@ class MetricsTail {
   explicit MetricsTail(std::string path) : path_(std::move(path)) { offset_ = size_now(); }
 
   std::vector<StepTime> read_new() {
-    std::ifstream f(path_, std::ios::binary);
-    if (!f) return {};
-    const size_t size = size_now();
+    // A regular file only (util/input_file): the open of a FIFO would wait for a writer.
+    const InputFile f = open_input_file(path_);
+    if (f.fd < 0) return {};
+    const size_t size = size_t(f.size);
     if (size < offset_) offset_ = 0;  // truncated or replaced: all of it is new
     std::string text(size - offset_, '\0');
-    f.seekg(std::streamoff(offset_));
-    f.read(text.data(), std::streamsize(text.size()));
-    offset_ = size;
+    const ssize_t got = ::pread(f.fd, text.data(), text.size(), off_t(offset_));
+    text.resize(got > 0 ? size_t(got) : 0);
+    offset_ += text.size();
     const size_t complete = text.rfind('\n') + 1;  // 0 when there is no newline at all
     if (complete < text.size()) {
       // A rank killed mid-write leaves a torn last line. Ending it here keeps the next
@@ -127,8 +129,8 @@ class MetricsTail {
 
  private:
   size_t size_now() const {
-    std::ifstream f(path_, std::ios::binary | std::ios::ate);
-    return f ? size_t(f.tellg()) : 0;
+    const InputFile f = open_input_file(path_);
+    return f.fd >= 0 ? size_t(f.size) : 0;
   }
 
   std::string path_;

@@ -63,7 +63,12 @@ void ckpt_command(const tetra::CkptOptions& opt, int rank) {
     const std::string newest = tetra::ckpt::find_latest(dir, &warnings);
     for (const std::string& w : warnings)
       if (rank == 0) std::fprintf(stderr, "tetra: warning: %s\n", w.c_str());
-    tetra::check(!newest.empty(), "no complete checkpoint that verifies in '", dir, "'");
+    if (newest.empty()) {  // none of the line `latest` names; another line's may verify
+      const std::vector<std::string> others = tetra::ckpt::verifying_checkpoints(dir);
+      tetra::check(!others.empty(), "no complete checkpoint that verifies in '", dir, "'");
+      tetra::fail("no checkpoint of the line being trained in '", dir, "' verifies; ", others[0],
+                  " verifies but is another line's (name it to ", opt.action, " it)");
+    }
     dir = newest;
   }
   if (opt.action == "verify") {
@@ -145,7 +150,11 @@ int main(int argc, char** argv) {
       tetra::agree(MPI_COMM_WORLD, [&] {
         if (rank == 0) text = tetra::generate_text(cli.generate);
       });
-      if (rank == 0) std::printf("%s%s\n", cli.generate.prompt.c_str(), text.c_str());
+      // By length: a generated token may be a NUL byte, where a C string would end.
+      if (rank == 0) {
+        const std::string out = cli.generate.prompt + text + "\n";
+        std::fwrite(out.data(), 1, out.size(), stdout);
+      }
     }
   } catch (const tetra::DivergedError& e) {  // every rank has it: rank 0 reports
     if (rank == 0) std::fprintf(stderr, "tetra: error: %s\n", e.what());

@@ -227,7 +227,13 @@ void add_plan_options(CLI::App& app, PlanOptions& p) {
       "a rate per GPU to time D tokens at (e.g. a measured one)")
       ->check(kNonNegative);
   add(app, "--mfu", o.mfu, "PERCENT", "value one MFU point from here (0: the estimated bound)")
-      ->check(rule(CLI::Range(0.0, 99.0), "must be a percentage below 99"));
+      ->check(rule(CLI::Validator(
+                       [](std::string& s) -> std::string {
+                         double x = -1;  // below 99 itself: one MFU point above must stay < 100
+                         return CLI::detail::lexical_cast(s, x) && x >= 0 && x < 99 ? "" : "no";
+                       },
+                       ""),
+                   "must be a percentage below 99"));
   add(app, "--compare", p.compare, "METRICS",
       "check a run's --metrics file against the plan: bytes per group exactly, peak memory "
       "within 10%; exit 1 on a mismatch");

@@ -3,20 +3,23 @@
 #include "data/dataset.hpp"
 
 #include <glob.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <numeric>
 #include <sstream>
 
 #include "data/hash.hpp"
 #include "util/error.hpp"
+#include "util/input_file.hpp"
+#include "util/output_file.hpp"
 
 namespace tetra::data {
 namespace {
@@ -145,26 +148,39 @@ class TokenFile final : public Dataset {
   int64_t count_;  // K = floor((T-1)/S)
 };
 
-// Size of a readable regular file, or a clear error. Uses the error_code overloads so that
-// nothing but tetra::Error escapes.
-int64_t file_bytes(const std::string& path) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  check(std::filesystem::exists(status), "data file '", path, "': not found");
-  check(std::filesystem::is_regular_file(status), "data file '", path, "': not a regular file");
-  const auto bytes = std::filesystem::file_size(path, ec);
-  check(!ec, "data file '", path, "': cannot get its size: ", ec.message());
-  return static_cast<int64_t>(bytes);
+// A regular file opened for reading (util/input_file: never a FIFO or a device, whose open or
+// read would not end), or a clear error naming it.
+InputFile open_data_file(const std::string& path) {
+  InputFile f = open_input_file(path);
+  check(f.fd >= 0, "data file '", path, "': ", f.problem);
+  return f;
 }
 
-std::vector<uint16_t> read_bin(const std::string& path) {
-  const int64_t bytes = file_bytes(path);
+// n bytes at offset, or a clear error.
+void read_exactly(const InputFile& f, void* buf, int64_t n, int64_t offset, const std::string& path,
+                  const char* what) {
+  auto* p = static_cast<char*>(buf);
+  while (n > 0) {
+    const ssize_t r = ::pread(f.fd, p, size_t(n), off_t(offset));
+    if (r < 0 && errno == EINTR) continue;
+    check(r > 0, "data file '", path, "': cannot read ", what,
+          r < 0 ? std::string(": ") + std::strerror(errno) : std::string(" (it shrank)"));
+    p += r;
+    n -= r;
+    offset += r;
+  }
+}
+
+}  // namespace
+
+BinShard read_bin_shard(const std::string& path) {
+  const InputFile f = open_data_file(path);
+  const int64_t bytes = f.size;
   check(bytes >= kHeaderBytes, "data file '", path, "': ", bytes, " bytes, too short for the ",
         kHeaderBytes, "-byte llm.c header");
-  std::ifstream in(path, std::ios::binary);
-  std::array<int32_t, kHeaderWords> header;
-  in.read(reinterpret_cast<char*>(header.data()), kHeaderBytes);
-  check(bool(in), "data file '", path, "': cannot read the header");
+  BinShard shard;
+  std::array<int32_t, kHeaderWords>& header = shard.header;
+  read_exactly(f, header.data(), kHeaderBytes, 0, path, "the header");
   check(header[0] == kMagic, "data file '", path, "': bad magic ", header[0], " (expected ", kMagic,
         ")");
   check(header[1] == kVersion, "data file '", path, "': unsupported version ", header[1],
@@ -175,19 +191,19 @@ std::vector<uint16_t> read_bin(const std::string& path) {
   check(held >= header[2], "data file '", path, "': header says ", header[2],
         " tokens but the file holds ", held);
   // Extra bytes after the header's count are ignored, as llm.c does.
-  std::vector<uint16_t> tokens(header[2]);
-  in.read(reinterpret_cast<char*>(tokens.data()), tokens.size() * sizeof(uint16_t));
-  check(bool(in), "data file '", path, "': cannot read its ", header[2], " tokens");
-  return tokens;
+  shard.tokens.resize(size_t(header[2]));
+  read_exactly(f, shard.tokens.data(), int64_t(shard.tokens.size() * sizeof(uint16_t)),
+               kHeaderBytes, path, "its tokens");
+  return shard;
 }
+
+namespace {
 
 // A text file under the byte tokenizer: byte b is token b.
 std::vector<uint16_t> read_text(const std::string& path) {
-  file_bytes(path);  // for the not-found / not-a-file errors
-  std::ifstream in(path, std::ios::binary);
-  check(bool(in), "data file '", path, "': cannot be opened");
-  const std::string bytes(std::istreambuf_iterator<char>(in), {});
-  check(!in.bad(), "data file '", path, "': read error");
+  const InputFile f = open_data_file(path);
+  std::string bytes(size_t(f.size), '\0');
+  read_exactly(f, bytes.data(), f.size, 0, path, "its bytes");
   std::vector<uint16_t> tokens(bytes.size());
   // Through unsigned char: char may be signed, and byte 0xC3 must become token 195.
   std::transform(bytes.begin(), bytes.end(), tokens.begin(),
@@ -240,12 +256,12 @@ std::unique_ptr<Dataset> open_dataset(const std::string& spec, int vocab, int se
   const bool bin = !shards.empty() || spec.ends_with(".bin") || is_bin_shard(spec);
   std::vector<uint16_t> tokens;
   if (shards.empty()) {
-    tokens = bin ? read_bin(spec) : read_text(spec);
+    tokens = bin ? read_bin_shard(spec).tokens : read_text(spec);
   } else {
     for (const std::string& f : shards) {
       check(is_bin_shard(f), "data '", spec, "': '", f,
             "' is not an llm.c .bin shard (a directory or a glob takes shards only)");
-      const std::vector<uint16_t> part = read_bin(f);
+      const std::vector<uint16_t> part = read_bin_shard(f).tokens;
       tokens.insert(tokens.end(), part.begin(), part.end());
     }
   }
@@ -264,9 +280,10 @@ std::unique_ptr<Dataset> open_dataset(const std::string& spec, int vocab, int se
 }
 
 bool is_bin_shard(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
+  const InputFile f = open_input_file(path);
   int32_t first = 0;
-  return f.read(reinterpret_cast<char*>(&first), sizeof first) && first == kMagic;
+  return f.fd >= 0 && ::pread(f.fd, &first, sizeof first, 0) == ssize_t(sizeof first) &&
+         first == kMagic;
 }
 
 void fill_batch(const Dataset& ds, int64_t step, int global_batch, int first, int count,
@@ -283,19 +300,22 @@ void fill_batch(const Dataset& ds, int64_t step, int global_batch, int first, in
   }
 }
 
-void write_bin_shard(const std::string& path, const std::vector<uint16_t>& tokens) {
+void write_bin_shard(const std::string& path, const std::vector<uint16_t>& tokens,
+                     const std::vector<int32_t>& extra) {
   check(tokens.size() <= size_t(std::numeric_limits<int32_t>::max()), "data file '", path,
         "': ", tokens.size(), " tokens do not fit the int32 count of an llm.c header");
+  check(extra.size() <= size_t(kHeaderWords - 3), "data file '", path, "': ", extra.size(),
+        " extra header words do not fit");
   std::array<int32_t, kHeaderWords> header{};
   header[0] = kMagic;
   header[1] = kVersion;
   header[2] = static_cast<int32_t>(tokens.size());
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  check(bool(out), "data file '", path, "': cannot be created");
-  out.write(reinterpret_cast<const char*>(header.data()), kHeaderBytes);
-  out.write(reinterpret_cast<const char*>(tokens.data()), tokens.size() * sizeof(uint16_t));
-  out.close();
-  check(bool(out), "data file '", path, "': write failed");
+  std::copy(extra.begin(), extra.end(), header.begin() + 3);
+  const std::string problem = replace_file(path, [&](int fd) {
+    return write_all(fd, header.data(), kHeaderBytes) &&
+           write_all(fd, tokens.data(), tokens.size() * sizeof(uint16_t));
+  });
+  check(problem.empty(), "data file '", path, "': cannot be written: ", problem);
 }
 
 }  // namespace tetra::data

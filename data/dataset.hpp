@@ -12,6 +12,7 @@
 // sequences; sequence k is tokens k*S .. k*S+S inclusive (S inputs and their S shifted
 // targets); step s takes sequences (s*G + j) mod K for j = 0 .. G-1.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -55,7 +56,18 @@ bool is_bin_shard(const std::string& path);
 void fill_batch(const Dataset& ds, int64_t step, int global_batch, int first, int count,
                 int seq_len, int32_t* out);
 
-// Writes an llm.c-format token shard (used by tests and tools).
-void write_bin_shard(const std::string& path, const std::vector<uint16_t>& tokens);
+// An llm.c shard as read: its header (words 3.. are free: llm.c reads only the first three,
+// and tetra's token cache keeps there what the shard was made from) and its tokens.
+struct BinShard {
+  std::array<int32_t, 256> header{};
+  std::vector<uint16_t> tokens;
+};
+// Throws tetra::Error as open_dataset does for a file that is not a whole shard.
+BinShard read_bin_shard(const std::string& path);
+
+// Writes an llm.c-format token shard whole (a temporary renamed over `path`), with `extra` as
+// header words 3 onwards.
+void write_bin_shard(const std::string& path, const std::vector<uint16_t>& tokens,
+                     const std::vector<int32_t>& extra = {});
 
 }  // namespace tetra::data

@@ -1,41 +1,92 @@
 #include "data/token_cache.hpp"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "data/dataset.hpp"
 #include "util/error.hpp"
+#include "util/input_file.hpp"
 
 namespace tetra::data {
 namespace {
 
 std::string read_all(const std::string& path, const std::string& what) {
-  std::error_code ec;
-  check(std::filesystem::is_regular_file(path, ec), what, " '", path, "': not found");
-  std::ifstream in(path, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), {});
-  check(!in.bad(), what, " '", path, "': read error");
+  std::string bytes;
+  const std::string problem = read_input_file(path, bytes);
+  check(problem.empty(), what, " '", path, "': ", problem);
   return bytes;
 }
 
-// FNV-1a over bytes, as 16 hex digits: names a cache entry by its inputs' content.
-std::string content_hash(const std::string& a, const std::string& b = "") {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (const std::string* s : {&a, &b})
-    for (unsigned char c : *s) h = (h ^ c) * 0x100000001b3ull;
+// FNV-1a over bytes: names a cache entry by its inputs' content, and checks it on reuse.
+uint64_t fnv1a(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull) {
+  for (size_t i = 0; i < n; ++i)
+    h = (h ^ static_cast<const unsigned char*>(data)[i]) * 0x100000001b3ull;
+  return h;
+}
+
+std::string hex(uint64_t h) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return buf;
+}
+
+// The name's hash: the text's bytes, then the tokenizer's.
+std::string content_hash(const std::string& a, const std::string& b = "") {
+  return hex(fnv1a(b.data(), b.size(), fnv1a(a.data(), a.size())));
 }
 
 void refuse_tokens(const std::string& text) {
   const bool bin = text.ends_with(".bin") || is_bin_shard(text);
   check(!bin, "--tokenizer applies to text, and '", text,
         "' is an llm.c .bin shard, tokens already (give its --vocab instead)");
+}
+
+// What a cached shard was made from, kept in its header's free words 3..12 (little-endian
+// halves of 64-bit values): a tag, the text's size and hash, the tokenizer's hash, and the
+// hash of the tokens themselves, so that a shard cut short or edited is caught too.
+constexpr int32_t kCacheTag = 0x54545443;  // "CTTT": tetra's token cache, record version 1
+struct Origin {
+  uint64_t text_bytes = 0, text_hash = 0, tokenizer_hash = 0, tokens_hash = 0;
+
+  std::vector<int32_t> words() const {
+    std::vector<int32_t> w = {kCacheTag};
+    for (uint64_t v : {text_bytes, text_hash, tokenizer_hash, tokens_hash}) {
+      w.push_back(int32_t(uint32_t(v)));
+      w.push_back(int32_t(uint32_t(v >> 32)));
+    }
+    return w;
+  }
+  static Origin of(const BinShard& s) {
+    const auto u64 = [&](int i) {
+      return uint64_t(uint32_t(s.header[i])) | uint64_t(uint32_t(s.header[i + 1])) << 32;
+    };
+    return {u64(4), u64(6), u64(8), u64(10)};
+  }
+};
+
+uint64_t tokens_hash(const std::vector<uint16_t>& tokens) {
+  return fnv1a(tokens.data(), tokens.size() * sizeof(uint16_t));
+}
+
+// Why the cached shard at `bin` is not the tokens of (text, tokenizer); "" when it is.
+// Throws tetra::Error when it cannot be read at all (not a regular file, an I/O error).
+std::string mismatch(const std::string& bin, const Origin& want) {
+  const InputFile f = open_input_file(bin);
+  check(f.fd >= 0, "the token cache '", bin, "' cannot be read: ", f.problem,
+        "; it is a cache tetra made, which may be deleted (the text is then tokenized again)");
+  BinShard shard;
+  try {
+    shard = read_bin_shard(bin);
+  } catch (const Error& e) {
+    return std::string("is not a whole shard (") + e.what() + ")";
+  }
+  if (shard.header[3] != kCacheTag) return "records nothing of what it was made from";
+  const Origin had = Origin::of(shard);
+  if (had.text_bytes != want.text_bytes || had.text_hash != want.text_hash)
+    return "was made from another text";
+  if (had.tokenizer_hash != want.tokenizer_hash) return "was made with another tokenizer";
+  if (had.tokens_hash != tokens_hash(shard.tokens)) return "holds tokens that were changed since";
+  return "";
 }
 
 }  // namespace
@@ -62,17 +113,23 @@ std::string tokenizer_model(const std::string& spec, const std::string& text, bo
   return model;
 }
 
-std::string tokenize_cached(const std::string& text, const Tokenizer& tok, bool* reused) {
+CachedShard tokenize_cached(const std::string& text, const Tokenizer& tok) {
   refuse_tokens(text);
   // Refused whatever the text: which ids a text uses would otherwise decide it.
   check(tok.vocab() <= 65536, "tokenizer '", tok.model_file(), "' has ", tok.vocab(),
         " pieces, and an llm.c shard's uint16 tokens hold ids below 65536 only");
   const std::string bytes = read_all(text, "data file");
-  const std::string bin =
-      text + "." + content_hash(bytes, read_all(tok.model_file(), "tokenizer")) + ".bin";
+  const std::string model = read_all(tok.model_file(), "tokenizer");
+  Origin origin{bytes.size(), fnv1a(bytes.data(), bytes.size()), fnv1a(model.data(), model.size())};
+  CachedShard out;
+  out.bin = text + "." + content_hash(bytes, model) + ".bin";
   std::error_code ec;
-  *reused = std::filesystem::exists(bin, ec);
-  if (*reused) return bin;
+  if (std::filesystem::symlink_status(out.bin, ec).type() !=
+      std::filesystem::file_type::not_found) {
+    out.rebuilt = mismatch(out.bin, origin);
+    out.reused = out.rebuilt.empty();
+    if (out.reused) return out;
+  }
   // The whole text at once: the tokenizer keeps newlines (as byte pieces), so decoding the
   // shard gives the text back.
   std::vector<uint16_t> tokens;
@@ -80,11 +137,11 @@ std::string tokenize_cached(const std::string& text, const Tokenizer& tok, bool*
     check(id >= 0 && id < 65536, "tokenizer: id ", id, " does not fit an llm.c shard's uint16");
     tokens.push_back(uint16_t(id));
   }
-  // Per process: two runs tokenizing the same text write the same bytes, and either rename wins.
-  const std::string tmp = bin + ".tmp." + std::to_string(::getpid());
-  write_bin_shard(tmp, tokens);
-  check(std::rename(tmp.c_str(), bin.c_str()) == 0, "cannot rename '", tmp, "' to '", bin, "'");
-  return bin;
+  origin.tokens_hash = tokens_hash(tokens);
+  // Through a fresh temporary: two runs tokenizing the same text write the same bytes, and
+  // either rename wins.
+  write_bin_shard(out.bin, tokens, origin.words());
+  return out;
 }
 
 }  // namespace tetra::data

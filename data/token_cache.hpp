@@ -1,8 +1,8 @@
 // Text under a SentencePiece tokenizer becomes an llm.c .bin shard once, cached beside the
 // text and named by a hash of the text's and the tokenizer's bytes, so that a later run on
 // the same text with the same tokenizer reads the shard instead of tokenizing again, and a
-// change to either makes a new one. --tokenizer bpe:N trains the model on the text the same
-// way, cached as TEXT.bpeN-HASH.model.
+// change to either makes a new one. The shard records its origin and is checked on reuse.
+// --tokenizer bpe:N trains the model on the text the same way, cached as TEXT.bpeN-HASH.model.
 #pragma once
 #include <string>
 
@@ -16,8 +16,16 @@ namespace tetra::data {
 std::string tokenizer_model(const std::string& spec, const std::string& text, bool* trained);
 
 // The .bin shard of `text` under `tok`, written now when missing (through a temporary and a
-// rename); `reused` says whether it was there. Throws tetra::Error for a .bin `text` (it is
-// tokens already), an unreadable file or a tokenizer of more pieces than uint16 holds.
-std::string tokenize_cached(const std::string& text, const Tokenizer& tok, bool* reused);
+// rename). Its header records what it was made from (the text's size and hash, the
+// tokenizer's hash, and the hash of its tokens); a shard found there is reused only when the
+// record matches, else it is made again and `rebuilt` says why. Throws tetra::Error for a
+// .bin `text` (it is tokens already), an unreadable file (the cache included: it is named as
+// one that may be deleted) or a tokenizer of more pieces than uint16 holds.
+struct CachedShard {
+  std::string bin;      // the shard's path
+  bool reused = false;  // it was there and matched
+  std::string rebuilt;  // why a shard that was there did not match: "was made from another text"
+};
+CachedShard tokenize_cached(const std::string& text, const Tokenizer& tok);
 
 }  // namespace tetra::data

@@ -1,12 +1,8 @@
 #include "data/tokenizer.hpp"
 
-#include <unistd.h>
-
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-
 #include "util/error.hpp"
+#include "util/input_file.hpp"
+#include "util/output_file.hpp"
 
 #ifdef TETRA_HAVE_SENTENCEPIECE
 #include <sentencepiece_processor.h>
@@ -35,9 +31,10 @@ class Bytes final : public Tokenizer {
 class SentencePiece final : public Tokenizer {
  public:
   explicit SentencePiece(const std::string& path) : path_(path) {
-    std::error_code ec;
-    check(std::filesystem::is_regular_file(path, ec), "tokenizer '", path, "': not found");
-    const auto status = sp_.Load(path);
+    std::string bytes;
+    const std::string problem = read_input_file(path, bytes);
+    check(problem.empty(), "tokenizer '", path, "': ", problem);
+    const auto status = sp_.LoadFromSerializedProto(bytes);
     check(status.ok(), "tokenizer '", path, "': not a SentencePiece model (", status.ToString(),
           ")");
   }
@@ -118,15 +115,9 @@ void train_bpe(const std::string& text_path, int pieces, const std::string& mode
                                                  nullptr, &serialized);
   check(status.ok(), "--tokenizer bpe:", pieces, " on '", text_path,
         "': SentencePiece could not train: ", status.ToString());
-  const std::string tmp = model_path + ".tmp." + std::to_string(::getpid());  // per process
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(serialized.data(), std::streamsize(serialized.size()));
-    out.close();
-    check(bool(out), "cannot write the tokenizer model '", tmp, "'");
-  }
-  check(std::rename(tmp.c_str(), model_path.c_str()) == 0, "cannot rename '", tmp, "' to '",
-        model_path, "'");
+  // A fresh temporary per call: two runs training on the same text write the same bytes.
+  const std::string problem = replace_file(model_path, serialized);
+  check(problem.empty(), "cannot write the tokenizer model '", model_path, "': ", problem);
 #else
   fail("--tokenizer bpe:", pieces,
        ": this build has no SentencePiece (libsentencepiece-dev was not found when tetra was "

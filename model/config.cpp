@@ -1,7 +1,9 @@
 #include "model/config.hpp"
 
+#include <optional>
 #include <sstream>
 
+#include "util/checked.hpp"
 #include "util/error.hpp"
 
 namespace tetra {
@@ -14,6 +16,12 @@ void ModelConfig::validate() const {
   check(ffn_dim > 0, "--ffn-dim must be positive (got ", ffn_dim, ")");
   check(seq_len > 0, "--seq-len must be positive (got ", seq_len, ")");
   check(vocab > 0, "--vocab must be positive (got ", vocab, ")");
+  check(layers <= kMaxLayers, "--layers ", layers, " is more than tetra's limit of ", kMaxLayers,
+        " blocks");
+  check(seq_len <= kMaxSeqLen, "--seq-len ", seq_len, " is more than tetra's limit of ", kMaxSeqLen,
+        " tokens per sequence");
+  check(vocab <= kMaxVocab, "the vocabulary of ", real_vocab(), " tokens is more than tetra's ",
+        "limit of ", kMaxVocab);
   check(data_vocab <= vocab, "the vocabulary ", data_vocab, " is larger than the model's ", vocab,
         " rows");
   check(rope_theta > 0, "--rope-theta must be positive (got ", rope_theta, ")");
@@ -21,6 +29,20 @@ void ModelConfig::validate() const {
   check(heads % kv_heads == 0, "--heads ", heads, " is not divisible by --kv-heads ", kv_heads);
   check(head_dim() % 2 == 0, "head_dim = dim/heads = ", head_dim(),
         " must be even for rotate-half RoPE");
+  // Every term of total_params(), each product checked: a shape past the limit is refused
+  // before any count that would wrap (to a negative size) is made of it.
+  const int64_t d = dim, hd = head_dim();
+  std::optional<int64_t> n = checked_product({2, d, heads, hd});  // q, o
+  for (const std::optional<int64_t> term :
+       {checked_product({2, d, kv_heads, hd}), checked_product({3, d, ffn_dim}),
+        std::optional<int64_t>(2 * d)})  // k, v; gate, up, down; two norms
+    n = n && term ? checked_add(*n, *term) : std::nullopt;
+  n = n ? checked_mul(*n, layers) : std::nullopt;
+  const std::optional<int64_t> ends = checked_add(2 * vocab * d, d);  // embedding, head, norm
+  n = n && ends ? checked_add(*n, *ends) : std::nullopt;
+  check(n && *n <= kMaxParams, "the model (", str(), ") has ",
+        n ? std::to_string(*n) : std::string("more than 2^63"),
+        " parameters, more than tetra's limit of 2^50 = ", kMaxParams);
 }
 
 std::string ModelConfig::str() const {
@@ -53,7 +75,7 @@ double recompute_flops_per_token(const ModelConfig& c) {
 }
 
 int64_t padded_vocab(int64_t v) {
-  return (v + 127) / 128 * 128;
+  return v > kMaxVocab ? v : (v + 127) / 128 * 128;  // past the limit: for validate() to refuse
 }
 
 int64_t ParamInfo::numel() const {

@@ -8,6 +8,15 @@
 
 namespace tetra {
 
+// What a model's shape may ask for, so that every count it sizes fits 64 bits with room to
+// spare (bytes of Adam state, sums over ranks) and what it sizes is checked before it is
+// allocated: tokens per sequence (positions are int32; 2^24 keeps a rank's position lists
+// under 64 MB), blocks, vocabulary rows, parameters (2^50 is over 2,000 times Llama 3 405B).
+inline constexpr int kMaxSeqLen = 1 << 24;
+inline constexpr int kMaxLayers = 1 << 16;
+inline constexpr int64_t kMaxVocab = 1 << 24;
+inline constexpr int64_t kMaxParams = int64_t(1) << 50;
+
 struct ModelConfig {
   int64_t vocab = 256;     // rows of the embedding and the LM head (the tokens, padded)
   int64_t data_vocab = 0;  // the tokens: the softmax's width (0: all `vocab` rows)
@@ -24,11 +33,12 @@ struct ModelConfig {
   // The tokens there are; rows from there to `vocab` are padding, never
   // looked up and masked out of the softmax.
   int64_t real_vocab() const { return data_vocab > 0 ? data_vocab : vocab; }
-  // Throws tetra::Error naming the first rule the shape breaks.
+  // Throws tetra::Error naming the first rule the shape breaks, the limits above included.
   void validate() const;
   std::string str() const;
 
   // Parameters that take part in matrix products (attention, MLP, LM head): the N of 6N.
+  // Exact for a shape that validate() accepts (it checks the count in 64 bits).
   int64_t matmul_params() const;
   int64_t total_params() const;
 };
@@ -42,6 +52,7 @@ double recompute_flops_per_token(const ModelConfig& c);
 
 // Pads a data vocabulary to a multiple of 128 (256 stays 256), so that the embedding and
 // the head split evenly over any power-of-two TP up to 128 without changing with the layout.
+// A vocabulary past kMaxVocab is returned as it is (validate() refuses it).
 int64_t padded_vocab(int64_t data_vocab);
 
 // One parameter tensor. Matrices are [out, in]; tp_dim is the dimension split over the

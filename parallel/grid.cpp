@@ -1,11 +1,13 @@
 #include "parallel/grid.hpp"
 
+#include <optional>
 #include <set>
 #include <sstream>
 #include <vector>
 
 #include "parallel/mpi_comm.hpp"
 #include "parallel/nccl_comm.hpp"
+#include "util/checked.hpp"
 #include "util/error.hpp"
 
 namespace tetra {
@@ -30,14 +32,20 @@ Coord coord_of(const Layout& l, int rank) {
 Layout resolve_layout(int tp, int cp, int pp, int dp, int world) {
   check(tp >= 1 && cp >= 1 && pp >= 1 && dp >= 0, "--tp, --cp and --pp must be at least 1 and ",
         "--dp at least 1 (or left out)");
-  const int inner = tp * cp * pp;
+  // In 64 bits, checked: a product of flags that wrapped (65536 * 65536 is 0 in 32) would
+  // pass for another number of ranks or divide by zero.
+  const std::optional<int64_t> inner = checked_product({tp, cp, pp});
+  const auto product = [&](std::optional<int64_t> n) {
+    return n ? std::to_string(*n) : std::string("more than 2^63");
+  };
   if (dp == 0) {
-    check(world % inner == 0, "TP*CP*PP = ", tp, "*", cp, "*", pp, " = ", inner,
+    check(inner && world % *inner == 0, "TP*CP*PP = ", tp, "*", cp, "*", pp, " = ", product(inner),
           " does not divide the ", world, " ranks, so --dp cannot be inferred");
-    dp = world / inner;
+    dp = int(world / *inner);
   }
-  check(inner * dp == world, "the layout TP*CP*PP*DP = ", tp, "*", cp, "*", pp, "*", dp, " = ",
-        inner * dp, " must equal the number of ranks (", world, ")");
+  const std::optional<int64_t> all = inner ? checked_mul(*inner, dp) : std::nullopt;
+  check(all == int64_t(world), "the layout TP*CP*PP*DP = ", tp, "*", cp, "*", pp, "*", dp, " = ",
+        product(all), " must equal the number of ranks (", world, ")");
   return Layout{tp, cp, pp, dp};
 }
 

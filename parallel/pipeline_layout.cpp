@@ -1,13 +1,16 @@
 #include "parallel/pipeline_layout.hpp"
 
+#include "util/checked.hpp"
 #include "util/error.hpp"
 
 namespace tetra {
 
 std::vector<ChunkPlan> plan_chunks(int layers, int pp, int vpp) {
-  const int K = pp * vpp;
-  check(K <= layers, "PP * VPP = ", pp, " * ", vpp, " = ", K, " chunks is more than the ", layers,
-        " layers");
+  const std::optional<int64_t> chunks64 = checked_mul(pp, vpp);
+  check(chunks64 && *chunks64 <= layers, "PP * VPP = ", pp, " * ", vpp, " = ",
+        chunks64 ? std::to_string(*chunks64) : std::string("more than 2^63"),
+        " chunks is more than the ", layers, " layers");
+  const int K = int(*chunks64);
   std::vector<ChunkPlan> chunks(K);
   int next = 0;
   for (int k = 0; k < K; ++k) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "parallel/cp.hpp"
+#include "util/checked.hpp"
 
 namespace tetra {
 

@@ -58,6 +58,9 @@ void check_schedule(ScheduleKind kind, int pp, int vpp, int m) {
   check(m >= pp, "the pipeline needs at least PP micro-batches per step: --global-batch / (DP * ",
         "micro-batch) = ", m, " micro-batch", m == 1 ? "" : "es", ", fewer than PP = ", pp,
         " stages");
+  check(int64_t(vpp) * m <= kMaxPasses, "--global-batch / (DP * micro-batch) = ", m,
+        " micro-batches times --vpp ", vpp, " is ", int64_t(vpp) * m,
+        " passes per stage and step, more than tetra's limit of ", kMaxPasses);
   check(vpp == 1 || kind == ScheduleKind::Interleaved, "--vpp ", vpp,
         " needs --schedule interleaved (got ", schedule_name(kind), ")");
   check(kind != ScheduleKind::Interleaved || m % pp == 0,

@@ -22,6 +22,7 @@
 // - the forward-only list is the training list less its backwards, and keeps all three
 //   properties (the simulation runs it too).
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -43,10 +44,13 @@ struct Action {
   bool operator==(const Action&) const = default;
 };
 
-// Throws tetra::Error unless PP >= 1, V >= 1, m >= PP, V == 1 for gpipe and 1f1b, and
-// m % PP == 0 for interleaved. Interleaved with V == 1 is allowed and yields exactly the
-// 1F1B order (Megatron's doubled warm-up only pays off with V > 1); it still needs
-// m % PP == 0, so the rule for `--schedule interleaved` does not depend on V.
+// A rank's schedule lists 2 V m actions, allocated at once: V m is bounded first.
+inline constexpr int64_t kMaxPasses = 1 << 20;
+
+// Throws tetra::Error unless PP >= 1, V >= 1, m >= PP, V m <= kMaxPasses, V == 1 for gpipe
+// and 1f1b, and m % PP == 0 for interleaved. Interleaved with V == 1 is allowed and yields exactly
+// the 1F1B order (Megatron's doubled warm-up only pays off with V > 1); it still needs m % PP == 0,
+// so the rule for `--schedule interleaved` does not depend on V.
 void check_schedule(ScheduleKind kind, int pp, int vpp, int micro_batches);
 
 // Ordered actions pipeline rank `rank` runs in one step: 2 * V * m of them in training,

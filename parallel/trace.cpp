@@ -1,9 +1,5 @@
 #include "parallel/trace.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +7,7 @@
 
 #include "util/error.hpp"
 #include "util/json.hpp"
+#include "util/output_file.hpp"
 
 namespace tetra::trace {
 namespace {
@@ -69,20 +66,8 @@ std::string serialize(int rank, const std::string& process_name) {
 }
 
 void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  check(f != nullptr, "cannot write --trace file '", tmp, "': ", std::strerror(errno));
-  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  const int err = errno;
-  if (std::fclose(f) != 0 || !written) {
-    std::remove(tmp.c_str());
-    fail("cannot write --trace file '", tmp, "': ", std::strerror(err));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    std::remove(tmp.c_str());
-    fail("cannot rename '", tmp, "' to --trace file '", path, "': ", std::strerror(e));
-  }
+  const std::string problem = replace_file(path, text);
+  check(problem.empty(), "cannot write --trace file '", path, "': ", problem);
 }
 
 }  // namespace
@@ -113,12 +98,9 @@ void record(bool on) {
 }
 
 void check_writable(const std::string& path) {
-  // Creates and removes the temporary that write() will use: same directory, same rights.
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  check(fd >= 0, "cannot write --trace file '", path, "': ", std::strerror(errno));
-  ::close(fd);
-  ::unlink(tmp.c_str());
+  // Creates and removes a temporary where write() will make its own: same directory, same rights.
+  const std::string problem = creation_problem(path);
+  check(problem.empty(), "cannot write --trace file '", path, "': ", problem);
 }
 
 void start(MPI_Comm world) {

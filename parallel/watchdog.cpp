@@ -41,6 +41,10 @@ struct Board {
   std::atomic<int32_t> peer{0};   // world rank, for a send or receive
   std::atomic<int64_t> seq{0};    // a collective's number on its group
   std::atomic<int32_t> fired{0};  // on the machine's first board: a rank is reporting
+  // Step progress: the step in progress (-1 outside steps), and a count that every call and
+  // every step begun raise, so that the watchdog sees the rank move.
+  std::atomic<int64_t> step{-1};
+  std::atomic<int64_t> progress{0};
   Slot slots[kSlots];
 };
 
@@ -218,6 +222,29 @@ std::string describe(const State& st, const Snapshot& s, int64_t now) {
 
 std::atomic<void (*)()> abort_hook{nullptr};
 
+void report_and_abort(const State& st, const std::string& report) {
+  // Every blocked rank of the machine gets here; the first one reports, the others wait
+  // for the abort to reach them.
+  if (st.first->fired.exchange(1) != 0) return;
+  std::fprintf(stderr, "tetra: error: watchdog: %s\n", report.c_str());
+  std::fflush(stderr);
+  if (auto hook = abort_hook.load()) hook();
+  MPI_Abort(MPI_COMM_WORLD, 3);
+  _exit(3);  // not reached; if it were, mpirun would still end the job on this exit
+}
+
+// Inside a step, outside any call: whether the rank has shown no progress for longer than
+// the timeout. `seen` and `since` are the watching thread's own memory of the last change.
+bool stalled(const State& st, int64_t now, int64_t& seen, int64_t& since) {
+  const int64_t p = st.mine->progress.load(std::memory_order_relaxed);
+  if (st.mine->step.load(std::memory_order_relaxed) < 0 || p != seen) {
+    seen = p;
+    since = now;
+    return false;
+  }
+  return (now - since) * 1e-9 >= st.timeout;
+}
+
 // The watchdog thread: looks at this rank's call a few times per timeout and, when it has
 // waited too long, reports it and ends the job. It calls no MPI function but MPI_Abort.
 void watch(State& st) {
@@ -225,20 +252,22 @@ void watch(State& st) {
   const auto poll = std::clamp(
       std::chrono::duration_cast<milliseconds>(std::chrono::duration<double>(st.timeout / 4)),
       milliseconds(1), milliseconds(200));
+  int64_t seen = -1, since = 0;
   std::unique_lock lock(st.mu);
   while (!st.cv.wait_for(lock, poll, [&] { return st.stopping; })) {
     Snapshot s;
     const int64_t now = now_ns();
-    if (!snapshot(*st.mine, s) || (now - s.since_ns) * 1e-9 < st.timeout) continue;
-    const std::string report = describe(st, s, now);
-    // Every blocked rank of the machine gets here; the first one reports, the others wait
-    // for the abort to reach them.
-    if (st.first->fired.exchange(1) != 0) return;
-    std::fprintf(stderr, "tetra: error: watchdog: %s\n", report.c_str());
-    std::fflush(stderr);
-    if (auto hook = abort_hook.load()) hook();
-    MPI_Abort(MPI_COMM_WORLD, 3);
-    _exit(3);  // not reached; if it were, mpirun would still end the job on this exit
+    if (snapshot(*st.mine, s)) {
+      if ((now - s.since_ns) * 1e-9 >= st.timeout)
+        return report_and_abort(st, describe(st, s, now));
+    } else if (stalled(st, now, seen, since)) {
+      char waited[32];
+      std::snprintf(waited, sizeof waited, "%.1f", (now - since) * 1e-9);
+      return report_and_abort(st, "world rank " + std::to_string(st.me) +
+                                      " has made no progress in step " +
+                                      std::to_string(st.mine->step.load()) + " for " + waited +
+                                      " s, outside communication (no call entered, no step begun)");
+    }
   }
 }
 
@@ -251,6 +280,17 @@ int stop_at_finalize(MPI_Comm, int, void*, void*) {
 
 void set_abort_hook(void (*hook)()) {
   abort_hook.store(hook);
+}
+
+StepWatch::StepWatch(int64_t step) {
+  if (g_mine == nullptr) return;
+  g_mine->progress.store(g_mine->progress.load(std::memory_order_relaxed) + 1,
+                         std::memory_order_relaxed);
+  g_mine->step.store(step, std::memory_order_relaxed);
+}
+
+StepWatch::~StepWatch() {
+  if (g_mine != nullptr) g_mine->step.store(-1, std::memory_order_relaxed);
 }
 
 void start(MPI_Comm world, double timeout_seconds) {
@@ -351,6 +391,9 @@ Group::~Group() {
 Call::Call(const Group& g, Op op, int peer) : board_(g.slot_ >= 0 ? g_mine : nullptr) {
   if (board_ == nullptr) return;
   int64_t seq = 0;
+  // Only this thread writes it: a load and a store, no locked instruction.
+  board_->progress.store(board_->progress.load(std::memory_order_relaxed) + 1,
+                         std::memory_order_relaxed);
   if (is_collective(op)) {
     std::atomic<int64_t>& n = board_->slots[g.slot_].entered;
     seq = n.load(std::memory_order_relaxed) + 1;  // only this thread writes it

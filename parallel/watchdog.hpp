@@ -12,6 +12,10 @@
 // below 57. A thread per rank checks its own board a few times a second; it never calls MPI
 // except MPI_Abort. Communicators update the board with a few stores per call, no syscall.
 //
+// A rank can also hang outside any call (a loop in compute, a stalled read): inside a training
+// step (a StepWatch's life) a rank that enters no call for longer than the timeout is reported
+// too, as making no progress in that step.
+//
 // Boards are only readable on the same machine: across machines the message still names the
 // call and the group, and lists the members on other machines as not checked, with their
 // hosts.
@@ -31,6 +35,17 @@ struct Board;  // a rank's progress board, in watchdog.cpp
 // MPI_Finalize stops it; stop() stops it earlier (collective over the same world too).
 void start(MPI_Comm world, double timeout_seconds);
 void stop();
+
+// Training step `step` runs while it lives: its start is progress, and until its end the
+// rank's progress is watched (what runs outside the steps, such as start-up, checkpoints,
+// evaluation and the export, is watched in its calls only). Two stores; nothing while off.
+class StepWatch {
+ public:
+  explicit StepWatch(int64_t step);
+  ~StepWatch();
+  StepWatch(const StepWatch&) = delete;
+  StepWatch& operator=(const StepWatch&) = delete;
+};
 
 // Called by the reporting rank after its report and before MPI_Abort: the NCCL
 // communicators abort themselves here (ncclCommAbort), so that no GPU stays spinning in a

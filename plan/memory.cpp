@@ -280,8 +280,15 @@ Memory stage_memory(const Setup& s, int stage) {
 }
 
 PeakMemory peak_memory(const Setup& s) {
+  // Only the first, the second and the last stage can be the fullest: stage 0 holds the
+  // embedding, the last the head, and in between a later stage never holds more blocks
+  // (the first L mod (PP V) chunks take the extra ones) nor more micro-batches in flight
+  // (every schedule's warm-up shrinks with the stage) than an earlier one. Walking three
+  // stages keeps the plan's cost that of one stage's schedule, not PP times it.
+  const int P = s.layout().pp;
   PeakMemory best;
-  for (int stage = 0; stage < s.layout().pp; ++stage) {
+  for (int stage : {0, 1, P - 1}) {
+    if (stage >= P || (stage > 0 && stage == best.stage)) continue;
     const Memory m = stage_memory(s, stage);
     if (stage == 0 || m.peak() > best.memory.peak()) best = {m, stage};
   }

@@ -25,7 +25,8 @@ struct Memory {
 // One rank of pipeline stage `stage` (ranks of one stage hold the same sizes).
 Memory stage_memory(const Setup& s, int stage);
 
-// The largest peak over the stages, and its stage.
+// The largest peak over the stages, and its stage (of the stages that can be the fullest:
+// the first two and the last; tests check it against every stage).
 struct PeakMemory {
   Memory memory;
   int stage = 0;

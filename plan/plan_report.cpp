@@ -14,14 +14,13 @@
 #include "plan/memory.hpp"
 #include "plan/preset.hpp"
 #include "plan/traffic.hpp"
+#include "util/format.hpp"
 
 namespace tetra::plan {
 namespace {
 
 std::string fmt(const char* f, double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, x);
-  return buf;
+  return format_number(f, x);
 }
 
 // 16777216 -> "16,777,216".
@@ -153,10 +152,13 @@ void grid_section(Ctx& c) {
     stride *= sizes[d];
   }
   // Which layers and sequence positions each pipeline stage and CP rank holds.
+  // The stages printed: all of up to 16, else the first two and the last.
   for (int p = 0; p < l.pp; ++p) {
+    if (l.pp > 16 && p == 2) os << "  ...\n";
+    if (l.pp > 16 && p >= 2 && p < l.pp - 1) continue;
     std::string layers;
-    for (const ChunkPlan& ch : c.s.run.chunks) {
-      if (ch.stage != p) continue;
+    for (int v = 0; v < c.s.spec.layout.vpp; ++v) {
+      const ChunkPlan& ch = c.s.run.chunks[size_t(c.s.chunk_id(p, v))];
       int lo = -1, hi = -1;
       for (int u : ch.units)
         if (u >= 1 && u <= c.s.cfg.layers) {
@@ -167,12 +169,11 @@ void grid_section(Ctx& c) {
                 (lo >= 0 ? std::to_string(lo) + "-" + std::to_string(hi) : "") +
                 (ch.units.back() == c.s.cfg.layers + 1 ? "+head" : "");
     }
-    if (l.pp <= 16 || p < 2 || p == l.pp - 1)
-      os << "  pp rank " << p << " holds layers " << layers << "\n";
-    else if (p == 2)
-      os << "  ...\n";
+    os << "  pp rank " << p << " holds layers " << layers << "\n";
   }
   for (int r = 0; r < l.cp && l.cp > 1; ++r) {
+    if (l.cp > 16 && r == 2) os << "  ...\n";
+    if (l.cp > 16 && r >= 2 && r < l.cp - 1) continue;
     const std::vector<int32_t> pos = cp_positions(c.s.cfg.seq_len, l.cp, r);
     const size_t half = pos.size() / 2;
     os << "  cp rank " << r << " holds tokens " << pos.front() << "-" << pos[half - 1] << ", "

@@ -1,6 +1,9 @@
 #include "plan/setup.hpp"
 
 #include <algorithm>
+#include <optional>
+
+#include "util/checked.hpp"
 
 namespace tetra::plan {
 
@@ -10,7 +13,14 @@ Setup make_setup(const RunSpec& spec, const ModelConfig& cfg, int world) {
   s.cfg = cfg;
   s.cfg.validate();
   const LayoutConfig& l = spec.layout;
-  if (world == 0) world = l.tp * l.cp * l.pp * std::max(1, l.dp);
+  if (world == 0) {
+    // The layout's product, checked: a plan lays out (and its grid walks) every rank.
+    const std::optional<int64_t> n = checked_product({l.tp, l.cp, l.pp, std::max(1, l.dp)});
+    check(n && *n <= kMaxPlanRanks, "the layout TP*CP*PP*DP = ", l.tp, "*", l.cp, "*", l.pp, "*",
+          std::max(1, l.dp), " = ", n ? std::to_string(*n) : "more than 2^63",
+          " ranks is more than the ", kMaxPlanRanks, " tetra plans");
+    world = int(*n);
+  }
   s.run = rank_work(l, spec.batch, s.cfg, world, 0);
   s.spec.layout.dp = s.run.layout.dp;
   s.units = make_units(s.cfg, l.tp, 0);

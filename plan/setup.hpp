@@ -44,8 +44,11 @@ struct Setup {
   int chunk_id(int stage, int v) const { return v * run.layout.pp + stage; }
 };
 
-// For `world` ranks (0: the product of the layout, DP 0 counting as 1). Throws
-// tetra::Error as tetra train would refuse the layout.
+// The most ranks a plan lays out: 2^24, a thousand times Llama 3 405B's 16,384 GPUs.
+inline constexpr int64_t kMaxPlanRanks = 1 << 24;
+
+// For `world` ranks (0: the product of the layout, DP 0 counting as 1, at most
+// kMaxPlanRanks). Throws tetra::Error as tetra train would refuse the layout.
 Setup make_setup(const RunSpec& spec, const ModelConfig& cfg, int world = 0);
 
 }  // namespace tetra::plan

@@ -3,11 +3,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "plot/svg_schedule.hpp"
 #include "util/error.hpp"
+#include "util/input_file.hpp"
 
 namespace tetra {
 
@@ -29,12 +28,11 @@ void plot_command(const PlotOptions& opt) {
       svg = schedule_svg(kind, opt.pp, opt.vpp, m);
       what = std::string("the ") + schedule_name(kind) + " schedule";
     } else if (!opt.trace.empty()) {
-      std::ifstream in(opt.trace, std::ios::binary);
-      check(bool(in), "cannot read trace file '", opt.trace, "'");
-      std::stringstream text;
-      text << in.rdbuf();
+      std::string text;
+      const std::string unread = read_input_file(opt.trace, text);
+      check(unread.empty(), "cannot read trace file '", opt.trace, "': ", unread);
       json trace;
-      const std::string problem = parse_json(text.str(), trace);
+      const std::string problem = parse_json(text, trace);
       check(problem.empty(), opt.trace, ": ", problem);
       svg = trace_step_svg(trace, opt.step, opt.trace);
       what = "a traced step";

@@ -32,7 +32,9 @@ std::string loss_svg(const std::vector<json>& records, const std::string& source
 
 // Step `step`'s compute_ms and wait_ms per rank as stacked bars that end at the step's
 // gather, the median compute dashed, the straggler (straggler in the record) marked. step
-// -1: the last step with a straggler, else the last step.
+// -1: the last step with a straggler, else the last step. Up to kMaxBarrierRanks lanes (the
+// GPUs of Llama 3 405B's run): past that no one reads them, as past 200,000 schedule boxes.
+inline constexpr int kMaxBarrierRanks = 16384;
 std::string barrier_svg(const std::vector<json>& records, int64_t step);
 
 // Step `step` of a Chrome trace written by tetra train --trace (-1: the first traced step).

@@ -3,13 +3,16 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <limits>
 #include <map>
+#include <sstream>
 
 #include "plot/plot.hpp"
 #include "plot/svg.hpp"
 #include "train/straggler.hpp"
 #include "util/error.hpp"
+#include "util/format.hpp"
+#include "util/input_file.hpp"
 
 namespace tetra {
 namespace {
@@ -28,16 +31,28 @@ int64_t step_of(const json& record, const std::string& where) {
 }
 
 std::string fixed4(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4f", x);
-  return buf;
+  return format_number(std::abs(x) < 1e9 ? "%.4f" : "%.4g", x);
+}
+
+constexpr double kMax = std::numeric_limits<double>::max();
+
+// a + b, or the largest double where it would overflow: times of 1e308 ms still stack.
+double sum(double a, double b) {
+  return std::clamp(a + b, -kMax, kMax);
+}
+
+// Where v falls in [lo, hi], as a fraction: in halves, so that hi - lo cannot overflow
+// (a loss of 1e308 and one of -1e308 span more than a double holds).
+double fraction(double v, double lo, double hi) {
+  const double span = hi / 2 - lo / 2;
+  return span > 0 ? (v / 2 - lo / 2) / span : 0.5;
 }
 
 // The axes of a plot area [x0, x0+w] x [y0, y0+h] for data [xlo, xhi] x [ylo, yhi].
 struct Frame {
   double x0, y0, w, h, xlo, xhi, ylo, yhi;
-  double x(double v) const { return x0 + (v - xlo) / (xhi - xlo) * w; }
-  double y(double v) const { return y0 + h - (v - ylo) / (yhi - ylo) * h; }
+  double x(double v) const { return x0 + fraction(v, xlo, xhi) * w; }
+  double y(double v) const { return y0 + h - fraction(v, ylo, yhi) * h; }
 };
 
 void draw_axes(Svg& svg, const Frame& f, const std::string& xlabel, const std::string& ylabel) {
@@ -58,8 +73,10 @@ void draw_axes(Svg& svg, const Frame& f, const std::string& xlabel, const std::s
 }  // namespace
 
 std::vector<json> read_metrics(const std::string& path) {
-  std::ifstream in(path);
-  check(bool(in), "cannot read metrics file '", path, "'");
+  std::string text;
+  const std::string problem = read_input_file(path, text);
+  check(problem.empty(), "cannot read metrics file '", path, "': ", problem);
+  std::istringstream in(text);
   std::vector<json> records;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
@@ -95,8 +112,9 @@ std::string loss_svg(const std::vector<json>& records, const std::string& source
       std::max(double(loss.rbegin()->first), first + std::max(1.0, std::abs(first) * 1e-6));
 
   Svg svg(720, 400);
-  const Frame f{
-      60, 50, 620, 290, first, last, lo - 0.08 * (hi - lo) * (lo < 0), lo + 1.08 * (hi - lo)};
+  // 8 % of the range as a margin, above and (for negative losses) below.
+  const double margin = 0.16 * (hi / 2 - lo / 2);
+  const Frame f{60, 50, 620, 290, first, last, lo < 0 ? sum(lo, -margin) : lo, sum(hi, margin)};
   svg.text(60, 20,
            "loss per step (" + std::filesystem::path(source).filename().string() + "): final " +
                fixed4(loss.rbegin()->second),
@@ -153,12 +171,14 @@ std::string barrier_svg(const std::vector<json>& records, int64_t step) {
         " of the metrics names straggler ", named.value_or(0), " of ", ranks, " ranks");
   const int straggler = named ? int(*named) : -1;
   const double median = find_straggler(compute).median;
+  check(ranks <= kMaxBarrierRanks, "step ", step_of(r, "metrics"), " of the metrics has ", ranks,
+        " ranks, more than the 16,384 tetra draws");
   double end = 0;
-  for (int q = 0; q < ranks; ++q) end = std::max(end, compute[q] + wait[q]);
+  for (int q = 0; q < ranks; ++q) end = std::max(end, sum(compute[q], wait[q]));
 
   const double lane = 18, top = 62;
   Svg svg(720, top + ranks * lane + 44);
-  const Frame f{70, top, 560, ranks * lane, 0, std::max(end, 1e-3) * 1.02, 0, 1};
+  const Frame f{70, top, 560, ranks * lane, 0, std::min(std::max(end, 1e-3) * 1.02, kMax), 0, 1};
   std::string title =
       "step " + std::to_string(step_of(r, "metrics")) + ": compute and wait per rank";
   svg.text(20, 20, title, {.size = 13, .bold = true});
@@ -184,7 +204,7 @@ std::string barrier_svg(const std::vector<json>& records, int64_t step) {
                      {"data-straggler", marked ? "1" : "0"}});
     svg.rect(f.x(0), y + 3, f.x(compute[q]) - f.x(0), lane - 6, "#3b8c84", {{"class", "compute"}},
              "rank " + std::to_string(q) + " compute " + short_number(compute[q], 2) + " ms");
-    svg.rect(f.x(compute[q]), y + 3, f.x(compute[q] + wait[q]) - f.x(compute[q]), lane - 6,
+    svg.rect(f.x(compute[q]), y + 3, f.x(sum(compute[q], wait[q])) - f.x(compute[q]), lane - 6,
              "#f0a6a6", {{"class", "wait"}},
              "rank " + std::to_string(q) + " wait " + short_number(wait[q], 2) + " ms");
     svg.end_group();

@@ -1,20 +1,23 @@
 #include "plot/svg.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 
 #include "util/error.hpp"
+#include "util/format.hpp"
 #include "util/output_file.hpp"
 
 namespace tetra {
 namespace {
 
-// Coordinates to a tenth of a pixel: enough on screen, and it keeps files small.
+// Coordinates to a tenth of a pixel: enough on screen, and it keeps files small. Pictures map
+// data onto their frames with finite arithmetic; a coordinate beyond a million pixels is
+// off any screen and is drawn there, and one that is not a number is tetra's bug, refused
+// rather than written.
 std::string px(double v) {
-  return short_number(v, 1);
+  check(!std::isnan(v), "svg: a coordinate that is not a number");
+  return short_number(std::clamp(v, -1e6, 1e6), 1);
 }
 
 std::string attributes(const SvgAttrs& attrs) {
@@ -123,7 +126,8 @@ std::string forward_color(int mb) {
 
 std::vector<double> nice_ticks(double lo, double hi, int count, double min_step) {
   if (!(hi > lo)) hi = lo + 1;
-  const double raw = (hi - lo) / std::max(count, 1);
+  // Each end divided first: hi - lo itself may overflow (from -1e308 to 1e308).
+  const double raw = hi / std::max(count, 1) - lo / std::max(count, 1);
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));
   double step = mag;
   for (double f : {1.0, 2.0, 5.0, 10.0})
@@ -138,7 +142,7 @@ std::vector<double> nice_ticks(double lo, double hi, int count, double min_step)
   const double first = std::ceil(lo / step) * step;
   for (int i = 0; i <= count + 1; ++i) {
     const double t = first + i * step;
-    if (!(t <= hi + 1e-9 * step)) break;
+    if (!std::isfinite(t) || !(t - hi <= 1e-9 * step)) break;  // hi + slack may overflow
     if (!ticks.empty() && t <= ticks.back()) continue;
     ticks.push_back(std::abs(t) < 1e-12 * step ? 0.0 : t);
   }
@@ -146,9 +150,12 @@ std::vector<double> nice_ticks(double lo, double hi, int count, double min_step)
 }
 
 std::string short_number(double x, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
-  std::string s = buf;
+  // Where fixed notation would show more digits than anyone reads, or none of a value that is
+  // not zero: four significant digits with an exponent ("1e+308", "3e-300").
+  const double a = std::abs(x);
+  if (!std::isfinite(x) || a >= 1e9 || (a > 0 && a < 0.5 * std::pow(10.0, -digits)))
+    return format_number("%.4g", x);
+  std::string s = format_number(("%." + std::to_string(digits) + "f").c_str(), x);
   if (s.find('.') != std::string::npos) {
     while (s.back() == '0') s.pop_back();
     if (s.back() == '.') s.pop_back();
@@ -157,22 +164,10 @@ std::string short_number(double x, int digits) {
 }
 
 void write_svg(const std::string& path, const std::string& svg) {
-  const std::string problem = output_file_problem(path);
+  std::string problem = output_file_problem(path);
   check(problem.empty(), "cannot write '", path, "': ", problem);
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  check(f != nullptr, "cannot write '", tmp, "': ", std::strerror(errno));
-  const bool written = std::fwrite(svg.data(), 1, svg.size(), f) == svg.size();
-  const int err = errno;
-  if (std::fclose(f) != 0 || !written) {
-    std::remove(tmp.c_str());
-    fail("cannot write '", tmp, "': ", std::strerror(err));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    std::remove(tmp.c_str());
-    fail("cannot rename '", tmp, "' to '", path, "': ", std::strerror(e));
-  }
+  problem = replace_file(path, svg);
+  check(problem.empty(), "cannot write '", path, "': ", problem);
 }
 
 }  // namespace tetra

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "parallel/mpi_comm.hpp"
+#include "util/error.hpp"
 
 namespace tetra {
 
@@ -69,6 +70,13 @@ std::vector<float> Generator::forward(const std::vector<int>& tokens, int64_t p0
       out.resize(cfg_.real_vocab());  // the padding rows are not tokens
     }
   }
+  // Finite weights can still overflow: no token can be drawn from logits that are not finite.
+  const auto bad = std::find_if(out.begin(), out.end(), [](float v) { return !std::isfinite(v); });
+  if (bad != out.end())
+    throw DivergedError("the model's forward at position " + std::to_string(p0 + n - 1) +
+                        " gives logits that are not finite (token " +
+                        std::to_string(bad - out.begin()) +
+                        "): its weights overflow float arithmetic");
   return out;
 }
 
@@ -107,6 +115,9 @@ std::vector<int> Generator::generate(const std::vector<int>& prompt, const Sampl
     check(t >= 0 && t < cfg_.real_vocab(), "generate: prompt token ", t, " is outside the ",
           cfg_.real_vocab(), "-token vocabulary");
   const int64_t max_len = int64_t(prompt.size()) + o.tokens;
+  // The cache holds every position; positions are bounded as a training sequence's are.
+  check(max_len <= kMaxSeqLen, "--tokens ", o.tokens, " after a prompt of ", prompt.size(),
+        " tokens is ", max_len, " positions, more than tetra's limit of ", kMaxSeqLen);
   const int64_t kw = int64_t(cfg_.kv_heads) * cfg_.head_dim();
   caches_.clear();
   for (int l = 0; l < cfg_.layers; ++l)

@@ -3,10 +3,8 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <iomanip>
 #include <sstream>
@@ -21,7 +19,9 @@
 #include "parallel/agree.hpp"
 #include "parallel/hosts.hpp"
 #include "parallel/nccl_comm.hpp"
+#include "parallel/placement.hpp"
 #include "plan/memory.hpp"
+#include "util/checked.hpp"
 #include "util/clock.hpp"
 #include "util/output_file.hpp"
 
@@ -93,12 +93,13 @@ void use_tokenizer(RankParts& p, bool report) {
                 trained ? "trained now" : "reused");
   for (std::string* text : {&d.data, &d.val_data}) {
     if (text->empty()) continue;
-    bool reused = false;
-    const std::string bin = data::tokenize_cached(*text, *p.tokenizer, &reused);
+    const data::CachedShard shard = data::tokenize_cached(*text, *p.tokenizer);
     if (report)
-      std::printf("tokens: %s -> %s (%s)\n", text->c_str(), bin.c_str(),
-                  reused ? "reused" : "tokenized now");
-    *text = bin;
+      std::printf("tokens: %s -> %s (%s)\n", text->c_str(), shard.bin.c_str(),
+                  shard.reused            ? "reused"
+                  : shard.rebuilt.empty() ? "tokenized now"
+                                          : ("rebuilt: the cache there " + shard.rebuilt).c_str());
+    *text = shard.bin;
   }
   p.config.model.data_vocab = vocab;
   p.config.model.vocab = padded_vocab(vocab);
@@ -173,11 +174,9 @@ void check_writable_dir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   check(!ec, "cannot create checkpoint directory '", dir, "': ", ec.message());
-  const std::string probe = dir + "/.tetra_write_probe";
-  std::FILE* f = std::fopen(probe.c_str(), "w");
-  check(f != nullptr, "checkpoint directory '", dir, "' is not writable: ", std::strerror(errno));
-  std::fclose(f);
-  std::remove(probe.c_str());
+  // A fresh temporary made and removed, as every checkpoint file will be made.
+  const std::string problem = creation_problem(dir + "/probe");
+  check(problem.empty(), "checkpoint directory '", dir, "' is not writable: ", problem);
 }
 
 // Rank 0, before step 0: every output path (a typo or a device must not cost the run), and
@@ -214,6 +213,8 @@ void make_backend_and_grid(RankParts& p, MPI_Comm world, int sharing_cores) {
   int rank = 0;
   MPI_Comm_rank(world, &rank);
   p.threads = threads_per_rank(sharing_cores, rank == 0);
+  if (const std::string w = binding_warning(rank, node.size); rank == 0 && !w.empty())
+    std::fprintf(stderr, "tetra: warning: %s\n", w.c_str());
 #ifdef TETRA_HAVE_CUDA
   // One rank per GPU where there are enough; ranks beyond that share them round robin.
   if (d.device == "cuda") agree(world, [&] { p.backend = make_cuda_backend(node.rank); });
@@ -336,9 +337,17 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
       p.model = config_from_model(*file, o.model, o.given);
       check(o.model.data_vocab <= p.model.real_vocab(), "the data's vocabulary ",
             o.model.data_vocab, " is larger than the init model's ", p.model.real_vocab());
+      // A SentencePiece tokenizer (the directory's own or --tokenizer's) must be the model's:
+      // an export would carry it, and tetra generate refuses the pair.
+      if (!p.tokenizer->model_file().empty())
+        check_tokenizer_matches(o.data.init_from, p.model, *p.tokenizer);
     }
     p.model.validate();
     p.work = rank_work(o.layout, o.batch, p.model, world_size, rank);
+    // The run's tokens (step * G * S: tokens seen, the data order's s * G + j) in 64 bits.
+    check(checked_product({o.optimizer.steps, o.batch.global_batch, p.model.seq_len}).has_value(),
+          "--steps ", o.optimizer.steps, " of --global-batch ", o.batch.global_batch,
+          " x --seq-len ", p.model.seq_len, " tokens are more tokens than 64 bits count");
     const NodeRank node = node_rank(world);
     check_memory_fits(o, p.model, world_size, node.size, threads_per_rank(sharing_cores, false));
     open_data(p);

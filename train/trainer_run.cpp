@@ -10,6 +10,7 @@
 #include "checkpoint/hf_io.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/trace.hpp"
+#include "parallel/watchdog.hpp"
 #include "train/generate.hpp"
 #include "train/preempt.hpp"
 #include "train/report.hpp"
@@ -142,7 +143,11 @@ int Trainer::run() {
   if (tracing) trace::start(world_);
   while (step_ < opt_.optimizer.steps) {
     trace::record(tracing && step_ >= trace_from && step_ < trace_to);
-    StepResult r = step();
+    StepResult r;
+    {
+      const watchdog::StepWatch watched(step_);  // a hang outside any call is caught too
+      r = step();
+    }
     trace::record(false);
     if (val_ && (step_ == opt_.optimizer.steps ||
                  (opt_.data.eval_every > 0 && step_ % opt_.data.eval_every == 0)))

@@ -23,10 +23,11 @@ struct AgreedError : Error {
   using Error::Error;
 };
 
-// A step whose loss or gradient norm is not finite: training stopped before that step's
-// update, so no checkpoint holds its weights. Every rank sees the same totals, so every
-// rank throws it; the program exits 65, which tetra launch does not restart (resuming is
-// bit-exact, so a rerun would diverge again).
+// Numbers that are not finite: a step whose loss or gradient norm is not (training stopped
+// before that step's update, so no checkpoint holds its weights; every rank sees the same
+// totals, so every rank throws it), or a model's weights or logits in tetra generate (agree()
+// carries it to every rank). The program exits 65, which tetra launch does not restart
+// (resuming is bit-exact, so a rerun would diverge again).
 struct DivergedError : AgreedError {
   using AgreedError::AgreedError;
 };

@@ -1,10 +1,13 @@
 // Running the real `tetra` binary from a test, in a clean environment: this test process
 // is an MPI singleton, and the variables it leaves behind would make a nested mpirun fail.
 #pragma once
+#include <doctest/doctest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -46,9 +49,12 @@ inline std::string with_defaults(const std::string& defaults, const std::string&
   return out + args;
 }
 
-// The tetra binary and mpirun with as many ranks as asked, oversubscribing the cores.
+// The tetra binary (this build's, or $TETRA_TEST_BINARY to run the tests against another
+// build: a new test must fail on the build before its fix) and mpirun with as many ranks as
+// asked, oversubscribing the cores.
 inline std::string tetra_bin() {
-  return TETRA_BINARY;
+  const char* other = std::getenv("TETRA_TEST_BINARY");
+  return other != nullptr && *other != '\0' ? other : TETRA_BINARY;
 }
 inline std::string mpirun(int ranks) {
   return "mpirun --oversubscribe -np " + std::to_string(ranks) + " ";
@@ -70,6 +76,21 @@ inline Spawned spawn(const std::string& command, int timeout_s = 120) {
   s.out = slurp(out);
   s.err = slurp(err);
   return s;
+}
+
+// A refusal: exit status 2 within timeout_s (a run that blocks or allocates for minutes ends
+// in the limit's status instead) with one "tetra: error:" line, which names `why`, no step
+// run, and nothing written where it ran (an empty working directory stays empty).
+inline void expect_refusal(const std::string& command, const std::string& why, int timeout_s = 30) {
+  CAPTURE(command);
+  const TempDir cwd;
+  const Spawned r = spawn("cd " + cwd.path.string() + " && " + command, timeout_s);
+  CAPTURE(r.err);
+  CHECK(r.status == 2);
+  CHECK(count(r.err, "tetra: error:") == 1);
+  CHECK(r.err.find(why) != std::string::npos);
+  CHECK(count(r.out, "step ") == 0);  // refused before any step
+  CHECK(std::filesystem::is_empty(cwd.path));
 }
 
 }  // namespace tetra::test

@@ -286,7 +286,7 @@ TEST_CASE("plan --compare: a metrics value of the wrong type is named, exit 2") 
            Case{R"({"step": 0, "comm_bytes": {"tp": 1e300}, "peak_memory_bytes": 1})",
                 "line 1: comm_bytes.tp is not an integer"},
            Case{R"({"step": 0, "comm_bytes": {"tp": 0}, "peak_memory_bytes": "big"})",
-                "line 1: peak_memory_bytes is not a number"},
+                "line 1: peak_memory_bytes is not a byte count"},
            Case{R"({"step": 0, "comm_bytes": [1, 2], "peak_memory_bytes": 1})",
                 "line 1: comm_bytes is not an object"},
        }) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/options.hpp"
+#include "corpus.hpp"
 #include "data/dataset.hpp"
 #include "data/token_cache.hpp"
 #include "data/tokenizer.hpp"
@@ -18,7 +19,9 @@
 #include "train/trainer.hpp"
 
 using namespace tetra;
+using tetra::test::corpus_dir;
 using tetra::test::count;
+using tetra::test::only_file;
 using tetra::test::spawn;
 using tetra::test::TempDir;
 using tetra::test::tetra_bin;
@@ -29,19 +32,6 @@ const std::string kTiny =
     " train --layers 2 --dim 32 --heads 4 --kv-heads 2 --ffn-dim 64 --seq-len 16"
     " --global-batch 4 --peak-tflops 1 ";
 
-// A small English-like corpus written into tmp, as corpus.txt; returns tmp's path.
-std::string corpus_dir(const TempDir& tmp) {
-  const std::string dir = tmp.path.string();
-  std::ofstream f(tmp / "corpus.txt");
-  const char* subjects[] = {"the cat", "a dog", "the old fox", "my friend", "the teacher"};
-  const char* verbs[] = {"sees", "likes", "follows", "helps", "reads to"};
-  const char* objects[] = {"the bird", "a child", "the farmer", "her sister", "the crowd"};
-  for (int i = 0; i < 400; ++i)
-    f << subjects[i % 5] << " " << verbs[(i / 5) % 5] << " " << objects[(i * 7) % 5]
-      << (i % 4 == 3 ? ".\n" : ", and ");
-  return dir;
-}
-
 struct Stat {
   ino_t inode = 0;
   int64_t mtime_ns = 0;
@@ -51,16 +41,6 @@ Stat stat_of(const std::string& path) {
   struct stat st {};
   REQUIRE(::stat(path.c_str(), &st) == 0);
   return {st.st_ino, int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
-}
-
-std::string only_file(const std::string& dir, const std::string& suffix) {
-  std::string found;
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    if (e.path().string().ends_with(suffix)) {
-      CHECK(found.empty());
-      found = e.path().string();
-    }
-  return found;
 }
 
 }  // namespace
@@ -264,10 +244,8 @@ TEST_CASE("tokenizer: one of more pieces than an llm.c shard's uint16 holds is r
   const TempDir tmp;
   const std::string dir = corpus_dir(tmp);
   std::ofstream(dir + "/wide.model") << "its bytes name the cached shard";
-  bool reused = false;
-  CHECK_THROWS_WITH_AS(
-      data::tokenize_cached(dir + "/corpus.txt", Wide(dir + "/wide.model"), &reused),
-      doctest::Contains("has 70000 pieces"), Error);
+  CHECK_THROWS_WITH_AS(data::tokenize_cached(dir + "/corpus.txt", Wide(dir + "/wide.model")),
+                       doctest::Contains("has 70000 pieces"), Error);
   CHECK(only_file(dir, ".bin").empty());
 }
 
@@ -332,7 +310,8 @@ TEST_CASE("tokenizer: tetra generate refuses a tokenizer.model of another vocabu
   CAPTURE(r.out);
   CHECK(r.status == 2);
   CHECK(count(r.err, "tetra: error:") == 1);
-  CHECK(count(r.err, "has 256 tokens, and its tokenizer.model 400 pieces") == 1);
+  CHECK(count(r.err, "has 256 tokens, and the tokenizer '" + dir +
+                         "/m/tokenizer.model' has 400 pieces") == 1);
 }
 
 TEST_CASE("corpus.sh: every text document is kept, also one longer than a pipe's buffer") {

@@ -1,0 +1,145 @@
+// A token cache that is verified (issue 24, class 6). A cached shard records in its llm.c
+// header what it was made from (the text's size and hash, the tokenizer's hash) and the hash
+// of its own tokens; on reuse the record is checked, a shard that does not match is made
+// again (and the run says so), and one that cannot be read at all is named as a cache that
+// may be deleted.
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "../test_util.hpp"
+#include "corpus.hpp"
+#include "data/dataset.hpp"
+#include "data/token_cache.hpp"
+#include "data/tokenizer.hpp"
+#include "spawn.hpp"
+
+using namespace tetra;
+using namespace tetra::test;
+namespace fs = std::filesystem;
+
+TEST_CASE("token cache: a shard that does not match its record is made again, and said") {
+  if (!data::have_sentencepiece()) {
+    MESSAGE("skipped: this build has no SentencePiece");
+    return;
+  }
+  const TempDir tmp;
+  const std::string dir = corpus_dir(tmp), text = dir + "/corpus.txt";
+  bool trained = false;
+  const auto tok = data::load_sentencepiece(data::tokenizer_model("bpe:300", text, &trained));
+  const data::CachedShard made = data::tokenize_cached(text, *tok);
+  CHECK_FALSE(made.reused);
+  CHECK(made.rebuilt.empty());
+  const std::vector<uint16_t> tokens = data::read_bin_shard(made.bin).tokens;
+  REQUIRE(tokens.size() > 100);
+  CHECK(tok->encode(slurp(text)) == std::vector<int>(tokens.begin(), tokens.end()));
+  const data::CachedShard again = data::tokenize_cached(text, *tok);
+  CHECK(again.reused);
+  CHECK(again.bin == made.bin);
+
+  struct Case {
+    std::string what;
+    std::function<void()> damage;
+  };
+  const std::vector<Case> cases = {
+      // One token changed in place: the header still holds its record, the tokens hash differs.
+      {"holds tokens that were changed since",
+       [&] {
+         std::fstream f(made.bin, std::ios::in | std::ios::out | std::ios::binary);
+         f.seekp(1024 + 20);
+         f.put(char(tokens[10] + 1));
+       }},
+      // A shard of an older tetra, or of another tool: no record at all.
+      {"records nothing of what it was made from",
+       [&] { data::write_bin_shard(made.bin, tokens); }},
+      // Cut short: the header's count says more than the file holds.
+      {"is not a whole shard", [&] { fs::resize_file(made.bin, fs::file_size(made.bin) - 100); }},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    c.damage();
+    const data::CachedShard r = data::tokenize_cached(text, *tok);
+    CHECK_FALSE(r.reused);
+    CHECK(r.rebuilt.find(c.what) == 0);
+    CHECK(data::read_bin_shard(r.bin).tokens == tokens);
+    CHECK(data::tokenize_cached(text, *tok).reused);
+  }
+}
+
+TEST_CASE("token cache: a shard of another text or another tokenizer under the name is rebuilt") {
+  if (!data::have_sentencepiece()) {
+    MESSAGE("skipped: this build has no SentencePiece");
+    return;
+  }
+  // The name hashes the text and the tokenizer, so only a copied (or colliding) shard sits
+  // under another's name; the record, not the name, tells them apart.
+  const TempDir tmp;
+  const std::string dir = corpus_dir(tmp), text = dir + "/corpus.txt", other = dir + "/other.txt";
+  std::ofstream(other) << slurp(text).substr(0, 2000) << "the fox reads to the crowd.\n";
+  bool trained = false;
+  const auto tok = data::load_sentencepiece(data::tokenizer_model("bpe:300", text, &trained));
+  const auto tok2 = data::load_sentencepiece(data::tokenizer_model("bpe:400", text, &trained));
+  const std::string bin = data::tokenize_cached(text, *tok).bin;
+  const std::vector<uint16_t> tokens = data::read_bin_shard(bin).tokens;
+  struct Case {
+    std::string what, foreign;
+  };
+  const std::vector<Case> cases = {
+      {"was made from another text", data::tokenize_cached(other, *tok).bin},
+      {"was made with another tokenizer", data::tokenize_cached(text, *tok2).bin},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    REQUIRE(c.foreign != bin);
+    fs::copy_file(c.foreign, bin, fs::copy_options::overwrite_existing);
+    const data::CachedShard r = data::tokenize_cached(text, *tok);
+    CHECK_FALSE(r.reused);
+    CHECK(r.rebuilt == c.what);
+    CHECK(r.bin == bin);
+    CHECK(data::read_bin_shard(bin).tokens == tokens);
+    CHECK(data::tokenize_cached(text, *tok).reused);
+  }
+}
+
+TEST_CASE("token cache: the run says a cache was rebuilt, and names one it cannot read") {
+  if (!data::have_sentencepiece()) {
+    MESSAGE("skipped: this build has no SentencePiece");
+    return;
+  }
+  const TempDir tmp;
+  const std::string dir = corpus_dir(tmp), text = dir + "/corpus.txt";
+  const std::string run = tetra_bin() +
+                          " train --layers 1 --dim 32 --heads 2 --kv-heads 1 --ffn-dim 64 "
+                          "--seq-len 16 --global-batch 2 --peak-tflops 1 --steps 1 --data " +
+                          text + " --tokenizer bpe:300";
+  Spawned r = spawn(run, 120);
+  REQUIRE(r.status == 0);
+  const std::string bin = only_file(dir, ".bin");
+  REQUIRE(!bin.empty());
+  const std::vector<uint16_t> tokens = data::read_bin_shard(bin).tokens;
+  data::write_bin_shard(bin, tokens);  // the record gone
+  r = spawn(run, 120);
+  CAPTURE(r.out);
+  CHECK(r.status == 0);
+  CHECK(count(r.out, "tokens: " + text + " -> " + bin +
+                         " (rebuilt: the cache there records nothing of what it was made from)") ==
+        1);
+  r = spawn(run, 120);
+  CHECK(count(r.out, "tokens: " + text + " -> " + bin + " (reused)") == 1);
+
+  // A directory where the shard should be: not a cache tetra can read or replace.
+  fs::remove(bin);
+  fs::create_directory(bin);
+  r = spawn(run, 120);
+  CAPTURE(r.err);
+  CHECK(r.status == 2);
+  CHECK(count(r.err, "tetra: error:") == 1);
+  CHECK(r.err.find("the token cache '" + bin +
+                   "' cannot be read: it is a directory, not a regular file; it is a cache tetra "
+                   "made, which may be deleted") != std::string::npos);
+}

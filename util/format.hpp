@@ -1,0 +1,20 @@
+// printf-style formatting of one number into a string as long as it needs: "%.0f" of 1e308 is
+// 309 digits, and a fixed buffer would cut it to a number that reads as another.
+#pragma once
+#include <cstdio>
+#include <string>
+
+namespace tetra {
+
+// `fmt` holds one conversion of a double ("%.3g ms"); the result is never cut short.
+inline std::string format_number(const char* fmt, double x) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+  const int n = std::snprintf(nullptr, 0, fmt, x);
+  std::string out(n > 0 ? size_t(n) : 0, '\0');
+  if (n > 0) std::snprintf(out.data(), out.size() + 1, fmt, x);
+#pragma GCC diagnostic pop
+  return out;
+}
+
+}  // namespace tetra
