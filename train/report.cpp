@@ -68,7 +68,7 @@ std::string startup_report(const TrainConfig& opt, const ModelConfig& cfg, const
   return os.str();
 }
 
-std::string config_markdown(const std::string& startup, const json& settings) {
+std::string config_markdown(const std::string& startup, const json& config) {
   // Markdown keeps a line indented by four spaces as it is.
   const auto preformatted = [](const std::string& text) {
     std::string out;
@@ -76,8 +76,8 @@ std::string config_markdown(const std::string& startup, const json& settings) {
     for (std::string line; std::getline(lines, line);) out += "    " + line + "\n";
     return out;
   };
-  return preformatted(startup) + "\nsettings a resumed run keeps:\n\n" +
-         preformatted(settings.dump(2));
+  return preformatted(startup) + "\nthe configuration, as checkpoints record it:\n\n" +
+         preformatted(config.dump(2));
 }
 
 RunReport::RunReport(const OutputConfig& out, const ReportStart& start)

@@ -49,8 +49,8 @@ std::string startup_report(const TrainConfig& opt, const ModelConfig& cfg, const
                            const StartupFacts& facts);
 
 // The configuration as --tensorboard's text summary shows it (Markdown): the start-up report
-// and the settings a resumed run must keep, as preformatted text.
-std::string config_markdown(const std::string& startup, const json& settings);
+// and the configuration by section as checkpoints record it, as preformatted text.
+std::string config_markdown(const std::string& startup, const json& config);
 
 // What the report needs to know of the run before its first step.
 struct ReportStart {

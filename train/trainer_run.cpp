@@ -127,8 +127,12 @@ int Trainer::run() {
   agree(world_, [&] {
     if (!root) return;
     if (!opt_.output.trace.empty()) trace::check_writable(opt_.output.trace);
+    // The configuration by section, as the checkpoints record it.
+    json recorded = record_.config;
+    recorded["model"] = record_.model;
+    recorded["layout"] = record_.layout;
     const std::string config =
-        opt_.output.tensorboard.empty() ? "" : config_markdown(startup_report(), settings_);
+        opt_.output.tensorboard.empty() ? "" : config_markdown(startup_report(), recorded);
     report = std::make_unique<RunReport>(
         opt_.output,
         ReportStart{step_, opt_.optimizer.steps, data_->entropy_floor(),
