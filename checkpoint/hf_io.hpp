@@ -1,7 +1,7 @@
 // Hugging Face Llama weights in and out. --init-from reads a model (one safetensors file or a
 // model directory, see hf_model.hpp; F32, BF16 or F16); --export writes the final weights,
-// whole, as F32 or BF16 (--export-dtype): a model directory that transformers' from_pretrained loads as it is
-// (config.json, model.safetensors, the tokenizer), or one .safetensors file.
+// whole, as F32 or BF16 (--export-dtype): a model directory that transformers' from_pretrained
+// loads as it is (config.json, model.safetensors, the tokenizer), or one .safetensors file.
 //
 // The vocabulary: files hold the real tokens' rows; the model pads them to padded_vocab rows
 // with zeros on the way in and drops the padding on the way out.

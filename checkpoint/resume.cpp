@@ -69,9 +69,10 @@ std::string resume_path(const CheckpointConfig& c) {
     if (others.empty())
       fail("--resume auto: no checkpoint in '", c.ckpt_dir, "' verifies (", why,
            "); pass --resume never to start from step 0, keeping them");
-    fail("--resume auto: no checkpoint of the line being trained in '", c.ckpt_dir,
-         "' verifies (", why, "); ", others.front(), " verifies but is another line's: pass --resume ",
-         others.front(), " to continue from it, or --resume never to start from step 0, keeping them");
+    fail("--resume auto: no checkpoint of the line being trained in '", c.ckpt_dir, "' verifies (",
+         why, "); ", others.front(), " verifies but is another line's: pass --resume ",
+         others.front(),
+         " to continue from it, or --resume never to start from step 0, keeping them");
   }
   for (const std::string& w : warnings) std::fprintf(stderr, "tetra: warning: %s\n", w.c_str());
   return path;

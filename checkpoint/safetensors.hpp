@@ -31,7 +31,7 @@ class Reader {
   const std::string& path() const { return path_; }
   bool has(const std::string& name) const;
   const TensorInfo& info(const std::string& name) const;  // throws if missing
-  std::vector<std::string> names() const;                  // sorted
+  std::vector<std::string> names() const;                 // sorted
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
   // Reads elements [offset, offset+count) of the flattened tensor as float. Throws
@@ -70,6 +70,5 @@ class Writer {
   std::vector<Entry> entries_;
   std::map<std::string, std::string> metadata_;
 };
-
 
 }  // namespace tetra::st

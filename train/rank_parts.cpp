@@ -201,8 +201,8 @@ void check_outputs(RankParts& p) {
   // down: it waits for them a while.
   const bool restart = !FaultPlan::first_attempt();
   p.lock = std::make_unique<ckpt::DirLock>(
-      dir, ckpt::LockRequest{ckpt::job_identity(), restart,
-                             restart ? kRestartLockWaitSeconds : 0.0});
+      dir,
+      ckpt::LockRequest{ckpt::job_identity(), restart, restart ? kRestartLockWaitSeconds : 0.0});
 }
 
 // The backend (CPU, guarded CPU or CUDA; mixed precision under --dtype bf16) and the process
@@ -376,8 +376,7 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
   if (!c.checkpoint.ckpt_dir.empty()) ckpt::check_shared_dir(world, c.checkpoint.ckpt_dir, hosts);
   // TP all-reduces activations four times per block and micro-batch, meant for a machine's
   // fast links: a TP group over several hosts computes the same, slowly.
-  if (const std::string group = hosts.spanning_group(p.work.layout.tp);
-      rank == 0 && !group.empty())
+  if (const std::string group = hosts.spanning_group(p.work.layout.tp); rank == 0 && !group.empty())
     std::fprintf(stderr,
                  "tetra: warning: a TP group spans hosts: %s; its all-reduces (four per block "
                  "and micro-batch) cross the network; give every host a multiple of --tp "
