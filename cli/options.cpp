@@ -319,6 +319,11 @@ CommandLine parse_command_line(std::vector<std::string> args) {
     const Settings& flags = cli.command == "train" ? settings.train : settings.plan;
     for (const Setting& s : flags)
       if (s.option->count() > 0) o.given.insert(s.flag());
+    // tetra plan's own flags (the machine, the tokens, the rate), which a preset fills in
+    // where they are not given.
+    if (cli.command == "plan")
+      for (const CLI::Option* opt : chain(*app)[1]->get_options())
+        if (opt->count() > 0 && opt->get_name() != "--config") o.given.insert(opt->get_name());
     if (!o.preset.empty()) apply_preset(o, cli.command == "plan" ? &cli.plan.request : nullptr);
     if (cli.command == "plan") {
       if (o.layout.dp == 0) o.layout.dp = 1;
