@@ -64,7 +64,7 @@ for n in 4 8; do
   [ "$rc" = 0 ] && [ "$(numbers "$W/srun$n.jsonl" | wc -l)" = 6 ] &&
     [ "$(numbers "$W/srun$n.jsonl")" = "$(numbers "$W/mpirun$n.jsonl")" ] &&
     grep -q "^tetra train: $n ranks, " "$W/srun$n.out" && ok=0
-  [ "$ok" = 0 ] || { echo "exit $rc"; tail -5 "$W/srun$n.out" "$W/mpirun$n.out"; }
+  [ "$ok" = 0 ] || { echo "exit $rc"; tail -n 5 "$W/srun$n.out" "$W/mpirun$n.out"; }
   result "srun_$n" "$ok"
 done
 

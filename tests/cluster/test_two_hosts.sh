@@ -25,6 +25,9 @@ source "$repo/tests/cluster/two_hosts.sh"
 # Not under /tmp: each simulated host has a /tmp of its own.
 W=$(mktemp -d /var/tmp/tetra_hosts_XXXXXX)
 trap 'hosts_down; [ -n "${KEEP:-}" ] || rm -rf "$W"' EXIT
+# The binary too: a checkout under /tmp (as CI's may be) is hidden on the simulated hosts.
+cp "$tetra" "$W/tetra"
+tetra=$W/tetra
 source "$repo/tests/cluster/scenarios.sh"
 
 # One host's runs: what the two hosts must reproduce.
@@ -46,7 +49,7 @@ on_host 1 mpirun $MPI_ON_HOSTS --hostfile "$HOSTS_DIR/hosts12" --map-by node -np
   ! grep -q "TP group spans" "$W/two.out" &&
   grep -q "^tetra: warning: a TP group spans hosts: h1 (rank 0), h2 (rank 1); " "$W/spread.out" &&
   ok=0
-[ "$ok" = 0 ] || { echo "exit $rc"; tail -5 "$W/two.out" "$W/spread.out"; }
+[ "$ok" = 0 ] || { echo "exit $rc"; tail -n 5 "$W/two.out" "$W/spread.out"; }
 result tp2_dp2 "$ok"
 
 begin
@@ -83,7 +86,7 @@ ok=1
 [ "$rc" = 2 ] && [ "$(grep -c "tetra: error" "$W/private.err")" = 1 ] &&
   grep -q "^tetra: error: checkpoint directory '$W/ck_private' is not shared by every rank: h2 (ranks 2, 3) do not see the file that rank 0 on h1 wrote there; " "$W/private.err" &&
   ! grep -q "^step" "$W/private.out" && ok=0
-[ "$ok" = 0 ] || { echo "exit $rc"; tail -5 "$W/private.out" "$W/private.err"; }
+[ "$ok" = 0 ] || { echo "exit $rc"; tail -n 5 "$W/private.out" "$W/private.err"; }
 result unshared_ckpt "$ok"
 
 begin
