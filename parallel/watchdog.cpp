@@ -233,8 +233,11 @@ void report_and_abort(const State& st, const std::string& report) {
   _exit(3);  // not reached; if it were, mpirun would still end the job on this exit
 }
 
-// Inside a step, outside any call: whether the rank has shown no progress for longer than
-// the timeout. `seen` and `since` are the watching thread's own memory of the last change.
+// Inside a step, outside any call: whether the rank has shown no progress for twice the
+// timeout. Twice, so that where other ranks wait for this one in a collective, their report
+// (the ranks that did not arrive, and what they are doing) comes first, and this one only
+// where nothing waits (one rank, or every rank stuck outside communication). `seen` and
+// `since` are the watching thread's own memory of the last change.
 bool stalled(const State& st, int64_t now, int64_t& seen, int64_t& since) {
   const int64_t p = st.mine->progress.load(std::memory_order_relaxed);
   if (st.mine->step.load(std::memory_order_relaxed) < 0 || p != seen) {
@@ -242,7 +245,7 @@ bool stalled(const State& st, int64_t now, int64_t& seen, int64_t& since) {
     since = now;
     return false;
   }
-  return (now - since) * 1e-9 >= st.timeout;
+  return (now - since) * 1e-9 >= 2 * st.timeout;
 }
 
 // The watchdog thread: looks at this rank's call a few times per timeout and, when it has
