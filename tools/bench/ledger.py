@@ -73,10 +73,12 @@ def assumptions():
         f"x bytes per element / 2) with one element a thread (review P1: 2-2.5 TB/s for bf16; "
         "Little's law doubles it for fp32)",
         f"floor {FLOOR * 1e6:.1f} us a launch; host wait {HOST_WAIT * 1e6:.0f} us (review: "
-        "1.5-3 ms for ~105 waits); NCCL at one rank moves nothing in place, copies out of place",
+        "1.5-3 ms for ~105 waits); NCCL at one rank moves nothing in place, copies out of place; "
+        "the 3 syncs of a step (sums of squares, loss, step end) in both columns",
         f"embedding backward (plain): serial over the longest run ({LONGEST_RUN:.0f} of 8192 "
-        "tokens, review's simulation of the synthetic data, scaled with T) x d/128 columns a thread, {DEP_LOAD * 1e6:.2f} us a "
-        "dependent L2 load; spread: the run over column groups, 4 loads in flight",
+        "tokens, review's simulation of the synthetic data, scaled with T) x d/128 columns a "
+        f"thread, {DEP_LOAD * 1e6:.2f} us a dependent L2 load; spread: the run over column "
+        "groups, 4 loads in flight",
         "MFU = tokens/s x (6N + 12 L d S) / peak, N = matmul parameters with the LM head "
         "(model/config.cpp); 12 L d S counts full S^2 attention, about 2x the causal FLOPs here",
     ]
