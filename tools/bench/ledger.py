@@ -15,8 +15,9 @@ The calls are those of transformer/block.cpp, transformer/chunk.cpp, parallel/tp
 parallel/zero.cpp, optim/, train/trainer.cpp and model/cuda/ at main 6fae71e (the plain path).
 The fused column models the switches of model/fusions.hpp as the issue describes them, and
 item 3 (groups of one take no communicator, NCCL without host waits); the plain column has
-NCCL communicators of size 1 with a host wait per call. Every rate below is stated with its
-source in ASSUMPTIONS and printed in the output's header; none was fitted to a measurement.
+NCCL communicators of size 1 with a host wait per call. A step has no casts (AdamW writes
+the bf16 copy of the weights itself). Every rate below is stated with its source in
+assumptions() and printed in the output's header; none was fitted to a measurement.
 Nothing here has been checked against a GPU: --measured puts a device run's per-category
 times beside the prediction. Standard library only.
 """
