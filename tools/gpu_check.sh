@@ -358,9 +358,9 @@ if [ $# -gt 0 ] && [ -z "${LIMIT[${1%\?}]+x}" ] && [ -z "${PLAN[$1]+x}" ]; then
 fi
 [ -n "${OUT:-}" ] && out=$OUT/gc
 out=$(realpath -m "$out")
-budget=100000 phases=("$@")
+budget=100000 phases=("$@") label="the phases named"
 if [ $# -eq 1 ] && [ -n "${PLAN[$1]+x}" ]; then
-  budget=${BUDGET[$1]}
+  budget=${BUDGET[$1]} label="command $1"
   read -ra phases <<<"${PLAN[$1]}"
 fi
 for p in "${phases[@]}"; do
@@ -375,7 +375,7 @@ echo "gpu_check: ${phases[*]} (budget $budget s) into $out"
 rows=()
 write_report() {
   {
-    echo "tetra GPU check, $(date -u +%FT%TZ), $(nvidia-smi -L 2>/dev/null | head -1)"
+    echo "tetra GPU check, $label, $(date -u +%FT%TZ), $(nvidia-smi -L 2>/dev/null | head -1)"
     printf '%-10s %-9s %6s  %s\n' phase result time note
     printf '%s\n' "${rows[@]}"
   } >"$report"
