@@ -5,8 +5,10 @@
   nccl and errors are in neither;
 - with an nvidia-smi that fails, `first` and `second` FAIL at their build phase and stop;
 - with stand-ins for the binaries and compute-sanitizer: an op suite that saw no GPU FAILs, a
-  bf16 run that fails FAILs, a sanitizer that refuses the device says SKIP.
-No row ever says PASS here. Usage: test_gpu_check.py SOURCE_DIR. Exits 0 when all hold."""
+  bf16 run that fails FAILs, a sanitizer that refuses the device says SKIP;
+- with a stand-in tetra whose losses match: the bf16 phase PASSes only with a GPU's BF16 peak
+  and cuDNN attention in both the forward and the backward.
+No other row says PASS here. Usage: test_gpu_check.py SOURCE_DIR. Exits 0 when all hold."""
 
 import os
 import re
@@ -105,6 +107,28 @@ def main():
         expect(f"a sanitizer refusing the device: SKIP (got {got})",
                got.get("memcheck") == "SKIP" and got.get("racecheck") == "SKIP")
         expect(f"no PASS without a GPU (got {got})", "PASS" not in got.values())
+
+        # A stand-in tetra: matching losses, and the start-up lines FAKE_ATTN and FAKE_PEAK.
+        script(os.path.join(tmp, "tetra"), """
+m=; dev=
+while [ $# -gt 0 ]; do case $1 in --metrics) m=$2;; --device) dev=$2;; esac; shift; done
+[ "$dev" = cuda ] && echo "  attention: $FAKE_ATTN" && echo "  peak: 989000.0 GFLOP/s per rank, $FAKE_PEAK"
+for i in 1 2 3 4 5 6 7 8; do echo "{\\"loss\\": 10.$i}" >>"$m"; done
+""")
+        both = "cudnn sdpa (9.19.0), forward and backward"
+        for attn, peak, want in (
+                (both, "H200 dense BF16 peak", "PASS"),
+                (both, "H200 NVL dense BF16 peak", "PASS"),
+                ("forward cudnn sdpa (9.19.0); backward cuda fallback (batched GEMMs): cuDNN "
+                 "refused", "H200 dense BF16 peak", "FAIL(1)"),
+                ("cudnn sdpa (9.19.0)", "H200 dense BF16 peak", "FAIL(1)"),
+                (both, "--peak-tflops", "FAIL(1)"),
+                (both, "NVIDIA H200 GEMM probe (1024^3 fp32)", "FAIL(1)")):
+            r = subprocess.run(["bash", check, out, "bf16"], capture_output=True, text=True,
+                               env=dict(env, FAKE_ATTN=attn, FAKE_PEAK=peak))
+            got = rows(os.path.join(out, "gpu_check.txt"))
+            expect(f"bf16 with attention '{attn}', peak '{peak}': {want} (got {got})",
+                   got.get("bf16") == want and (r.returncode == 0) == (want == "PASS"))
 
     for f in failures:
         print("FAILED:", f)

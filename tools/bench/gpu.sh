@@ -14,7 +14,8 @@
 # run, so a run stopped on its way leaves the rows before it.
 #
 #   bash tools/bench/gpu.sh [OUTDIR] [MODEL...]      (default /tmp/gpu_bench, 350m)
-# Uses build-gpu/tetra (tools/gpu_check.sh builds it) or $TETRA. Exit 0: every run worked and
+# Uses build-gpu/tetra (tools/gpu_check.sh builds it) or $TETRA. BENCH_BUDGET_S: seconds for all
+# the runs (each stopped at what is left, torch.compile last). Exit 0: every run worked and
 # tetra's attention is cuDNN both ways; 77: PyTorch is missing (tetra's rows stand); 1 otherwise.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -28,6 +29,7 @@ GB=${GLOBAL_BATCH:-8}
 mkdir -p "$out"
 
 gpu=$(nvidia-smi -L 2>/dev/null | head -1)
+gpu=${gpu:-"no GPU listed by nvidia-smi -L"}
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 case $name in
 *"H100 NVL"* | *"H200 NVL"*) PEAK=835 ;;
@@ -65,6 +67,21 @@ row() {
   table
 }
 
+# run LOG COMMAND: the command line with its output in LOG, stopped when BENCH_BUDGET_S is spent.
+run() {
+  local left=$((${BENCH_BUDGET_S:-100000} - SECONDS))
+  [ $left -gt 5 ] || { echo "not run: BENCH_BUDGET_S spent" >"$1"; return 124; }
+  eval "timeout --kill-after=5 $left $2" >"$1" 2>&1
+}
+# failed WHAT LOG RC: the row of a run that failed.
+failed() {
+  local why="FAILED"
+  [ "$3" -eq 124 ] && why="stopped: BENCH_BUDGET_S spent"
+  row "$1 $why: see $2"
+  tail -5 "$2"
+  status=1
+}
+
 shape() {
   case $1 in
   124m) echo "--dim 768 --layers 12 --heads 12 --kv-heads 12 --ffn-dim 2048" ;;
@@ -80,7 +97,9 @@ for m in "${models[@]}"; do
   # tetra, the headline: no timing events.
   cmd="$TETRA train $common --steps 25 --warmup 5 --dtype bf16 --device cuda --metrics $out/$m.jsonl"
   rm -f "$out/$m.jsonl"
-  if eval "$cmd" >"$out/$m.tetra.txt" 2>&1; then
+  run "$out/$m.tetra.txt" "$cmd"
+  rc=$?
+  if [ $rc -eq 0 ]; then
     python3 - "$out/$m.jsonl" "$out/$m.tetra.txt" "$m" "$cmd" >"$out/$m.tetra.row" <<'PY'
 import json, re, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])][5:]
@@ -98,13 +117,13 @@ PY
     grep -Eq '^ *attention: cudnn sdpa \([^)]*\), forward and backward$' "$out/$m.tetra.txt" ||
       { row "$m tetra: attention is not cuDNN both ways (the fallback is about half the MFU)"; status=1; }
   else
-    row "$m tetra FAILED: see $out/$m.tetra.txt"
-    tail -5 "$out/$m.tetra.txt"
-    status=1
+    failed "$m tetra" "$out/$m.tetra.txt" $rc
   fi
   # tetra again, shorter, with the per-category CUDA events on: where the stream's time goes.
-  tcmd="TETRA_CUDA_TIMING=1 $TETRA train $common --steps 10 --warmup 5 --dtype bf16 --device cuda"
-  if eval "$tcmd" >"$out/$m.timing.txt" 2>&1; then
+  tcmd="env TETRA_CUDA_TIMING=1 $TETRA train $common --steps 10 --warmup 5 --dtype bf16 --device cuda"
+  run "$out/$m.timing.txt" "$tcmd"
+  rc=$?
+  if [ $rc -eq 0 ]; then
     row "$(python3 - "$out/$m.timing.txt" "$m" <<'PY'
 import re, sys
 cat = re.search(r"gemm ([0-9.]+) ms, attention ([0-9.]+) ms, other ([0-9.]+) ms \(stream total ([0-9.]+)",
@@ -118,8 +137,7 @@ else:
 PY
 )"
   else
-    row "$m tetra split FAILED: see $out/$m.timing.txt"
-    status=1
+    failed "$m tetra split" "$out/$m.timing.txt" $rc
   fi
   if ! python3 -c 'import torch' 2>/dev/null; then
     row "$m torch SKIPPED: no PyTorch here"
@@ -129,7 +147,9 @@ PY
   for mode in eager compile; do
     pcmd="python3 tools/bench/torch_llama.py $common --mode $mode --steps 20 --warmup-steps 5 --json $out/$m.$mode.json"
     rm -f "$out/$m.$mode.json"
-    if eval "$pcmd" >"$out/$m.$mode.txt" 2>&1; then
+    run "$out/$m.$mode.txt" "$pcmd"
+    rc=$?
+    if [ $rc -eq 0 ]; then
       row "$(python3 - "$out/$m.$mode.json" "$m" "$mode" "$pcmd" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -139,9 +159,7 @@ print(f"      command: {sys.argv[4]}")
 PY
 )"
     else
-      row "$m torch $mode FAILED: see $out/$m.$mode.txt"
-      tail -5 "$out/$m.$mode.txt"
-      status=1
+      failed "$m torch $mode" "$out/$m.$mode.txt" $rc
     fi
   done
 done
