@@ -43,6 +43,8 @@
 #   bash tools/gpu_check.sh first|second            the planned commands
 #   bash tools/gpu_check.sh [OUTDIR] PHASE...       the phases named, in the order given
 #   bash tools/gpu_check.sh --dry-run               the plans, their limits and budgets
+# GPU_CHECK_BUDGET_S replaces a planned command's budget (say, when the session has less device
+# time left than 300 s for `second`: its phases then stop at what is left, the table written).
 # TETRA and UNIT_TESTS, when both set, name the binaries to use instead of choosing them.
 set -uo pipefail
 self=$(realpath "$0")
@@ -362,7 +364,7 @@ fi
 out=$(realpath -m "$out")
 budget=100000 phases=("$@") label="the phases named"
 if [ $# -eq 1 ] && [ -n "${PLAN[$1]+x}" ]; then
-  budget=${BUDGET[$1]} label="command $1"
+  budget=${GPU_CHECK_BUDGET_S:-${BUDGET[$1]}} label="command $1"
   read -ra phases <<<"${PLAN[$1]}"
 fi
 for p in "${phases[@]}"; do
