@@ -8,7 +8,7 @@
 # most 10 a command) runs it as two commands, the second on the warm machine straight after:
 #   run(command="bash tools/gpu_check.sh first", carry=[".gpu"], timeout_s=560)
 #   run(command="bash tools/gpu_check.sh second", carry=[".gpu"], timeout_s=300)
-# first (540 s): build, ops, bf16, memcheck; second (300 s): build (the binaries only: no
+# first (540 s): build, ops, bf16, memcheck; second (300 s): bins (the binaries only, no
 # compile), bench, train. Each phase runs under its own limit, within what is left of the
 # command's budget (a phase marked "if time is left" says SKIP when less is left than its
 # limit); `--dry-run` prints both plans and fails if a plan's limits exceed its budget. Each row
@@ -18,6 +18,7 @@
 #   build     the binaries: the bundle's where they run, else cmake (ninja, sm_90) and a build of
 #             tetra and unit_tests (and layout_tests when layouts is asked); prints which, and
 #             the cuDNN and NCCL versions and libraries they load; FAILs with cuDNN off
+#   bins      as build, without compiling: the bundle's, else build-gpu's from an earlier command
 #   ops       every CUDA op against the CPU backend in fp32 (test_cuda_backend.cpp) and on the
 #             native bf16 path against the CPU's bf16 reference (test_cuda_bf16.cpp), each test
 #             running every op twice for bit-equality; cuDNN's validate() of tetra's graphs; the
@@ -91,7 +92,7 @@ runs() {
   [ -x "$1" ] && [ -x "$2" ] || { echo "no $1 and $2"; return 1; }
   if ldd "$1" "$2" | grep 'not found'; then return 1; fi
   log=$("$2" --source-file='*test_cuda_backend.cpp' --test-case='*rmsnorm*' 2>&1)
-  if echo "$log" | grep -q 'no GPU: skipped' || ! echo "$log" | grep -q 'Status: SUCCESS'; then
+  if grep -q 'no GPU: skipped' <<<"$log" || ! grep -q 'Status: SUCCESS' <<<"$log"; then
     echo "$log" | tail -5
     echo "$2: the one-op run (rmsnorm) failed"
     return 1
@@ -159,8 +160,8 @@ ops() {
   local log
   log=$("$T" "$OPS" 2>&1)
   echo "$log"
-  echo "$log" | grep -q "no GPU: skipped" && { echo "no GPU seen"; return 1; }
-  echo "$log" | grep -q "Status: SUCCESS" || return 1
+  grep -q "no GPU: skipped" <<<"$log" && { echo "no GPU seen"; return 1; }
+  grep -q "Status: SUCCESS" <<<"$log" || return 1
   echo "$log" | grep 'test cases:' | tr -s ' '
 }
 
@@ -180,8 +181,8 @@ sanitizer() {
     echo "compute-sanitizer refuses this device: ${refusal#*= }"
     return 77
   fi
-  echo "$log" | grep -q "no GPU: skipped" && { echo "no GPU seen"; return 1; }
-  [ $rc -eq 0 ] && echo "$log" | grep -q "Status: SUCCESS" || return 1
+  grep -q "no GPU: skipped" <<<"$log" && { echo "no GPU seen"; return 1; }
+  [ $rc -eq 0 ] && grep -q "Status: SUCCESS" <<<"$log" || return 1
   echo "$1: no errors over tetra's kernels' op tests ($(echo "$log" | grep -o '[0-9]* passed' | head -1))"
 }
 
@@ -291,7 +292,7 @@ bench() {
 losses() { python3 -c 'import json,sys; [print(json.loads(l)["loss"]) for l in open(sys.argv[1])]' "$1"; }
 
 nccl() {
-  ldd "$TETRA" | grep -q libnccl || { echo "this build has no NCCL"; return 77; }
+  ldd "$TETRA" | grep libnccl >/dev/null || { echo "this build has no NCCL"; return 77; }
   local d=$out/nccl layout
   rm -rf "$d" && mkdir -p "$d"
   "$TETRA" train "${SMALL[@]}" --device cuda --comm nccl --metrics "$d/nccl.jsonl" \
