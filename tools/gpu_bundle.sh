@@ -49,11 +49,13 @@ if [ "${GPU_BUNDLE_BUILD:-1}" != 0 ]; then
   t0=$SECONDS
   export OPAL_PREFIX=$PWD/$dest/openmpi
   B=build-bundle
-  # DT_RPATH (not RUNPATH), so that the copied libraries' own dependencies are found there too.
+  # DT_RPATH (not RUNPATH), so that the copied libraries' own dependencies are found there too;
+  # without the wrapper's link flags, whose run path is this folder's and --enable-new-dtags.
   # shellcheck disable=SC2016
   cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON -DTETRA_NATIVE=OFF \
     -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DMPI_CXX_COMPILER="$OPAL_PREFIX/bin/mpicxx" -DCMAKE_PREFIX_PATH="$PWD/$dest/deb/usr" \
+    -DMPI_CXX_COMPILER="$OPAL_PREFIX/bin/mpicxx" -DMPI_CXX_LINK_FLAGS=-pthread \
+    -DCMAKE_PREFIX_PATH="$PWD/$dest/deb/usr" \
     -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON \
     -DCMAKE_INSTALL_RPATH='$ORIGIN/../lib;$ORIGIN/../openmpi/lib;/usr/local/cuda/lib64' \
     -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags | grep 'tetra:'
@@ -64,7 +66,7 @@ if [ "${GPU_BUNDLE_BUILD:-1}" != 0 ]; then
   strip -o "$dest/bin/unit_tests" $B/tests/unit_tests
   # Every library ldd resolves outside the wheel, the C and C++ runtimes, OpenMP and CUDA.
   ldd "$dest/bin/tetra" "$dest/bin/unit_tests" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' |
-    sort -u | grep -v -e "/$dest/openmpi/" -e /cuda -e '/lib\(c\|m\|dl\|rt\|pthread\|util\)\.so' \
+    sort -u | grep -v -e /openmpi/ -e /cuda -e '/lib\(c\|m\|dl\|rt\|pthread\|util\)\.so' \
     -e '/lib\(stdc++\|gcc_s\|gomp\|z\)\.so' -e '/ld-linux' -e '/lib\(cudnn\|cublas\|nccl\|nvrtc\)' |
     while read -r lib; do cp -L "$lib" "$dest/lib/" && strip "$dest/lib/$(basename "$lib")"; done
   echo "gpu_bundle: prebuilt for sm_90 in $((SECONDS - t0)) s; beside them in $dest/lib:" \
