@@ -1,38 +1,62 @@
 #!/usr/bin/env bash
-# The GPU check: one command for a machine with a GPU, CUDA and Python but no MPI, Eigen,
-# doctest, nlohmann-json, CLI11 or network. Run tools/gpu_bundle.sh first where the registries
-# are reachable and bring .gpu/ along. Builds with the CUDA backend for sm_90 only (and NCCL and
-# cuDNN, from the CUDA toolkit or the machine's PyPI nvidia-nccl / nvidia-cudnn packages; the
-# cudnn-frontend headers from the bundle), then runs each phase under its own time limit, in the
-# order that teaches most per minute, and prints one table (also written to
-# OUTDIR/gpu_check.txt, with a log per phase):
-#   build     cmake (ninja, sm_90) + build of tetra, unit_tests and layout_tests on all cores
+# The GPU check, for a machine with a GPU, CUDA and Python but no MPI, Eigen, doctest,
+# nlohmann-json, CLI11 or network. Run tools/gpu_bundle.sh first where the registries are
+# reachable and carry .gpu/ along: its prebuilt tetra and unit_tests (sm_90) run where ldd finds
+# their libraries and one op runs; otherwise the check builds on the machine (build-gpu/, CUDA
+# backend for sm_90 only, NCCL and cuDNN from the CUDA toolkit or PyPI's nvidia-nccl /
+# nvidia-cudnn, the cudnn-frontend headers from the bundle). A device session (15 minutes, at
+# most 10 a command) runs it as two commands, the second on the warm machine straight after:
+#   run(command="bash tools/gpu_check.sh first", carry=[".gpu"], timeout_s=560)
+#   run(command="bash tools/gpu_check.sh second", carry=[".gpu"], timeout_s=300)
+# first (540 s): build, ops, bf16, memcheck; second (300 s): bins (the binaries only, no
+# compile), bench, train. Each phase runs under its own limit, within what is left of the
+# command's budget (a phase marked "if time is left" says SKIP when less is left than its
+# limit); `--dry-run` prints both plans and fails if a plan's limits exceed its budget. Each row
+# is printed as its phase ends and the table rewritten to OUTDIR/gpu_check.txt after every
+# phase, with a log per phase. OUTDIR is $OUT/gc where $OUT is set, else a first argument that
+# is not a phase, else /tmp/gpu_check. The phases:
+#   build     the binaries: the bundle's where they run, else cmake (ninja, sm_90) and a build of
+#             tetra and unit_tests (and layout_tests when layouts is asked); prints which, and
+#             the cuDNN and NCCL versions and libraries they load; FAILs with cuDNN off
+#   bins      as build, without compiling: the bundle's, else build-gpu's from an earlier command
 #   ops       every CUDA op against the CPU backend in fp32 (test_cuda_backend.cpp) and on the
-#             native bf16 path against the CPU's bf16 reference (test_cuda_bf16.cpp: cuBLASLt,
-#             fused kernels, cuDNN and the GEMM fallback, and cuDNN against the fallback), each
-#             run twice for bit-equality; cuDNN's validate() of tetra's graphs; the NCCL
-#             communicator's calls on a group of one (tests/unit/test_nccl.cpp)
+#             native bf16 path against the CPU's bf16 reference (test_cuda_bf16.cpp), each test
+#             running every op twice for bit-equality; cuDNN's validate() of tetra's graphs; the
+#             NCCL communicator's calls on a group of one (tests/unit/test_nccl.cpp); once
 #   bf16      --dtype bf16 on the GPU against the CPU: 8 steps within 3e-3 relative (the bf16
-#             layout tests' bound), two GPU runs bitwise equal, MFU against the bf16 peak, and
-#             the attention path the run took
-#   bench     tools/bench/gpu.sh: the ~124M and ~350M models, tetra against PyTorch eager and
-#             torch.compile: tokens/s, MFU, HFU, peak memory, GEMM/attention/other times
-#   memcheck  compute-sanitizer memcheck over the op tests
-#   racecheck compute-sanitizer racecheck over the op tests
+#             layout tests' bound), two GPU runs bitwise equal, the GPU's own dense BF16 peak,
+#             and cuDNN attention in both the forward and the backward
+#   memcheck  compute-sanitizer memcheck over tetra's own kernels' op tests (not the cases of
+#             cuBLAS, cuBLASLt, cuDNN or NCCL kernels)
+#   bench     tools/bench/gpu.sh 350m: tetra against PyTorch eager and torch.compile
 #   train     one GPU against the CPU in fp32: 8 steps, per-step losses within 2e-4 relative;
 #             two GPU runs bitwise equal; the final weights of both, tensor by tensor (printed)
+# and only when named:
+#   racecheck compute-sanitizer racecheck over the same op tests as memcheck
 #   errors    --device cuda with no GPU visible, --comm nccl with two ranks on one GPU: one
 #             error line each, exit 2
 #   nccl      NCCL in every group of a one-rank run (losses bitwise equal to the MPI path's);
-#             --comm auto mixing NCCL (groups of one) and MPI (groups sharing the GPU) in
-#             TP 2 and DP 2 runs, against one GPU
-#   layouts   the DP, TP, PP, CP, 4D and bf16 layout tests, every rank on the one GPU (MPI path)
-# A phase whose feature is missing says SKIP, never PASS.
+#             --comm auto in TP 2 and DP 2 runs on the one GPU
+#   layouts   the DP, TP, PP, CP, 4D and bf16 layout tests, every rank on the one GPU (MPI path;
+#             built on the machine)
+# A phase whose feature the machine lacks or refuses says SKIP, never PASS.
 #
-#   bash tools/gpu_check.sh [OUTDIR] [PHASE...]     (default OUTDIR /tmp/gpu_check, all phases)
+#   bash tools/gpu_check.sh first|second            the planned commands
+#   bash tools/gpu_check.sh [OUTDIR] PHASE...       the phases named, in the order given
+#   bash tools/gpu_check.sh --dry-run               the plans, their limits and budgets
+# GPU_CHECK_BUDGET_S replaces a planned command's budget (say, when the session has less device
+# time left than 300 s for `second`: its phases then stop at what is left, the table written).
+# TETRA and UNIT_TESTS, when both set, name the binaries to use instead of choosing them.
 set -uo pipefail
 self=$(realpath "$0")
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
+
+# Seconds each phase may take, and the two commands: their budgets and phases in order ("?":
+# only if time is left).
+declare -A LIMIT=([build]=250 [bins]=15 [ops]=140 [bf16]=90 [memcheck]=60 [bench]=230
+  [train]=55 [racecheck]=120 [errors]=30 [nccl]=90 [layouts]=150)
+declare -A BUDGET=([first]=540 [second]=300)
+declare -A PLAN=([first]="build ops bf16 memcheck?" [second]="bins bench train?")
 
 if [ -d .gpu/openmpi ]; then
   export OPAL_PREFIX=$PWD/.gpu/openmpi
@@ -42,81 +66,135 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
 export OMPI_MCA_osc=^ucx  # the wheel's UCX one-sided component complains where UCX is absent
 B=$PWD/build-gpu
-T=$B/tests/unit_tests
-TETRA=$B/tetra
+PREBUILT=$PWD/.gpu/bin
 OPS=--source-file='*test_cuda_backend.cpp,*test_cuda_bf16.cpp,*test_cudnn_validate.cpp,*test_nccl.cpp'
+# tetra's own kernels: the op tests of both files that call no cuBLAS, cuBLASLt or cuDNN.
+OWN=(--source-file='*test_cuda_backend.cpp,*test_cuda_bf16.cpp'
+  --test-case='*elementwise*,*cp_zigzag of bf16*,*sums of squares*,*embedding*,*rmsnorm*,*rope*,*cross-entropy*,*adamw*')
 # The layout tests' model (tests/mpi/layout_check.cpp), 5 steps.
 TINY=(--layers 4 --dim 64 --heads 8 --kv-heads 4 --ffn-dim 128 --seq-len 16 --peak-tflops 1
   --lr 1e-2 --warmup 2 --steps 5 --global-batch 8 --micro-batch 1)
-# The model of the loss comparisons.
+# The model of the loss comparisons. Its GPU runs take the peak from tetra's table of GPUs.
 SMALL=(--dim 128 --layers 4 --heads 8 --kv-heads 4 --ffn-dim 384 --seq-len 64 --global-batch 8
-  --steps 8 --peak-tflops 1)
+  --steps 8)
+CUDNN_BOTH='^ *attention: cudnn sdpa \([^)]*\), forward and backward$'
 
-rows=()
-# phase NAME LIMIT_S COMMAND...: runs COMMAND with its output in OUTDIR/NAME.log; exit 0 is
-# PASS, 77 SKIP, anything else FAIL (124: over its limit). The last line of the log is the note.
-phase() {
-  local name=$1 limit=$2
-  shift 2
-  if [ "$only" != "  " ] && [[ "$only" != *" $name "* ]]; then return; fi
-  local t0=$SECONDS rc
-  # The phase runs in a fresh copy of this script, so that timeout can stop it whole.
-  GPU_CHECK_OUT=$out timeout --kill-after=10 "$limit" bash "$self" --run-phase "$@" \
-    >"$out/$name.log" 2>&1
-  rc=$?
-  local result=PASS
-  [ $rc -eq 77 ] && result=SKIP
-  [ $rc -ne 0 ] && [ $rc -ne 77 ] && result="FAIL($rc)"
-  local note
-  note=$(grep -v '^\s*$' "$out/$name.log" | tail -1 | cut -c1-110)
-  rows+=("$(printf '%-10s %-9s %5ds  %s' "$name" "$result" $((SECONDS - t0)) "$note")")
-  echo "${rows[-1]}"
+# binaries: sets TETRA and T (unit_tests) to those the build phase chose.
+binaries() {
+  [ -f "$out/binaries.sh" ] || { echo "no binaries chosen: run the build or bins phase first"; exit 1; }
+  # shellcheck source=/dev/null
+  source "$out/binaries.sh"
 }
 
-build() {
-  nvidia-smi -L || return 1
-  local gen=()
-  command -v ninja >/dev/null && gen=(-G Ninja)
-  cmake -S . -B "$B" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$PWD/.gpu/deb/usr" | grep 'tetra:' ||
+# runs TETRA UNIT_TESTS: whether both find their libraries and unit_tests runs one op on the GPU.
+runs() {
+  local log
+  [ -x "$1" ] && [ -x "$2" ] || { echo "no $1 and $2"; return 1; }
+  if ldd "$1" "$2" | grep 'not found'; then return 1; fi
+  log=$("$2" --source-file='*test_cuda_backend.cpp' --test-case='*rmsnorm*' 2>&1)
+  if grep -q 'no GPU: skipped' <<<"$log" || ! grep -q 'Status: SUCCESS' <<<"$log"; then
+    echo "$log" | tail -5
+    echo "$2: the one-op run (rmsnorm) failed"
     return 1
-  cmake --build "$B" -j"$(nproc)" --target tetra unit_tests layout_tests || return 1
-  local cudnn=off
-  grep -q '^CUDNN_FRONTEND_INCLUDE_DIR:PATH=/' "$B/CMakeCache.txt" && cudnn=on
-  echo "built for sm_90 with $(nvcc --version | tail -1); NCCL: $(grep -c '^NCCL_LIBRARY:FILEPATH=/' "$B/CMakeCache.txt"), cuDNN path $cudnn"
+  fi
 }
 
+# libs BINARY: the cuDNN and NCCL libraries BINARY loads, with their versions (asked of each
+# library); fails where BINARY has no cuDNN path (it links cuDNN only then).
+libs() {
+  local cudnn nccl
+  cudnn=$(ldd "$1" | awk '/libcudnn\.so/ && $3 ~ /^\// {print $3; exit}')
+  nccl=$(ldd "$1" | awk '/libnccl\.so/ && $3 ~ /^\// {print $3; exit}')
+  python3 - "$cudnn" "$nccl" <<'EOF'
+import ctypes, sys
+cudnn, nccl = sys.argv[1:3]
+if nccl:
+    v = ctypes.c_int()
+    ctypes.CDLL(nccl).ncclGetVersion(ctypes.byref(v))
+    print(f"NCCL {v.value // 10000}.{v.value // 100 % 100}.{v.value % 100} ({nccl})")
+else:
+    print("NCCL: none (GPU groups communicate over MPI)")
+if not cudnn:
+    print("cuDNN path off: this build has no cuDNN")
+    sys.exit(1)
+v = ctypes.CDLL(cudnn).cudnnGetVersion()
+print(f"cuDNN {v // 10000}.{v // 100 % 100}.{v % 100} ({cudnn})")
+if v < 90600:
+    print("cuDNN before 9.6 refuses the CP chunks' bottom-right masks of sizes not multiples of 64")
+EOF
+}
+
+# build [--no-build]: the binaries, written to OUTDIR/binaries.sh for the later phases: TETRA and
+# UNIT_TESTS where both are set; else the bundle's where they run (not for layouts, which runs
+# build-gpu's ctest); else, with --no-build, build-gpu's where they run (built by an earlier
+# command on this machine); else a build into build-gpu. Then the cuDNN and NCCL they load.
+build() {
+  nvidia-smi -L || { echo "nvidia-smi -L failed: no GPU"; return 1; }
+  local tetra unit used
+  if [ -n "${TETRA:-}" ] && [ -n "${UNIT_TESTS:-}" ]; then
+    runs "$TETRA" "$UNIT_TESTS" || return 1
+    tetra=$TETRA unit=$UNIT_TESTS used="the binaries named by TETRA and UNIT_TESTS"
+  elif [[ "$only" != *" layouts "* ]] && runs "$PREBUILT/tetra" "$PREBUILT/unit_tests"; then
+    tetra=$PREBUILT/tetra unit=$PREBUILT/unit_tests used="the bundle's prebuilt binaries (.gpu/bin)"
+  elif [ "${1:-}" = --no-build ]; then
+    runs "$B/tetra" "$B/tests/unit_tests" || { echo "no binaries that run, and no build here"; return 1; }
+    tetra=$B/tetra unit=$B/tests/unit_tests used="build-gpu's binaries, built by an earlier command"
+  else
+    local gen=() targets=(tetra unit_tests)
+    command -v ninja >/dev/null && gen=(-G Ninja)
+    [[ "$only" == *" layouts "* ]] && targets+=(layout_tests)
+    cmake -S . -B "$B" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON \
+      -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$PWD/.gpu/deb/usr" | grep 'tetra:' ||
+      return 1
+    cmake --build "$B" -j"$(nproc)" --target "${targets[@]}" || return 1
+    tetra=$B/tetra unit=$B/tests/unit_tests
+    used="built here into build-gpu for sm_90 with $(nvcc --version | tail -1)"
+  fi
+  printf 'TETRA=%q\nT=%q\n' "$tetra" "$unit" >"$out/binaries.sh"
+  libs "$tetra" || return 1
+  echo "$used"
+}
+
+# The op suite, once: each test case runs every op twice and compares the runs bit for bit.
 ops() {
   local log
-  for run in 1 2; do
-    log=$("$T" "$OPS" 2>&1)
-    echo "$log"
-    echo "$log" | grep -q "no GPU: skipped" && { echo "no GPU seen"; return 1; }
-    echo "$log" | grep -q "Status: SUCCESS" || return 1
-  done
-  echo "$(echo "$log" | grep 'test cases:' | tr -s ' ') (twice)"
+  log=$("$T" "$OPS" 2>&1)
+  echo "$log"
+  grep -q "no GPU: skipped" <<<"$log" && { echo "no GPU seen"; return 1; }
+  grep -q "Status: SUCCESS" <<<"$log" || return 1
+  echo "$log" | grep 'test cases:' | tr -s ' '
 }
 
+# sanitizer TOOL: compute-sanitizer TOOL over tetra's own kernels' op tests; SKIP where it is
+# missing or refuses the device.
 sanitizer() {
-  command -v compute-sanitizer >/dev/null || { echo "compute-sanitizer not found"; return 77; }
-  # Memory and race errors only: tetra's own CUDA API errors already fail the tests (they
-  # throw), and NCCL's set-up probes kernel images with calls that fail by design.
-  compute-sanitizer --tool "$1" --report-api-errors no --error-exitcode 1 "$T" "$OPS" \
-    --test-case-exclude='*errors become*' || return 1
-  echo "$1: no errors over the op tests"
+  local cs log rc refusal
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null) ||
+    { echo "compute-sanitizer not found"; return 77; }
+  # Memory and race errors only: tetra's own CUDA API errors already fail the tests (they throw).
+  log=$("$cs" --tool "$1" --report-api-errors no --error-exitcode 1 "$T" "${OWN[@]}" 2>&1)
+  rc=$?
+  echo "$log"
+  # Its own lines start with "=========".
+  refusal=$(echo "$log" | grep -i -m1 -e '^=.*not supported' -e '^=.*unsupported device')
+  if [ $rc -ne 0 ] && [ -n "$refusal" ]; then
+    echo "compute-sanitizer refuses this device: ${refusal#*= }"
+    return 77
+  fi
+  grep -q "no GPU: skipped" <<<"$log" && { echo "no GPU seen"; return 1; }
+  [ $rc -eq 0 ] && grep -q "Status: SUCCESS" <<<"$log" || return 1
+  echo "$1: no errors over tetra's kernels' op tests ($(echo "$log" | grep -o '[0-9]* passed' | head -1))"
 }
 
 # gpu_against_cpu DIR LIMIT LABEL [FLAGS...]: the SMALL model with FLAGS twice on the GPU and
 # once on the CPU; per-step losses within LIMIT relative, the two GPU runs bitwise equal.
 gpu_against_cpu() {
-  local d=$1 limit=$2 label=$3 run dev
+  local d=$1 limit=$2 label=$3
   shift 3
-  for run in gpu1 gpu2 cpu; do
-    dev=cuda
-    [ $run = cpu ] && dev=cpu
-    "$TETRA" train "${SMALL[@]}" "$@" --device $dev --metrics "$d/$run.jsonl" >"$d/$run.txt" ||
-      return 1
-  done
+  "$TETRA" train "${SMALL[@]}" "$@" --device cuda --metrics "$d/gpu1.jsonl" >"$d/gpu1.txt" &&
+    "$TETRA" train "${SMALL[@]}" "$@" --device cuda --metrics "$d/gpu2.jsonl" >"$d/gpu2.txt" &&
+    "$TETRA" train "${SMALL[@]}" "$@" --device cpu --peak-tflops 1 --metrics "$d/cpu.jsonl" \
+      >"$d/cpu.txt" || return 1
   python3 - "$d" "$limit" "$label" <<'EOF'
 import json, sys
 d, limit, label = sys.argv[1], float(sys.argv[2]), sys.argv[3]
@@ -160,20 +238,27 @@ EOF
   gpu_against_cpu "$d" 2e-4 ""
 }
 
-# bf16 on the GPU (the native bf16 path where the backend has it) against bf16 on the CPU (the
-# mixed-precision wrapper, the reference):
-# per-step losses within 3e-3 relative, the bound of the bf16 layout tests
-# (tests/mpi/test_bf16.cpp), since a value near a rounding tie may round to the other
-# neighbour on the other device; two GPU runs bitwise equal.
+# bf16 on the GPU (the native bf16 path) against bf16 on the CPU (the mixed-precision wrapper,
+# the reference): per-step losses within 3e-3 relative, the bound of the bf16 layout tests
+# (tests/mpi/test_bf16.cpp), since a value near a rounding tie may round to the other neighbour
+# on the other device; two GPU runs bitwise equal; the run's peak the GPU's dense BF16 peak from
+# tetra's table (train/peak.cpp); cuDNN attention both ways (the fallback is about half the MFU).
 bf16() {
-  local d=$out/bf16
+  local d=$out/bf16 summary peak attn
   rm -rf "$d" && mkdir -p "$d"
-  local summary
-  summary=$(gpu_against_cpu "$d" 3e-3 "bf16, " --dtype bf16) || { echo "$summary"; return 1; }
+  summary=$(gpu_against_cpu "$d" 3e-3 "bf16, " --dtype bf16)
+  local rc=$?
   echo "$summary"
-  grep -q 'BF16 peak' "$d/gpu1.txt" || { echo "MFU is not against the bf16 peak"; return 1; }
-  # The note: the loss comparison and the attention path the run took.
-  echo "$(echo "$summary" | tail -1 | cut -c1-70)... $(grep -m1 'attention:' "$d/gpu1.txt" | sed 's/^ *//')"
+  peak=$(grep -m1 '^ *peak:' "$d/gpu1.txt" | sed 's/^ *//')
+  attn=$(grep -m1 '^ *attention:' "$d/gpu1.txt" | sed 's/^ *//')
+  echo "$peak"
+  echo "$attn"
+  [ $rc -eq 0 ] || return 1
+  [[ "$peak" == *"dense BF16 peak"* ]] || { echo "MFU is not against a GPU's BF16 peak: $peak"; return 1; }
+  grep -Eq "$CUDNN_BOTH" "$d/gpu1.txt" || { echo "not cuDNN both ways: $attn"; return 1; }
+  echo "$(echo "$summary" | tail -1 | grep -o 'max rel loss gap GPU vs CPU [^;]*' |
+    sed 's/max rel loss gap GPU vs CPU/max rel loss gap to the CPU/'), GPU runs bitwise equal;" \
+    "${peak##*, }; cuDNN both ways"
 }
 
 # expect_error WHAT COMMAND...: the command must exit 2 with exactly one "tetra: error:" line.
@@ -187,8 +272,6 @@ expect_error() {
     { echo "$what: exit $rc"; return 1; }
 }
 
-has_nccl() { grep -q '^NCCL_LIBRARY:FILEPATH=/' "$B/CMakeCache.txt"; }
-
 errors() {
   expect_error "no GPU" env CUDA_VISIBLE_DEVICES= "$TETRA" train "${SMALL[@]}" --device cuda ||
     return 1
@@ -198,9 +281,10 @@ errors() {
 }
 
 bench() {
-  bash tools/bench/gpu.sh "$out/bench"
+  # The runs stop 10 s before the phase's limit, so that the table and the note are written.
+  TETRA=$TETRA BENCH_BUDGET_S=$((limit - 10)) bash tools/bench/gpu.sh "$out/bench" 350m
   local rc=$?
-  grep -A0 '^350m *tetra' "$out/bench/bench.txt" | tr -s ' ' | cut -c1-100
+  grep -m1 '^350m *tetra' "$out/bench/bench.txt" | tr -s ' ' | cut -c1-100
   return $rc
 }
 
@@ -208,7 +292,7 @@ bench() {
 losses() { python3 -c 'import json,sys; [print(json.loads(l)["loss"]) for l in open(sys.argv[1])]' "$1"; }
 
 nccl() {
-  has_nccl || { echo "this build found no NCCL"; return 77; }
+  ldd "$TETRA" | grep libnccl >/dev/null || { echo "this build has no NCCL"; return 77; }
   local d=$out/nccl layout
   rm -rf "$d" && mkdir -p "$d"
   "$TETRA" train "${SMALL[@]}" --device cuda --comm nccl --metrics "$d/nccl.jsonl" \
@@ -237,43 +321,110 @@ EOF
 }
 
 layouts() {
+  [ -x "$B/layout_tests" ] || { echo "no build-gpu/layout_tests: run build with layouts"; return 1; }
   (cd "$B" && TETRA_TEST_DEVICE=cuda TETRA_TEST_COMM=mpi \
     ctest --output-on-failure -R '^(dp_zero|tp|pp|cp_4d|bf16)$') || return 1
 }
 
+# dry_run: each command's phases with their limits, their sum against its budget.
+dry_run() {
+  local cmd p status=0 sum plan
+  for cmd in first second; do
+    sum=0
+    read -ra plan <<<"${PLAN[$cmd]}"
+    echo "$cmd: bash tools/gpu_check.sh $cmd (budget ${BUDGET[$cmd]} s):"
+    for p in "${plan[@]}"; do
+      printf '  %-10s %4d s%s\n' "${p%\?}" "${LIMIT[${p%\?}]}" "$([[ $p == *\? ]] && echo '  if time is left')"
+      sum=$((sum + LIMIT[${p%\?}]))
+    done
+    printf '  %-10s %4d s of %d s: %s\n' sum $sum "${BUDGET[$cmd]}" \
+      "$([ $sum -le "${BUDGET[$cmd]}" ] && echo fits || echo OVER)"
+    [ $sum -le "${BUDGET[$cmd]}" ] || status=1
+  done
+  echo "only when named: racecheck ${LIMIT[racecheck]} s, errors ${LIMIT[errors]} s," \
+    "nccl ${LIMIT[nccl]} s, layouts ${LIMIT[layouts]} s"
+  return $status
+}
+
 if [ "${1:-}" = --run-phase ]; then
-  out=$GPU_CHECK_OUT
+  out=$GPU_CHECK_OUT only=$GPU_CHECK_ONLY limit=$GPU_CHECK_LIMIT
   shift
+  [ "$1" = build ] || binaries
   "$@"
   exit
 fi
+[ "${1:-}" = --dry-run ] && { dry_run; exit; }
 
-out=$(realpath -m "${1:-/tmp/gpu_check}")
-shift || true
-only=" $* "
+# The command line: the output folder, then a planned command or the phases named.
+out=/tmp/gpu_check
+if [ $# -gt 0 ] && [ -z "${LIMIT[${1%\?}]+x}" ] && [ -z "${PLAN[$1]+x}" ]; then
+  out=$1
+  shift
+fi
+[ -n "${OUT:-}" ] && out=$OUT/gc
+out=$(realpath -m "$out")
+budget=100000 phases=("$@") label="the phases named"
+if [ $# -eq 1 ] && [ -n "${PLAN[$1]+x}" ]; then
+  budget=${GPU_CHECK_BUDGET_S:-${BUDGET[$1]}} label="command $1"
+  read -ra phases <<<"${PLAN[$1]}"
+fi
+for p in "${phases[@]}"; do
+  [ -n "${LIMIT[${p%\?}]+x}" ] || { echo "gpu_check: no phase $p (first, second or: ${!LIMIT[*]})"; exit 2; }
+done
+[ ${#phases[@]} -gt 0 ] || { echo "gpu_check: name first, second or phases (--dry-run shows them)"; exit 2; }
+only=" ${phases[*]//\?/} "
 mkdir -p "$out"
 report=$out/gpu_check.txt
-: >"$report"
+echo "gpu_check: ${phases[*]} (budget $budget s) into $out"
 
-phase build 300 build
-if [ ! -x "$TETRA" ]; then
-  echo "build failed: see $out/build.log" | tee -a "$report"
-  tail -30 "$out/build.log"
-  exit 1
-fi
-phase ops 120 ops
-phase bf16 90 bf16
-phase bench 420 bench
-phase memcheck 120 sanitizer memcheck
-phase racecheck 120 sanitizer racecheck
-phase train 60 train
-phase errors 30 errors
-phase nccl 90 nccl
-phase layouts 150 layouts
+rows=()
+write_report() {
+  {
+    echo "tetra GPU check, $label, $(date -u +%FT%TZ), $(nvidia-smi -L 2>/dev/null | head -1)"
+    printf '%-10s %-9s %6s  %s\n' phase result time note
+    printf '%s\n' "${rows[@]}"
+  } >"$report"
+}
 
-{
-  echo "tetra GPU check, $(date -u +%FT%TZ), $(nvidia-smi -L 2>/dev/null | head -1)"
-  printf '%-10s %-9s %6s  %s\n' phase result time note
-  printf '%s\n' "${rows[@]}"
-} | tee "$report"
-! grep -q 'FAIL' "$report"
+# phase NAME[?]: runs the phase under its limit (at most what is left of the budget), its output
+# in OUTDIR/NAME.log; exit 0 is PASS, 77 SKIP, anything else FAIL (124: over its limit). The last
+# line of the log is the note. "NAME?" runs only if its whole limit is left.
+phase() {
+  local name=${1%\?} left=$((budget - SECONDS)) limit t0=$SECONDS rc result note
+  limit=${LIMIT[$name]}
+  if [[ $1 == *\? && $left -lt $limit ]] || [ $left -lt 5 ]; then
+    rc=77 note="not run: $left s left of the budget, the phase needs $limit s"
+  else
+    [ $left -lt "$limit" ] && limit=$left
+    local run=("$name")
+    case $name in
+    memcheck | racecheck) run=(sanitizer "$name") ;;
+    bins) run=(build --no-build) ;;
+    esac
+    # The phase runs in a fresh copy of this script, so that timeout can stop it whole.
+    GPU_CHECK_OUT=$out GPU_CHECK_ONLY=$only GPU_CHECK_LIMIT=$limit timeout --kill-after=5 "$limit" \
+      bash "$self" --run-phase "${run[@]}" >"$out/$name.log" 2>&1
+    rc=$?
+    note=$(grep -v '^\s*$' "$out/$name.log" | tail -1 | cut -c1-110)
+    [ $rc -eq 124 ] && note="over its $limit s limit; $note"
+  fi
+  result=PASS
+  [ $rc -eq 77 ] && result=SKIP
+  [ $rc -ne 0 ] && [ $rc -ne 77 ] && result="FAIL($rc)"
+  rows+=("$(printf '%-10s %-9s %5ds  %s' "$name" "$result" $((SECONDS - t0)) "$note")")
+  echo "${rows[-1]}"
+  write_report
+  [ $rc -eq 0 ] || [ $rc -eq 77 ]
+}
+
+[[ "$only" == *" build "* || "$only" == *" bins "* ]] && rm -f "$out/binaries.sh"
+status=0
+for p in "${phases[@]}"; do
+  phase "$p" || status=1
+  if [ ! -f "$out/binaries.sh" ]; then
+    echo "no binaries: see the build or bins log in $out"
+    break
+  fi
+done
+cat "$report"
+exit $status

@@ -1,6 +1,7 @@
 #include "train/peak.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -8,25 +9,31 @@
 
 namespace tetra {
 
-Peak find_peak(Backend& be, Comm& world, double peak_tflops, int threads, DType dtype) {
-  if (peak_tflops > 0) return {peak_tflops * 1e12, "--peak-tflops"};
-  // Known GPUs: the dense peak of the precision the run computes in, fp32
-  // without TF32 (the fp32 FMA rate) or bf16 tensor cores.
+std::optional<Peak> gpu_peak(const std::string& device_name, DType dtype) {
   const bool bf16 = dtype == DType::BF16;
   struct Gpu {
     const char* name;
     double fp32, bf16;
   };
-  // The first name the device's contains: the PCIe and NVL parts before the SXM ones.
+  // The first name the device's contains: the PCIe and NVL parts before the SXM ones, whose
+  // names ("NVIDIA H200", "NVIDIA H100 80GB HBM3") the others' contain too.
   for (const Gpu& g : {Gpu{"H100 PCIe", 51.0, 756.0},
+                       {"H100 NVL", 60.0, 835.0},
+                       {"H200 NVL", 60.0, 835.0},
                        {"H100", 67.0, 989.0},
-                       {"H200 NVL", 60.0, 836.0},
                        {"H200", 67.0, 989.0},
                        {"A100", 19.5, 312.0}}) {
-    if (be.device() == Device::CUDA && be.name().find(g.name) != std::string::npos)
-      return {(bf16 ? g.bf16 : g.fp32) * 1e12,
-              std::string(g.name) + (bf16 ? " dense BF16 peak" : " dense FP32 peak")};
+    if (device_name.find(g.name) != std::string::npos)
+      return Peak{(bf16 ? g.bf16 : g.fp32) * 1e12,
+                  std::string(g.name) + (bf16 ? " dense BF16 peak" : " dense FP32 peak")};
   }
+  return std::nullopt;
+}
+
+Peak find_peak(Backend& be, Comm& world, double peak_tflops, int threads, DType dtype) {
+  if (peak_tflops > 0) return {peak_tflops * 1e12, "--peak-tflops"};
+  if (be.device() == Device::CUDA)
+    if (const std::optional<Peak> p = gpu_peak(be.name(), dtype)) return *p;
   // Otherwise: the best rate of a square fp32 GEMM with this rank's threads (on the CPU bf16
   // runs compute in fp32 too), all ranks
   // probing at once (they share the cores as they will in training), averaged over the

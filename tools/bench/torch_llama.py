@@ -11,7 +11,9 @@ F.scaled_dot_product_attention(is_causal=True, enable_gqa=True), eager or under 
 Warm-up (and compilation) excluded; CUDA-event timing over the measured steps; MFU with tetra's
 formula, F = 6 N + 12 L d S per token (N: parameters in matrix products) against the peak.
 
-Prints one JSON line: tokens_per_s, mfu, step_ms, peak_memory_bytes, params_matmul, mode.
+Prints one JSON line: tokens_per_s, mfu, step_ms, peak_memory_bytes, params_matmul, mode, torch;
+with --json FILE also writes it to FILE alone, for tools/bench/gpu.sh to read apart from what
+PyTorch and Inductor print.
 """
 import argparse
 import json
@@ -103,6 +105,7 @@ def main():
     p.add_argument("--rope-theta", type=float, default=10000.0)
     p.add_argument("--peak-tflops", type=float, default=989.0)
     p.add_argument("--mode", choices=["eager", "compile"], default="eager")
+    p.add_argument("--json", metavar="FILE", help="also write the result to FILE")
     a = p.parse_args()
     torch.manual_seed(0)
     dev = "cuda"
@@ -143,10 +146,14 @@ def main():
                            + 3 * a.dim * a.ffn_dim) + a.vocab * a.dim
     flops = 6 * n_matmul + 12 * a.layers * a.dim * a.seq_len
     tok_s = a.global_batch * a.seq_len / (ms / 1e3)
-    print(json.dumps({"mode": a.mode, "tokens_per_s": tok_s, "step_ms": ms,
-                      "mfu": tok_s * flops / (a.peak_tflops * 1e12),
-                      "peak_memory_bytes": torch.cuda.max_memory_allocated(),
-                      "params_matmul": n_matmul, "torch": torch.__version__}))
+    result = json.dumps({"mode": a.mode, "tokens_per_s": tok_s, "step_ms": ms,
+                         "mfu": tok_s * flops / (a.peak_tflops * 1e12),
+                         "peak_memory_bytes": torch.cuda.max_memory_allocated(),
+                         "params_matmul": n_matmul, "torch": torch.__version__})
+    print(result)
+    if a.json:
+        with open(a.json, "w") as f:
+            f.write(result + "\n")
 
 
 if __name__ == "__main__":
