@@ -51,8 +51,9 @@ struct AttnShape {
 };
 // Throws tetra::Error unless host positions q_pos [Sq] and k_pos [Sk] are what s.mask says.
 void check_attn_mask(const AttnShape& s, const int32_t* q_pos, const int32_t* k_pos);
-// The element of head column c (< H hd, or < KV hd) of token row t of q, k, v is at
-// t * stride + col + c of its tensor: the strides and column offsets s.layout gives.
+// Where s.layout puts q, k, v in their tensors: column c < H hd of token t's query heads is
+// element t * q + q_col + c of q's tensor (and of dq's); k's and v's are at t * kv + k_col + c
+// and t * kv + v_col + c (dk's, dv's likewise).
 struct AttnStrides {
   int64_t q, kv;  // row strides of q (dq) and of k, v (dk, dv)
   int64_t q_col, k_col, v_col;

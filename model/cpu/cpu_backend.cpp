@@ -309,7 +309,7 @@ class CpuBackend final : public Backend {
   void rope_qkv(Tensor qkv, int heads, int kv_heads, const Tensor& pos, double theta,
                 bool inverse) override {
     const int64_t T = qkv.rows(), W = qkv.cols();
-    check(heads > 0 && kv_heads > 0 && W % (heads + 2 * kv_heads) == 0 && pos.numel() == T,
+    check(heads > 0 && kv_heads > 0 && W % (2 * (heads + 2 * kv_heads)) == 0 && pos.numel() == T,
           "rope_qkv ", qkv.shape_str(), " with ", heads, " + 2 x ", kv_heads, " heads");
     // The q and k parts are heads + kv_heads adjacent heads of each row.
     rotate(qkv.f32(), W, T, heads + kv_heads, W / (heads + 2 * kv_heads), pos.i32(), theta,

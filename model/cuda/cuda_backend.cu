@@ -381,7 +381,7 @@ class CudaBackend final : public Backend {
   // One launch on the q and k heads of each row (the kernel rope_split_qkv's rotation uses).
   void rope_qkv(Tensor qkv, int heads, int kv_heads, const Tensor& pos, double theta,
                 bool inverse) override {
-    check(heads > 0 && kv_heads > 0 && qkv.cols() % (heads + 2 * kv_heads) == 0, "rope_qkv ",
+    check(heads > 0 && kv_heads > 0 && qkv.cols() % (2 * (heads + 2 * kv_heads)) == 0, "rope_qkv ",
           qkv.shape_str(), " with ", heads, " + 2 x ", kv_heads, " heads");
     const int64_t hd = qkv.cols() / (heads + 2 * kv_heads);
     rope_any(stream_, qkv, heads + kv_heads, hd, pos, rope_table(hd, theta), theta, inverse);

@@ -92,11 +92,11 @@ TEST_CASE("cp: the validation loss of 4D layouts equals one rank's") {
   }
 }
 
-TEST_CASE("cp: RoPE in place gives bitwise the run of the split copies, fp32 and bf16") {
-  // Fusion::RopeInPlace at CP 2 (q read from qkv, k and v copied out of it for the gather and
-  // their gradients copied back into dqkv) against the copies it replaces: the same arithmetic,
-  // so the same bits (every bound 0).
-  const std::vector<std::array<int, 2>> layouts = {{1, 2}, {2, 2}};  // TP x CP
+TEST_CASE("cp: RoPE in place gives bitwise the split copies' run, CP 1 and 2, fp32 and bf16") {
+  // Fusion::RopeInPlace (at CP 1 q, k, v read from qkv; at CP 2 q, with k and v copied out of
+  // it for the gather and their gradients copied back into dqkv) against the copies it
+  // replaces: the same arithmetic, so the same bits (every bound 0).
+  const std::vector<std::array<int, 2>> layouts = {{1, 1}, {1, 2}, {2, 2}};  // TP x CP
   for (const char* dtype : {"fp32", "bf16"})
     for (const auto& [tp, cp] : layouts) {
       TrainConfig c = laid_out(tiny_model(2), tp, cp, 1, 1);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "model/backend.hpp"
@@ -32,7 +33,7 @@ Floats randn(int64_t n, uint32_t seed) {
 struct Subject {
   std::unique_ptr<Backend> be;
   DType t;
-  const char* name;
+  std::string name;
 };
 std::vector<Subject> subjects() {
   std::vector<Subject> v;
@@ -131,7 +132,8 @@ TEST_CASE("rope in place: rope_qkv rotates qkv's q and k columns as rope_split_q
     be.rope_merge_qkv(merged, dq, dk, dv, int(H), int(KV), p, 10000.0);
     be.rope_qkv(dqkv, int(H), int(KV), p, 10000.0, true);
     CHECK(same_bits(io.get(dqkv), io.get(merged)));
-    CHECK_THROWS_AS(be.rope_qkv(q, int(H), int(KV), p, 10000.0, false), Error);  // no k, v columns
+    const Tensor odd = io.put(Floats(T * 12), T, 12, sub.t);  // not H + 2 KV heads of even width
+    CHECK_THROWS_AS(be.rope_qkv(odd, int(H), int(KV), p, 10000.0, false), Error);
   }
 }
 
