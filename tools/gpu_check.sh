@@ -10,7 +10,8 @@
 #   ops       every CUDA op against the CPU backend in fp32 (test_cuda_backend.cpp) and on the
 #             native bf16 path against the CPU's bf16 reference (test_cuda_bf16.cpp: cuBLASLt,
 #             fused kernels, cuDNN and the GEMM fallback, and cuDNN against the fallback), each
-#             run twice for bit-equality; cuDNN's validate() of tetra's graphs; the NCCL
+#             run twice for bit-equality; RoPE in place and strided attention
+#             (test_cuda_rope_in_place.cpp); cuDNN's validate() of tetra's graphs; the NCCL
 #             communicator's calls on a group of one (tests/unit/test_nccl.cpp)
 #   bf16      --dtype bf16 on the GPU against the CPU: 8 steps within 3e-3 relative (the bf16
 #             layout tests' bound), two GPU runs bitwise equal, MFU against the bf16 peak, and
@@ -44,7 +45,7 @@ export OMPI_MCA_osc=^ucx  # the wheel's UCX one-sided component complains where 
 B=$PWD/build-gpu
 T=$B/tests/unit_tests
 TETRA=$B/tetra
-OPS=--source-file='*test_cuda_backend.cpp,*test_cuda_bf16.cpp,*test_cudnn_validate.cpp,*test_nccl.cpp'
+OPS=--source-file='*test_cuda_backend.cpp,*test_cuda_bf16.cpp,*test_cuda_rope_in_place.cpp,*test_cudnn_validate.cpp,*test_nccl.cpp'
 # The layout tests' model (tests/mpi/layout_check.cpp), 5 steps.
 TINY=(--layers 4 --dim 64 --heads 8 --kv-heads 4 --ffn-dim 128 --seq-len 16 --peak-tflops 1
   --lr 1e-2 --warmup 2 --steps 5 --global-batch 8 --micro-batch 1)
