@@ -190,7 +190,7 @@ void gemm_attention_backward(cudaStream_t s, cublasHandle_t blas, Tensor dq, Ten
   const QkvF32 in(s, a, q, k, v, true), d(s, a, dq, dk, dv, false);
   const AsF32 O(s, out), dO(s, dout);
   const AsF32 &Q = in.q, &K = in.k, &V = in.v, &dQ = d.q, &dK = d.k, &dV = d.v;
-  // Row strides: q, dq (qs); k, dk (ks); v, dv (vs) each their own when widened.
+  // Row strides: the tensors' own for fp32, packed where widened (so q and dq may differ).
   const int64_t qs = Q.ld(), ks = K.ld(), vs = V.ld(), dqs = dQ.ld(), dks = dK.ld(), dvs = dV.ld();
   const size_t scores = size_t(H * std::max<int64_t>(Sq, 1) * std::max<int64_t>(Sk, 1));
   Scratch Ps(s, scores * sizeof(float)), dPs(s, scores * sizeof(float));
