@@ -1,4 +1,5 @@
-// The attention mask hint against the positions it summarizes (model/backend.hpp, AttnMask).
+// The attention mask hint against the positions it summarizes, and where q, k, v lie
+// (model/backend.hpp: AttnMask, AttnLayout).
 #include "model/backend.hpp"
 
 namespace tetra {
@@ -25,6 +26,32 @@ void check_attn_mask(const AttnShape& s, const int32_t* q_pos, const int32_t* k_
     check(q_pos[i] == c * C + i % C, "CP attention mask hint (rank ", s.cp_rank, " of ", s.cp,
           "): query ", i, " is at position ", q_pos[i], ", not ", c * C + i % C);
   }
+}
+
+AttnStrides attn_strides(const AttnShape& s) {
+  const int64_t qw = int64_t(s.heads) * s.head_dim, kw = int64_t(s.kv_heads) * s.head_dim;
+  switch (s.layout) {
+    case AttnLayout::Packed:
+      return {qw, kw, 0, 0, 0};
+    case AttnLayout::Qkv:
+      return {qw + 2 * kw, qw + 2 * kw, 0, qw, qw + kw};
+    case AttnLayout::QInQkv:
+      return {qw + 2 * kw, kw, 0, 0, 0};
+  }
+  fail("unknown attention layout");
+}
+
+void check_attn_qkv(const char* op, const AttnShape& s, const Tensor& q, const Tensor& k,
+                    const Tensor& v) {
+  const AttnStrides st = attn_strides(s);
+  check(q.rows() == s.batch * s.sq && q.cols() == st.q && k.rows() == s.batch * s.sk &&
+            k.cols() == st.kv && v.rows() == k.rows() && v.cols() == st.kv,
+        op, ": q ", q.shape_str(), ", k ", k.shape_str(), ", v ", v.shape_str(), " for batch ",
+        s.batch, ", ", s.sq, " queries, ", s.sk, " keys, heads ", s.heads, "/", s.kv_heads, " of ",
+        s.head_dim);
+  if (s.layout == AttnLayout::Qkv)
+    check(s.sq == s.sk && q.ptr == k.ptr && q.ptr == v.ptr, op,
+          ": the fused layout takes q, k and v as one tensor");
 }
 
 }  // namespace tetra

@@ -33,14 +33,36 @@ enum class AttnMask { General, Causal, CpChunks };
 // [B*Sk, KV*hd]; query head h reads KV head h / (H/KV). A query at global position pq sees
 // keys at positions pk <= pq (q_pos and k_pos give global positions, so a CP rank holding
 // two chunks of the sequence masks correctly).
+//
+// Where q, k, v lie (out, dout are always packed [B*Sq, H*hd]):
+//   Packed  q [B*Sq, H*hd], k, v [B*Sk, KV*hd], each its own tensor (so dq, dk, dv);
+//   Qkv     q, k and v are one tensor, the fused projection's qkv [B*Sq, (H + 2 KV) hd]
+//           (columns q | k | v, Sq = Sk), and dq, dk, dv one tensor dqkv of its shape, whose
+//           columns the backward writes, all of them (Fusion::RopeInPlace at CP 1);
+//   QInQkv  q is qkv and dq is dqkv (the backward writes only their q columns); k, v, dk, dv
+//           packed (CP, whose keys are gathered; decoding, whose keys are cached).
+enum class AttnLayout { Packed, Qkv, QInQkv };
 struct AttnShape {
   int64_t batch, sq, sk;
   int heads, kv_heads, head_dim;
   AttnMask mask = AttnMask::General;
   int cp = 1, cp_rank = 0;  // CpChunks only
+  AttnLayout layout = AttnLayout::Packed;
 };
 // Throws tetra::Error unless host positions q_pos [Sq] and k_pos [Sk] are what s.mask says.
 void check_attn_mask(const AttnShape& s, const int32_t* q_pos, const int32_t* k_pos);
+// Where s.layout puts q, k, v in their tensors: column c < H hd of token t's query heads is
+// element t * q + q_col + c of q's tensor (and of dq's); k's and v's are at t * kv + k_col + c
+// and t * kv + v_col + c (dk's, dv's likewise).
+struct AttnStrides {
+  int64_t q, kv;  // row strides of q (dq) and of k, v (dk, dv)
+  int64_t q_col, k_col, v_col;
+};
+AttnStrides attn_strides(const AttnShape& s);
+// Throws tetra::Error unless q, k, v (or dq, dk, dv) have the shapes s and its layout say:
+// [B*Sq, q stride], [B*Sk, kv stride].
+void check_attn_qkv(const char* op, const AttnShape& s, const Tensor& q, const Tensor& k,
+                    const Tensor& v);
 
 // The sizes of C [m, n] = op(A) [m, k] op(B) [k, n]; throws tetra::Error naming the
 // shapes when they do not fit. Every backend's matmul starts here.
@@ -53,6 +75,16 @@ inline GemmDims gemm_dims(const Tensor& C, const Tensor& A, bool ta, const Tenso
   check(k == kb && C.rows() == m && C.cols() == n, "matmul ", A.shape_str(), (ta ? "^T" : ""),
         " x ", B.shape_str(), (tb ? "^T" : ""), " -> ", C.shape_str());
   return {m, n, k};
+}
+
+// Throws tetra::Error unless Backend::copy_columns's columns lie in both tensors' rows. Every
+// backend's copy_columns starts here.
+inline void check_copy_columns(const Tensor& dst, int64_t dst_col, const Tensor& src,
+                               int64_t src_col, int64_t width) {
+  check(dst.dtype == src.dtype && dst.rows() == src.rows() && width >= 0 && dst_col >= 0 &&
+            src_col >= 0 && dst_col + width <= dst.cols() && src_col + width <= src.cols(),
+        "copy_columns: ", width, " from column ", src_col, " of ", src.shape_str(), " to column ",
+        dst_col, " of ", dst.shape_str());
 }
 
 // A segment of an AdamW shard (Backend::adamw): elements [begin, end), their weight decay.
@@ -170,9 +202,19 @@ class Backend {
   // Its backward: dqkv [T, (H + 2 KV) hd] = (rope^-1(dq) | rope^-1(dk) | dv), overwritten.
   virtual void rope_merge_qkv(Tensor dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv,
                               int heads, int kv_heads, const Tensor& pos, double theta) = 0;
+  // RoPE in place on the q and k columns of qkv [T, (H + 2 KV) hd] (v's are left alone): the
+  // same rotation as rope_split_qkv's, without the copies (Fusion::RopeInPlace); inverse, on
+  // dqkv, is the backward's (rope_merge_qkv's).
+  virtual void rope_qkv(Tensor qkv, int heads, int kv_heads, const Tensor& pos, double theta,
+                        bool inverse) = 0;
+  // Columns [src_col, src_col + width) of src's rows into columns [dst_col, dst_col + width) of
+  // dst's rows (the same number of rows, the same dtype), bytes as they are.
+  virtual void copy_columns(Tensor dst, int64_t dst_col, const Tensor& src, int64_t src_col,
+                            int64_t width) = 0;
 
   // out = softmax(q k^T / sqrt(hd) + causal mask) v per (batch, head); lse [B, H, Sq]
-  // keeps each row's log-sum-exp so that backward can rebuild the probabilities.
+  // keeps each row's log-sum-exp so that backward can rebuild the probabilities. q, k, v (and
+  // the backward's dq, dk, dv) as s.layout says.
   virtual void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k,
                                  const Tensor& v, const Tensor& q_pos, const Tensor& k_pos,
                                  const AttnShape& s) = 0;

@@ -40,6 +40,32 @@ class Wide {
   std::optional<Buffer> scratch_;
 };
 
+// Attention's q, k, v (or dq, dk, dv) widened. Under AttnLayout::Qkv they are one tensor,
+// widened once, so that the backward's three outputs are rounded back once; under QInQkv dq is
+// dqkv, whose k and v columns the backward leaves alone: it is read, so that they round-trip
+// (bf16 -> fp32 -> bf16 is exact).
+class WideQkv {
+ public:
+  WideQkv(Backend& be, const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+          bool read)
+      : one_(s.layout == AttnLayout::Qkv),
+        q_(be, q, read || s.layout == AttnLayout::QInQkv),
+        k_(be, one_ ? Tensor() : k, read),
+        v_(be, one_ ? Tensor() : v, read) {}
+  const Tensor& q() const { return q_; }
+  const Tensor& k() const { return one_ ? q_ : k_; }
+  const Tensor& v() const { return one_ ? q_ : v_; }
+  void store(Backend& be) const {
+    q_.store(be);
+    k_.store(be);
+    v_.store(be);
+  }
+
+ private:
+  bool one_;
+  Wide q_, k_, v_;  // k_, v_ empty under Qkv
+};
+
 class MixedPrecisionBackend final : public Backend {
  public:
   explicit MixedPrecisionBackend(std::unique_ptr<Backend> inner) : in_(std::move(inner)) {}
@@ -164,23 +190,34 @@ class MixedPrecisionBackend final : public Backend {
     wd.store(*this);
   }
 
+  void rope_qkv(Tensor qkv, int heads, int kv_heads, const Tensor& pos, double theta,
+                bool inverse) override {
+    const Wide w(*this, qkv);
+    in_->rope_qkv(w, heads, kv_heads, pos, theta, inverse);
+    w.store(*this);
+  }
+  // Moves bytes only: any dtype as it is.
+  void copy_columns(Tensor dst, int64_t dst_col, const Tensor& src, int64_t src_col,
+                    int64_t width) override {
+    in_->copy_columns(dst, dst_col, src, src_col, width);
+  }
+
   void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
                          const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
-    const Wide wo(*this, out, false), wl(*this, lse, false), wq(*this, q), wk(*this, k),
-        wv(*this, v);
-    in_->attention_forward(wo, wl, wq, wk, wv, q_pos, k_pos, s);
+    const Wide wo(*this, out, false), wl(*this, lse, false);
+    const WideQkv w(*this, s, q, k, v, true);
+    in_->attention_forward(wo, wl, w.q(), w.k(), w.v(), q_pos, k_pos, s);
     wo.store(*this);
     wl.store(*this);
   }
   void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
                           const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                           const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
-    const Wide wdq(*this, dq, false), wdk(*this, dk, false), wdv(*this, dv, false), wg(*this, dout),
-        wq(*this, q), wk(*this, k), wv(*this, v), wo(*this, out), wl(*this, lse);
-    in_->attention_backward(wdq, wdk, wdv, wg, wq, wk, wv, wo, wl, q_pos, k_pos, s);
-    wdq.store(*this);
-    wdk.store(*this);
-    wdv.store(*this);
+    const WideQkv wd(*this, s, dq, dk, dv, false), w(*this, s, q, k, v, true);
+    const Wide wg(*this, dout), wo(*this, out), wl(*this, lse);
+    in_->attention_backward(wd.q(), wd.k(), wd.v(), wg, w.q(), w.k(), w.v(), wo, wl, q_pos, k_pos,
+                            s);
+    wd.store(*this);
   }
 
   void swiglu_forward(Tensor h, const Tensor& gate, const Tensor& up) override {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 
+#include "model/fusions.hpp"
 #include "parallel/schedule.hpp"
 
 namespace tetra::plan {
@@ -38,6 +39,7 @@ struct Sizes {
                                      // [V/TP, d]
   double e;                          // bytes of an activation
   bool sp, tp1;                      // tp1: the residuals ride on the o and down GEMMs (matmul_add)
+  bool in_place;                     // RoPE in place on qkv (model/fusions.hpp)
   int cp;
   explicit Sizes(const Setup& s) {
     const ModelConfig& c = s.cfg;
@@ -48,6 +50,7 @@ struct Sizes {
     sp = s.spec.layout.sp;
     tp1 = t == 1;
     cp = s.layout().cp;
+    in_place = fused(Fusion::RopeInPlace);
     R = Tl * c.dim * e;                        // [Tl, d]
     x = T * c.dim * e;                         // [T, d]
     q = T * (c.heads / t) * hd * e;            // q, attn, dq, dattn [T, H hd]
@@ -70,8 +73,13 @@ struct Sizes {
   // The mixed-precision backend's fp32 scratch for an op whose bf16 arguments (outputs
   // included) hold `bf16` bytes; none in fp32.
   double wide(double bf16) const { return e < 4 ? bf16 * 4 / e : 0; }
+  // What attention keeps: q and k, v of every CP rank, or under RoPE in place qkv and, at
+  // CP > 1, the gathered k, v.
+  double attn_saved() const { return in_place ? qkv + (cp > 1 ? 2 * kv : 0) : q + 2 * kv; }
   // What a block keeps for backward, its output (the next block's input) included.
-  double block_saved() const { return R + norm + x + 2 * q + 2 * kv + lse + R + norm + x + 3 * F; }
+  double block_saved() const {
+    return R + norm + x + q + attn_saved() + lse + R + norm + x + 3 * F;
+  }
   double head_saved() const { return norm + x + logits + stats; }
 };
 
@@ -95,14 +103,21 @@ void block_forward(Ledger& L, const Sizes& z) {
   enter_region(L, z);
   L.alloc(z.qkv);  // qkv = n1 [Wq; Wk; Wv]^T
   L.op(z.wide(z.qkv + z.x + z.wqkv));
-  L.alloc(z.q), L.alloc(z.kv_local), L.alloc(z.kv_local);  // q, k, v split off qkv
-  L.op(z.wide(2 * z.qkv));
-  L.free(z.qkv);
+  if (!z.in_place) {
+    L.alloc(z.q), L.alloc(z.kv_local), L.alloc(z.kv_local);  // q, k, v split off qkv
+    L.op(z.wide(2 * z.qkv));
+    L.free(z.qkv);
+  } else {  // rotated in place; at CP > 1 k, v copied out of it
+    if (z.cp > 1) L.alloc(z.kv_local), L.alloc(z.kv_local);
+    L.op(z.wide(z.qkv));
+  }
   if (z.cp > 1)
     for (int i = 0; i < 2; ++i)  // gathered, reordered; the gathered and local copies freed
       L.alloc(z.kv), L.alloc(z.kv), L.free(z.kv), L.free(z.kv_local);
   L.alloc(z.q), L.alloc(z.lse);  // attn, lse
-  L.op(z.wide(2 * z.q + 2 * z.kv));
+  // q, k, v: under RoPE in place qkv (widened once at CP 1).
+  const double qkv_args = !z.in_place ? z.q + 2 * z.kv : z.qkv + (z.cp > 1 ? 2 * z.kv : 0);
+  L.op(z.wide(z.q + qkv_args));
   if (z.tp1) {  // h = x + attn Wo^T in one op
     L.alloc(z.x);
     L.op(z.wide(z.x + z.q + z.wq + z.R));
@@ -148,14 +163,26 @@ void block_backward(Ledger& L, const Sizes& z, bool recompute) {
   L.alloc(z.q);
   L.op(z.wide(z.q + z.x + z.wq));
   if (z.sp) L.free(z.x);
-  L.alloc(z.q), L.alloc(z.kv), L.alloc(z.kv);
-  L.op(z.wide(4 * z.q + 4 * z.kv));
-  L.free(z.q);  // dattn
-  if (z.cp > 1)
-    for (int i = 0; i < 2; ++i) L.alloc(z.kv), L.alloc(z.kv_local), L.free(z.kv), L.free(z.kv);
-  L.alloc(z.qkv);  // dqkv
-  L.op(z.wide(2 * z.qkv));
-  L.free(z.q), L.free(2 * (z.cp > 1 ? z.kv_local : z.kv));
+  if (!z.in_place) {
+    L.alloc(z.q), L.alloc(z.kv), L.alloc(z.kv);
+    L.op(z.wide(4 * z.q + 4 * z.kv));
+    L.free(z.q);  // dattn
+    if (z.cp > 1)
+      for (int i = 0; i < 2; ++i) L.alloc(z.kv), L.alloc(z.kv_local), L.free(z.kv), L.free(z.kv);
+    L.alloc(z.qkv);  // dqkv
+    L.op(z.wide(2 * z.qkv));
+    L.free(z.q), L.free(2 * (z.cp > 1 ? z.kv_local : z.kv));
+  } else {  // dqkv written by attention (at CP > 1 its k, v columns after the scatter)
+    L.alloc(z.qkv);
+    const double kv_args = z.cp > 1 ? 4 * z.kv : 0;
+    if (z.cp > 1) L.alloc(z.kv), L.alloc(z.kv);
+    L.op(z.wide(2 * z.q + 2 * z.qkv + kv_args));
+    L.free(z.q);  // dattn
+    if (z.cp > 1)
+      for (int i = 0; i < 2; ++i) L.alloc(z.kv), L.alloc(z.kv_local), L.free(z.kv), L.free(z.kv);
+    if (z.cp > 1) L.free(2 * z.kv_local);  // copied into dqkv
+    L.op(z.wide(z.qkv));                   // rotated back in place
+  }
   leave_region(L, z, z.wide(z.x + z.qkv + z.wqkv));  // dn1
   L.op(z.wide(3 * z.R + z.wn));
   L.free(z.R);                    // dn1 after the norm's backward

@@ -20,9 +20,11 @@
 #             the cuDNN and NCCL versions and libraries they load; FAILs with cuDNN off
 #   bins      as build, without compiling: the bundle's, else build-gpu's from an earlier command
 #   ops       every CUDA op against the CPU backend in fp32 (test_cuda_backend.cpp) and on the
-#             native bf16 path against the CPU's bf16 reference (test_cuda_bf16.cpp), each test
-#             running every op twice for bit-equality; cuDNN's validate() of tetra's graphs; the
-#             NCCL communicator's calls on a group of one (tests/unit/test_nccl.cpp); once
+#             native bf16 path against the CPU's bf16 reference (test_cuda_bf16.cpp), RoPE
+#             in place and strided attention, and every later fused op (test_cuda_*.cpp),
+#             each test running every op twice for bit-equality; cuDNN's validate() of tetra's
+#             graphs; the NCCL communicator's calls on a group of one (tests/unit/test_nccl.cpp);
+#             once
 #   bf16      --dtype bf16 on the GPU against the CPU: 8 steps within 3e-3 relative (the bf16
 #             layout tests' bound), two GPU runs bitwise equal, the GPU's own dense BF16 peak,
 #             and cuDNN attention in both the forward and the backward
@@ -67,7 +69,7 @@ export OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
 export OMPI_MCA_osc=^ucx  # the wheel's UCX one-sided component complains where UCX is absent
 B=$PWD/build-gpu
 PREBUILT=$PWD/.gpu/bin
-OPS=--source-file='*test_cuda_backend.cpp,*test_cuda_bf16.cpp,*test_cudnn_validate.cpp,*test_nccl.cpp'
+OPS=--source-file='*test_cuda_*.cpp,*test_cudnn_validate.cpp,*test_nccl.cpp'
 # tetra's own kernels: the op tests of both files that call no cuBLAS, cuBLASLt or cuDNN.
 OWN=(--source-file='*test_cuda_backend.cpp,*test_cuda_bf16.cpp'
   --test-case='*elementwise*,*cp_zigzag of bf16*,*sums of squares*,*embedding*,*rmsnorm*,*rope*,*cross-entropy*,*adamw*')

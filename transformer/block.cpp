@@ -7,6 +7,8 @@
 #include <tuple>
 #include <utility>
 
+#include "model/fusions.hpp"
+
 namespace tetra {
 
 Tensor param_view(const Tensor& flat, const ParamInfo& p) {
@@ -24,6 +26,10 @@ AttnShape attention_shape(const BlockContext& ctx) {
     a.mask = AttnMask::CpChunks, a.cp = ctx.cp.size(), a.cp_rank = ctx.cp.comm.rank();
   else if (S == Sk)
     a.mask = AttnMask::Causal;
+  // RoPE in place: q (and at CP 1 k and v) read from the projection's qkv; CP's gathered keys
+  // and decoding's cached ones are packed.
+  if (fused(Fusion::RopeInPlace))
+    a.layout = ctx.cp.size() == 1 && ctx.cache == nullptr ? AttnLayout::Qkv : AttnLayout::QInQkv;
   return a;
 }
 
@@ -108,24 +114,40 @@ void attention_forward(const BlockContext& ctx, const BlockDims& dims, const Par
   be.rmsnorm_forward(xn.view({dims.Tl, dims.d}), a.x_rstd.flat(), x, w[kInputNorm],
                      ctx.cfg.norm_eps);
   // qkv [T, qw + 2 kw] = xn [Wq; Wk; Wv]^T, one GEMM; xn enters the TP region once. Then
-  // q [T, qw] = rope(q part), k [T, kw] = rope(k part), v [T, kw] = v part.
+  // q [T, qw] = rope(q part), k [T, kw] = rope(k part), v [T, kw] = v part; or under RoPE in
+  // place (model/fusions.hpp) qkv rotated in place and kept as a.q [T, qkvw], which attention
+  // reads q from (and at CP 1 k and v), with packed k, v copied out of it for the gather or
+  // the cache.
   Buffer qkv;
   const ColumnParallelLinear qkv_proj(be, ctx.tp, w.qkv);
   a.xn = qkv_proj.forward(std::move(xn), qkv);
   const DType t = qkv.dtype();
-  a.q = Buffer(be, dims.T * dims.qw, t);
-  Buffer k(be, dims.T * dims.kw, t), v(be, dims.T * dims.kw, t);
-  const Tensor q = a.q.view({dims.T, dims.qw});
-  be.rope_split_qkv(q, k.view({dims.T, dims.kw}), v.view({dims.T, dims.kw}),
-                    qkv.view({dims.T, dims.qkvw}), dims.H, dims.KV, ctx.pos.token_pos,
-                    ctx.cfg.rope_theta);
-  qkv.reset();
+  const AttnShape shape = attention_shape(ctx);
+  Buffer k, v;
+  if (shape.layout != AttnLayout::Qkv)
+    k = Buffer(be, dims.T * dims.kw, t), v = Buffer(be, dims.T * dims.kw, t);
+  if (shape.layout == AttnLayout::Packed) {
+    a.q = Buffer(be, dims.T * dims.qw, t);
+    be.rope_split_qkv(a.q.view({dims.T, dims.qw}), k.view({dims.T, dims.kw}),
+                      v.view({dims.T, dims.kw}), qkv.view({dims.T, dims.qkvw}), dims.H, dims.KV,
+                      ctx.pos.token_pos, ctx.cfg.rope_theta);
+    qkv.reset();
+  } else {
+    a.q = std::move(qkv);
+    const Tensor rotated = a.q.view({dims.T, dims.qkvw});
+    be.rope_qkv(rotated, dims.H, dims.KV, ctx.pos.token_pos, ctx.cfg.rope_theta, false);
+    if (shape.layout == AttnLayout::QInQkv) {
+      be.copy_columns(k.view({dims.T, dims.kw}), 0, rotated, dims.qw, dims.kw);
+      be.copy_columns(v.view({dims.T, dims.kw}), 0, rotated, dims.qw + dims.kw, dims.kw);
+    }
+  }
+  const Tensor q = a.q.view({dims.T, shape.layout == AttnLayout::Packed ? dims.qw : dims.qkvw});
   // keys, values [B * Sk, kw]: every CP rank's, or when decoding the cached positions' and
-  // then these tokens'.
-  Tensor keys, values;
+  // then these tokens'; under AttnLayout::Qkv, q's tensor itself.
+  Tensor keys = q, values = q;
   if (ctx.cache != nullptr) {
     std::tie(keys, values) = append_to_cache(ctx, dims, k, v);
-  } else {
+  } else if (shape.layout != AttnLayout::Qkv) {
     a.k = ctx.cp.gather_kv(be, std::move(k), dims.B);
     a.v = ctx.cp.gather_kv(be, std::move(v), dims.B);
     keys = a.k.view({dims.B * dims.Sk, dims.kw});
@@ -135,10 +157,65 @@ void attention_forward(const BlockContext& ctx, const BlockDims& dims, const Par
   a.attn = Buffer(be, dims.T * dims.qw, t);
   a.lse = Buffer(be, dims.B * dims.H * dims.S);
   be.attention_forward(a.attn.view({dims.T, dims.qw}), a.lse.flat(), q, keys, values,
-                       ctx.pos.seq_pos, ctx.pos.key_pos, attention_shape(ctx));
+                       ctx.pos.seq_pos, ctx.pos.key_pos, shape);
   // h [Tl, d] = x + attn Wo^T, the partial sums reduced over TP.
   const RowParallelLinear o(be, ctx.tp, w[kO]);
   a.h = o.forward(a.attn.view({dims.T, dims.qw}), &x);
+}
+
+// dqkv [T, qw + 2 kw] = (rope^-1(dq) | rope^-1(dk) | dv), the fused projection's gradient,
+// given dattn [T, qw] (freed once attention's backward has read it). dq [T, qw]; dk, dv
+// [B * Sk, kw] for every CP rank's keys, then summed back to their owners [T, kw].
+Buffer qkv_grad_split(const BlockContext& ctx, const BlockDims& dims, const BlockActs& a,
+                      Buffer dattn, const AttnShape& shape) {
+  Backend& be = ctx.be;
+  const int64_t keys = dims.B * dims.Sk;
+  const DType t = dattn.dtype();
+  Buffer dq(be, dims.T * dims.qw, t), dk_all(be, keys * dims.kw, t), dv_all(be, keys * dims.kw, t);
+  const Tensor dqv = dq.view({dims.T, dims.qw});
+  be.attention_backward(dqv, dk_all.view({keys, dims.kw}), dv_all.view({keys, dims.kw}),
+                        dattn.view({dims.T, dims.qw}), a.q.view({dims.T, dims.qw}),
+                        a.k.view({keys, dims.kw}), a.v.view({keys, dims.kw}),
+                        a.attn.view({dims.T, dims.qw}), a.lse.flat(), ctx.pos.seq_pos,
+                        ctx.pos.key_pos, shape);
+  dattn.reset();
+  Buffer dk = ctx.cp.scatter_kv_grad(be, std::move(dk_all), dims.B);
+  Buffer dv = ctx.cp.scatter_kv_grad(be, std::move(dv_all), dims.B);
+  Buffer dqkv(be, dims.T * dims.qkvw, t);
+  be.rope_merge_qkv(dqkv.view({dims.T, dims.qkvw}), dqv, dk.view({dims.T, dims.kw}),
+                    dv.view({dims.T, dims.kw}), dims.H, dims.KV, ctx.pos.token_pos,
+                    ctx.cfg.rope_theta);
+  return dqkv;
+}
+
+// The same under RoPE in place: attention writes dq (at CP 1 dk and dv too) straight into
+// dqkv's columns; at CP > 1 dk, dv come back from their owners into theirs; then dqkv is
+// rotated back in place.
+Buffer qkv_grad_in_place(const BlockContext& ctx, const BlockDims& dims, const BlockActs& a,
+                         Buffer dattn, const AttnShape& shape) {
+  Backend& be = ctx.be;
+  const int64_t keys = dims.B * dims.Sk;
+  const DType t = dattn.dtype();
+  Buffer dqkv(be, dims.T * dims.qkvw, t);
+  const Tensor dqkvv = dqkv.view({dims.T, dims.qkvw}), qkv = a.q.view({dims.T, dims.qkvw});
+  const Tensor dattnv = dattn.view({dims.T, dims.qw}), attn = a.attn.view({dims.T, dims.qw});
+  if (shape.layout == AttnLayout::Qkv) {
+    be.attention_backward(dqkvv, dqkvv, dqkvv, dattnv, qkv, qkv, qkv, attn, a.lse.flat(),
+                          ctx.pos.seq_pos, ctx.pos.key_pos, shape);
+    dattn.reset();
+  } else {
+    Buffer dk_all(be, keys * dims.kw, t), dv_all(be, keys * dims.kw, t);
+    be.attention_backward(dqkvv, dk_all.view({keys, dims.kw}), dv_all.view({keys, dims.kw}), dattnv,
+                          qkv, a.k.view({keys, dims.kw}), a.v.view({keys, dims.kw}), attn,
+                          a.lse.flat(), ctx.pos.seq_pos, ctx.pos.key_pos, shape);
+    dattn.reset();
+    const Buffer dk = ctx.cp.scatter_kv_grad(be, std::move(dk_all), dims.B);
+    const Buffer dv = ctx.cp.scatter_kv_grad(be, std::move(dv_all), dims.B);
+    be.copy_columns(dqkvv, dims.qw, dk.view({dims.T, dims.kw}), 0, dims.kw);
+    be.copy_columns(dqkvv, dims.qw + dims.kw, dv.view({dims.T, dims.kw}), 0, dims.kw);
+  }
+  be.rope_qkv(dqkvv, dims.H, dims.KV, ctx.pos.token_pos, ctx.cfg.rope_theta, true);
+  return dqkv;
 }
 
 // dx [Tl, d] = dL/dx, given dh = dL/dh [Tl, d] (the MLP half's residual included).
@@ -149,26 +226,11 @@ void attention_backward(const BlockContext& ctx, const BlockDims& dims, const Pa
   // dattn [T, qw] = dh Wo, dh on all T tokens; dWo += dh^T attn.
   const RowParallelLinear o(be, ctx.tp, w[kO], dw[kO]);
   Buffer dattn = o.backward(dh, a.attn.view({dims.T, dims.qw}));
-  // dq [T, qw]; dk, dv [B * Sk, kw] for every CP rank's keys, then summed back to their
-  // owners [T, kw].
-  const int64_t keys = dims.B * dims.Sk;
-  const DType t = dattn.dtype();
-  Buffer dq(be, dims.T * dims.qw, t), dk_all(be, keys * dims.kw, t), dv_all(be, keys * dims.kw, t);
-  const Tensor dqv = dq.view({dims.T, dims.qw});
-  be.attention_backward(dqv, dk_all.view({keys, dims.kw}), dv_all.view({keys, dims.kw}),
-                        dattn.view({dims.T, dims.qw}), a.q.view({dims.T, dims.qw}),
-                        a.k.view({keys, dims.kw}), a.v.view({keys, dims.kw}),
-                        a.attn.view({dims.T, dims.qw}), a.lse.flat(), ctx.pos.seq_pos,
-                        ctx.pos.key_pos, attention_shape(ctx));
-  dattn.reset();
-  Buffer dk = ctx.cp.scatter_kv_grad(be, std::move(dk_all), dims.B);
-  Buffer dv = ctx.cp.scatter_kv_grad(be, std::move(dv_all), dims.B);
-  // dqkv [T, qw + 2 kw] = (rope^-1(dq) | rope^-1(dk) | dv), the fused projection's gradient.
-  Buffer dqkv(be, dims.T * dims.qkvw, t);
+  const AttnShape shape = attention_shape(ctx);
+  const Buffer dqkv = shape.layout == AttnLayout::Packed
+                          ? qkv_grad_split(ctx, dims, a, std::move(dattn), shape)
+                          : qkv_grad_in_place(ctx, dims, a, std::move(dattn), shape);
   const Tensor dqkvv = dqkv.view({dims.T, dims.qkvw});
-  be.rope_merge_qkv(dqkvv, dqv, dk.view({dims.T, dims.kw}), dv.view({dims.T, dims.kw}), dims.H,
-                    dims.KV, ctx.pos.token_pos, ctx.cfg.rope_theta);
-  dq.reset(), dk.reset(), dv.reset();
   // dxn [Tl, d] = dqkv [Wq; Wk; Wv], summed over TP; d[Wq; Wk; Wv] += dqkv^T xn: one GEMM each.
   const ColumnParallelLinear qkv_proj(be, ctx.tp, w.qkv, dw.qkv);
   const Buffer dxn = qkv_proj.backward(dqkvv, a.xn.view({dims.T, dims.d}));

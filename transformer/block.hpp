@@ -3,12 +3,11 @@
 //   out = h + down( silu(gate(hn)) * up(hn) ),                    hn = rmsnorm(h) * w_post
 // (the attention half and the MLP half).
 // q, k, v: one ColumnParallelLinear over the stacked weights [Wq; Wk; Wv], so one GEMM whose
-// output qkv RoPE splits; gate, up: one over [Wgate; Wup], whose output SwiGLU reads; o and
-// down: RowParallelLinear. The layers make all the TP communication; CP gathers K and V
-// around attention (parallel/cp.hpp).
-// Shapes on one rank: T tokens of the micro-batch on this rank (CP already cut the
-// sequence), Tl = T, or T/TP under --sp, rows of the residual stream; Hl = heads/TP,
-// KVl = kv_heads/TP, Fl = ffn/TP, hd = head_dim:
+// output qkv RoPE splits (or rotates in place, attention reading q, k, v from it); gate, up: one
+// over [Wgate; Wup], whose output SwiGLU reads; o and down: RowParallelLinear. The layers make all
+// the TP communication; CP gathers K and V around attention (parallel/cp.hpp). Shapes on one rank:
+// T tokens of the micro-batch on this rank (CP already cut the sequence), Tl = T, or T/TP under
+// --sp, rows of the residual stream; Hl = heads/TP, KVl = kv_heads/TP, Fl = ffn/TP, hd = head_dim:
 //   x, h, out [Tl, d];  xn, hn [T, d];  qkv [T, (Hl + 2 KVl) hd];  q [T, Hl*hd];  k, v [T, KVl*hd];
 //   gate_up [T, 2 Fl] (columns gate | up);  act [T, Fl].
 #pragma once
@@ -41,7 +40,8 @@ struct BlockContext {
 // Everything forward keeps for backward (x, the block input, is kept by the caller). xn and
 // hn, the normed x and h, are the column layers' inputs on all T tokens; x_rstd and h_rstd
 // their norms' 1/rms [Tl]. Under CP, k and v hold every CP rank's keys and values
-// [B * CP * Sl, KVl*hd].
+// [B * CP * Sl, KVl*hd]. Under RoPE in place (model/fusions.hpp) q holds the rotated qkv
+// [T, (Hl + 2 KVl) hd], and at CP 1 k and v stay empty.
 struct BlockActs {
   Buffer x_rstd, xn, q, k, v, attn, lse, h, h_rstd, hn, gate_up, act;
   void clear() { *this = BlockActs{}; }

@@ -72,15 +72,18 @@ void cpu_attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor
   const float scale = 1.f / std::sqrt(float(hd));
   const int32_t *qp = q_pos.i32(), *kp = k_pos.i32();
   check_attn_mask(s, qp, kp);
+  check_attn_qkv("attention_forward", s, q, k, v);
+  const AttnStrides st = attn_strides(s);
+  const float *pq = q.f32() + st.q_col, *pk = k.f32() + st.k_col, *pv = v.f32() + st.v_col;
   RegionErrors errors;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t h = 0; h < H; ++h) {
       try {
         const int64_t g = h / group;
-        Strided Q(q.f32() + b * s.sq * H * hd + h * hd, s.sq, hd, Eigen::OuterStride<>(H * hd));
-        Strided K(k.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, Eigen::OuterStride<>(KV * hd));
-        Strided V(v.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, Eigen::OuterStride<>(KV * hd));
+        Strided Q(pq + b * s.sq * st.q + h * hd, s.sq, hd, Eigen::OuterStride<>(st.q));
+        Strided K(pk + b * s.sk * st.kv + g * hd, s.sk, hd, Eigen::OuterStride<>(st.kv));
+        Strided V(pv + b * s.sk * st.kv + g * hd, s.sk, hd, Eigen::OuterStride<>(st.kv));
         MStrided O(out.f32() + b * s.sq * H * hd + h * hd, s.sq, hd, Eigen::OuterStride<>(H * hd));
         RowMat P = scale * (Q * K.transpose());  // [Sq, Sk]
         float* L = lse.f32() + (b * H + h) * s.sq;
@@ -104,23 +107,27 @@ void cpu_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout,
   const float scale = 1.f / std::sqrt(float(hd));
   const int32_t *qp = q_pos.i32(), *kp = k_pos.i32();
   check_attn_mask(s, qp, kp);
-  const Eigen::OuterStride<> qs(H * hd), ks(KV * hd);
+  check_attn_qkv("attention_backward", s, q, k, v);
+  check_attn_qkv("attention_backward", s, dq, dk, dv);
+  const AttnStrides st = attn_strides(s);
+  const float *pq = q.f32() + st.q_col, *pk = k.f32() + st.k_col, *pv = v.f32() + st.v_col;
+  float *pdq = dq.f32() + st.q_col, *pdk = dk.f32() + st.k_col, *pdv = dv.f32() + st.v_col;
+  const Eigen::OuterStride<> qs(st.q), ks(st.kv), os(H * hd);
   RegionErrors errors;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t g = 0; g < KV; ++g) {
       try {
-        Strided K(k.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, ks);
-        Strided V(v.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, ks);
-        MStrided dK(dk.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, ks);
-        MStrided dV(dv.f32() + b * s.sk * KV * hd + g * hd, s.sk, hd, ks);
+        const int64_t koff = b * s.sk * st.kv + g * hd;
+        Strided K(pk + koff, s.sk, hd, ks), V(pv + koff, s.sk, hd, ks);
+        MStrided dK(pdk + koff, s.sk, hd, ks), dV(pdv + koff, s.sk, hd, ks);
         dK.setZero();
         dV.setZero();
         for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-          const int64_t off = b * s.sq * H * hd + h * hd;
-          Strided Q(q.f32() + off, s.sq, hd, qs), O(out.f32() + off, s.sq, hd, qs);
-          Strided dO(dout.f32() + off, s.sq, hd, qs);
-          MStrided dQ(dq.f32() + off, s.sq, hd, qs);
+          const int64_t qoff = b * s.sq * st.q + h * hd, ooff = b * s.sq * H * hd + h * hd;
+          Strided Q(pq + qoff, s.sq, hd, qs), O(out.f32() + ooff, s.sq, hd, os);
+          Strided dO(dout.f32() + ooff, s.sq, hd, os);
+          MStrided dQ(pdq + qoff, s.sq, hd, qs);
           const float* L = lse.f32() + (b * H + h) * s.sq;
           RowMat P = scale * (Q * K.transpose());
           for (int64_t i = 0; i < s.sq; ++i)

@@ -306,6 +306,28 @@ class CpuBackend final : public Backend {
     rotate(d, W, T, heads + kv_heads, qw / heads, pos.i32(), theta, true);
   }
 
+  void rope_qkv(Tensor qkv, int heads, int kv_heads, const Tensor& pos, double theta,
+                bool inverse) override {
+    const int64_t T = qkv.rows(), W = qkv.cols();
+    check(heads > 0 && kv_heads > 0 && W % (2 * (heads + 2 * kv_heads)) == 0 && pos.numel() == T,
+          "rope_qkv ", qkv.shape_str(), " with ", heads, " + 2 x ", kv_heads, " heads");
+    // The q and k parts are heads + kv_heads adjacent heads of each row.
+    rotate(qkv.f32(), W, T, heads + kv_heads, W / (heads + 2 * kv_heads), pos.i32(), theta,
+           inverse);
+  }
+  void copy_columns(Tensor dst, int64_t dst_col, const Tensor& src, int64_t src_col,
+                    int64_t width) override {
+    const int64_t T = src.rows();
+    check_copy_columns(dst, dst_col, src, src_col, width);
+    const size_t e = dtype_size(src.dtype);
+    const char* ps = static_cast<const char*>(src.ptr);
+    char* pd = static_cast<char*>(dst.ptr);
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < T; ++t)
+      std::memcpy(pd + (t * dst.cols() + dst_col) * e, ps + (t * src.cols() + src_col) * e,
+                  width * e);
+  }
+
   void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
                          const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
     cpu_attention_forward(out, lse, q, k, v, q_pos, k_pos, s);

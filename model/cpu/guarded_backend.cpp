@@ -84,6 +84,14 @@ class GuardedBackend final : public Backend {
                       int kv_heads, const Tensor& pos, double theta) override {
     cpu_->rope_merge_qkv(in(dqkv), in(dq), in(dk), in(dv), heads, kv_heads, in(pos), theta);
   }
+  void rope_qkv(Tensor qkv, int heads, int kv_heads, const Tensor& pos, double theta,
+                bool inverse) override {
+    cpu_->rope_qkv(in(qkv), heads, kv_heads, in(pos), theta, inverse);
+  }
+  void copy_columns(Tensor dst, int64_t dst_col, const Tensor& src, int64_t src_col,
+                    int64_t width) override {
+    cpu_->copy_columns(in(dst), dst_col, in(src), src_col, width);
+  }
   void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
                          const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
     cpu_->attention_forward(in(out), in(lse), in(q), in(k), in(v), in(q_pos), in(k_pos), s);

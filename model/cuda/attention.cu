@@ -81,10 +81,14 @@ void Attention::forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k
   check(q.dtype == DType::BF16 && k.dtype == DType::BF16 && v.dtype == DType::BF16 &&
             out.dtype == DType::BF16 && lse.dtype == DType::F32,
         "cuDNN attention: bf16 q, k, v, out and fp32 lse");
+  check_attn_qkv("cuDNN attention", a, q, k, v);
+  // q, k, v at their columns (AttnShape's layout), rows as the geometry's strides say.
+  const AttnStrides st = attn_strides(a);
+  const uint16_t *pq = bf16(q) + st.q_col, *pk = bf16(k) + st.k_col, *pv = bf16(v) + st.v_col;
   if (a.mask == AttnMask::Causal) {  // lse [B, H, S] is the packed layout itself
     const SdpaGeometry g = sdpa_geometries(a)[0];
     Scratch ws(stream_, size_t(cudnn_->workspace_bytes(g, false)));
-    cudnn_->forward(g, dev(q), dev(k), dev(v), dev(out), f32(lse), ws.get());
+    cudnn_->forward(g, pq, pk, pv, dev(out), f32(lse), ws.get());
     return;
   }
   const int64_t C = a.sq / 2;
@@ -93,8 +97,9 @@ void Attention::forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k
     const SdpaGeometry& g = chunks[c];
     Scratch ws(stream_, size_t(cudnn_->workspace_bytes(g, false)));
     Scratch stats(stream_, size_t(a.batch * H * C) * sizeof(float));
-    const int64_t off = c * C * H * hd;  // the chunk's first query row in each sequence
-    cudnn_->forward(g, bf16(q) + off, dev(k), dev(v), bf16(out) + off, stats.as<float>(), ws.get());
+    // The chunk's first query row in each sequence, of q and of out.
+    const int64_t qoff = c * C * st.q, ooff = c * C * H * hd;
+    cudnn_->forward(g, pq + qoff, pk, pv, bf16(out) + ooff, stats.as<float>(), ws.get());
     // Packed [B, H, C] into columns [c C, (c+1) C) of lse [B, H, 2C].
     TETRA_CUDA_CHECK(cudaMemcpy2DAsync(f32(lse) + c * C, size_t(a.sq) * 4, stats.get(),
                                        size_t(C) * 4, size_t(C) * 4, size_t(a.batch * H),
@@ -111,13 +116,20 @@ void Attention::backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, co
                                    k_pos, a);
 #ifdef TETRA_HAVE_CUDNN
   const int64_t H = a.heads, KV = a.kv_heads, hd = a.head_dim, kw = KV * hd;
-  if (a.mask == AttnMask::Causal) {
+  check_attn_qkv("cuDNN attention backward", a, q, k, v);
+  check_attn_qkv("cuDNN attention backward", a, dq, dk, dv);
+  const AttnStrides st = attn_strides(a);
+  const uint16_t *pq = bf16(q) + st.q_col, *pk = bf16(k) + st.k_col, *pv = bf16(v) + st.v_col;
+  uint16_t* pdq = bf16(dq) + st.q_col;
+  if (a.mask == AttnMask::Causal) {  // under AttnLayout::Qkv, dq, dk, dv are columns of dqkv
     const SdpaGeometry g = sdpa_geometries(a)[0];
     Scratch ws(stream_, size_t(cudnn_->workspace_bytes(g, true)));
-    cudnn_->backward(g, dev(q), dev(k), dev(v), dev(out), dev(dout), f32(lse), dev(dq), dev(dk),
-                     dev(dv), ws.get());
+    cudnn_->backward(g, pq, pk, pv, dev(out), dev(dout), f32(lse), pdq, bf16(dk) + st.k_col,
+                     bf16(dv) + st.v_col, ws.get());
     return;
   }
+  // CP chunks: k, v (dk, dv) are the gathered keys, packed.
+  check(st.kv == kw, "cuDNN attention: CP chunks take packed keys");
   // Chunk 1 (the later one: the longer prefix) writes dK, dV rows [0, P1) of each sequence in
   // place; rows past it are seen by no local query and are zeroed; chunk 0 writes rows [0, P0)
   // of a scratch of the same layout, which are then added.
@@ -137,13 +149,13 @@ void Attention::backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, co
     TETRA_CUDA_CHECK(cudaMemcpy2DAsync(stats.get(), size_t(C) * 4, f32(lse) + c * C,
                                        size_t(a.sq) * 4, size_t(C) * 4, size_t(a.batch * H),
                                        cudaMemcpyDeviceToDevice, stream_));
-    const int64_t off = c * C * H * hd;
+    const int64_t qoff = c * C * st.q, ooff = c * C * H * hd;
     if (c == 1) {
-      cudnn_->backward(g, bf16(q) + off, dev(k), dev(v), bf16(out) + off, bf16(dout) + off,
-                       stats.as<float>(), bf16(dq) + off, dev(dk), dev(dv), ws.get());
+      cudnn_->backward(g, pq + qoff, pk, pv, bf16(out) + ooff, bf16(dout) + ooff, stats.as<float>(),
+                       pdq + qoff, dev(dk), dev(dv), ws.get());
     } else {
-      cudnn_->backward(g, bf16(q) + off, dev(k), dev(v), bf16(out) + off, bf16(dout) + off,
-                       stats.as<float>(), bf16(dq) + off, dk0.get(), dv0.get(), ws.get());
+      cudnn_->backward(g, pq + qoff, pk, pv, bf16(out) + ooff, bf16(dout) + ooff, stats.as<float>(),
+                       pdq + qoff, dk0.get(), dv0.get(), ws.get());
     }
   }
   for (const auto& [t, part] : {std::pair{&dk, &dk0}, {&dv, &dv0}}) {

@@ -16,7 +16,8 @@ constexpr int kMaxHeadDim = 512;                       // attention head_dim lim
 constexpr int kAttnCols = kMaxHeadDim / kAttnThreads;  // output columns per attention thread
 
 // ---- Attention ----
-// q, out, dq, dout: [B*Sq, H*hd]; k, v, dk, dv: [B*Sk, KV*hd]; lse, D: [B, H, Sq]. Query head h
+// q, dq: rows q_stride apart; out, dout: [B*Sq, H*hd]; k, v, dk, dv: rows kv_stride apart
+// (AttnShape's layout; the pointers at their column offsets); lse, D: [B, H, Sq]. Query head h
 // reads KV head g = h / (H/KV). Key j is visible from query i when k_pos[j] <= q_pos[i];
 // s_ij = scale q_i . k_j, scale = 1/sqrt(hd). Scores are recomputed where needed rather than
 // stored, so any Sk fits; the products over keys (or queries) go in tiles of kAttnThreads:
@@ -25,6 +26,7 @@ constexpr int kAttnCols = kMaxHeadDim / kAttnThreads;  // output columns per att
 struct AttnDims {
   int64_t Sq, Sk;
   int H, KV, hd;
+  int64_t q_stride, kv_stride;
   float scale;
 };
 
@@ -46,8 +48,9 @@ __global__ void attention_forward_kernel(float* out, float* lse, const float* q,
   float* ps = smem + a.hd;  // [kAttnThreads] probabilities of a tile of keys
   const int64_t i = blockIdx.x, b = blockIdx.z;
   const int h = blockIdx.y, g = h / (a.H / a.KV), tid = threadIdx.x;
-  const int64_t qs_stride = int64_t(a.H) * a.hd, ks_stride = int64_t(a.KV) * a.hd;
-  const int64_t qoff = (b * a.Sq + i) * qs_stride + int64_t(h) * a.hd;
+  const int64_t ks_stride = a.kv_stride;
+  const int64_t qoff = (b * a.Sq + i) * a.q_stride + int64_t(h) * a.hd;
+  const int64_t ooff = (b * a.Sq + i) * a.H * a.hd + int64_t(h) * a.hd;
   const float* kb = k + b * a.Sk * ks_stride + int64_t(g) * a.hd;  // key j at kb + j*ks_stride
   const float* vb = v + b * a.Sk * ks_stride + int64_t(g) * a.hd;
   for (int c = tid; c < a.hd; c += kAttnThreads) qs[c] = q[qoff + c];
@@ -86,7 +89,7 @@ __global__ void attention_forward_kernel(float* out, float* lse, const float* q,
 #pragma unroll
   for (int r = 0; r < kAttnCols; ++r) {
     const int c = tid + r * kAttnThreads;
-    if (c < a.hd) out[qoff + c] = acc[r];
+    if (c < a.hd) out[ooff + c] = acc[r];
   }
 }
 
@@ -102,15 +105,16 @@ __global__ void attention_backward_dq_kernel(float* dq, float* D, const float* d
   float* dss = smem + 2 * a.hd;  // [kAttnThreads] ds of a tile of keys
   const int64_t i = blockIdx.x, b = blockIdx.z;
   const int h = blockIdx.y, g = h / (a.H / a.KV), tid = threadIdx.x;
-  const int64_t qs_stride = int64_t(a.H) * a.hd, ks_stride = int64_t(a.KV) * a.hd;
-  const int64_t qoff = (b * a.Sq + i) * qs_stride + int64_t(h) * a.hd;
+  const int64_t ks_stride = a.kv_stride;
+  const int64_t qoff = (b * a.Sq + i) * a.q_stride + int64_t(h) * a.hd;
+  const int64_t ooff = (b * a.Sq + i) * a.H * a.hd + int64_t(h) * a.hd;
   const float* kb = k + b * a.Sk * ks_stride + int64_t(g) * a.hd;
   const float* vb = v + b * a.Sk * ks_stride + int64_t(g) * a.hd;
   float di = 0;
   for (int c = tid; c < a.hd; c += kAttnThreads) {
     qs[c] = q[qoff + c];
-    dos[c] = dout[qoff + c];
-    di += dout[qoff + c] * out[qoff + c];
+    dos[c] = dout[ooff + c];
+    di += dout[ooff + c] * out[ooff + c];
   }
   di = block_reduce(di, Sum{}, 0.f);  // also orders the shared loads above before their use
   const int64_t row = (b * a.H + h) * a.Sq + i;
@@ -162,8 +166,8 @@ __global__ void attention_backward_dkdv_kernel(float* dk, float* dv, const float
   float* dss = smem + 2 * a.hd + kAttnThreads;  // [kAttnThreads] ds of the tile
   const int64_t j = blockIdx.x, b = blockIdx.z;
   const int g = blockIdx.y, group = a.H / a.KV, tid = threadIdx.x;
-  const int64_t qs_stride = int64_t(a.H) * a.hd, ks_stride = int64_t(a.KV) * a.hd;
-  const int64_t koff = (b * a.Sk + j) * ks_stride + int64_t(g) * a.hd;
+  const int64_t qs_stride = a.q_stride, os_stride = int64_t(a.H) * a.hd;
+  const int64_t koff = (b * a.Sk + j) * a.kv_stride + int64_t(g) * a.hd;
   for (int c = tid; c < a.hd; c += kAttnThreads) {
     ks[c] = k[koff + c];
     vs[c] = v[koff + c];
@@ -174,7 +178,7 @@ __global__ void attention_backward_dkdv_kernel(float* dk, float* dv, const float
   float dk_acc[kAttnCols] = {}, dv_acc[kAttnCols] = {};
   for (int h = g * group; h < (g + 1) * group; ++h) {
     const float* qb = q + b * a.Sq * qs_stride + int64_t(h) * a.hd;  // row i at qb + i*qs_stride
-    const float* dob = dout + b * a.Sq * qs_stride + int64_t(h) * a.hd;
+    const float* dob = dout + b * a.Sq * os_stride + int64_t(h) * a.hd;
     const float* Lh = lse + (b * a.H + h) * a.Sq;
     const float* Dh = D + (b * a.H + h) * a.Sq;
     for (int64_t i0 = 0; i0 < a.Sq; i0 += kAttnThreads) {
@@ -182,7 +186,7 @@ __global__ void attention_backward_dkdv_kernel(float* dk, float* dv, const float
       float p = 0.f, ds = 0.f;
       if (i < a.Sq && kp <= q_pos[i]) {
         p = expf(a.scale * dot(qb + i * qs_stride, ks, a.hd) - Lh[i]);
-        ds = p * (dot(dob + i * qs_stride, vs, a.hd) - Dh[i]);
+        ds = p * (dot(dob + i * os_stride, vs, a.hd) - Dh[i]);
       }
       ps[tid] = p;
       dss[tid] = ds;
@@ -190,7 +194,7 @@ __global__ void attention_backward_dkdv_kernel(float* dk, float* dv, const float
       const int64_t n = a.Sq - i0 < kAttnThreads ? a.Sq - i0 : kAttnThreads;
       for (int64_t ii = 0; ii < n; ++ii) {
         const float* qi = qb + (i0 + ii) * qs_stride;
-        const float* doi = dob + (i0 + ii) * qs_stride;
+        const float* doi = dob + (i0 + ii) * os_stride;
 #pragma unroll
         for (int r = 0; r < kAttnCols; ++r) {
           const int c = tid + r * kAttnThreads;
@@ -219,18 +223,19 @@ AttnDims attn_dims(const AttnShape& s, const Tensor& q, const Tensor& k, const T
             s.head_dim <= kMaxHeadDim,
         "attention: heads ", s.heads, ", kv_heads ", s.kv_heads, ", head_dim ", s.head_dim,
         " (the CUDA kernels take head_dim <= ", kMaxHeadDim, ")");
-  check(q.numel() == s.batch * s.sq * s.heads * s.head_dim &&
-            k.numel() == s.batch * s.sk * s.kv_heads * s.head_dim && v.numel() == k.numel() &&
-            q_pos.numel() == s.sq && k_pos.numel() == s.sk,
-        "attention shapes: q ", q.shape_str(), ", k ", k.shape_str(), ", positions ",
-        q_pos.shape_str(), ", ", k_pos.shape_str());
+  check_attn_qkv("attention", s, q, k, v);
+  check(q_pos.numel() == s.sq && k_pos.numel() == s.sk, "attention positions ", q_pos.shape_str(),
+        ", ", k_pos.shape_str());
   check(s.batch <= 65535 && s.heads <= 65535, "attention grid: batch ", s.batch, ", heads ",
         s.heads);
+  const AttnStrides st = attn_strides(s);
   return AttnDims{.Sq = s.sq,
                   .Sk = s.sk,
                   .H = s.heads,
                   .KV = s.kv_heads,
                   .hd = s.head_dim,
+                  .q_stride = st.q,
+                  .kv_stride = st.kv,
                   .scale = 1.f / std::sqrt(float(s.head_dim))};
 }
 // One block per (row, head, batch).
@@ -245,12 +250,15 @@ void fp32_attention_forward(cudaStream_t stream, Tensor out, Tensor lse, const T
                             const Tensor& k, const Tensor& v, const Tensor& q_pos,
                             const Tensor& k_pos, const AttnShape& s) {
   const AttnDims a = attn_dims(s, q, k, v, q_pos, k_pos);
-  check(out.numel() == q.numel() && lse.numel() == s.batch * s.heads * s.sq,
+  check(out.numel() == s.batch * s.sq * s.heads * s.head_dim &&
+            lse.numel() == s.batch * s.heads * s.sq,
         "attention_forward outputs ", out.shape_str(), ", ", lse.shape_str());
   if (s.batch * s.sq == 0) return;
+  const AttnStrides st = attn_strides(s);
   const size_t smem = (a.hd + kAttnThreads) * sizeof(float);
   attention_forward_kernel<<<attn_grid(s.sq, s.heads, s.batch), kAttnThreads, smem, stream>>>(
-      f32(out), f32(lse), f32(q), f32(k), f32(v), i32(q_pos), i32(k_pos), a);
+      f32(out), f32(lse), f32(q) + st.q_col, f32(k) + st.k_col, f32(v) + st.v_col, i32(q_pos),
+      i32(k_pos), a);
   TETRA_LAUNCH_CHECK("attention_forward_kernel");
 }
 
@@ -259,26 +267,28 @@ void fp32_attention_backward(cudaStream_t stream, Tensor dq, Tensor dk, Tensor d
                              const Tensor& out, const Tensor& lse, const Tensor& q_pos,
                              const Tensor& k_pos, const AttnShape& s) {
   const AttnDims a = attn_dims(s, q, k, v, q_pos, k_pos);
-  check(dq.numel() == q.numel() && dout.numel() == q.numel() && out.numel() == q.numel() &&
-            dk.numel() == k.numel() && dv.numel() == v.numel() &&
-            lse.numel() == s.batch * s.heads * s.sq,
+  check_attn_qkv("attention_backward", s, dq, dk, dv);
+  const int64_t qn = s.batch * s.sq * s.heads * s.head_dim;
+  check(dout.numel() == qn && out.numel() == qn && lse.numel() == s.batch * s.heads * s.sq,
         "attention_backward shapes");
   if (s.batch == 0) return;
+  const AttnStrides st = attn_strides(s);
+  const float *pq = f32(q) + st.q_col, *pk = f32(k) + st.k_col, *pv = f32(v) + st.v_col;
   // D [B, H, Sq] = rowsum(dO * O), written by the dQ kernel and read by the dK/dV kernel.
   Scratch D(stream, size_t(s.batch * s.heads * s.sq) * sizeof(float));
   float* pD = D.as<float>();
   if (s.sq > 0) {
     const size_t smem = (2 * a.hd + kAttnThreads) * sizeof(float);
     attention_backward_dq_kernel<<<attn_grid(s.sq, s.heads, s.batch), kAttnThreads, smem, stream>>>(
-        f32(dq), pD, f32(dout), f32(q), f32(k), f32(v), f32(out), f32(lse), i32(q_pos), i32(k_pos),
+        f32(dq) + st.q_col, pD, f32(dout), pq, pk, pv, f32(out), f32(lse), i32(q_pos), i32(k_pos),
         a);
     TETRA_LAUNCH_CHECK("attention_backward_dq_kernel");
   }
   if (s.sk > 0) {
     const size_t smem = (2 * a.hd + 2 * kAttnThreads) * sizeof(float);
     attention_backward_dkdv_kernel<<<attn_grid(s.sk, s.kv_heads, s.batch), kAttnThreads, smem,
-                                     stream>>>(f32(dk), f32(dv), f32(dout), f32(q), f32(k), f32(v),
-                                               f32(lse), pD, i32(q_pos), i32(k_pos), a);
+                                     stream>>>(f32(dk) + st.k_col, f32(dv) + st.v_col, f32(dout),
+                                               pq, pk, pv, f32(lse), pD, i32(q_pos), i32(k_pos), a);
     TETRA_LAUNCH_CHECK("attention_backward_dkdv_kernel");
   }
 }

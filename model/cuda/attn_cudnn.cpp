@@ -16,14 +16,16 @@ namespace fe = cudnn_frontend;
 
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kdO, kdQ, kdK, kdV };
 
-// [batch, heads, rows, hd] view of a token-major [batch * rows, heads * hd] buffer.
+// [batch, heads, rows, hd] view of a token-major buffer: tokens row_stride elements apart
+// (heads * hd when packed), sequences batch_stride apart.
 fe::graph::Tensor_attributes token_major(const char* name, int64_t uid, int64_t b, int64_t h,
-                                         int64_t rows, int64_t hd, int64_t batch_stride) {
+                                         int64_t rows, int64_t hd, int64_t batch_stride,
+                                         int64_t row_stride) {
   return fe::graph::Tensor_attributes()
       .set_name(name)
       .set_uid(uid)
       .set_dim({b, h, rows, hd})
-      .set_stride({batch_stride, hd, h * hd, 1});
+      .set_stride({batch_stride, hd, row_stride, 1});
 }
 // Stats [batch, heads, sq, 1], packed: cuDNN before 9.26 refuses strided statistics in the
 // backward, so a CP chunk's slice of tetra's lse is copied through a packed scratch.
@@ -54,9 +56,9 @@ std::shared_ptr<fe::graph::Graph> new_graph(int sm) {
 std::shared_ptr<fe::graph::Graph> forward_graph(const SdpaGeometry& g, int sm) {
   auto graph = new_graph(sm);
   const int64_t B = g.batch, H = g.heads, KV = g.kv_heads, hd = g.head_dim;
-  auto q = graph->tensor(token_major("Q", kQ, B, H, g.sq, hd, g.q_batch_stride));
-  auto k = graph->tensor(token_major("K", kK, B, KV, g.sk, hd, g.k_batch_stride));
-  auto v = graph->tensor(token_major("V", kV, B, KV, g.sk, hd, g.k_batch_stride));
+  auto q = graph->tensor(token_major("Q", kQ, B, H, g.sq, hd, g.q_batch_stride, g.q_row));
+  auto k = graph->tensor(token_major("K", kK, B, KV, g.sk, hd, g.k_batch_stride, g.kv_row));
+  auto v = graph->tensor(token_major("V", kV, B, KV, g.sk, hd, g.k_batch_stride, g.kv_row));
   auto opts = fe::graph::SDPA_attributes()
                   .set_name("sdpa_forward")
                   .set_generate_stats(true)
@@ -66,7 +68,7 @@ std::shared_ptr<fe::graph::Graph> forward_graph(const SdpaGeometry& g, int sm) {
   o->set_output(true)
       .set_uid(kO)
       .set_dim({B, H, g.sq, hd})
-      .set_stride({g.q_batch_stride, hd, H * hd, 1});
+      .set_stride({g.o_batch_stride, hd, H * hd, 1});
   stats_layout(stats->set_output(true), g);
   return graph;
 }
@@ -74,11 +76,11 @@ std::shared_ptr<fe::graph::Graph> forward_graph(const SdpaGeometry& g, int sm) {
 std::shared_ptr<fe::graph::Graph> backward_graph(const SdpaGeometry& g, int sm) {
   auto graph = new_graph(sm);
   const int64_t B = g.batch, H = g.heads, KV = g.kv_heads, hd = g.head_dim;
-  auto q = graph->tensor(token_major("Q", kQ, B, H, g.sq, hd, g.q_batch_stride));
-  auto k = graph->tensor(token_major("K", kK, B, KV, g.sk, hd, g.k_batch_stride));
-  auto v = graph->tensor(token_major("V", kV, B, KV, g.sk, hd, g.k_batch_stride));
-  auto o = graph->tensor(token_major("O", kO, B, H, g.sq, hd, g.q_batch_stride));
-  auto dO = graph->tensor(token_major("dO", kdO, B, H, g.sq, hd, g.q_batch_stride));
+  auto q = graph->tensor(token_major("Q", kQ, B, H, g.sq, hd, g.q_batch_stride, g.q_row));
+  auto k = graph->tensor(token_major("K", kK, B, KV, g.sk, hd, g.k_batch_stride, g.kv_row));
+  auto v = graph->tensor(token_major("V", kV, B, KV, g.sk, hd, g.k_batch_stride, g.kv_row));
+  auto o = graph->tensor(token_major("O", kO, B, H, g.sq, hd, g.o_batch_stride, H * hd));
+  auto dO = graph->tensor(token_major("dO", kdO, B, H, g.sq, hd, g.o_batch_stride, H * hd));
   fe::graph::Tensor_attributes st;
   auto stats = graph->tensor(stats_layout(st.set_name("Stats"), g));
   auto opts = fe::graph::SDPA_backward_attributes()
@@ -90,15 +92,15 @@ std::shared_ptr<fe::graph::Graph> backward_graph(const SdpaGeometry& g, int sm) 
   dq->set_output(true)
       .set_uid(kdQ)
       .set_dim({B, H, g.sq, hd})
-      .set_stride({g.q_batch_stride, hd, H * hd, 1});
+      .set_stride({g.q_batch_stride, hd, g.q_row, 1});
   dk->set_output(true)
       .set_uid(kdK)
       .set_dim({B, KV, g.sk, hd})
-      .set_stride({g.k_batch_stride, hd, KV * hd, 1});
+      .set_stride({g.k_batch_stride, hd, g.kv_row, 1});
   dv->set_output(true)
       .set_uid(kdV)
       .set_dim({B, KV, g.sk, hd})
-      .set_stride({g.k_batch_stride, hd, KV * hd, 1});
+      .set_stride({g.k_batch_stride, hd, g.kv_row, 1});
   return graph;
 }
 
@@ -110,13 +112,15 @@ std::string message(fe::error_t e) {
 
 std::vector<SdpaGeometry> sdpa_geometries(const AttnShape& a) {
   const int64_t H = a.heads, KV = a.kv_heads, hd = a.head_dim;
+  const AttnStrides st = attn_strides(a);
+  const int64_t qb = a.sq * st.q, kb = a.sk * st.kv, ob = a.sq * H * hd;
   if (a.mask == AttnMask::Causal)
-    return {{a.batch, H, KV, a.sq, a.sk, hd, a.sq * H * hd, a.sk * KV * hd, false}};
+    return {{a.batch, H, KV, a.sq, a.sk, hd, qb, kb, false, st.q, st.kv, ob}};
   check(a.mask == AttnMask::CpChunks, "cuDNN attention needs a mask hint");
   const int64_t C = a.sq / 2;
   std::vector<SdpaGeometry> out;
   for (int64_t c : {int64_t(a.cp_rank), int64_t(2 * a.cp - 1 - a.cp_rank)})
-    out.push_back({a.batch, H, KV, C, (c + 1) * C, hd, a.sq * H * hd, a.sk * KV * hd, true});
+    out.push_back({a.batch, H, KV, C, (c + 1) * C, hd, qb, kb, true, st.q, st.kv, ob});
   return out;
 }
 
@@ -135,8 +139,7 @@ std::string cudnn_version() {
 }
 
 struct CudnnSdpa::Graphs {
-  using Key = std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, bool>;
+  using Key = decltype(std::tuple_cat(std::tuple(false), SdpaGeometry{}.key()));
   struct Entry {
     std::shared_ptr<fe::graph::Graph> graph;  // null: refused
     std::string why;

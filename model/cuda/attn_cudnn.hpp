@@ -3,7 +3,8 @@
 // gradients, fp32 statistics (the natural-log log-sum-exp, tetra's lse), fp32 compute, grouped
 // KV heads, a causal mask top-left (CP 1: queries = keys) or bottom-right (a CP chunk of
 // queries against its key prefix), and a deterministic backward. q, k, v are strided views of
-// tetra's token-major buffers (strides {batch stride, hd, heads hd, 1}): no transposes. A graph
+// tetra's token-major buffers (strides {batch stride, hd, row stride, 1}: heads hd packed, or
+// the fused qkv's width, AttnShape's layout), and so are dq, dk, dv: no transposes. A graph
 // is built once per geometry and kept (the first build compiles kernels through NVRTC).
 // Built only where the frontend's headers were found (TETRA_HAVE_CUDNN).
 #pragma once
@@ -22,11 +23,14 @@ namespace tetra::cuda {
 
 struct SdpaGeometry {
   int64_t batch, heads, kv_heads, sq, sk, head_dim;
-  int64_t q_batch_stride, k_batch_stride;  // elements between sequences of q (o) and k (v)
+  int64_t q_batch_stride, k_batch_stride;  // elements between sequences of q (dq), k, v (dk, dv)
   bool bottom_right;                       // a CP chunk (else top-left causal)
+  // Elements between tokens of q (dq) and of k, v (dk, dv); between sequences of o (do), whose
+  // tokens are heads hd apart.
+  int64_t q_row, kv_row, o_batch_stride;
   auto key() const {
     return std::tuple(batch, heads, kv_heads, sq, sk, head_dim, q_batch_stride, k_batch_stride,
-                      bottom_right);
+                      bottom_right, q_row, kv_row, o_batch_stride);
   }
 };
 

@@ -378,6 +378,25 @@ class CudaBackend final : public Backend {
                        theta);
   }
 
+  // One launch on the q and k heads of each row (the kernel rope_split_qkv's rotation uses).
+  void rope_qkv(Tensor qkv, int heads, int kv_heads, const Tensor& pos, double theta,
+                bool inverse) override {
+    check(heads > 0 && kv_heads > 0 && qkv.cols() % (2 * (heads + 2 * kv_heads)) == 0, "rope_qkv ",
+          qkv.shape_str(), " with ", heads, " + 2 x ", kv_heads, " heads");
+    const int64_t hd = qkv.cols() / (heads + 2 * kv_heads);
+    rope_any(stream_, qkv, heads + kv_heads, hd, pos, rope_table(hd, theta), theta, inverse);
+  }
+  void copy_columns(Tensor dst, int64_t dst_col, const Tensor& src, int64_t src_col,
+                    int64_t width) override {
+    const int64_t T = src.rows();
+    check_copy_columns(dst, dst_col, src, src_col, width);
+    if (T * width == 0) return;
+    const size_t e = dtype_size(src.dtype);
+    CUDA_CHECK(cudaMemcpy2DAsync(static_cast<char*>(dev(dst)) + dst_col * e, dst.cols() * e,
+                                 static_cast<const char*>(dev(src)) + src_col * e, src.cols() * e,
+                                 width * e, size_t(T), cudaMemcpyDeviceToDevice, stream_));
+  }
+
   void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
                          const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
     const CategoryTimes::Span timed(*times_, CategoryTimes::kAttention);

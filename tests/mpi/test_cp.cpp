@@ -2,7 +2,10 @@
 // TP 2 x CP 2 x PP 2 x DP 2 on 16 ranks, against a single rank.
 #include <doctest/doctest.h>
 
+#include <array>
+
 #include "layout_check.hpp"
+#include "model/fusions.hpp"
 
 using namespace tetra;
 using namespace tetra::test;
@@ -87,4 +90,25 @@ TEST_CASE("cp: the validation loss of 4D layouts equals one rank's") {
                  << ", relative difference " << rel);
     CHECK(rel <= match_bounds("fp32").loss);
   }
+}
+
+TEST_CASE("cp: RoPE in place gives bitwise the split copies' run, CP 1 and 2, fp32 and bf16") {
+  // Fusion::RopeInPlace (at CP 1 q, k, v read from qkv; at CP 2 q, with k and v copied out of
+  // it for the gather and their gradients copied back into dqkv) against the copies it
+  // replaces: the same arithmetic, so the same bits (every bound 0).
+  const std::vector<std::array<int, 2>> layouts = {{1, 1}, {1, 2}, {2, 2}};  // TP x CP
+  for (const char* dtype : {"fp32", "bf16"})
+    for (const auto& [tp, cp] : layouts) {
+      TrainConfig c = laid_out(tiny_model(2), tp, cp, 1, 1);
+      c.device.dtype = dtype;
+      set_unfused("rope_in_place");
+      const RunResult split = run_on(c, 3);
+      set_unfused("");
+      const RunResult in_place = run_on(c, 3);
+      if (world_rank() != 0) continue;
+      const std::string name = describe(c);
+      CAPTURE(name);
+      const std::string diff = compare(split, in_place, Gaps{});
+      CHECK_MESSAGE(diff.empty(), diff);
+    }
 }

@@ -2,8 +2,10 @@
 // capability 9.0 (H100, H200) on every graph geometry that tetra's runs in tools/gpu_check.sh and
 // tools/bench/gpu.sh ask for: the models of the check (TINY, SMALL) and of the benchmark (the
 // ~124M and ~350M shapes), at CP 1 (causal, top-left) and as CP ranks' chunks against their key
-// prefixes (bottom-right), forward and backward. A geometry cuDNN would refuse fails here, in
-// CI, instead of falling back on the GPU machine.
+// prefixes (bottom-right), forward and backward, with q, k, v packed and as RoPE in place gives
+// them (Fusion::RopeInPlace: at CP 1 q, k, v and dq, dk, dv strided in the fused qkv and dqkv;
+// at CP > 1 q and dq strided, the gathered keys packed). A geometry cuDNN would refuse fails
+// here, in CI, instead of falling back on the GPU machine.
 #ifdef TETRA_HAVE_CUDNN
 #include <doctest/doctest.h>
 
@@ -22,12 +24,16 @@ struct Model {
   int dim, heads, kv_heads, seq, micro_batch;
 };
 
-// A CP rank's attention call: its two chunks of the sequence against all keys in order.
-AttnShape shape(const Model& m, int cp, int rank) {
+// A CP rank's attention call: its two chunks of the sequence against all keys in order; with
+// RoPE in place q (at CP 1 also k, v) read from the fused qkv, as transformer/block.cpp asks.
+AttnShape shape(const Model& m, int cp, int rank, bool in_place) {
   const int hd = m.dim / m.heads;
+  const AttnLayout fused = cp == 1 ? AttnLayout::Qkv : AttnLayout::QInQkv;
+  const AttnLayout layout = in_place ? fused : AttnLayout::Packed;
   if (cp == 1)
-    return {m.micro_batch, m.seq, m.seq, m.heads, m.kv_heads, hd, AttnMask::Causal, 1, 0};
-  return {m.micro_batch, m.seq / cp, m.seq, m.heads, m.kv_heads, hd, AttnMask::CpChunks, cp, rank};
+    return {m.micro_batch, m.seq, m.seq, m.heads, m.kv_heads, hd, AttnMask::Causal, 1, 0, layout};
+  return {m.micro_batch,      m.seq / cp, m.seq, m.heads, m.kv_heads, hd,
+          AttnMask::CpChunks, cp,         rank,  layout};
 }
 
 }  // namespace
@@ -42,23 +48,25 @@ TEST_CASE("cudnn: every SDPA graph of the GPU check and the benchmark validates 
   for (const Model& m : models)
     for (int cp : {1, 2, 4}) {
       if (m.seq % (2 * cp) != 0) continue;
-      for (int rank = 0; rank < cp; ++rank) {
-        const AttnShape a = shape(m, cp, rank);
-        for (const cuda::SdpaGeometry& g : cuda::sdpa_geometries(a))
-          for (bool backward : {false, true}) {
-            CAPTURE(m.name);
-            CAPTURE(cp);
-            CAPTURE(rank);
-            CAPTURE(g.sq);
-            CAPTURE(g.sk);
-            CAPTURE(backward);
-            CHECK(cuda::cudnn_sdpa_validate(g, backward, 90) == "");
-            ++graphs;
-          }
-      }
+      for (int rank = 0; rank < cp; ++rank)
+        for (bool in_place : {false, true}) {
+          const AttnShape a = shape(m, cp, rank, in_place);
+          for (const cuda::SdpaGeometry& g : cuda::sdpa_geometries(a))
+            for (bool backward : {false, true}) {
+              CAPTURE(m.name);
+              CAPTURE(cp);
+              CAPTURE(rank);
+              CAPTURE(in_place);
+              CAPTURE(g.sq);
+              CAPTURE(g.sk);
+              CAPTURE(backward);
+              CHECK(cuda::cudnn_sdpa_validate(g, backward, 90) == "");
+              ++graphs;
+            }
+        }
     }
   MESSAGE(graphs, " graphs validated for sm_90");
-  CHECK(graphs == 5 * 2 * (1 + 2 * 2 + 4 * 2));
+  CHECK(graphs == 2 * 5 * 2 * (1 + 2 * 2 + 4 * 2));
 }
 
 TEST_CASE("cudnn: the chunk geometries attend each local query chunk to its key prefix") {
@@ -72,6 +80,19 @@ TEST_CASE("cudnn: the chunk geometries attend each local query chunk to its key 
   CHECK(g[0].bottom_right);
   CHECK(g[0].q_batch_stride == 8 * 4 * 8);   // the local sequence's rows
   CHECK(g[0].k_batch_stride == 16 * 2 * 8);  // the whole sequence of keys
+  CHECK((g[0].q_row == 4 * 8 && g[0].kv_row == 2 * 8 && g[0].o_batch_stride == 8 * 4 * 8));
+  // RoPE in place: q's rows are the fused qkv's, (4 + 2 x 2) x 8 wide; o and the keys packed.
+  AttnShape in_place = a;
+  in_place.layout = AttnLayout::QInQkv;
+  const cuda::SdpaGeometry f = cuda::sdpa_geometries(in_place)[1];
+  CHECK((f.q_row == 64 && f.q_batch_stride == 8 * 64 && f.kv_row == 16 &&
+         f.k_batch_stride == 16 * 16 && f.o_batch_stride == 8 * 32));
+  CHECK(f.key() != g[1].key());  // a graph of its own in the cache
+  // CP 1 with q, k, v all in qkv [S, 64]: every row stride 64.
+  const AttnShape causal{3, 16, 16, 4, 2, 8, AttnMask::Causal, 1, 0, AttnLayout::Qkv};
+  const cuda::SdpaGeometry c = cuda::sdpa_geometries(causal)[0];
+  CHECK((c.q_row == 64 && c.kv_row == 64 && c.q_batch_stride == 16 * 64 &&
+         c.k_batch_stride == 16 * 64 && c.o_batch_stride == 16 * 32));
   // The positions the hint stands for are what context parallelism gives the rank.
   std::vector<int32_t> keys(16);
   for (int j = 0; j < 16; ++j) keys[j] = j;
@@ -79,7 +100,8 @@ TEST_CASE("cudnn: the chunk geometries attend each local query chunk to its key 
   CHECK_THROWS_AS(check_attn_mask(a, cp_positions(16, 2, 0).data(), keys.data()), Error);
   // A geometry cuDNN cannot run (head_dim 12, not a multiple of 8) is refused by validate(),
   // so that the test above could fail.
-  const cuda::SdpaGeometry bad{1, 8, 4, 64, 16, 12, 64 * 8 * 12, 16 * 4 * 12, false};
+  const cuda::SdpaGeometry bad{1,           8,           4,     64,     16,     12,
+                               64 * 8 * 12, 16 * 4 * 12, false, 8 * 12, 4 * 12, 64 * 8 * 12};
   CHECK(cuda::cudnn_sdpa_validate(bad, false, 90) != "");
 }
 

@@ -28,6 +28,7 @@
 
 #include "model/backend.hpp"
 #include "model/config.hpp"
+#include "model/fusions.hpp"
 #include "parallel/mpi_comm.hpp"
 #include "parallel/tp.hpp"
 #include "parallel/zero.hpp"
@@ -382,8 +383,7 @@ TEST_CASE("gradcheck: vocab-parallel cross-entropy, whole and in two vocabulary 
 
   // Whole vocabulary through VocabParallelCrossEntropy with a TP group of one.
   Buffer lb = upload(*be, Lg), tb = upload(*be, tgt), mx(*be, T), st(*be, 2 * T);
-  VocabParallelCrossEntropy::forward(*be, *tp, lb.view({T, V}), tb.flat(), mx.flat(), st.flat(),
-                                     V);
+  VocabParallelCrossEntropy::forward(*be, *tp, lb.view({T, V}), tb.flat(), mx.flat(), st.flat(), V);
   DeviceLoss loss;  // the statistics, as a step keeps them, summed into the loss
   loss.record(*be, mx.flat(), st.flat());
   CHECK(loss.take(*be) / double(T) == doctest::Approx(L()).epsilon(1e-6));
@@ -581,5 +581,26 @@ TEST_CASE("gradcheck: recompute full gives bitwise the same loss and gradients")
     REQUIRE(a.grads[u].size() == b.grads[u].size());
     CHECK(std::memcmp(a.grads[u].data(), b.grads[u].data(), a.grads[u].size() * sizeof(float)) ==
           0);
+  }
+}
+
+TEST_CASE("gradcheck: RoPE in place on qkv gives bitwise the loss and gradients of the split") {
+  // Fusion::RopeInPlace against the copies it replaces (model/fusions.hpp): the same fp32
+  // arithmetic on the same values, with and without recompute.
+  const Tiny m;
+  for (bool recompute : {false, true}) {
+    CAPTURE(recompute);
+    set_unfused("rope_in_place");
+    const StepOut split = run_step(m, recompute);
+    set_unfused("");
+    const StepOut in_place = run_step(m, recompute);
+    CHECK(split.loss == in_place.loss);
+    REQUIRE(split.grads.size() == in_place.grads.size());
+    for (size_t u = 0; u < split.grads.size(); ++u) {
+      CAPTURE(m.units[u].name);
+      REQUIRE(split.grads[u].size() == in_place.grads[u].size());
+      CHECK(std::memcmp(split.grads[u].data(), in_place.grads[u].data(),
+                        split.grads[u].size() * sizeof(float)) == 0);
+    }
   }
 }
