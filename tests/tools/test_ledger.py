@@ -104,7 +104,9 @@ def main():
     line = ("tetra: cuda time by category over 24 synchronizations: gemm 600.0 ms, attention "
             "120.0 ms, other 240.0 ms (stream total 960.0 ms)\n")
     bench = ("350m  tetra              200000 tok/s  MFU  44.4%  HFU  44.4%  peak  20.00 GiB  "
-             "gemm 60% attn 10% other 30%  [cudnn sdpa (9.19.0)]\n")
+             "[cudnn sdpa (9.19.0), forward and backward]\n"
+             "350m  tetra split    gemm 60%  attention 10%  other 30%  of 400 ms stream time over "
+             "10 steps (TETRA_CUDA_TIMING=1, warm-up included)\n")
     with tempfile.TemporaryDirectory(prefix="ledger_") as tmp:
         for text, want in ((line, {"gemm": 25.0, "attention": 5.0, "other": 10.0, "total": 40.0}),
                            (bench, {"gemm": 24.576, "attention": 4.096, "other": 12.288,

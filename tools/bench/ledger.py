@@ -9,7 +9,7 @@ tokens/s and the predicted MFU, for the plain path and the fused path of [22/29]
     python3 tools/bench/ledger.py --model 124m
     python3 tools/bench/ledger.py --dim 2048 --layers 16 --heads 16 --kv-heads 4 ...
     python3 tools/bench/ledger.py --unfused classifier,vector_io   fused column with those off
-    python3 tools/bench/ledger.py --measured gpu_bench/350m.tetra.txt  (or bench.txt)
+    python3 tools/bench/ledger.py --measured gpu_bench/350m.timing.txt  (or bench.txt)
 
 The calls are those of transformer/block.cpp, transformer/chunk.cpp, parallel/tp.cpp,
 parallel/zero.cpp, optim/, train/trainer.cpp and model/cuda/ at main 6fae71e (the plain path).
@@ -444,24 +444,29 @@ def fusions_line(unfused):
 
 MEASURED_LOG = re.compile(r"cuda time by category over (\d+) synchronizations: gemm ([0-9.]+) ms, "
                           r"attention ([0-9.]+) ms, other ([0-9.]+) ms \(stream total ([0-9.]+)")
-MEASURED_ROW = re.compile(r"^(\S+)\s+tetra\s+([0-9.]+) tok/s.*gemm (\d+)% attn (\d+)% other (\d+)%",
-                          re.M)
+# tools/bench/gpu.sh's bench.txt: the headline row (a run without timing events) and the split
+# row of the shorter timed run.
+MEASURED_ROW = re.compile(r"^(\S+)\s+tetra\s+([0-9.]+) tok/s", re.M)
+MEASURED_SPLIT = re.compile(r"^(\S+)\s+tetra split\s+gemm (\d+)%\s+attention (\d+)%\s+other (\d+)%",
+                            re.M)
 
 
 def parse_measured(text, tokens_per_step, model=None):
     """Measured ms a step {gemm, attention, other, total} and where they came from: tetra's
     TETRA_CUDA_TIMING line (model/cuda/category_times.hpp, sums over its synchronizations, one
-    a step) or, from tools/bench/gpu.sh's bench.txt, a tetra row's tok/s and shares."""
+    a step) or, from tools/bench/gpu.sh's bench.txt, its tetra row's tok/s and the split row's
+    shares."""
     m = MEASURED_LOG.search(text)
     if m:
         syncs = int(m.group(1))
         g, a, o, t = (float(x) / syncs for x in m.groups()[1:])
         return {"gemm": g, "attention": a, "other": o, "total": t}, f"{syncs} synchronizations"
     rows = [r for r in MEASURED_ROW.finditer(text) if model is None or r.group(1) == model]
-    if rows:
+    splits = [r for r in MEASURED_SPLIT.finditer(text) if rows and r.group(1) == rows[0].group(1)]
+    if rows and splits:
         r = rows[0]
         step = 1e3 * tokens_per_step / float(r.group(2))
-        g, a, o = (int(x) / 100 * step for x in r.groups()[2:])
+        g, a, o = (int(x) / 100 * step for x in splits[0].groups()[1:])
         return ({"gemm": g, "attention": a, "other": o, "total": step},
                 f"bench.txt row {r.group(1)}: tok/s and shares")
     return None, "no category line found"
