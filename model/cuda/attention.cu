@@ -74,7 +74,7 @@ std::string Attention::path(const AttnShape& a, bool backward) const {
 
 std::string Attention::path(const AttnShape& a) const {
   const std::string forward = path(a, false), backward = path(a, true);
-  if (refusal(a, false).empty() && refusal(a, true).empty())
+  if (forward == backward && forward.starts_with("cudnn sdpa"))
     return forward + ", forward and backward";
   return "forward " + forward + "; backward " + backward;
 }
