@@ -1,9 +1,9 @@
 // A communicator for one group of ranks (tp, cp, pp, dp or dp_cp). Collectives work on
 // tensors in the backend's memory. The MPI communicator hands host tensors to MPI as they
 // are and stages any other memory (a GPU's) through host buffers by the backend's own
-// copies; a size-1 group copies through the backend too. Host code never reads or writes
-// backend memory itself. Every call adds its bytes and seconds to the group's
-// counters, which the metrics and the trace read.
+// copies; a group of one (self_comm.hpp) does nothing or copies through the backend. Host
+// code never reads or writes backend memory itself. Every call adds its bytes and seconds to
+// the group's counters, which the metrics and the trace read.
 //
 // Bytes are counted as a ring algorithm moves them out of each rank, so that the numbers
 // are the textbook volumes: all-reduce 2(N-1)/N * size, reduce-scatter and all-gather
@@ -43,7 +43,7 @@ class Comm {
   };
 
   virtual ~Comm() = default;
-  virtual const char* kind() const = 0;  // "mpi" or "nccl"
+  virtual const char* kind() const = 0;  // "mpi", "nccl" or "self" (a group of one)
   virtual int rank() const = 0;
   virtual int size() const = 0;
   const std::string& name() const { return name_; }

@@ -85,24 +85,32 @@ std::string Grid::comm_kinds() const {
   return os.str();
 }
 
-Grid make_grid(MPI_Comm world, const Layout& l, Backend& be, bool nccl) {
+CommChoice comm_choice(const std::string& flag) {
+  if (flag == "auto") return CommChoice::Auto;
+  if (flag == "nccl") return CommChoice::Nccl;
+  check(flag == "mpi", "--comm ", flag, ": expected auto, nccl or mpi");
+  return CommChoice::Mpi;
+}
+
+Grid make_grid(MPI_Comm world, const Layout& l, Backend& be, CommChoice choice) {
   Grid g;
   g.layout = l;
   MPI_Comm_rank(world, &g.rank);
   g.coord = coord_of(l, g.rank);
   const Coord& c = g.coord;
-  const bool nccl_possible = nccl && have_nccl() && be.device() == Device::CUDA;
+  const bool nccl_possible =
+      choice != CommChoice::Mpi && have_nccl() && be.device() == Device::CUDA;
   // The color names every coordinate except the group's own; the key orders the group.
   const auto split = [&](int color, int key, const std::string& name) {
     MPI_Comm comm;
     MPI_Comm_split(world, color, key, &comm);
-    std::unique_ptr<Comm> made;
-    if (nccl_possible && !shares_device(comm, be)) {
-      made = make_nccl_comm(comm, name, be);
-    } else {
-      made = make_mpi_comm(comm, name);
-      made->bind_backend(&be);
-    }
+    int size = 0;
+    MPI_Comm_size(comm, &size);
+    // Every member sees the same size, so shares_device (collective) runs on all or none.
+    const bool nccl = nccl_possible && (size > 1 || choice == CommChoice::Nccl);
+    if (nccl && !shares_device(comm, be)) return make_nccl_comm(comm, name, be);
+    std::unique_ptr<Comm> made = make_mpi_comm(comm, name);  // a group of one: self_comm.hpp
+    made->bind_backend(&be);
     return made;
   };
   g.tp = split(rank_of(l, {0, c.cp, c.pp, c.dp}), c.tp, "tp");

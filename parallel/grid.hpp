@@ -39,7 +39,7 @@ struct Grid {
   int rank = 0;
   Coord coord;
   std::unique_ptr<Comm> world, tp, cp, pp, dp, dp_cp;
-  // "tp nccl, cp mpi, ...": the communicator each group got.
+  // "tp nccl, cp mpi, pp self, ...": the communicator each group got.
   std::string comm_kinds() const;
 };
 
@@ -53,9 +53,16 @@ NodeRank node_rank(MPI_Comm world);
 // Collective over comm.
 bool shares_device(MPI_Comm comm, const Backend& be);
 
-// Collective over `world`: every rank must call it with the same layout. Every group's
-// tensors live in be's memory. With nccl, a group whose ranks each have a GPU of their own
-// gets an NCCL communicator (where the build has NCCL); every other group MPI.
-Grid make_grid(MPI_Comm world, const Layout& layout, Backend& be, bool nccl = false);
+// Which communicator a group gets (--comm). Mpi: MPI for every group of two or more ranks.
+// Auto: NCCL for a group of two or more whose ranks each have a GPU of their own (where the
+// build has NCCL), else MPI. Nccl: NCCL for every such group, groups of one included (what one
+// GPU can test of NCCL). A group of one gets the group of one (self_comm.hpp) but under Nccl.
+enum class CommChoice { Mpi, Auto, Nccl };
+CommChoice comm_choice(const std::string& flag);  // "mpi", "auto" or "nccl"
+
+// Collective over `world`: every rank must call it with the same layout and choice. Every
+// group's tensors live in be's memory.
+Grid make_grid(MPI_Comm world, const Layout& layout, Backend& be,
+               CommChoice choice = CommChoice::Mpi);
 
 }  // namespace tetra

@@ -1,9 +1,9 @@
 #include "parallel/mpi_comm.hpp"
 
-#include <cstring>
 #include <vector>
 
 #include "model/backend.hpp"
+#include "parallel/self_comm.hpp"
 #include "parallel/timed.hpp"
 #include "parallel/watchdog.hpp"
 #include "util/bf16.hpp"
@@ -157,7 +157,6 @@ class MpiComm final : public Comm {
   int size() const override { return size_; }
 
   void all_reduce(Tensor x, ReduceOp op) override {
-    if (size_ == 1) return;
     Timed t(stats, CommOp::AllReduce, 2.0 * (size_ - 1) / size_ * x.bytes(), "all_reduce", name_);
     watchdog::Call w(watched_, watchdog::Op::AllReduce);
     HostView h(be_, x, true, stage_in_);
@@ -169,7 +168,6 @@ class MpiComm final : public Comm {
   void reduce_scatter(Tensor out, const Tensor& in) override {
     check(in.numel() == out.numel() * size_, "reduce_scatter of ", in.shape_str(), " into ",
           out.shape_str(), " over ", size_, " ranks");
-    if (size_ == 1) return copy_local(out, in);
     Timed t(stats, CommOp::ReduceScatter, double(size_ - 1) / size_ * in.bytes(), "reduce_scatter",
             name_);
     watchdog::Call w(watched_, watchdog::Op::ReduceScatter);
@@ -182,7 +180,6 @@ class MpiComm final : public Comm {
   void all_gather(Tensor out, const Tensor& in) override {
     check(out.numel() == in.numel() * size_, "all_gather of ", in.shape_str(), " into ",
           out.shape_str(), " over ", size_, " ranks");
-    if (size_ == 1) return copy_local(out, in);
     Timed t(stats, CommOp::AllGather, double(size_ - 1) / size_ * out.bytes(), "all_gather", name_);
     watchdog::Call w(watched_, watchdog::Op::AllGather);
     // A rank's own part may already sit in place inside out (ZeRO's updated shard); a staged
@@ -195,7 +192,6 @@ class MpiComm final : public Comm {
     ho.commit();
   }
   void broadcast(Tensor x, int root) override {
-    if (size_ == 1) return;
     Timed t(stats, CommOp::Broadcast, rank_ == root ? double(x.bytes()) : 0.0, "broadcast", name_);
     watchdog::Call w(watched_, watchdog::Op::Broadcast);
     HostView h(be_, x, rank_ == root, stage_in_);
@@ -235,13 +231,11 @@ class MpiComm final : public Comm {
                                         peer, "wait irecv", name_);
   }
   void barrier() override {
-    if (size_ == 1) return;
     Timed t(stats, CommOp::Barrier, 0, "barrier", name_);
     watchdog::Call w(watched_, watchdog::Op::Barrier);
     mpi_check(MPI_Barrier(comm_), "barrier", name_);
   }
   void all_reduce_host(double* x, int n, ReduceOp op) override {
-    if (size_ == 1) return;
     Timed t(stats, CommOp::AllReduce, 2.0 * (size_ - 1) / size_ * n * sizeof(double), "all_reduce",
             name_);
     watchdog::Call w(watched_, watchdog::Op::AllReduce);
@@ -251,15 +245,6 @@ class MpiComm final : public Comm {
   }
 
  private:
-  // A group of one: the result is the input, copied by the backend that owns the memory.
-  void copy_local(Tensor out, const Tensor& in) {
-    if (out.ptr == in.ptr) return;
-    if (be_) return be_->copy(out, in);
-    check(in.device == Device::CPU && out.device == Device::CPU,
-          "the MPI communicator was given device memory but no backend");
-    std::memcpy(out.ptr, in.ptr, in.bytes());
-  }
-
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
   HostBuffer stage_in_, stage_out_;  // host copies of device tensors (blocking calls)
@@ -270,7 +255,11 @@ class MpiComm final : public Comm {
 }  // namespace
 
 std::unique_ptr<Comm> make_mpi_comm(MPI_Comm comm, const std::string& name) {
-  return std::make_unique<MpiComm>(comm, name);
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  if (size > 1) return std::make_unique<MpiComm>(comm, name);
+  if (comm != MPI_COMM_WORLD && comm != MPI_COMM_SELF) MPI_Comm_free(&comm);
+  return make_self_comm(name);
 }
 
 }  // namespace tetra

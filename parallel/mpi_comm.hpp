@@ -1,4 +1,5 @@
-// Comm over an MPI communicator, on host memory.
+// Comm over an MPI communicator, on host memory; a communicator of one rank gives the group
+// of one (self_comm.hpp), whose calls never reach MPI.
 #pragma once
 #include <mpi.h>
 

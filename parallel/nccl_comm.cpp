@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "model/host_wait.hpp"
 #include "parallel/mpi_comm.hpp"
 #include "parallel/timed.hpp"
 #include "parallel/watchdog.hpp"
@@ -56,17 +58,35 @@ ncclDataType_t nccl_type(const Tensor& t) {
 
 class NcclComm;
 
+// A call queued on a stream and not yet seen done: the event recorded after its kernels, and
+// what the watchdog shows while the host waits for it.
+struct Queued {
+  NcclComm* comm;
+  cudaEvent_t done;
+  watchdog::Op op;
+  int peer;
+  int64_t seq;  // the collective's number on its group (watchdog::Call::seq)
+  const char* what;
+};
+
 // Every live NCCL communicator of this process: the watchdog's abort hook aborts them, and a
-// blocking call of any of them first posts every one's held-back sends.
-std::mutex live_mu;
+// call of any of them first posts every one's held-back sends. And the calls queued by all of
+// them, oldest first (each stream's calls in their stream order).
+// Recursive: a call posting every communicator's held sends queues each group under it.
+std::recursive_mutex live_mu;
 std::vector<NcclComm*> live;
+std::deque<Queued> queued;
+
+// A bound on the calls queued between two host waits (a step queues about a hundred): past it
+// the oldest is waited for, so that events are not held without end.
+constexpr size_t kMaxQueued = 4096;
 
 class NcclComm final : public Comm {
  public:
   NcclComm(MPI_Comm c, const std::string& name, Backend& be)
       : Comm(name),
-        host_(make_mpi_comm(c, name)),
         watched_(c, name),
+        host_(make_mpi_comm(c, name)),  // takes c (frees it for a group of one): after watched_
         stream_(static_cast<cudaStream_t>(be.stream())) {
     bind_backend(&be);
     check(stream_ != nullptr, "group ", name, ": NCCL needs a CUDA backend");
@@ -82,88 +102,125 @@ class NcclComm final : public Comm {
     live.push_back(this);
   }
   ~NcclComm() override {
+    // The stream drained, this communicator's queued calls are done and can be dropped.
+    cudaStreamSynchronize(stream_);
     {
       std::lock_guard lock(live_mu);
       live.erase(std::find(live.begin(), live.end(), this));
+      for (auto it = queued.begin(); it != queued.end();) {
+        if (it->comm != this) {
+          ++it;
+          continue;
+        }
+        spare_.push_back(it->done);
+        it = queued.erase(it);
+      }
     }
-    cudaStreamSynchronize(stream_);
-    ncclCommDestroy(comm_);
+    for (cudaEvent_t e : spare_) cudaEventDestroy(e);
+    if (!aborted_) ncclCommDestroy(comm_);
   }
 
   const char* kind() const override { return "nccl"; }
   int rank() const override { return host_->rank(); }
   int size() const override { return host_->size(); }
 
-  // Size-1 groups still run their NCCL calls (they are the calls a one-GPU machine can test)
-  // but count nothing, as the MPI communicator's shortcuts count nothing.
+  // Size-1 groups still run their NCCL calls under --comm nccl (they are the calls a one-GPU
+  // machine can test) but count nothing, as the group of one counts nothing.
   void all_reduce(Tensor x, ReduceOp op) override {
     Counted c(*this, CommOp::AllReduce, 2.0 * (size() - 1) / size() * x.bytes(), "all_reduce");
-    nccl_check(ncclAllReduce(x.ptr, x.ptr, size_t(x.numel()), nccl_type(x),
-                             op == ReduceOp::Max ? ncclMax : ncclSum, comm_, stream_),
-               "all_reduce", name_);
-    complete(watchdog::Op::AllReduce);
+    enqueue(watchdog::Op::AllReduce, -1, "all_reduce", [&] {
+      nccl_check(ncclAllReduce(x.ptr, x.ptr, size_t(x.numel()), nccl_type(x),
+                               op == ReduceOp::Max ? ncclMax : ncclSum, comm_, stream_),
+                 "all_reduce", name_);
+    });
   }
   void reduce_scatter(Tensor out, const Tensor& in) override {
     check(in.numel() == out.numel() * size(), "reduce_scatter of ", in.shape_str(), " into ",
           out.shape_str(), " over ", size(), " ranks");
     Counted c(*this, CommOp::ReduceScatter, double(size() - 1) / size() * in.bytes(),
               "reduce_scatter");
-    nccl_check(ncclReduceScatter(in.ptr, out.ptr, size_t(out.numel()), nccl_type(in), ncclSum,
-                                 comm_, stream_),
-               "reduce_scatter", name_);
-    complete(watchdog::Op::ReduceScatter);
+    enqueue(watchdog::Op::ReduceScatter, -1, "reduce_scatter", [&] {
+      nccl_check(ncclReduceScatter(in.ptr, out.ptr, size_t(out.numel()), nccl_type(in), ncclSum,
+                                   comm_, stream_),
+                 "reduce_scatter", name_);
+    });
   }
   void all_gather(Tensor out, const Tensor& in) override {
     check(out.numel() == in.numel() * size(), "all_gather of ", in.shape_str(), " into ",
           out.shape_str(), " over ", size(), " ranks");
     Counted c(*this, CommOp::AllGather, double(size() - 1) / size() * out.bytes(), "all_gather");
     // NCCL handles in == out + rank * count (ZeRO's updated shard in place) itself.
-    nccl_check(ncclAllGather(in.ptr, out.ptr, size_t(in.numel()), nccl_type(in), comm_, stream_),
-               "all_gather", name_);
-    complete(watchdog::Op::AllGather);
+    enqueue(watchdog::Op::AllGather, -1, "all_gather", [&] {
+      nccl_check(ncclAllGather(in.ptr, out.ptr, size_t(in.numel()), nccl_type(in), comm_, stream_),
+                 "all_gather", name_);
+    });
   }
   void broadcast(Tensor x, int root) override {
     Counted c(*this, CommOp::Broadcast, rank() == root ? double(x.bytes()) : 0.0, "broadcast");
-    nccl_check(ncclBroadcast(x.ptr, x.ptr, size_t(x.numel()), nccl_type(x), root, comm_, stream_),
-               "broadcast", name_);
-    complete(watchdog::Op::Broadcast);
+    enqueue(watchdog::Op::Broadcast, -1, "broadcast", [&] {
+      nccl_check(ncclBroadcast(x.ptr, x.ptr, size_t(x.numel()), nccl_type(x), root, comm_, stream_),
+                 "broadcast", name_);
+    });
   }
 
   void send(const Tensor& x, int peer, int tag) override {
     Counted c(*this, CommOp::SendRecv, double(x.bytes()), "send");
     held_.push_back({x, peer});
-    post_held(nullptr, 0);
-    complete(watchdog::Op::Send, peer);
+    post_held(nullptr, 0, watchdog::Op::Send);
   }
+  // The pipeline's blocking receive waits for its data, as the MPI one does: the time a stage
+  // waits for its neighbour is its bubble, measured around this call.
   void recv(Tensor x, int peer, int tag) override {
     Counted c(*this, CommOp::SendRecv, 0, "recv");
-    post_held(&x, peer);
-    complete(watchdog::Op::Recv, peer);
+    post_held(&x, peer, watchdog::Op::Recv);
+    wait_queued(stream_);
   }
   std::unique_ptr<Request> isend(const Tensor& x, int peer, int tag) override {
     Counted c(*this, CommOp::SendRecv, double(x.bytes()), "isend");
     held_.push_back({x, peer});
-    return std::make_unique<Pending>(*this, watchdog::Op::WaitSend, peer, "wait isend");
+    return std::make_unique<Pending>(*this, "wait isend");
   }
   std::unique_ptr<Request> irecv(Tensor x, int peer, int tag) override {
     Counted c(*this, CommOp::SendRecv, 0, "irecv");
-    post_held(&x, peer);
-    return std::make_unique<Pending>(*this, watchdog::Op::WaitRecv, peer, "wait irecv");
+    post_held(&x, peer, watchdog::Op::WaitRecv);
+    return std::make_unique<Pending>(*this, "wait irecv");
   }
 
+  // Host calls are blocking points: the queued calls are waited for first (an error of theirs
+  // surfaces here, and a barrier keeps meaning that everything before it is done).
   void barrier() override {
     post_all_held();
+    wait_queued(stream_);
     host_->barrier();
     take_host_stats();
   }
   void all_reduce_host(double* x, int n, ReduceOp op) override {
     post_all_held();
+    wait_queued(stream_);
     host_->all_reduce_host(x, n, op);
     take_host_stats();
   }
 
   // The watchdog's abort hook: no lock, the process is about to end.
-  void abort() { ncclCommAbort(comm_); }
+  void abort() {
+    aborted_ = true;
+    ncclCommAbort(comm_);
+  }
+
+  // The host-wait hook (model/host_wait.hpp): waits for every call queued on `stream`, oldest
+  // first. The stream runs them in this order, so the first not done is the one it is in.
+  static void wait_queued(void* stream) {
+    std::lock_guard lock(live_mu);
+    for (auto it = queued.begin(); it != queued.end();) {
+      if (it->comm->stream_ != stream) {
+        ++it;
+        continue;
+      }
+      it->comm->wait_for(*it);
+      it->comm->spare_.push_back(it->done);
+      it = queued.erase(it);
+    }
+  }
 
  private:
   struct Held {
@@ -171,8 +228,8 @@ class NcclComm final : public Comm {
     int peer;
   };
 
-  // Counts a call (unless the group has one rank) and times it, posting every NCCL
-  // communicator's held-back sends first.
+  // Counts a call (unless the group has one rank) and times the host's part of it, posting
+  // every NCCL communicator's held-back sends first.
   class Counted {
    public:
     Counted(NcclComm& c, CommOp op, double bytes, const char* what)
@@ -185,66 +242,123 @@ class NcclComm final : public Comm {
     Timed timed_;
   };
 
+  // The wait of an isend or irecv. Both are queued on the stream by then (the receive when it
+  // was made, the send here at the latest), and the stream orders everything after them, so
+  // the wait itself returns without waiting for the GPU: a payload freed after it is freed
+  // in stream order (cudaFreeAsync on the same stream), after the send has read it.
   class Pending final : public Request {
    public:
-    Pending(NcclComm& c, watchdog::Op op, int peer, const char* what)
-        : c_(c), op_(op), peer_(peer), what_(what) {}
-    // A request nobody waited for still has its send posted and completed; a destructor
-    // must not throw.
+    Pending(NcclComm& c, const char* what) : c_(c), what_(what) {}
+    // A request nobody waited for still has its send posted; a destructor must not throw.
     ~Pending() override {
       try {
-        c_.post_held(nullptr, 0);
+        c_.post_held(nullptr, 0, watchdog::Op::WaitSend);
       } catch (const Error&) {
       }
-      cudaStreamSynchronize(c_.stream_);
     }
     void wait() override {
       Timed t(c_.size() > 1 ? c_.stats : c_.uncounted_, what_, c_.name_);
-      c_.post_held(nullptr, 0);
-      c_.complete(op_, peer_);
+      c_.post_held(nullptr, 0, watchdog::Op::WaitSend);
     }
 
    private:
     NcclComm& c_;
-    watchdog::Op op_;
-    int peer_;
     const char* what_;
   };
 
   // Posts the held-back sends, and the receive `into` from `peer` if given, as one group.
-  void post_held(Tensor* into, int peer) {
+  void post_held(Tensor* into, int peer, watchdog::Op op) {
     if (held_.empty() && !into) return;
-    nccl_check(ncclGroupStart(), "ncclGroupStart", name_);
-    for (const Held& h : held_)
-      nccl_check(ncclSend(h.x.ptr, size_t(h.x.numel()), nccl_type(h.x), h.peer, comm_, stream_),
-                 "send", name_);
-    if (into)
-      nccl_check(ncclRecv(into->ptr, size_t(into->numel()), nccl_type(*into), peer, comm_, stream_),
-                 "recv", name_);
-    nccl_check(ncclGroupEnd(), "ncclGroupEnd", name_);
+    enqueue(op, into ? peer : held_.back().peer, into ? "recv" : "send", [&] {
+      nccl_check(ncclGroupStart(), "ncclGroupStart", name_);
+      for (const Held& h : held_)
+        nccl_check(ncclSend(h.x.ptr, size_t(h.x.numel()), nccl_type(h.x), h.peer, comm_, stream_),
+                   "send", name_);
+      if (into)
+        nccl_check(
+            ncclRecv(into->ptr, size_t(into->numel()), nccl_type(*into), peer, comm_, stream_),
+            "recv", name_);
+      nccl_check(ncclGroupEnd(), "ncclGroupEnd", name_);
+    });
     held_.clear();
   }
   static void post_all_held() {
     std::lock_guard lock(live_mu);
-    for (NcclComm* c : live) c->post_held(nullptr, 0);
+    for (NcclComm* c : live) c->post_held(nullptr, 0, watchdog::Op::Send);
   }
 
-  // Waits for an event recorded after this call's NCCL kernels on the backend's stream,
-  // shown to the watchdog as a blocking call, and turns NCCL's asynchronous errors into
-  // tetra::Error.
-  void complete(watchdog::Op op, int peer = -1) {
-    watchdog::Call w(watched_, op, peer);
-    const std::unique_ptr<Backend::Event> done = be_->record_event();
-    for (;;) {
-      if (done->done()) return;
-      ncclResult_t async = ncclSuccess;
-      nccl_check(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError", name_);
-      if (async != ncclSuccess && async != ncclInProgress) {
-        ncclCommAbort(comm_);
-        fail("NCCL error on group ", name_, ": ", ncclGetErrorString(async));
-      }
+  // Queues a call on the backend's stream and returns without waiting for it: `post` runs the
+  // NCCL calls (shown to the watchdog meanwhile, since NCCL may block the host there, setting
+  // up a connection with a peer), and an event recorded after them marks the call's end.
+  //
+  // Why nothing needs the host to wait here: the call's inputs were written by kernels queued
+  // before it on the same stream and its outputs are read by kernels queued after it; the
+  // host reads device memory only through the backend's download, which queues the copy on the
+  // stream and waits after the hook (wait_queued) has seen every queued call done; Buffers
+  // free their memory with cudaFreeAsync on that stream, so memory a call reads or writes is
+  // reused only after it; NCCL takes device memory only (no host staging to keep alive); and
+  // the bytes are counted when the call is made, as they were. An error of NCCL's surfaces at
+  // the next wait (or at the next call, polled here), with the group's name.
+  template <typename Post>
+  void enqueue(watchdog::Op op, int peer, const char* what, Post&& post) {
+    Queued q{this, nullptr, op, peer, 0, what};
+    {
+      watchdog::Call w(watched_, op, peer);  // enters the collective: its number on the group
+      q.seq = w.seq();
+      post();
+    }
+    poll();
+    if (spare_.empty()) {
+      cudaEvent_t e = nullptr;
+      cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+      spare_.push_back(e);
+    }
+    q.done = spare_.back();
+    cuda_check(cudaEventRecord(q.done, stream_), "cudaEventRecord");
+    spare_.pop_back();
+    std::lock_guard lock(live_mu);
+    queued.push_back(q);
+    // Drop the calls already done from the front (no wait), and past the bound wait for one.
+    while (!queued.empty()) {
+      Queued& front = queued.front();
+      if (queued.size() <= kMaxQueued && !front.comm->done(front)) break;
+      front.comm->wait_for(front);
+      front.comm->spare_.push_back(front.done);
+      queued.pop_front();
+    }
+  }
+
+  bool done(const Queued& q) const {
+    const cudaError_t r = cudaEventQuery(q.done);
+    if (r == cudaErrorNotReady) return false;
+    cuda_check(r, q.what);
+    return true;
+  }
+
+  // Waits for one queued call of this communicator, shown to the watchdog as that call (its
+  // number on the group unchanged) and timed as the group's, polling NCCL's asynchronous
+  // errors meanwhile.
+  void wait_for(const Queued& q) {
+    if (done(q)) return;
+    Timed t(size() > 1 ? stats : uncounted_, q.what, name_);
+    watchdog::Call w(watched_, q.op, q.peer, q.seq);
+    while (!done(q)) {
+      poll();
       std::this_thread::yield();
     }
+  }
+
+  // NCCL's asynchronous errors as tetra::Error, the communicator aborted first.
+  void poll() {
+    ncclResult_t async = ncclSuccess;
+    nccl_check(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError", name_);
+    if (async == ncclSuccess || async == ncclInProgress) return;
+    abort();
+    fail("NCCL error on group ", name_, ": ", ncclGetErrorString(async));
+  }
+  void cuda_check(cudaError_t r, const char* what) const {
+    if (r != cudaSuccess)
+      fail("CUDA error in ", what, " on group ", name_, ": ", cudaGetErrorString(r));
   }
 
   // The host communicator counts its own calls; they are this group's calls.
@@ -257,12 +371,14 @@ class NcclComm final : public Comm {
     h.clear();
   }
 
-  std::unique_ptr<Comm> host_;  // the group over MPI: bootstrap, host reductions, barriers
   watchdog::Group watched_;
+  std::unique_ptr<Comm> host_;  // the group over MPI: bootstrap, host reductions, barriers
   cudaStream_t stream_;
   ncclComm_t comm_ = nullptr;
+  bool aborted_ = false;
   std::vector<Held> held_;
-  CommStats uncounted_;  // where size-1 groups time their calls
+  std::vector<cudaEvent_t> spare_;  // events of calls seen done, for reuse
+  CommStats uncounted_;             // where size-1 groups time their calls
 };
 
 void abort_all() {
@@ -273,6 +389,7 @@ void abort_all() {
 
 std::unique_ptr<Comm> make_nccl_comm(MPI_Comm comm, const std::string& name, Backend& be) {
   watchdog::set_abort_hook(abort_all);
+  set_host_wait_hook(NcclComm::wait_queued);
   return std::make_unique<NcclComm>(comm, name, be);
 }
 

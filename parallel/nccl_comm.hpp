@@ -1,8 +1,11 @@
 // Comm over NCCL, for tensors in one GPU's memory: one NCCL communicator per group (tp, cp,
 // pp, dp, dp_cp), bootstrapped through the group's MPI communicator, which it keeps for host
 // reductions and barriers. Work is queued on the backend's stream, behind the kernels that
-// produced its input, and each call waits for its result (phase one: no overlap yet), polling
-// NCCL's asynchronous errors while the watchdog sees the call as blocked.
+// produced its input and ahead of those that read its output, and a call returns without
+// waiting for the GPU (but the pipeline's blocking receive). The host waits for the queued
+// calls where it next waits for the stream (the backend's download, synchronize and sums of
+// squares, through model/host_wait.hpp; a barrier; a host reduction), oldest first, polling
+// NCCL's asynchronous errors while the watchdog sees it in the call the stream is in.
 //
 // NCCL has no message tags: a link's sends and receives match in posting order. The pipeline
 // schedules guarantee that every link carries its messages in the order the receiver

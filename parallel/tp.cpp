@@ -9,6 +9,7 @@ namespace {
 // gather_tokens  [Tl, c] -> [T, c]: the identity, or under --sp an all-gather;
 // reduce_tokens  partial sums [T, c] -> [Tl, c]: an all-reduce, or under --sp a
 //                reduce-scatter.
+// Both are the identity at TP 1 and call no communicator there.
 Buffer gather_tokens(Backend& be, const TensorParallel& tp, Buffer local) {
   if (!tp.sp || tp.size() == 1) return local;
   Buffer full(be, local.numel() * tp.size(), local.dtype());
@@ -26,7 +27,8 @@ Tensor gather_tokens(Backend& be, const TensorParallel& tp, const Tensor& local,
 }
 
 Buffer reduce_tokens(Backend& be, const TensorParallel& tp, Buffer partial) {
-  if (!tp.sp || tp.size() == 1) {
+  if (tp.size() == 1) return partial;  // the sum over one rank (even under --comm nccl)
+  if (!tp.sp) {
     tp.comm.all_reduce(partial.flat());
     return partial;
   }

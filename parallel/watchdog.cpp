@@ -393,15 +393,23 @@ Group::~Group() {
 
 Call::Call(const Group& g, Op op, int peer) : board_(g.slot_ >= 0 ? g_mine : nullptr) {
   if (board_ == nullptr) return;
-  int64_t seq = 0;
+  if (is_collective(op)) {
+    std::atomic<int64_t>& n = board_->slots[g.slot_].entered;
+    seq_ = n.load(std::memory_order_relaxed) + 1;  // only this thread writes it
+    n.store(seq_, std::memory_order_relaxed);
+  }
+  show(g, op, peer);
+}
+
+Call::Call(const Group& g, Op op, int peer, int64_t seq)
+    : board_(g.slot_ >= 0 ? g_mine : nullptr), seq_(seq) {
+  if (board_ != nullptr) show(g, op, peer);
+}
+
+void Call::show(const Group& g, Op op, int peer) {
   // Only this thread writes it: a load and a store, no locked instruction.
   board_->progress.store(board_->progress.load(std::memory_order_relaxed) + 1,
                          std::memory_order_relaxed);
-  if (is_collective(op)) {
-    std::atomic<int64_t>& n = board_->slots[g.slot_].entered;
-    seq = n.load(std::memory_order_relaxed) + 1;  // only this thread writes it
-    n.store(seq, std::memory_order_relaxed);
-  }
   // Readers check since_ns before and after the rest; keep these stores after the 0 that
   // ended the previous call (a compiler-only barrier on x86).
   std::atomic_thread_fence(std::memory_order_release);
@@ -409,7 +417,7 @@ Call::Call(const Group& g, Op op, int peer) : board_(g.slot_ >= 0 ? g_mine : nul
   board_->slot.store(g.slot_, std::memory_order_relaxed);
   const bool p2p = !is_collective(op) && peer >= 0 && peer < int(g.world_.size());
   board_->peer.store(p2p ? g.world_[peer] : -1, std::memory_order_relaxed);
-  board_->seq.store(seq, std::memory_order_relaxed);
+  board_->seq.store(seq_, std::memory_order_relaxed);
   board_->since_ns.store(now_ns(), std::memory_order_release);
 }
 

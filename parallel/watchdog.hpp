@@ -81,15 +81,24 @@ class Group {
 
 // One blocking call, shown to the watchdog for as long as this object lives. peer is the
 // group rank of a send or receive's other side (ignored for collectives).
+//
+// A call queued on a GPU's stream and waited for later (NCCL's, parallel/nccl_comm.cpp) is
+// entered once, when it is queued (the first form, whose seq() is the collective's number on
+// its group), and shown again with that number while the host waits for it (the second form,
+// which enters nothing): the members' counts stay those of the calls they have queued.
 class Call {
  public:
   Call(const Group& g, Op op, int peer = -1);
+  Call(const Group& g, Op op, int peer, int64_t seq);
   ~Call();
   Call(const Call&) = delete;
   Call& operator=(const Call&) = delete;
+  int64_t seq() const { return seq_; }  // 0 for a send or receive, or while the watchdog is off
 
  private:
+  void show(const Group& g, Op op, int peer);
   Board* board_ = nullptr;  // null while the watchdog is off
+  int64_t seq_ = 0;
 };
 
 }  // namespace tetra::watchdog

@@ -38,7 +38,8 @@
 #   errors    --device cuda with no GPU visible, --comm nccl with two ranks on one GPU: one
 #             error line each, exit 2
 #   nccl      NCCL in every group of a one-rank run (losses bitwise equal to the MPI path's);
-#             --comm auto in TP 2 and DP 2 runs on the one GPU
+#             --comm auto in TP 2 and DP 2 runs on the one GPU (ranks that share it: MPI
+#             through pinned staging; groups of one: no communicator)
 #   layouts   the DP, TP, PP, CP, 4D and bf16 layout tests, every rank on the one GPU (MPI path;
 #             built on the machine)
 # A phase whose feature the machine lacks or refuses says SKIP, never PASS.

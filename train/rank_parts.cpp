@@ -240,7 +240,7 @@ void make_backend_and_grid(RankParts& p, MPI_Comm world, int sharing_cores) {
           " ranks share this machine's GPUs, and NCCL needs a GPU of its own for every rank; "
           "use --comm mpi (or auto, which takes NCCL only for groups whose ranks each have one)");
   });
-  p.grid = make_grid(world, p.work.layout, *p.backend, d.comm != "mpi");
+  p.grid = make_grid(world, p.work.layout, *p.backend, comm_choice(d.comm));
 }
 
 // Continues the checkpoint at `path`: its run's settings checked against this run's, then

@@ -64,12 +64,19 @@ std::string Attention::refusal(const AttnShape& a, bool backward) const {
 #endif
 }
 
-std::string Attention::path(const AttnShape& a) const {
-  const std::string why = refusal(a, false);
+std::string Attention::path(const AttnShape& a, bool backward) const {
+  const std::string why = refusal(a, backward);
 #ifdef TETRA_HAVE_CUDNN
   if (why.empty()) return "cudnn sdpa (" + cudnn_version() + ")";
 #endif
   return "cuda fallback (batched GEMMs): " + why;
+}
+
+std::string Attention::path(const AttnShape& a) const {
+  const std::string forward = path(a, false), backward = path(a, true);
+  if (forward == backward && forward.starts_with("cudnn sdpa"))
+    return forward + ", forward and backward";
+  return "forward " + forward + "; backward " + backward;
 }
 
 void Attention::forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,

@@ -22,7 +22,10 @@ class Attention {
  public:
   Attention(cudaStream_t s, cublasHandle_t blas);
   ~Attention();
-  // "cudnn sdpa (cuDNN 9.19.0 (frontend 1.32.0))" or "cuda fallback (batched GEMMs): <why>".
+  // Both passes: "cudnn sdpa (cuDNN 9.19.0 (frontend 1.32.0)), forward and backward" where
+  // cuDNN takes the forward and the backward, else "forward <pass>; backward <pass>" with each
+  // pass "cudnn sdpa (...)" or "cuda fallback (batched GEMMs): <why>" (a cuDNN may accept the
+  // forward's graph and refuse the backward's; the fallback backward costs about half the MFU).
   std::string path(const AttnShape& a) const;
   void forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
                const Tensor& q_pos, const Tensor& k_pos, const AttnShape& a);
@@ -31,8 +34,9 @@ class Attention {
                 const Tensor& q_pos, const Tensor& k_pos, const AttnShape& a);
 
  private:
-  // Why cuDNN does not take this call ("" when it does).
+  // Why cuDNN does not take this pass ("" when it does), and the pass's path as said above.
   std::string refusal(const AttnShape& a, bool backward) const;
+  std::string path(const AttnShape& a, bool backward) const;
 
   cudaStream_t stream_;
   cublasHandle_t blas_;

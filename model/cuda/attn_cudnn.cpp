@@ -5,7 +5,9 @@
 #include <cudnn.h>
 #include <cudnn_frontend.h>
 
+#include <atomic>
 #include <cmath>
+#include <mutex>
 
 #include "util/error.hpp"
 
@@ -138,78 +140,113 @@ std::string cudnn_version() {
          std::to_string(CUDNN_FRONTEND_PATCH_VERSION) + ")";
 }
 
-struct CudnnSdpa::Graphs {
+static std::atomic<int64_t> graphs_built{0};  // by every device
+
+int64_t cudnn_graphs_built() {
+  return graphs_built.load();
+}
+
+// Every backend of a device shares one cuDNN handle and one cache of graphs, so that a graph is
+// built once per process (a test makes many backends; each build may compile kernels through
+// NVRTC). A handle belongs to the device it was made on and runs on the stream last set, so
+// each execute sets the calling backend's stream first. One mutex guards both: tetra drives a
+// backend from one thread, so it is taken uncontended in training.
+struct CudnnSdpa::Shared {
   using Key = decltype(std::tuple_cat(std::tuple(false), SdpaGeometry{}.key()));
   struct Entry {
     std::shared_ptr<fe::graph::Graph> graph;  // null: refused
     std::string why;
     int64_t workspace = 0;
   };
+  std::mutex mu;
+  cudnnHandle_t handle = nullptr;
   std::map<Key, Entry> built;
-};
 
-CudnnSdpa::CudnnSdpa(cudaStream_t s) : stream_(s), graphs_(std::make_unique<Graphs>()) {
-  cudnnHandle_t h = nullptr;
-  const cudnnStatus_t st = cudnnCreate(&h);
-  check(st == CUDNN_STATUS_SUCCESS, "cudnnCreate: ", cudnnGetErrorString(st));
-  handle_ = h;
-  check(cudnnSetStream(h, s) == CUDNN_STATUS_SUCCESS, "cudnnSetStream failed");
-}
-
-CudnnSdpa::~CudnnSdpa() {
-  graphs_.reset();
-  if (handle_) cudnnDestroy(static_cast<cudnnHandle_t>(handle_));
-}
-
-bool CudnnSdpa::prepare(const SdpaGeometry& g, bool backward, std::string* why) {
-  const Graphs::Key key = std::tuple_cat(std::tuple(backward), g.key());
-  auto it = graphs_->built.find(key);
-  if (it == graphs_->built.end()) {
-    Graphs::Entry e;
+  // The entry of g, built on first use. Under mu.
+  const Entry& entry(const SdpaGeometry& g, bool backward) {
+    const Key key = std::tuple_cat(std::tuple(backward), g.key());
+    auto it = built.find(key);
+    if (it != built.end()) return it->second;
+    Entry e;
     auto graph = backward ? backward_graph(g, 0) : forward_graph(g, 0);
-    auto h = static_cast<cudnnHandle_t>(handle_);
     fe::error_t r = graph->validate();
-    if (r.is_good()) r = graph->build_operation_graph(h);
+    if (r.is_good()) r = graph->build_operation_graph(handle);
     if (r.is_good()) r = graph->create_execution_plans({fe::HeurMode_t::A});
-    if (r.is_good()) r = graph->check_support(h);
-    if (r.is_good()) r = graph->build_plans(h);
+    if (r.is_good()) r = graph->check_support(handle);
+    if (r.is_good()) r = graph->build_plans(handle);
     if (r.is_good()) r = graph->get_workspace_size(e.workspace);
     if (r.is_good())
       e.graph = graph;
     else
       e.why = message(r);
-    it = graphs_->built.emplace(key, std::move(e)).first;
+    graphs_built.fetch_add(1);
+    return built.emplace(key, std::move(e)).first->second;
   }
-  if (why) *why = it->second.why;
-  return it->second.graph != nullptr;
+  // The entry of g, which must have been accepted. Under mu.
+  const Entry& accepted(const SdpaGeometry& g, bool backward, const char* what) {
+    const Entry& e = entry(g, backward);
+    check(e.graph != nullptr, "cuDNN SDPA ", what, ": ", e.why);
+    return e;
+  }
+  void execute(const Entry& e, cudaStream_t s, std::unordered_map<int64_t, void*>& pack,
+               void* workspace, const char* what) {
+    check(cudnnSetStream(handle, s) == CUDNN_STATUS_SUCCESS, "cudnnSetStream failed");
+    const fe::error_t r = e.graph->execute(handle, pack, workspace);
+    check(r.is_good(), "cuDNN SDPA ", what, ": ", message(r));
+  }
+};
+
+// The device's shared state, its handle made on first use. Made once and never destroyed: at
+// exit a static's destructor could run cudnnDestroy after the CUDA runtime has shut down.
+CudnnSdpa::Shared& CudnnSdpa::shared_of(int device) {
+  static std::mutex mu;
+  static std::map<int, Shared*>* all = new std::map<int, Shared*>;
+  std::lock_guard lock(mu);
+  Shared*& sh = (*all)[device];
+  if (sh == nullptr) sh = new Shared;
+  std::lock_guard lock_device(sh->mu);
+  if (sh->handle == nullptr) {  // a failed cudnnCreate is tried again by the next backend
+    const cudnnStatus_t st = cudnnCreate(&sh->handle);
+    if (st != CUDNN_STATUS_SUCCESS) sh->handle = nullptr;
+    check(st == CUDNN_STATUS_SUCCESS, "cudnnCreate: ", cudnnGetErrorString(st));
+  }
+  return *sh;
+}
+
+CudnnSdpa::CudnnSdpa(cudaStream_t s) : stream_(s) {
+  int device = 0;
+  check(cudaGetDevice(&device) == cudaSuccess, "cudaGetDevice failed");
+  shared_ = &shared_of(device);  // the backend made its device current
+}
+
+CudnnSdpa::~CudnnSdpa() = default;
+
+bool CudnnSdpa::prepare(const SdpaGeometry& g, bool backward, std::string* why) {
+  std::lock_guard lock(shared_->mu);
+  const Shared::Entry& e = shared_->entry(g, backward);
+  if (why) *why = e.why;
+  return e.graph != nullptr;
 }
 
 int64_t CudnnSdpa::workspace_bytes(const SdpaGeometry& g, bool backward) {
-  std::string why;
-  check(prepare(g, backward, &why), "cuDNN SDPA: ", why);
-  return graphs_->built.at(std::tuple_cat(std::tuple(backward), g.key())).workspace;
+  std::lock_guard lock(shared_->mu);
+  return shared_->accepted(g, backward, backward ? "backward" : "forward").workspace;
 }
 
 void CudnnSdpa::forward(const SdpaGeometry& g, const void* q, const void* k, const void* v, void* o,
                         float* stats, void* workspace) {
-  std::string why;
-  check(prepare(g, false, &why), "cuDNN SDPA forward: ", why);
-  auto& graph = graphs_->built.at(std::tuple_cat(std::tuple(false), g.key())).graph;
   std::unordered_map<int64_t, void*> pack{{kQ, const_cast<void*>(q)},
                                           {kK, const_cast<void*>(k)},
                                           {kV, const_cast<void*>(v)},
                                           {kO, o},
                                           {kStats, stats}};
-  fe::error_t e = graph->execute(static_cast<cudnnHandle_t>(handle_), pack, workspace);
-  check(e.is_good(), "cuDNN SDPA forward: ", message(e));
+  std::lock_guard lock(shared_->mu);
+  shared_->execute(shared_->accepted(g, false, "forward"), stream_, pack, workspace, "forward");
 }
 
 void CudnnSdpa::backward(const SdpaGeometry& g, const void* q, const void* k, const void* v,
                          const void* o, const void* dout, const float* stats, void* dq, void* dk,
                          void* dv, void* workspace) {
-  std::string why;
-  check(prepare(g, true, &why), "cuDNN SDPA backward: ", why);
-  auto& graph = graphs_->built.at(std::tuple_cat(std::tuple(true), g.key())).graph;
   std::unordered_map<int64_t, void*> pack{{kQ, const_cast<void*>(q)},
                                           {kK, const_cast<void*>(k)},
                                           {kV, const_cast<void*>(v)},
@@ -219,8 +256,8 @@ void CudnnSdpa::backward(const SdpaGeometry& g, const void* q, const void* k, co
                                           {kdQ, dq},
                                           {kdK, dk},
                                           {kdV, dv}};
-  fe::error_t e = graph->execute(static_cast<cudnnHandle_t>(handle_), pack, workspace);
-  check(e.is_good(), "cuDNN SDPA backward: ", message(e));
+  std::lock_guard lock(shared_->mu);
+  shared_->execute(shared_->accepted(g, true, "backward"), stream_, pack, workspace, "backward");
 }
 
 }  // namespace tetra::cuda

@@ -5,7 +5,8 @@
 // queries against its key prefix), and a deterministic backward. q, k, v are strided views of
 // tetra's token-major buffers (strides {batch stride, hd, row stride, 1}: heads hd packed, or
 // the fused qkv's width, AttnShape's layout), and so are dq, dk, dv: no transposes. A graph
-// is built once per geometry and kept (the first build compiles kernels through NVRTC).
+// is built once per geometry and device in the process, shared by every backend, and kept (the
+// first build compiles kernels through NVRTC).
 // Built only where the frontend's headers were found (TETRA_HAVE_CUDNN).
 #pragma once
 #include <cuda_runtime.h>
@@ -44,6 +45,8 @@ std::vector<SdpaGeometry> sdpa_geometries(const AttnShape& a);
 std::string cudnn_sdpa_validate(const SdpaGeometry& g, bool backward, int sm);
 // "cuDNN 9.19.0 (frontend 1.32.0)": the library run against, and the headers compiled with.
 std::string cudnn_version();
+// Graphs this process has built (accepted or refused): a second backend on a device builds none.
+int64_t cudnn_graphs_built();
 
 class CudnnSdpa {
  public:
@@ -63,10 +66,10 @@ class CudnnSdpa {
                 void* workspace);
 
  private:
-  struct Graphs;
+  struct Shared;  // the device's cuDNN handle and graphs, for the whole process
+  static Shared& shared_of(int device);
   cudaStream_t stream_;
-  void* handle_ = nullptr;  // cudnnHandle_t
-  std::unique_ptr<Graphs> graphs_;
+  Shared* shared_ = nullptr;
 };
 
 }  // namespace tetra::cuda

@@ -39,6 +39,7 @@
 #include "model/cuda/fused_ops.hpp"
 #include "model/cuda/gemm_lt.hpp"
 #include "model/cuda/kernels.cuh"
+#include "model/host_wait.hpp"
 
 namespace tetra {
 namespace {
@@ -135,9 +136,11 @@ class CudaBackend final : public Backend {
   void download(void* host, const Tensor& src) override {
     if (src.bytes() == 0) return;
     CUDA_CHECK(cudaMemcpyAsync(host, dev(src), src.bytes(), cudaMemcpyDeviceToHost, stream_));
+    before_host_wait(stream_);
     CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   void synchronize() override {
+    before_host_wait(stream_);
     CUDA_CHECK(cudaStreamSynchronize(stream_));
     times_->collect();
   }
@@ -255,6 +258,7 @@ class CudaBackend final : public Backend {
     sum_squares_many(stream_, xs, totals.as<double>());
     double* host = reinterpret_cast<double*>(sum_host_.get(*this, bytes));
     CUDA_CHECK(cudaMemcpyAsync(host, totals.get(), bytes, cudaMemcpyDeviceToHost, stream_));
+    before_host_wait(stream_);
     CUDA_CHECK(cudaStreamSynchronize(stream_));
     std::copy(host, host + xs.size(), out.begin());
   }

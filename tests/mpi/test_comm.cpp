@@ -1,7 +1,8 @@
 // The MPI communicator itself, on 4 ranks: bf16 reductions reduce values, not bit patterns
 // (MPI has no bf16 type and would add them as 16-bit integers), and every call gives the
 // same result whether the tensors are host memory handed to MPI as they are or the guarded
-// backend's memory, which the communicator must stage through the backend.
+// backend's memory, which the communicator must stage through the backend. Groups of one get
+// no communicator (the group of one, self_comm.hpp), under every --comm choice on the CPU.
 #include <doctest/doctest.h>
 #include <mpi.h>
 
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "model/backend.hpp"
+#include "parallel/grid.hpp"
 #include "parallel/mpi_comm.hpp"
 #include "util/bf16.hpp"
 
@@ -87,6 +89,7 @@ TEST_CASE("comm: a group of one copies through the backend, also the guarded one
   MPI_Comm_dup(MPI_COMM_SELF, &self);
   auto comm = make_mpi_comm(self, "tp");
   comm->bind_backend(be.get());
+  CHECK(std::string(comm->kind()) == "self");
   Buffer a(*be, 4), b(*be, 4);
   const std::vector<float> x = {1.f, 2.f, 3.f, 4.f};
   be->upload(a.flat(), x.data());
@@ -96,4 +99,42 @@ TEST_CASE("comm: a group of one copies through the backend, also the guarded one
   comm->all_gather(b.flat(), a.flat());
   CHECK(down<float>(*be, b.flat()) == x);
   CHECK(comm->stats.calls == 0);
+}
+
+TEST_CASE("comm: every group of one rank gets the group of one, groups of more MPI") {
+  auto be = make_cpu_backend(1);
+  struct Case {
+    Layout layout;
+    const char* kinds;
+  };
+  for (const Case& c : {Case{{1, 1, 1, 4}, "tp self, cp self, pp self, dp_cp mpi"},
+                        Case{{2, 1, 1, 2}, "tp mpi, cp self, pp self, dp_cp mpi"},
+                        Case{{1, 2, 2, 1}, "tp self, cp mpi, pp mpi, dp_cp mpi"},
+                        Case{{4, 1, 1, 1}, "tp mpi, cp self, pp self, dp_cp self"}}) {
+    for (CommChoice choice : {CommChoice::Mpi, CommChoice::Auto, CommChoice::Nccl}) {
+      CAPTURE(c.layout.str());
+      CAPTURE(int(choice));
+      const Grid g = make_grid(MPI_COMM_WORLD, c.layout, *be, choice);
+      CHECK(g.comm_kinds() == c.kinds);
+      CHECK(std::string(g.dp->kind()) == (c.layout.dp > 1 ? "mpi" : "self"));
+      CHECK(std::string(g.world->kind()) == "mpi");
+      // A group of one sends nothing and counts nothing, its copies included.
+      Buffer a(*be, 4), b(*be, 4);
+      be->fill(a.flat(), 2.f);
+      for (Comm* one : {g.tp.get(), g.cp.get(), g.pp.get(), g.dp_cp.get()}) {
+        if (one->size() > 1) continue;
+        one->all_reduce(a.flat());
+        one->reduce_scatter(b.flat(), a.flat());
+        one->all_gather(b.flat(), a.flat());
+        one->barrier();
+        CHECK(one->rank() == 0);
+        CHECK(one->stats.calls == 0);
+        CHECK(one->stats.bytes == 0);
+        CHECK_THROWS_AS(one->send(a.flat(), 0, 0), Error);
+      }
+      CHECK(down<float>(*be, b.flat()) == std::vector<float>(4, 2.f));
+    }
+  }
+  CHECK(comm_choice("auto") == CommChoice::Auto);
+  CHECK_THROWS_AS(comm_choice("gloo"), Error);
 }

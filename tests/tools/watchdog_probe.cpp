@@ -7,6 +7,8 @@
 //   all_reduce  rank 1 skips the 4th all-reduce on group dp_cp; rank 3 waits in it
 //   recv        rank 1 skips the 4th send on group pp; rank 3 waits in recv
 //   wait        the same, rank 3 waiting on an irecv
+//   queued      as all_reduce, each all-reduce entered when it is queued and waited for
+//               later, as the NCCL communicator does: rank 3 waits in the 4th, shown as #4
 //   quiet       nobody hangs, but every rank computes (sleeps) longer than the timeout
 //               between calls and rank 1 arrives late, by less than the timeout: the run
 //               must end normally, stopping the watchdog in MPI_Finalize
@@ -57,6 +59,21 @@ void stall_in_fourth(Comm& c, const std::string& mode, int world_rank) {
     } else {
       c.irecv(t, 0, round)->wait();
     }
+  }
+}
+
+// The odd group as the NCCL communicator sees its calls: each all-reduce entered when queued
+// (its number taken then), a little later waited for under that number (MPI's call stands for
+// the GPU's; a group of the same name and members shares the communicator's counts).
+void stall_in_fourth_queued(MPI_Comm half, int world_rank) {
+  const watchdog::Group g(half, "dp_cp");
+  float x = 1;
+  for (int round = 0; round < 4; ++round) {
+    if (round == 3 && world_rank == 1) sleep_s(60);
+    const int64_t seq = watchdog::Call(g, watchdog::Op::AllReduce).seq();
+    sleep_s(0.01);  // the host queues more work before its next wait
+    const watchdog::Call wait(g, watchdog::Op::AllReduce, -1, seq);
+    MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_FLOAT, MPI_SUM, half);
   }
 }
 
@@ -116,15 +133,20 @@ int main(int argc, char** argv) {
     watchdog::start(MPI_COMM_WORLD, timeout);
     MPI_Comm half;
     MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
-    auto group = make_mpi_comm(half, mode == "all_reduce" ? "dp_cp" : "pp");
+    MPI_Comm odd;
+    MPI_Comm_dup(half, &odd);
+    auto group = make_mpi_comm(half, mode == "all_reduce" || mode == "queued" ? "dp_cp" : "pp");
     if (mode == "quiet") {
       quiet(*group, rank, timeout);
     } else if (rank % 2 == 0) {
       keep_busy(*group);
+    } else if (mode == "queued") {
+      stall_in_fourth_queued(odd, rank);
     } else {
       stall_in_fourth(*group, mode, rank);
     }
     if (rank == 0) std::printf("watchdog probe: %s run finished\n", mode.c_str());
+    MPI_Comm_free(&odd);
   }
   MPI_Finalize();
   return 0;

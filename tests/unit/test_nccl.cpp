@@ -1,8 +1,8 @@
 // The NCCL communicator on one GPU: groups of one rank (all a one-GPU machine can build) still
-// run every NCCL call, in fp32, bf16 and i32, and count nothing, as the MPI communicator's
-// size-1 shortcuts count nothing. make_grid with NCCL gives every group of a one-rank world
-// an NCCL communicator. Without a GPU the cases say so and pass; without NCCL in the build,
-// asking for it is an error.
+// run every NCCL call, in fp32, bf16 and i32, and count nothing, as the group of one
+// (self_comm.hpp) counts nothing. make_grid under --comm nccl gives every group of a one-rank
+// world an NCCL communicator, under auto and mpi none (each gets the group of one). Without a
+// GPU the cases say so and pass; without NCCL in the build, asking for it is an error.
 #include <doctest/doctest.h>
 #include <mpi.h>
 
@@ -104,7 +104,7 @@ TEST_CASE("nccl: a group of one runs every call in fp32, bf16 and i32 and counts
 #endif
 }
 
-TEST_CASE("nccl: make_grid gives a one-rank world NCCL in every group, MPI when not asked") {
+TEST_CASE("nccl: make_grid gives a one-rank world NCCL in every group under nccl, none else") {
   if (!have_nccl() || !have_gpu()) {
     MESSAGE("no NCCL or no GPU: skipped");
     return;
@@ -112,16 +112,18 @@ TEST_CASE("nccl: make_grid gives a one-rank world NCCL in every group, MPI when 
 #ifdef TETRA_HAVE_CUDA
   auto be = make_cuda_backend(0);
   CHECK_FALSE(shares_device(MPI_COMM_SELF, *be));
-  const Grid g = make_grid(MPI_COMM_SELF, Layout{}, *be, true);
+  const Grid g = make_grid(MPI_COMM_SELF, Layout{}, *be, CommChoice::Nccl);
   CHECK(g.comm_kinds() == "tp nccl, cp nccl, pp nccl, dp_cp nccl");
-  const Grid m = make_grid(MPI_COMM_SELF, Layout{}, *be, false);
-  CHECK(m.comm_kinds() == "tp mpi, cp mpi, pp mpi, dp_cp mpi");
+  for (CommChoice choice : {CommChoice::Auto, CommChoice::Mpi}) {
+    const Grid m = make_grid(MPI_COMM_SELF, Layout{}, *be, choice);
+    CHECK(m.comm_kinds() == "tp self, cp self, pp self, dp_cp self");
+  }
 #endif
 }
 
 TEST_CASE("nccl: a CPU backend never asks for NCCL and shares no device") {
   auto be = make_cpu_backend(1);
   CHECK_FALSE(shares_device(MPI_COMM_WORLD, *be));
-  const Grid g = make_grid(MPI_COMM_SELF, Layout{}, *be, true);
-  CHECK(g.comm_kinds() == "tp mpi, cp mpi, pp mpi, dp_cp mpi");
+  const Grid g = make_grid(MPI_COMM_SELF, Layout{}, *be, CommChoice::Nccl);
+  CHECK(g.comm_kinds() == "tp self, cp self, pp self, dp_cp self");
 }

@@ -168,3 +168,17 @@ TEST_CASE("train: --inject-failure slow=MS makes a straggler, on the first attem
   CHECK(restarted[2] < 150);
   CHECK(restarted[3] < 150);
 }
+
+TEST_CASE("train: one rank's groups are groups of one: said at start-up, nothing sent") {
+  const TrainConfig o = tiny();
+  Trainer t(o, MPI_COMM_SELF);
+  CHECK(t.startup_report().find("; communicators: tp self, cp self, pp self, dp_cp self\n") !=
+        std::string::npos);
+  const StepResult r = t.step();
+  CHECK(r.comm.size() == 5);  // tp, cp, pp, dp_cp and world
+  for (const auto& [group, s] : r.comm) {
+    CAPTURE(group);
+    CHECK(s.calls == 0);
+    CHECK(s.bytes == 0);
+  }
+}
