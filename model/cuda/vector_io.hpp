@@ -17,9 +17,11 @@
 #include <cstdint>
 
 #include "model/backend.hpp"
-#include "model/cuda/fused_kernels.cuh"
+#include "model/op_math.hpp"
 
 namespace tetra::cuda {
+
+struct AdamSegments;  // fused_kernels.cuh
 
 bool try_vec_fill(cudaStream_t s, Tensor x, float value);
 bool try_vec_cast(cudaStream_t s, Tensor dst, const Tensor& src);
