@@ -34,7 +34,7 @@ ZeroParams::ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> units, 
     }
     if (zero_ == 1 || alias_) {
       u.grads = Buffer(be_, u.padded);
-      be_.fill(u.grads.flat(), 0.f);
+      if (fresh_writes_) be_.fill(u.grads.flat(), 0.f);  // the padding, which no step writes
     }
     if (!alias_) u.grad_shard = Buffer(be_, u.shard);
     u.adam_m = Buffer(be_, u.shard);
