@@ -23,6 +23,11 @@ class UnitParams {
   virtual void release(int u) = 0;
   // The unit's gradient accumulator for this step, flat, fp32 (backwards add into it).
   virtual Tensor grads(int u) = 0;
+  // Whether grads(u) holds nothing of this step yet, so that the next backward writes its
+  // gradients rather than adding them (weight-gradient GEMMs with beta 0; what other ops
+  // accumulate, such as norm weights and embedding rows, zeroed first). The holder decides
+  // (ZeroParams: the step's first backward of u, under wgrad_beta0); false: always add.
+  virtual bool grads_fresh(int u) const { return false; }
   // A backward of unit u is done: its micro-batch's gradients are in grads(u). The holder
   // may sync them from here (ZeroParams reduce-scatters after the step's last micro-batch).
   virtual void hand_over_grads(int u) = 0;

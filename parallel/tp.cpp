@@ -40,8 +40,8 @@ Buffer reduce_tokens(Backend& be, const TensorParallel& tp, Buffer partial) {
 }  // namespace
 
 ColumnParallelLinear::ColumnParallelLinear(Backend& be, const TensorParallel& tp, Tensor w,
-                                           Tensor dw)
-    : be_(be), tp_(tp), w_(w), dw_(dw) {}
+                                           Tensor dw, bool dw_fresh)
+    : be_(be), tp_(tp), w_(w), dw_(dw), dw_beta_(dw_fresh ? 0.f : 1.f) {}
 
 Buffer ColumnParallelLinear::forward(Buffer x, Buffer& y) const {
   // copy_to_tensor_parallel_region (identity), or under --sp
@@ -58,14 +58,15 @@ Buffer ColumnParallelLinear::backward(const Tensor& dy, const Tensor& x) const {
   Buffer dx(be_, x.numel(), x.dtype);
   // dx [T, in] = dy W: this rank's part of the sum over TP; dW += dy^T x.
   be_.matmul(dx.view({x.rows(), x.cols()}), dy, false, w_, false);
-  be_.matmul(dw_, dy, true, x, false, 1.f, 1.f);
+  be_.matmul(dw_, dy, true, x, false, 1.f, dw_beta_);
   // Backward of copy_to_tensor_parallel_region (all-reduce), or under --sp of
   // gather_from_sequence_parallel_region (reduce-scatter): [T, in] -> [Tl, in].
   return reduce_tokens(be_, tp_, std::move(dx));
 }
 
-RowParallelLinear::RowParallelLinear(Backend& be, const TensorParallel& tp, Tensor w, Tensor dw)
-    : be_(be), tp_(tp), w_(w), dw_(dw) {}
+RowParallelLinear::RowParallelLinear(Backend& be, const TensorParallel& tp, Tensor w, Tensor dw,
+                                     bool dw_fresh)
+    : be_(be), tp_(tp), w_(w), dw_(dw), dw_beta_(dw_fresh ? 0.f : 1.f) {}
 
 Buffer RowParallelLinear::forward(const Tensor& x, const Tensor* residual) const {
   const int64_t T = x.rows(), out = w_.rows();
@@ -95,7 +96,7 @@ Buffer RowParallelLinear::backward(const Tensor& dy, const Tensor& x) const {
   const Tensor dy_full = gather_tokens(be_, tp_, dy, storage);
   Buffer dx(be_, x.numel(), x.dtype);
   be_.matmul(dx.view({x.rows(), x.cols()}), dy_full, false, w_, false);  // dx [T, in/TP] = dy W
-  be_.matmul(dw_, dy_full, true, x, false, 1.f, 1.f);                    // dW += dy^T x
+  be_.matmul(dw_, dy_full, true, x, false, 1.f, dw_beta_);               // dW += dy^T x
   return dx;
 }
 

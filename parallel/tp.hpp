@@ -48,27 +48,33 @@ struct TensorParallel {
 // separate tensors (Hugging Face's q_proj, k_proj, v_proj).
 class ColumnParallelLinear {
  public:
-  // w [out/TP, in]; dw, its gradient (backward only).
-  ColumnParallelLinear(Backend& be, const TensorParallel& tp, Tensor w, Tensor dw = {});
+  // w [out/TP, in]; dw, its gradient (backward only). dw_fresh: backward writes dW (a GEMM
+  // with beta 0) rather than adding to it, as the unit's first backward of a step does when
+  // its holder says so (UnitParams::grads_fresh).
+  ColumnParallelLinear(Backend& be, const TensorParallel& tp, Tensor w, Tensor dw = {},
+                       bool dw_fresh = false);
   // x [Tl, in] -> y, a new buffer [T, out/TP]. Returns x on all T tokens [T, in], which
   // backward needs (Megatron under --sp gathers it again in backward to save memory; keeping
   // it holds backward to its two all-gathers per block).
   Buffer forward(Buffer x, Buffer& y) const;
-  // dy [T, out/TP]; x: forward's returned input [T, in]. dW += dy^T x; returns dx [Tl, in] =
-  // dy W, summed over the TP group.
+  // dy [T, out/TP]; x: forward's returned input [T, in]. dW += dy^T x (dW = under dw_fresh);
+  // returns dx [Tl, in] = dy W, summed over the TP group.
   Buffer backward(const Tensor& dy, const Tensor& x) const;
 
  private:
   Backend& be_;
   const TensorParallel& tp_;
   Tensor w_, dw_;
+  float dw_beta_;  // 0 under dw_fresh, else 1
 };
 
 // Row-parallel linear, W [out, in/TP]: y [Tl, out] = x [T, in/TP] W^T, summed over the TP
 // group.
 class RowParallelLinear {
  public:
-  RowParallelLinear(Backend& be, const TensorParallel& tp, Tensor w, Tensor dw = {});
+  // dw_fresh as for ColumnParallelLinear.
+  RowParallelLinear(Backend& be, const TensorParallel& tp, Tensor w, Tensor dw = {},
+                    bool dw_fresh = false);
   // x [T, in/TP] -> y [Tl, out] (+ residual [Tl, out]), a new buffer. At TP 1 the residual
   // rides on the GEMM (Backend::matmul_add: one rounding in bf16); else it is added after the
   // reduction.
@@ -82,6 +88,7 @@ class RowParallelLinear {
   Backend& be_;
   const TensorParallel& tp_;
   Tensor w_, dw_;
+  float dw_beta_;  // 0 under dw_fresh, else 1
 };
 
 // The token embedding with the vocabulary split over TP: rank r holds rows

@@ -2,11 +2,19 @@
 
 #include <algorithm>
 
+#include "model/fusions.hpp"
+
 namespace tetra {
 
 ZeroParams::ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> units, int zero_stage,
                        Comm* sequence_parallel, DType compute)
-    : be_(be), comm_(dp_cp), sp_tp_(sequence_parallel), zero_(zero_stage), compute_(compute) {
+    : be_(be),
+      comm_(dp_cp),
+      sp_tp_(sequence_parallel),
+      zero_(zero_stage),
+      compute_(compute),
+      alias_(dp_cp.size() == 1 && fused(Fusion::GradAlias)),
+      fresh_writes_(fused(Fusion::WgradBeta0)) {
   check(zero_ >= 1 && zero_ <= 3, "--zero must be 1, 2 or 3 (got ", zero_, ")");
   check(compute_ == DType::F32 || compute_ == DType::BF16, "ZeroParams: compute dtype ",
         dtype_name(compute_));
@@ -24,8 +32,11 @@ ZeroParams::ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> units, 
       u.master = Buffer(be_, u.shard);
       be_.fill(u.master.flat(), 0.f);
     }
-    if (zero_ == 1) u.grads = Buffer(be_, u.padded);
-    u.grad_shard = Buffer(be_, u.shard);
+    if (zero_ == 1 || alias_) {
+      u.grads = Buffer(be_, u.padded);
+      if (fresh_writes_) be_.fill(u.grads.flat(), 0.f);  // the padding, which no step writes
+    }
+    if (!alias_) u.grad_shard = Buffer(be_, u.shard);
     u.adam_m = Buffer(be_, u.shard);
     u.adam_v = Buffer(be_, u.shard);
     be_.fill(u.adam_m.flat(), 0.f);
@@ -96,20 +107,31 @@ void ZeroParams::release(int i) {
   if (zero_ == 3) units_[i].weights.reset();
 }
 
+Tensor ZeroParams::grad_shard(const Unit& u) const {
+  return alias_ ? u.grads.flat() : u.grad_shard.flat();
+}
+
 Tensor ZeroParams::grads(int i) {
   Unit& u = units_[i];
   if (u.grads.empty()) {
     u.grads = Buffer(be_, u.padded);
-    be_.fill(u.grads.flat(), 0.f);
+    // Under wgrad_beta0 the first backward writes every element but the padding.
+    be_.fill(
+        fresh_writes_ ? u.grads.flat(u.layout.numel, u.padded - u.layout.numel) : u.grads.flat(),
+        0.f);
   }
   return u.grads.flat(0, u.layout.numel);
+}
+
+bool ZeroParams::grads_fresh(int i) const {
+  return fresh_writes_ && units_[i].backward_calls == 0;
 }
 
 void ZeroParams::begin_step(int micro_batches) {
   micro_batches_ = micro_batches;
   for (Unit& u : units_) {
     u.backward_calls = 0;
-    if (!u.grads.empty()) be_.fill(u.grads.flat(), 0.f);
+    if (!u.grads.empty() && !fresh_writes_) be_.fill(u.grads.flat(), 0.f);
   }
 }
 
@@ -122,6 +144,7 @@ void ZeroParams::reduce_scatter_grads(Unit& u) {
   if (sp_tp_ && sp_tp_->size() > 1)
     for (const ParamInfo& p : u.layout.params)
       if (p.tp_dim < 0) sp_tp_->all_reduce(u.grads.flat(p.offset, p.numel()));
+  if (alias_) return;  // the gradients are the shard
   comm_.reduce_scatter(u.grad_shard.flat(), u.grads.flat());
   if (zero_ >= 2) u.grads.reset();
 }
@@ -129,7 +152,7 @@ void ZeroParams::reduce_scatter_grads(Unit& u) {
 ZeroParams::Shard ZeroParams::shard(int i) {
   Unit& u = units_[i];
   const bool copy = zero_ < 3 && compute_ != DType::F32;
-  return {master_shard(u), u.grad_shard.flat(),
+  return {master_shard(u), grad_shard(u),
           u.adam_m.flat(), u.adam_v.flat(),
           u.segments,      copy ? u.weights.flat(comm_.rank() * u.shard, u.shard) : Tensor{}};
 }
@@ -137,7 +160,7 @@ ZeroParams::Shard ZeroParams::shard(int i) {
 std::vector<float> ZeroParams::gather_grads_to_host(int i) {
   Unit& u = units_[i];
   Buffer full(be_, u.padded);
-  comm_.all_gather(full.flat(), u.grad_shard.flat());
+  comm_.all_gather(full.flat(), grad_shard(u));
   std::vector<float> host(u.padded);
   be_.download(host.data(), full.flat());
   host.resize(u.layout.numel);
@@ -153,7 +176,7 @@ MemoryBytes ZeroParams::persistent_bytes() const {
   MemoryBytes m;
   for (const Unit& u : units_) {
     m.params += int64_t((zero_ < 3 ? u.weights.bytes() : 0) + u.master.bytes());
-    m.grads += int64_t(u.grad_shard.bytes()) + int64_t(zero_ == 1 ? u.grads.bytes() : 0);
+    m.grads += int64_t(u.grad_shard.bytes()) + int64_t(zero_ == 1 || alias_ ? u.grads.bytes() : 0);
     m.adam += int64_t(u.adam_m.bytes() + u.adam_v.bytes());
   }
   return m;

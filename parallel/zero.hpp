@@ -8,6 +8,8 @@
 //   ZeRO-2   weights np, grad shard s, Adam 2s         full grads np during backward
 //   ZeRO-3   weight shard s, grad shard s, Adam 2s     full weights np around each use,
 //                                                      full grads np during backward
+// At a dp_cp group of one (s = np) the grad shard is the full gradients themselves under
+// grad_alias (model/fusions.hpp): grads np, kept at every stage, and no copy between them.
 //
 // Precision: the weights the model computes with are in the compute dtype (fp32, or bf16
 // under --dtype bf16); the master weights, gradients and Adam moments are always fp32. In
@@ -67,8 +69,13 @@ class ZeroParams final : public UnitParams {
   Tensor acquire(int u) override;
   void release(int u) override;
   Tensor grads(int u) override;  // full accumulator for this step, allocated on first use
+  // Under wgrad_beta0 (model/fusions.hpp): no backward of unit u yet this step, so its
+  // gradients hold last step's values, which the backward overwrites (begin_step fills
+  // nothing). Otherwise always false: begin_step zeroed them and backwards add.
+  bool grads_fresh(int u) const override;
 
-  // A step of `micro_batches` micro-batches begins: gradients zeroed, backwards counted anew.
+  // A step of `micro_batches` micro-batches begins: gradients zeroed (unless wgrad_beta0 has
+  // each unit's first backward overwrite them), backwards counted anew.
   void begin_step(int micro_batches);
   // Counts the backwards of unit u; after the step's last micro-batch the unit's gradients
   // are complete and are synced (reduce_scatter_grads).
@@ -119,12 +126,13 @@ class ZeroParams final : public UnitParams {
     int64_t padded = 0, shard = 0;  // np and s
     Buffer weights;                 // np, compute dtype (ZeRO-1/2, or gathered under ZeRO-3)
     Buffer master;  // s, fp32 (ZeRO-3 or bf16; else the master is a slice of weights)
-    Buffer grads;   // np (ZeRO-1: persistent; else during backward)
-    Buffer grad_shard, adam_m, adam_v;  // s each
+    Buffer grads;   // np (ZeRO-1 or grad_alias: persistent; else during backward)
+    Buffer grad_shard, adam_m, adam_v;  // s each (grad_shard empty under grad_alias)
     std::vector<Segment> segments;      // this rank's shard, fixed at construction
     int backward_calls = 0;
   };
   Tensor master_shard(const Unit& u) const;
+  Tensor grad_shard(const Unit& u) const;  // u.grad_shard, or u.grads under grad_alias
   // The data-parallel gradient sync of unit u: its full gradients reduce-scattered over
   // dp_cp into this rank's shard (summed first over TP under --sp for replicated weights).
   void reduce_scatter_grads(Unit& u);
@@ -137,6 +145,8 @@ class ZeroParams final : public UnitParams {
   Comm* sp_tp_;
   int zero_;
   DType compute_;
+  bool alias_;         // grad_alias at dp_cp 1: the grad shard is u.grads
+  bool fresh_writes_;  // wgrad_beta0: each step's first backward writes the gradients
   int micro_batches_ = 1;
   std::vector<Unit> units_;
 };

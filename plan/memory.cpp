@@ -202,6 +202,9 @@ Memory stage_memory(const Setup& s, int stage) {
   const Sizes z(s);
   const bool recompute = s.spec.optimizer.recompute;
   const std::vector<std::vector<int>> chunks = s.stage_chunks(stage);
+  // grad_alias: at dp_cp 1 the gradient shard is the full gradients, kept at every stage.
+  const bool alias = N == 1 && fused(Fusion::GradAlias);
+  const bool full_grads_kept = zero == 1 || alias;
 
   Memory mem;
   for (const std::vector<int>& units : chunks)
@@ -210,7 +213,7 @@ Memory stage_memory(const Setup& s, int stage) {
       // The full compute copy (ZeRO-1/2) and the fp32 master shard when it is its own.
       mem.weights +=
           (zero < 3 ? np * pr.compute_w : 0) + (pr.separate_master(zero) ? sh * pr.master : 0);
-      mem.grads += sh * pr.grad + (zero == 1 ? np * pr.grad : 0);
+      mem.grads += alias ? np * pr.grad : sh * pr.grad + (zero == 1 ? np * pr.grad : 0);
       mem.adam += sh * pr.adam;
     }
   const double b = s.run.micro_batch, Sl = double(s.run.seq_pos.size());
@@ -267,7 +270,7 @@ Memory stage_memory(const Setup& s, int stage) {
         const int g = *it;
         const double np = double(s.padded(g));
         if (zero == 3) L.alloc(np * pr.compute_w);
-        if (zero >= 2 && backwards[g] == 0) L.alloc(np * pr.grad);
+        if (!full_grads_kept && backwards[g] == 0) L.alloc(np * pr.grad);
         if (g == L_ + 1) {
           L.op(z.wide(z.logits));
           leave_region(L, z, z.wide(z.x + z.logits + z.wv));  // dn, freed after the norm's backward
@@ -284,7 +287,7 @@ Memory stage_memory(const Setup& s, int stage) {
           L.free(z.R);
         }
         if (zero == 3) L.free(np * pr.compute_w);
-        if (++backwards[g] == m && zero >= 2) L.free(np * pr.grad);
+        if (++backwards[g] == m && !full_grads_kept) L.free(np * pr.grad);
       }
       if (k < K - 1) L.free(z.R);
       // What the state still held: the chunk's input (or the embedding's output), each

@@ -13,7 +13,8 @@ namespace tetra::plan {
 
 struct Memory {
   // Persistent, this rank: weights (the full compute copy under ZeRO-1/2, the fp32 master
-  // shard where it is separate), gradients (full and/or shard), Adam m and v.
+  // shard where it is separate), gradients (full and/or shard; at dp_cp 1 under grad_alias
+  // the full gradients are the shard), Adam m and v.
   double weights = 0, grads = 0, adam = 0;
   double other = 0;        // token positions, kept across steps
   double step_peak = 0;    // above the persistent bytes, at the step's peak

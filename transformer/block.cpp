@@ -221,10 +221,10 @@ Buffer qkv_grad_in_place(const BlockContext& ctx, const BlockDims& dims, const B
 // dx [Tl, d] = dL/dx, given dh = dL/dh [Tl, d] (the MLP half's residual included).
 void attention_backward(const BlockContext& ctx, const BlockDims& dims, const Params& w,
                         const Params& dw, const Tensor& x, const Tensor& dh, Tensor dx,
-                        const BlockActs& a) {
+                        const BlockActs& a, bool dw_fresh) {
   Backend& be = ctx.be;
   // dattn [T, qw] = dh Wo, dh on all T tokens; dWo += dh^T attn.
-  const RowParallelLinear o(be, ctx.tp, w[kO], dw[kO]);
+  const RowParallelLinear o(be, ctx.tp, w[kO], dw[kO], dw_fresh);
   Buffer dattn = o.backward(dh, a.attn.view({dims.T, dims.qw}));
   const AttnShape shape = attention_shape(ctx);
   const Buffer dqkv = shape.layout == AttnLayout::Packed
@@ -232,7 +232,7 @@ void attention_backward(const BlockContext& ctx, const BlockDims& dims, const Pa
                           : qkv_grad_in_place(ctx, dims, a, std::move(dattn), shape);
   const Tensor dqkvv = dqkv.view({dims.T, dims.qkvw});
   // dxn [Tl, d] = dqkv [Wq; Wk; Wv], summed over TP; d[Wq; Wk; Wv] += dqkv^T xn: one GEMM each.
-  const ColumnParallelLinear qkv_proj(be, ctx.tp, w.qkv, dw.qkv);
+  const ColumnParallelLinear qkv_proj(be, ctx.tp, w.qkv, dw.qkv, dw_fresh);
   const Buffer dxn = qkv_proj.backward(dqkvv, a.xn.view({dims.T, dims.d}));
   // dx = rmsnorm'(dxn) + dh (the residual).
   be.rmsnorm_backward(dx, dw[kInputNorm], dxn.view({dims.Tl, dims.d}), x, w[kInputNorm],
@@ -264,10 +264,10 @@ void mlp_forward(const BlockContext& ctx, const BlockDims& dims, const Params& w
 
 // Returns dh [Tl, d] = dL/dh, given dout = dL/dout [Tl, d].
 Buffer mlp_backward(const BlockContext& ctx, const BlockDims& dims, const Params& w,
-                    const Params& dw, const Tensor& dout, const BlockActs& a) {
+                    const Params& dw, const Tensor& dout, const BlockActs& a, bool dw_fresh) {
   Backend& be = ctx.be;
   // dact [T, Fl] = dout Wdown, dout on all T tokens; dWdown += dout^T act.
-  const RowParallelLinear down(be, ctx.tp, w[kDown], dw[kDown]);
+  const RowParallelLinear down(be, ctx.tp, w[kDown], dw[kDown], dw_fresh);
   const Buffer dact = down.backward(dout, a.act.view({dims.T, dims.F}));
   // dgate_up [T, 2 Fl] = (dgate | dup) through act = silu(gate) * up.
   Buffer dgate_up(be, dims.T * 2 * dims.F, dact.dtype());
@@ -275,7 +275,7 @@ Buffer mlp_backward(const BlockContext& ctx, const BlockDims& dims, const Params
   be.swiglu_fused_backward(dgu, dact.view({dims.T, dims.F}), a.gate_up.view({dims.T, 2 * dims.F}));
   // dhn [Tl, d] = dgate_up [Wgate; Wup], summed over TP; d[Wgate; Wup] += dgate_up^T hn: one
   // GEMM each.
-  const ColumnParallelLinear gate_up(be, ctx.tp, w.gate_up, dw.gate_up);
+  const ColumnParallelLinear gate_up(be, ctx.tp, w.gate_up, dw.gate_up, dw_fresh);
   const Buffer dhn = gate_up.backward(dgu, a.hn.view({dims.T, dims.d}));
   // dh = rmsnorm'(dhn) + dout (the residual).
   Buffer dh(be, dims.Tl * dims.d, dout.dtype);
@@ -298,11 +298,11 @@ void block_forward(const BlockContext& ctx, const UnitLayout& u, const Tensor& w
 
 void block_backward(const BlockContext& ctx, const UnitLayout& u, const Tensor& w_flat,
                     Tensor dw_flat, const Tensor& x, const Tensor& dout, Tensor dx,
-                    const BlockActs& a) {
+                    const BlockActs& a, bool dw_fresh) {
   const BlockDims dims(ctx);
   const Params w(u, w_flat), dw(u, dw_flat);
-  const Buffer dh = mlp_backward(ctx, dims, w, dw, dout, a);
-  attention_backward(ctx, dims, w, dw, x, dh.view({dims.Tl, dims.d}), dx, a);
+  const Buffer dh = mlp_backward(ctx, dims, w, dw, dout, a, dw_fresh);
+  attention_backward(ctx, dims, w, dw, x, dh.view({dims.Tl, dims.d}), dx, a, dw_fresh);
 }
 
 }  // namespace tetra

@@ -50,9 +50,12 @@ struct BlockActs {
 // u: the block's unit; w: its weights (flat, TP-local). out [Tl, d] = block(x [Tl, d]).
 void block_forward(const BlockContext& ctx, const UnitLayout& u, const Tensor& w, const Tensor& x,
                    Tensor out, BlockActs& a);
-// dw (flat, like w) += dL/dw; dx [Tl, d] = dL/dx, given dout = dL/dout [Tl, d].
+// dw (flat, like w) += dL/dw; dx [Tl, d] = dL/dx, given dout = dL/dout [Tl, d]. dw_fresh: the
+// weight-gradient GEMMs write their parts of dw (beta 0) rather than add; the norms' weights,
+// which their backward accumulates, must then hold zeros already.
 void block_backward(const BlockContext& ctx, const UnitLayout& u, const Tensor& w, Tensor dw,
-                    const Tensor& x, const Tensor& dout, Tensor dx, const BlockActs& a);
+                    const Tensor& x, const Tensor& dout, Tensor dx, const BlockActs& a,
+                    bool dw_fresh = false);
 
 // The geometry and mask hint of the block's attention call on this rank (what
 // Backend::attention_path reports for the run).

@@ -1,6 +1,18 @@
 #include "transformer/chunk.hpp"
 
 namespace tetra {
+namespace {
+
+// A unit's first backward of a step, whose gradients hold nothing of it yet (grads_fresh):
+// the weight-gradient GEMMs write their parts, so only what other ops accumulate is zeroed
+// first: the embedding's rows and the norms' weights (the unit's 1-D parameters).
+void zero_accumulated_grads(Backend& be, const UnitLayout& l, const Tensor& dw) {
+  for (const ParamInfo& p : l.params)
+    if (l.kind == UnitLayout::Kind::Embedding || p.local_shape.size() == 1)
+      be.fill(dw.flat(p.offset, p.numel()), 0.f);
+}
+
+}  // namespace
 
 ModelChunk::ModelChunk(Backend& be, const TensorParallel& tp, const ContextParallel& cp,
                        const ModelConfig& cfg, UnitParams& params, std::vector<int> units,
@@ -85,6 +97,8 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
     const int u = *u_it;
     const UnitLayout& l = params_.layout(u);
     const Tensor w = params_.acquire(u), dw = params_.grads(u);
+    const bool fresh = params_.grads_fresh(u);
+    if (fresh) zero_accumulated_grads(be_, l, dw);
     if (l.kind == UnitLayout::Kind::Head) {
       const int64_t V = l.params[kLmHead].local_shape[0];
       // dlogits [T, V/TP] = loss_scale * (softmax - onehot(target)), over the logits.
@@ -93,7 +107,7 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
                                           s.ce_stats.flat(), cfg_.real_vocab(), loss_scale);
       // dn [Tl, d] = dlogits W_head, summed over TP; dW_head += dlogits^T n.
       const ColumnParallelLinear lm_head(be_, tp_, param_view(w, l.params[kLmHead]),
-                                         param_view(dw, l.params[kLmHead]));
+                                         param_view(dw, l.params[kLmHead]), fresh);
       const Buffer dn = lm_head.backward(dlogits, s.head_n.view({T, d}));
       be_.rmsnorm_backward(grad.view({Tl, d}), param_view(dw, l.params[kFinalNorm]),
                            dn.view({Tl, d}), s.xs.back().view({Tl, d}),
@@ -109,7 +123,7 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
         block_forward(ctx, l, w, x, out.view({Tl, d}), a);
       }
       Buffer dx(be_, Tl * d, x.dtype);
-      block_backward(ctx, l, w, dw, x, grad.view({Tl, d}), dx.view({Tl, d}), a);
+      block_backward(ctx, l, w, dw, x, grad.view({Tl, d}), dx.view({Tl, d}), a, fresh);
       a.clear();
       grad = std::move(dx);
     } else {

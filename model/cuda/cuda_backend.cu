@@ -39,6 +39,7 @@
 #include "model/cuda/fused_ops.hpp"
 #include "model/cuda/gemm_lt.hpp"
 #include "model/cuda/kernels.cuh"
+#include "model/cuda/vector_io.hpp"
 #include "model/host_wait.hpp"
 
 namespace tetra {
@@ -192,6 +193,7 @@ class CudaBackend final : public Backend {
   }
 
   void fill(Tensor x, float value) override {
+    if (try_vec_fill(stream_, x, value)) return;
     const int64_t n = x.numel();
     if (x.dtype != DType::F32) return fill_any(stream_, x, value);
     if (n == 0) return;
@@ -207,7 +209,7 @@ class CudaBackend final : public Backend {
     check(dst.numel() == src.numel(), "cast ", src.shape_str(), " into ", dst.shape_str());
     const int64_t n = src.numel();
     if (dst.dtype == src.dtype) return copy(dst, src);
-    if (n == 0) return;
+    if (n == 0 || try_vec_cast(stream_, dst, src)) return;
     if (dst.dtype == DType::BF16 && src.dtype == DType::F32) {
       f32_to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(static_cast<uint16_t*>(dev(dst)),
                                                                   f32(src), n);
@@ -221,6 +223,7 @@ class CudaBackend final : public Backend {
   }
   void add(Tensor y, const Tensor& x) override {
     check(y.numel() == x.numel(), "add ", x.shape_str(), " to ", y.shape_str());
+    if (try_vec_add(stream_, y, x)) return;
     if (!all_f32({&y, &x})) return add_any(stream_, y, x);
     const int64_t n = y.numel();
     if (n == 0) return;
@@ -229,6 +232,7 @@ class CudaBackend final : public Backend {
   }
   void add3(Tensor out, const Tensor& a, const Tensor& b) override {
     check(out.numel() == a.numel() && a.numel() == b.numel(), "add3 shapes");
+    if (try_vec_add3(stream_, out, a, b)) return;
     if (!all_f32({&out, &a, &b})) return add3_any(stream_, out, a, b);
     const int64_t n = out.numel();
     if (n == 0) return;
@@ -236,6 +240,7 @@ class CudaBackend final : public Backend {
     LAUNCH_CHECK("add3_kernel");
   }
   void scale(Tensor x, float alpha) override {
+    if (try_vec_scale(stream_, x, alpha)) return;
     if (x.dtype != DType::F32) return scale_any(stream_, x, alpha);
     const int64_t n = x.numel();
     if (n == 0) return;
@@ -310,6 +315,7 @@ class CudaBackend final : public Backend {
     const int64_t T = out.rows(), d = out.cols(), V = table.rows();
     check(tokens.numel() == T && table.cols() == d, "embedding_forward ", table.shape_str(), " -> ",
           out.shape_str());
+    if (try_vec_embedding_forward(stream_, out, tokens, table, vocab_start)) return;
     if (!all_f32({&out, &table}))
       return embedding_forward_any(stream_, out, tokens, table, vocab_start);
     if (T * d == 0) return;
@@ -470,6 +476,8 @@ class CudaBackend final : public Backend {
     const int64_t T = logits.rows(), V = logits.cols();
     check(stats.numel() == 2 * T && row_max.numel() == T && targets.numel() == T, "ce_backward ",
           logits.shape_str());
+    if (try_vec_ce_backward(stream_, logits, row_max, stats, targets, vocab_start, valid, scale))
+      return;
     if (logits.dtype != DType::F32)
       return ce_backward_any(stream_, logits, row_max, stats, targets, vocab_start, valid, scale);
     if (T * V == 0) return;

@@ -129,6 +129,36 @@ __global__ void embedding_backward_runs_kernel(float* dtable, const int32_t* key
     dtable[int64_t(row) * d + c] = acc;
   }
 }
+// The same sums spread (Fusion::EmbeddingSpread): block (i, g) takes column group g, one
+// column a thread, of the run starting at i, and reads the run's rows kEmbeddingRows at a time
+// (their keys, indices and gradients loaded before any is added), so a long run of one token
+// is a few dependent steps instead of one per row and column. Each column still adds its
+// gradients in token order, so the sums have the plain kernel's bits.
+constexpr int kEmbeddingRows = 8;
+template <typename T>
+__global__ void embedding_backward_spread_kernel(float* dtable, const int32_t* key,
+                                                 const int32_t* index, const T* dout, int64_t T_,
+                                                 int64_t d, int64_t V) {
+  const int64_t i = blockIdx.x, c = int64_t(blockIdx.y) * blockDim.x + threadIdx.x;
+  const int32_t row = key[i];
+  if (c >= d || row == V || (i > 0 && key[i - 1] == row)) return;
+  float acc = dtable[int64_t(row) * d + c];
+  for (int64_t j0 = i;; j0 += kEmbeddingRows) {
+    bool in_run[kEmbeddingRows];
+    float g[kEmbeddingRows];
+#pragma unroll
+    for (int u = 0; u < kEmbeddingRows; ++u) {
+      const int64_t j = j0 + u;
+      in_run[u] = j < T_ && key[j] == row;
+      g[u] = in_run[u] ? load(dout, int64_t(index[j]) * d + c) : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < kEmbeddingRows; ++u)
+      if (in_run[u]) acc += g[u];
+    if (!in_run[kEmbeddingRows - 1]) break;
+  }
+  dtable[int64_t(row) * d + c] = acc;
+}
 
 // ---- RMSNorm: a warp per row of x [T, d] ----
 

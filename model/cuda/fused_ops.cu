@@ -9,6 +9,8 @@
 #include "model/cuda/common.hpp"
 #include "model/cuda/fused_kernels.cuh"
 #include "model/cuda/fused_ops.hpp"
+#include "model/cuda/vector_io.hpp"
+#include "model/fusions.hpp"
 
 namespace tetra::cuda {
 namespace {
@@ -173,12 +175,20 @@ void embedding_backward_sorted(cudaStream_t s, Tensor dtable, const Tensor& toke
   TETRA_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
       work.get(), temp, keys.as<int32_t>(), keys_sorted.as<int32_t>(), index.as<int32_t>(),
       index_sorted.as<int32_t>(), int(T), 0, end_bit, s));
+  const bool spread = fused(Fusion::EmbeddingSpread);  // grid.y: column groups of 128
+  check(!spread || (d + 127) / 128 <= 65535, "embedding_backward: ", d, " columns");
   by_dtype(dout.dtype, "embedding_backward", [&](auto tag) {
     using T_ = decltype(tag);
-    embedding_backward_runs_kernel<T_><<<unsigned(T), 128, 0, s>>>(
-        f32(dtable), keys_sorted.as<int32_t>(), index_sorted.as<int32_t>(), ptr<T_>(dout), T, d, V);
+    const int32_t *key = keys_sorted.as<int32_t>(), *index = index_sorted.as<int32_t>();
+    if (spread)
+      embedding_backward_spread_kernel<T_>
+          <<<dim3(unsigned(T), unsigned((d + 127) / 128)), 128, 0, s>>>(f32(dtable), key, index,
+                                                                        ptr<T_>(dout), T, d, V);
+    else
+      embedding_backward_runs_kernel<T_>
+          <<<unsigned(T), 128, 0, s>>>(f32(dtable), key, index, ptr<T_>(dout), T, d, V);
   });
-  TETRA_LAUNCH_CHECK("embedding_backward_runs_kernel");
+  TETRA_LAUNCH_CHECK("embedding_backward kernel");
 }
 
 void rmsnorm_forward_any(cudaStream_t s, Tensor y, Tensor rstd, const Tensor& x, const Tensor& w,
@@ -325,7 +335,7 @@ void swiglu_fused_forward_any(cudaStream_t s, Tensor h, const Tensor& gate_up) {
   check(gate_up.rows() == T && gate_up.cols() == 2 * F, "swiglu_fused_forward ",
         gate_up.shape_str(), " -> ", h.shape_str());
   same_dtype("swiglu_fused_forward", {&h, &gate_up});
-  if (T * F == 0) return;
+  if (T * F == 0 || try_vec_swiglu_fused_forward(s, h, gate_up)) return;
   by_dtype(h.dtype, "swiglu_fused_forward", [&](auto tag) {
     using T_ = decltype(tag);
     const T_* g = ptr<T_>(gate_up);
@@ -341,7 +351,7 @@ void swiglu_fused_backward_any(cudaStream_t s, Tensor dgate_up, const Tensor& dh
   check(gate_up.rows() == T && gate_up.cols() == 2 * F && dgate_up.numel() == gate_up.numel(),
         "swiglu_fused_backward ", dh.shape_str(), " -> ", dgate_up.shape_str());
   same_dtype("swiglu_fused_backward", {&dgate_up, &dh, &gate_up});
-  if (T * F == 0) return;
+  if (T * F == 0 || try_vec_swiglu_fused_backward(s, dgate_up, dh, gate_up)) return;
   by_dtype(dh.dtype, "swiglu_fused_backward", [&](auto tag) {
     using T_ = decltype(tag);
     T_* dg = ptr<T_>(dgate_up);
@@ -411,6 +421,7 @@ void adamw_segments(cudaStream_t s, Tensor param, const Tensor& grad, Tensor m, 
     if (n == 0) continue;
     const op::AdamCoeffs c =
         op::adamw_coeffs(h.lr, h.beta1, h.beta2, h.eps, 0.f, h.grad_scale, h.step);
+    if (try_vec_adamw(s, param, grad, m, v, copy, first, n, c, t)) continue;
     adamw_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(
         f32(param), f32(grad), f32(m), f32(v), copy.ptr ? bf16(copy) : nullptr, first, n, c, t);
     TETRA_LAUNCH_CHECK("adamw_kernel");

@@ -25,7 +25,8 @@ void sum_squares_many(cudaStream_t s, std::span<const Tensor> xs, double* out_de
 void embedding_forward_any(cudaStream_t s, Tensor out, const Tensor& tokens, const Tensor& table,
                            int64_t vocab_start);
 // dtable fp32, dout fp32 or bf16: a stable sort of the tokens, then a block per run of equal
-// tokens adding its gradients in token order.
+// tokens adding its gradients in token order (under embedding_spread a block per run and group
+// of 128 columns).
 void embedding_backward_sorted(cudaStream_t s, Tensor dtable, const Tensor& tokens,
                                const Tensor& dout, int64_t vocab_start);
 

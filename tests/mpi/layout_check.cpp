@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "model/fusions.hpp"
 #include "plan/memory.hpp"
 #include "plan/traffic.hpp"
 
@@ -183,6 +184,16 @@ std::string compare(const RunResult& ref, const RunResult& run, const Gaps& boun
       err << "weight " << name << ": ||diff|| / ||w|| " << g << " > " << bound.weight << "\n";
   });
   return err.str();
+}
+
+std::string grad_fusions_diff(const TrainConfig& c, int steps) {
+  const char* env = std::getenv("TETRA_UNFUSED");
+  const std::string others = env ? env : "";
+  set_unfused(others + ",wgrad_beta0,grad_alias");
+  const RunResult plain = run_on(c, steps);
+  set_unfused(others);
+  const RunResult fused_run = run_on(c, steps);
+  return compare(plain, fused_run, Gaps{0, 0, 0});
 }
 
 }  // namespace tetra::test

@@ -60,6 +60,12 @@ inline const Gaps kBf16Bound = match_bounds("bf16");
 // micro-batches of micro_batch.
 TrainConfig tiny_model(int global_batch, int micro_batch = 1);
 
+// Runs c with the gradient plumbing's fusions (wgrad_beta0, grad_alias: model/fusions.hpp)
+// off, then on, the other switches as TETRA_UNFUSED sets them; returns what differs between
+// the two in any bit of a loss, a step-0 gradient or a final weight ("" when nothing). The
+// fusions are the plain path's arithmetic, 0 + x = x. Collective; rank 0 compares.
+std::string grad_fusions_diff(const TrainConfig& c, int steps);
+
 // c laid out as TP x CP x PP x DP.
 TrainConfig laid_out(TrainConfig c, int tp, int cp, int pp, int dp);
 

@@ -80,3 +80,26 @@ TEST_CASE("dp: persistent Adam, gradient and ZeRO-3 parameter bytes shrink as 1/
     CHECK(peak[1] > peak[2]);
   }
 }
+
+TEST_CASE("dp: wgrad_beta0 and grad_alias give the plain path's bits over DP, TP, CP, ZeRO 1-3") {
+  REQUIRE(world_size() >= 8);
+  struct Case {
+    int tp, cp, dp, zero, micro_batches;
+    bool sp;
+    const char* dtype;
+  };
+  // dp_cp > 1 (only wgrad_beta0 acts) and dp_cp = 1 beside TP (both act; SP sums the norms'
+  // gradients over TP in the aliased buffer).
+  for (const Case& k : {Case{1, 1, 4, 1, 2, false, "fp32"}, Case{2, 1, 2, 2, 2, true, "bf16"},
+                        Case{1, 2, 2, 3, 1, false, "fp32"}, Case{2, 1, 1, 1, 3, true, "bf16"},
+                        Case{4, 1, 1, 3, 2, false, "fp32"}, Case{2, 2, 1, 2, 2, false, "fp32"}}) {
+    TrainConfig c = laid_out(tiny_model(k.dp * k.micro_batches), k.tp, k.cp, 1, k.dp);
+    c.optimizer.zero = k.zero;
+    c.layout.sp = k.sp;
+    c.device.dtype = k.dtype;
+    const std::string diff = grad_fusions_diff(c, 3);
+    if (world_rank() != 0) continue;
+    CAPTURE(describe(c));
+    CHECK_MESSAGE(diff.empty(), diff);
+  }
+}
