@@ -128,11 +128,19 @@ class CudaBackend final : public Backend {
     }
   }
 
-  // From pageable host memory (all this project uses) the driver stages the data before
-  // cudaMemcpyAsync returns, so the caller may reuse or free `host` at once.
+  // The caller may reuse or free `host` as soon as this returns. From pageable memory the
+  // driver stages the data before cudaMemcpyAsync returns; from page-locked memory
+  // (host_alloc: the MPI path's staging, which the next call of the communicator overwrites)
+  // the copy is truly asynchronous, so it is waited for.
   void upload(Tensor dst, const void* host) override {
     if (dst.bytes() == 0) return;
     CUDA_CHECK(cudaMemcpyAsync(dev(dst), host, dst.bytes(), cudaMemcpyHostToDevice, stream_));
+    cudaPointerAttributes attr{};
+    CUDA_CHECK(cudaPointerGetAttributes(&attr, host));
+    if (attr.type == cudaMemoryTypeHost) {
+      before_host_wait(stream_);
+      CUDA_CHECK(cudaStreamSynchronize(stream_));
+    }
   }
   void download(void* host, const Tensor& src) override {
     if (src.bytes() == 0) return;
