@@ -28,6 +28,7 @@
 
 #include "model/backend.hpp"
 #include "model/config.hpp"
+#include "model/fusions.hpp"
 #include "parallel/mpi_comm.hpp"
 #include "parallel/tp.hpp"
 #include "parallel/zero.hpp"
@@ -382,8 +383,7 @@ TEST_CASE("gradcheck: vocab-parallel cross-entropy, whole and in two vocabulary 
 
   // Whole vocabulary through VocabParallelCrossEntropy with a TP group of one.
   Buffer lb = upload(*be, Lg), tb = upload(*be, tgt), mx(*be, T), st(*be, 2 * T);
-  VocabParallelCrossEntropy::forward(*be, *tp, lb.view({T, V}), tb.flat(), mx.flat(), st.flat(),
-                                     V);
+  VocabParallelCrossEntropy::forward(*be, *tp, lb.view({T, V}), tb.flat(), mx.flat(), st.flat(), V);
   DeviceLoss loss;  // the statistics, as a step keeps them, summed into the loss
   loss.record(*be, mx.flat(), st.flat());
   CHECK(loss.take(*be) / double(T) == doctest::Approx(L()).epsilon(1e-6));
@@ -537,9 +537,10 @@ StepOut run_step(const Tiny& m, bool recompute) {
     mb.tokens = tok.flat();
     mb.targets = tgt.flat();
     mb.pos = TokenPositions{m.b, S, token_pos.flat(), seq_pos.flat(), key_pos.flat()};
-    chunk.forward(j, mb, nullptr);
+    const float scale = float(1.0 / double(m.tokens_per_step()));
+    chunk.forward(j, mb, nullptr, scale);
     r.loss += chunk.take_loss();
-    chunk.backward(j, mb, nullptr, float(1.0 / double(m.tokens_per_step())));
+    chunk.backward(j, mb, nullptr, scale);
   }
   r.loss /= double(m.tokens_per_step());
   for (size_t u = 0; u < m.units.size(); ++u)
@@ -582,4 +583,44 @@ TEST_CASE("gradcheck: recompute full gives bitwise the same loss and gradients")
     CHECK(std::memcmp(a.grads[u].data(), b.grads[u].data(), a.grads[u].size() * sizeof(float)) ==
           0);
   }
+}
+
+TEST_CASE("gradcheck: the norm_residual fusion gives bitwise the same loss and gradients") {
+  const Tiny m;
+  set_unfused("norm_residual");
+  const StepOut plain = run_step(m, false);
+  set_unfused("");
+  const StepOut fused = run_step(m, false);
+  CHECK(plain.loss == fused.loss);
+  REQUIRE(plain.grads.size() == fused.grads.size());
+  for (size_t u = 0; u < plain.grads.size(); ++u) {
+    CAPTURE(m.units[u].name);
+    REQUIRE(plain.grads[u].size() == fused.grads[u].size());
+    CHECK(std::memcmp(plain.grads[u].data(), fused.grads[u].data(),
+                      plain.grads[u].size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("gradcheck: the fused classifier's loss and gradients against the three pieces") {
+  // The online softmax rounds the sums of exponentials in another order (test_fused_ops.cpp
+  // bounds it by 1e-5 relative); through the LM head and the blocks that stays the size of the
+  // gradients' own rounding.
+  const Tiny m;
+  set_unfused("classifier");
+  const StepOut plain = run_step(m, false);
+  set_unfused("");
+  const StepOut fused = run_step(m, false);
+  CHECK(fused.loss == doctest::Approx(plain.loss).epsilon(1e-6));
+  double worst = 0;
+  for (size_t u = 0; u < plain.grads.size(); ++u) {
+    CAPTURE(m.units[u].name);
+    double mag = 0, err = 0;
+    for (size_t i = 0; i < plain.grads[u].size(); ++i) {
+      mag = std::max(mag, double(std::abs(plain.grads[u][i])));
+      err = std::max(err, double(std::abs(fused.grads[u][i] - plain.grads[u][i])));
+    }
+    CHECK(err <= 1e-5 * mag);
+    worst = std::max(worst, err / mag);
+  }
+  MESSAGE("fused classifier: max |fused - plain| / max |plain| over the units' gradients: ", worst);
 }

@@ -16,6 +16,7 @@
 #include "checkpoint/safetensors.hpp"
 #include "cli/options.hpp"
 #include "data/dataset.hpp"
+#include "model/fusions.hpp"
 #include "train/trainer.hpp"
 
 using namespace tetra;
@@ -65,6 +66,27 @@ TEST_CASE("train: --recompute full gives the same losses and weights as none, bi
     const Run full = train(tiny({"--micro-batch", mb, "--recompute", "full"}));
     CHECK(none.losses == full.losses);
     CHECK(none.weights == full.weights);
+  }
+}
+
+TEST_CASE("train: the norm_residual and classifier fusions (TP 1) against the plain path") {
+  // norm_residual is the same fp32 arithmetic: bit for bit. The classifier's online softmax
+  // rounds the sums of exponentials in another order (within 1e-5, test_fused_ops.cpp).
+  set_unfused("norm_residual,classifier");
+  const Run plain = train(tiny()), plain_bf16 = train(tiny({"--dtype", "bf16"}));
+  set_unfused("classifier");
+  const Run norm = train(tiny());
+  set_unfused("");
+  const Run both = train(tiny()), both_bf16 = train(tiny({"--dtype", "bf16"}));
+  CHECK(norm.losses == plain.losses);
+  CHECK(norm.weights == plain.weights);
+  REQUIRE(both.losses.size() == plain.losses.size());
+  for (size_t i = 0; i < plain.losses.size(); ++i) {
+    CAPTURE(i);
+    MESSAGE("step ", i, ": fp32 ", plain.losses[i], " plain, ", both.losses[i], " fused; bf16 ",
+            plain_bf16.losses[i], " plain, ", both_bf16.losses[i], " fused");
+    CHECK(both.losses[i] == doctest::Approx(plain.losses[i]).epsilon(1e-5));
+    CHECK(both_bf16.losses[i] == doctest::Approx(plain_bf16.losses[i]).epsilon(1e-3));
   }
 }
 
