@@ -62,6 +62,8 @@ StageOutput ModelChunk::forward(int id, const MicroBatch& mb, const Tensor* x_in
       s.head_n = lm_head.forward(std::move(n), s.logits);
       s.row_max = Buffer(be_, T);
       s.ce_stats = Buffer(be_, 2 * T);
+      // The loss statistics; at TP 1 in training also dlogits, in the same pass (the fused
+      // classifier).
       if (loss_scale != 0 && VocabParallelCrossEntropy::fuses(tp_.comm)) {
         VocabParallelCrossEntropy::forward_backward(be_, tp_.comm, s.logits.view({T, V}),
                                                     mb.targets, s.row_max.flat(), s.ce_stats.flat(),
