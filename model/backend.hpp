@@ -190,6 +190,12 @@ class Backend {
   // dx = (overwrite), dw += (accumulate).
   virtual void rmsnorm_backward(Tensor dx, Tensor dw, const Tensor& dy, const Tensor& x,
                                 const Tensor& w, const Tensor& rstd) = 0;
+  // The same with the residual stream's gradient added in the same pass (the norm_residual
+  // fusion): dx = rmsnorm'(dy) + residual, residual [T, d] another tensor of dx's dtype. In fp32
+  // the bits of rmsnorm_backward, then add(dx, residual); in bf16 the sum is rounded once.
+  virtual void rmsnorm_backward_residual(Tensor dx, Tensor dw, const Tensor& dy, const Tensor& x,
+                                         const Tensor& w, const Tensor& rstd,
+                                         const Tensor& residual) = 0;
 
   // Rotate-half RoPE in place on x [T, heads*hd] at global positions pos[T] (i32):
   // (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin), angle = pos * theta^(-2i/hd).
@@ -248,6 +254,13 @@ class Backend {
   virtual void ce_backward(Tensor logits, const Tensor& row_max, const Tensor& stats,
                            const Tensor& targets, int64_t vocab_start, int64_t valid,
                            float scale) = 0;
+  // The fused classifier (TP 1, the whole vocabulary here, targets index the columns): the
+  // three pieces in one op, per row an online softmax over one read of the logits
+  // (op::softmax_merge) giving row_max and stats as above, then dlogits written in place. The
+  // maximum is the same value as ce_row_max's; the sum of exponentials is rounded in another
+  // order.
+  virtual void ce_fused(Tensor logits, Tensor row_max, Tensor stats, const Tensor& targets,
+                        int64_t valid, float scale) = 0;
 
   // One AdamW step (torch.optim.AdamW semantics) on the segments of a flat fp32 shard, which
   // differ only in weight decay (a unit's parameters: decay on matrices only), in one pass (one

@@ -169,6 +169,19 @@ class MixedPrecisionBackend final : public Backend {
     wdx.store(*this);
     wdw.store(*this);
   }
+  // dx + residual g in fp32, rounded once: round(dx + g), the bf16 nearest the fp32 sum, where
+  // rmsnorm_backward, then add round twice, round(round(dx) + g). The two differ by at most half
+  // a bf16 ulp of dx plus one of the sum (so by many ulps of the sum only where dx and g nearly
+  // cancel). The CUDA kernel rounds once as here.
+  void rmsnorm_backward_residual(Tensor dx, Tensor dw, const Tensor& dy, const Tensor& x,
+                                 const Tensor& w, const Tensor& rstd,
+                                 const Tensor& residual) override {
+    const Wide wdx(*this, dx, false), wdw(*this, dw), wdy(*this, dy), wx(*this, x), ww(*this, w),
+        wr(*this, rstd), wg(*this, residual);
+    in_->rmsnorm_backward_residual(wdx, wdw, wdy, wx, ww, wr, wg);
+    wdx.store(*this);
+    wdw.store(*this);
+  }
   void rope(Tensor x, int heads, const Tensor& pos, double theta, bool inverse) override {
     const Wide w(*this, x);
     in_->rope(w, heads, pos, theta, inverse);
@@ -261,6 +274,15 @@ class MixedPrecisionBackend final : public Backend {
     const Wide wl(*this, logits), wm(*this, row_max), ws(*this, stats);
     in_->ce_backward(wl, wm, ws, targets, vocab_start, valid, scale);
     wl.store(*this);
+  }
+  // The statistics in fp32 from the widened logits, dlogits rounded once (as ce_backward's).
+  void ce_fused(Tensor logits, Tensor row_max, Tensor stats, const Tensor& targets, int64_t valid,
+                float scale) override {
+    const Wide wl(*this, logits), wm(*this, row_max, false), ws(*this, stats, false);
+    in_->ce_fused(wl, wm, ws, targets, valid, scale);
+    wl.store(*this);
+    wm.store(*this);
+    ws.store(*this);
   }
 
   // The optimizer works on the fp32 master shard; the bf16 copy is the inner backend's to

@@ -41,6 +41,17 @@ TETRA_HD float rmsnorm_y(float x, float r, float w) {
 TETRA_HD float rmsnorm_dx(float dy, float w, float x, float r, float mean) {
   return r * (dy * w - x * r * mean);
 }
+// dx plus the residual stream's gradient g (the norm_residual fusion), added to dx already
+// rounded to fp32: never contracted with dx's product into an FMA (__fadd_rn on the GPU; the
+// CPU adds in a second loop over the row), so that in fp32 the sum has the bits of
+// rmsnorm_backward, then add.
+TETRA_HD float residual_add(float dx, float g) {
+#ifdef __CUDA_ARCH__
+  return __fadd_rn(dx, g);
+#else
+  return dx + g;
+#endif
+}
 
 // Rotate-half RoPE of one pair (x1, x2) = (x[i], x[i + hd/2]) by the angle whose cosine is c
 // and sine s (s negated for the inverse, the backward):
@@ -70,6 +81,24 @@ TETRA_HD void adamw_update(float& p, float g, float& m, float& v, const AdamCoef
   v = c.beta2 * v + (1.f - c.beta2) * gi * gi;
   const float denom = sqrtf(v) / c.bc2_sqrt + c.eps;
   p = p * c.decay - c.step_size * m / denom;
+}
+
+// Online softmax (Milakov and Gimelshein, 2018): a row's running maximum m and sum s of
+// exp(l - m) over the logits read so far, in one read of the row; (-inf, 0) before the first.
+// Merging two such states of disjoint parts of a row gives the state of their union; a logit l
+// is the state (l, 1). When the maximum grows the old sum is rescaled, so the sum is rounded in
+// another order than exp(l - max) summed after a pass for the maximum: the maximum is the same
+// value, the sum within a few ulps (the fused classifier's test bounds it).
+TETRA_HD void softmax_merge(float& m, float& s, float m2, float s2) {
+  if (m2 > m) {
+    s = s * expf(m - m2) + s2;
+    m = m2;
+  } else if (m2 != -INFINITY) {  // a state of no logits adds nothing (and -inf - -inf is NaN)
+    s += s2 * expf(m2 - m);
+  }
+}
+TETRA_HD void softmax_add(float& m, float& s, float l) {
+  softmax_merge(m, s, l, 1.f);
 }
 
 // Cross-entropy gradient of one valid logit l of a row with maximum mx and 1 / sum of

@@ -89,7 +89,8 @@ PipelineStats PipelineExecutor::execute(const std::vector<MicroBatch>& mbs, Sche
       if (k > 0) receive(in, prev, kActivation, k, a.micro_batch, stats);
       trace::Span span(trace::Lane::Compute, compute);  // after the wait, which has its own
       const Tensor in_view = in.flat();
-      const StageOutput y = chunk.forward(a.micro_batch, mb, k > 0 ? &in_view : nullptr);
+      const StageOutput y = chunk.forward(a.micro_batch, mb, k > 0 ? &in_view : nullptr,
+                                          mode == ScheduleMode::Train ? loss_scale : 0.f);
       if (k != K - 1) {
         Buffer out = message();
         be_.copy(out.flat(), y.activation);

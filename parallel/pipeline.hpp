@@ -42,7 +42,11 @@ class PipelineStage {
  public:
   virtual ~PipelineStage() = default;
   // Forward of micro-batch `id`; x_in is the previous chunk's output (null on the first).
-  virtual StageOutput forward(int id, const MicroBatch& mb, const Tensor* x_in) = 0;
+  // loss_scale: what its backward will scale the loss's gradient by, or 0 when no backward
+  // follows (evaluation), so that the head may start the backward in its forward (the fused
+  // classifier).
+  virtual StageOutput forward(int id, const MicroBatch& mb, const Tensor* x_in,
+                              float loss_scale) = 0;
   // Backward of micro-batch `id`; dout is the output's gradient (null on the chunk with the
   // head). Returns the input's gradient (empty on the first chunk).
   virtual Buffer backward(int id, const MicroBatch& mb, const Tensor* dout, float loss_scale) = 0;

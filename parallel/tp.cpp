@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "model/fusions.hpp"
+
 namespace tetra {
 namespace {
 
@@ -129,6 +131,17 @@ void VocabParallelCrossEntropy::forward(Backend& be, Comm& tp, const Tensor& log
   tp.all_reduce(row_max, ReduceOp::Max);
   be.ce_stats(stats, logits, row_max, targets, tp.rank() * logits.cols(), valid);
   tp.all_reduce(stats);  // (sum of exp, target logit): each target lives on one rank
+}
+
+bool VocabParallelCrossEntropy::fuses(Comm& tp) {
+  return tp.size() == 1 && fused(Fusion::Classifier);
+}
+
+void VocabParallelCrossEntropy::forward_backward(Backend& be, Comm& tp, Tensor logits,
+                                                 const Tensor& targets, Tensor row_max,
+                                                 Tensor stats, int64_t vocab, float scale) {
+  check(fuses(tp), "the fused classifier runs at TP 1 only, with its fusion on");
+  be.ce_fused(logits, row_max, stats, targets, valid_columns(tp, logits, vocab), scale);
 }
 
 void DeviceLoss::record(Backend& be, const Tensor& row_max, const Tensor& stats) {

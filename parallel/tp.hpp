@@ -122,6 +122,13 @@ struct VocabParallelCrossEntropy {
     be.ce_backward(logits, row_max, stats, targets, tp.rank() * logits.cols(),
                    valid_columns(tp, logits, vocab), scale);
   }
+  // Whether forward_backward runs: at TP 1 with the classifier fusion on (model/fusions.hpp).
+  static bool fuses(Comm& tp);
+  // forward, then backward at once, in one pass over the logits (Backend::ce_fused: no
+  // collective at TP 1), the same row_max and stats for the loss: the backward's scale must be
+  // known at the forward (training's loss_scale). Only where fuses(tp).
+  static void forward_backward(Backend& be, Comm& tp, Tensor logits, const Tensor& targets,
+                               Tensor row_max, Tensor stats, int64_t vocab, float scale);
   // How many of this rank's columns are tokens: rank r holds [r V/TP, (r+1) V/TP).
   static int64_t valid_columns(Comm& tp, const Tensor& logits, int64_t vocab) {
     return std::clamp(vocab - tp.rank() * logits.cols(), int64_t(0), logits.cols());

@@ -104,6 +104,16 @@ std::pair<Tensor, Tensor> append_to_cache(const BlockContext& ctx, const BlockDi
   return {all_k.rows_view(0, c.length), all_v.rows_view(0, c.length)};
 }
 
+// dx = rmsnorm'(dy) + residual, the residual stream's gradient: in the norm's pass (the
+// norm_residual fusion), or the norm's backward, then an add.
+void rmsnorm_backward_plus(Backend& be, Tensor dx, Tensor dw, const Tensor& dy, const Tensor& x,
+                           const Tensor& w, const Tensor& rstd, const Tensor& residual) {
+  if (fused(Fusion::NormResidual))
+    return be.rmsnorm_backward_residual(dx, dw, dy, x, w, rstd, residual);
+  be.rmsnorm_backward(dx, dw, dy, x, w, rstd);
+  be.add(dx, residual);
+}
+
 // Attention half: a.h [Tl, d] = x + o(attention(rope(q(xn)), rope(k(xn)), v(xn))).
 void attention_forward(const BlockContext& ctx, const BlockDims& dims, const Params& w,
                        const Tensor& x, BlockActs& a) {
@@ -235,9 +245,8 @@ void attention_backward(const BlockContext& ctx, const BlockDims& dims, const Pa
   const ColumnParallelLinear qkv_proj(be, ctx.tp, w.qkv, dw.qkv, dw_fresh);
   const Buffer dxn = qkv_proj.backward(dqkvv, a.xn.view({dims.T, dims.d}));
   // dx = rmsnorm'(dxn) + dh (the residual).
-  be.rmsnorm_backward(dx, dw[kInputNorm], dxn.view({dims.Tl, dims.d}), x, w[kInputNorm],
-                      a.x_rstd.flat());
-  be.add(dx, dh);
+  rmsnorm_backward_plus(be, dx, dw[kInputNorm], dxn.view({dims.Tl, dims.d}), x, w[kInputNorm],
+                        a.x_rstd.flat(), dh);
 }
 
 // MLP half: out [Tl, d] = h + down(silu(gate(hn)) * up(hn)), h = a.h.
@@ -280,9 +289,8 @@ Buffer mlp_backward(const BlockContext& ctx, const BlockDims& dims, const Params
   // dh = rmsnorm'(dhn) + dout (the residual).
   Buffer dh(be, dims.Tl * dims.d, dout.dtype);
   const Tensor dhv = dh.view({dims.Tl, dims.d});
-  be.rmsnorm_backward(dhv, dw[kPostNorm], dhn.view({dims.Tl, dims.d}), a.h.view({dims.Tl, dims.d}),
-                      w[kPostNorm], a.h_rstd.flat());
-  be.add(dhv, dout);
+  rmsnorm_backward_plus(be, dhv, dw[kPostNorm], dhn.view({dims.Tl, dims.d}),
+                        a.h.view({dims.Tl, dims.d}), w[kPostNorm], a.h_rstd.flat(), dout);
   return dh;
 }
 

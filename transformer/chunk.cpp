@@ -37,7 +37,8 @@ BlockContext ModelChunk::block_ctx(const MicroBatch& mb) const {
   return BlockContext{be_, tp_, cp_, cfg_, mb.pos};
 }
 
-StageOutput ModelChunk::forward(int id, const MicroBatch& mb, const Tensor* x_in) {
+StageOutput ModelChunk::forward(int id, const MicroBatch& mb, const Tensor* x_in,
+                                float loss_scale) {
   const int64_t T = mb.pos.tokens(), Tl = tp_.local_rows(T), d = cfg_.dim;
   const BlockContext ctx = block_ctx(mb);
   const auto [it, fresh] = states_.try_emplace(id);
@@ -73,8 +74,17 @@ StageOutput ModelChunk::forward(int id, const MicroBatch& mb, const Tensor* x_in
       s.head_n = lm_head.forward(std::move(n), s.logits);
       s.row_max = Buffer(be_, T);
       s.ce_stats = Buffer(be_, 2 * T);
-      VocabParallelCrossEntropy::forward(be_, tp_.comm, s.logits.view({T, V}), mb.targets,
-                                         s.row_max.flat(), s.ce_stats.flat(), cfg_.real_vocab());
+      // The loss statistics; at TP 1 in training also dlogits, in the same pass (the fused
+      // classifier).
+      if (loss_scale != 0 && VocabParallelCrossEntropy::fuses(tp_.comm)) {
+        VocabParallelCrossEntropy::forward_backward(be_, tp_.comm, s.logits.view({T, V}),
+                                                    mb.targets, s.row_max.flat(), s.ce_stats.flat(),
+                                                    cfg_.real_vocab(), loss_scale);
+        s.dlogits_scale = loss_scale;
+      } else {
+        VocabParallelCrossEntropy::forward(be_, tp_.comm, s.logits.view({T, V}), mb.targets,
+                                           s.row_max.flat(), s.ce_stats.flat(), cfg_.real_vocab());
+      }
       loss_.record(be_, s.row_max.flat(), s.ce_stats.flat());
     }
     params_.release(u);
@@ -101,10 +111,16 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
     if (fresh) zero_accumulated_grads(be_, l, dw);
     if (l.kind == UnitLayout::Kind::Head) {
       const int64_t V = l.params[kLmHead].local_shape[0];
-      // dlogits [T, V/TP] = loss_scale * (softmax - onehot(target)), over the logits.
+      // dlogits [T, V/TP] = loss_scale * (softmax - onehot(target)), over the logits (already,
+      // when the forward fused the classifier).
       const Tensor dlogits = s.logits.view({T, V});
-      VocabParallelCrossEntropy::backward(be_, tp_.comm, dlogits, mb.targets, s.row_max.flat(),
-                                          s.ce_stats.flat(), cfg_.real_vocab(), loss_scale);
+      if (s.dlogits_scale == 0)
+        VocabParallelCrossEntropy::backward(be_, tp_.comm, dlogits, mb.targets, s.row_max.flat(),
+                                            s.ce_stats.flat(), cfg_.real_vocab(), loss_scale);
+      else
+        check(s.dlogits_scale == loss_scale, "ModelChunk: micro-batch ", id,
+              "'s forward computed dlogits at loss scale ", s.dlogits_scale, ", backward asks ",
+              loss_scale);
       // dn [Tl, d] = dlogits W_head, summed over TP; dW_head += dlogits^T n.
       const ColumnParallelLinear lm_head(be_, tp_, param_view(w, l.params[kLmHead]),
                                          param_view(dw, l.params[kLmHead]), fresh);

@@ -29,8 +29,10 @@ class ModelChunk final : public PipelineStage {
   bool has_head() const;
 
   // Forward of micro-batch `id`, whose activations the chunk keeps until its backward.
-  // x_in: the previous chunk's output [Tl, d] (null for the chunk that embeds).
-  StageOutput forward(int id, const MicroBatch& mb, const Tensor* x_in) override;
+  // x_in: the previous chunk's output [Tl, d] (null for the chunk that embeds). loss_scale:
+  // backward's (training), or 0 (evaluation); given it, the head at TP 1 computes dlogits in the
+  // forward's pass over the logits (VocabParallelCrossEntropy::forward_backward).
+  StageOutput forward(int id, const MicroBatch& mb, const Tensor* x_in, float loss_scale) override;
   // Backward of micro-batch `id`. dout: gradient of this chunk's output [Tl, d] (null for
   // the chunk with the head, which starts from the loss, scaled by loss_scale = 1 / tokens
   // in the global batch). Returns dL/d(chunk input) [Tl, d], to send to the previous chunk
@@ -48,6 +50,7 @@ class ModelChunk final : public PipelineStage {
     Buffer head_n;                     // the final norm's output on all T tokens [T, d]
     Buffer head_rstd;                  // [Tl]
     Buffer logits, row_max, ce_stats;  // [T, V/TP], [T], [T, 2]
+    float dlogits_scale = 0;           // not 0: logits already hold dlogits at this loss scale
   };
   BlockContext block_ctx(const MicroBatch& mb) const;
 

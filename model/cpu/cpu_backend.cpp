@@ -245,26 +245,15 @@ class CpuBackend final : public Backend {
   }
   void rmsnorm_backward(Tensor dx, Tensor dw, const Tensor& dy, const Tensor& x, const Tensor& w,
                         const Tensor& rstd) override {
-    // With xhat = x * r: dx = r * (dy*w - xhat * mean(dy*w*xhat)); dw = sum_t dy * xhat.
-    const int64_t T = x.rows(), d = x.cols();
-    const float *px = x.f32(), *pw = w.f32(), *pg = dy.f32(), *pr = rstd.f32();
-    float *pdx = dx.f32(), *pdw = dw.f32();
-#pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < T; ++t) {
-      const float *xr = px + t * d, *gr = pg + t * d;
-      const float r = pr[t];
-      float dot = 0;
-      for (int64_t i = 0; i < d; ++i) dot += gr[i] * pw[i] * xr[i] * r;
-      const float mean = dot / float(d);
-      for (int64_t i = 0; i < d; ++i) pdx[t * d + i] = op::rmsnorm_dx(gr[i], pw[i], xr[i], r, mean);
-    }
-    constexpr int64_t kCols = 16;
-#pragma omp parallel for schedule(static)
-    for (int64_t c0 = 0; c0 < d; c0 += kCols) {
-      const int64_t c1 = std::min(d, c0 + kCols);
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t c = c0; c < c1; ++c) pdw[c] += pg[t * d + c] * px[t * d + c] * pr[t];
-    }
+    rmsnorm_grad(dx, dw, dy, x, w, rstd, nullptr);
+  }
+  void rmsnorm_backward_residual(Tensor dx, Tensor dw, const Tensor& dy, const Tensor& x,
+                                 const Tensor& w, const Tensor& rstd,
+                                 const Tensor& residual) override {
+    check(residual.numel() == dx.numel() && residual.ptr != dx.ptr,
+          "rmsnorm_backward_residual: ", residual.shape_str(), " for dx ", dx.shape_str(),
+          " (another tensor of its size)");
+    rmsnorm_grad(dx, dw, dy, x, w, rstd, residual.f32());
   }
 
   void rope(Tensor x, int heads, const Tensor& pos, double theta, bool inverse) override {
@@ -399,6 +388,29 @@ class CpuBackend final : public Backend {
     }
   }
 
+  void ce_fused(Tensor logits, Tensor row_max, Tensor stats, const Tensor& targets, int64_t valid,
+                float scale) override {
+    const int64_t T = logits.rows(), V = logits.cols();
+    check(row_max.numel() == T && stats.numel() == 2 * T && targets.numel() == T && valid >= 0 &&
+              valid <= V,
+          "ce_fused ", logits.shape_str(), ", ", valid, " valid columns");
+    float *l = logits.f32(), *mx = row_max.f32(), *st = stats.f32();
+    const int32_t* y = targets.i32();
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < T; ++t) {
+      float* row = l + t * V;
+      float m = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < valid; ++j) op::softmax_add(m, sum, row[j]);
+      const int64_t r = y[t];
+      mx[t] = m;
+      st[2 * t] = sum;
+      st[2 * t + 1] = (r >= 0 && r < valid) ? row[r] : 0.f;
+      const float inv = 1.f / sum;
+      for (int64_t j = 0; j < valid; ++j) row[j] = op::ce_grad(row[j], m, inv, scale, j == r);
+      std::fill(row + valid, row + V, 0.f);
+    }
+  }
+
   void adamw(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamW& h,
              std::span<const AdamWSegment> segments, Tensor copy = {}) override {
     check_adamw(param, grad, m, v, segments, copy);
@@ -419,6 +431,35 @@ class CpuBackend final : public Backend {
  private:
   std::unordered_map<size_t, std::vector<void*>> free_blocks_;
 
+  // RMSNorm's backward, with xhat = x * r: dx = r * (dy*w - xhat * mean(dy*w*xhat)), plus
+  // res [T, d] when given (each row's dx first, then res added in a second loop, so that the
+  // compiler cannot contract the add into dx's product: the bits of an add after the op);
+  // dw += sum_t dy * xhat.
+  static void rmsnorm_grad(Tensor dx, Tensor dw, const Tensor& dy, const Tensor& x, const Tensor& w,
+                           const Tensor& rstd, const float* res) {
+    const int64_t T = x.rows(), d = x.cols();
+    const float *px = x.f32(), *pw = w.f32(), *pg = dy.f32(), *pr = rstd.f32();
+    float *pdx = dx.f32(), *pdw = dw.f32();
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < T; ++t) {
+      const float *xr = px + t * d, *gr = pg + t * d;
+      const float r = pr[t];
+      float dot = 0;
+      for (int64_t i = 0; i < d; ++i) dot += gr[i] * pw[i] * xr[i] * r;
+      const float mean = dot / float(d);
+      float* dr = pdx + t * d;
+      for (int64_t i = 0; i < d; ++i) dr[i] = op::rmsnorm_dx(gr[i], pw[i], xr[i], r, mean);
+      if (res)
+        for (int64_t i = 0; i < d; ++i) dr[i] = op::residual_add(dr[i], res[t * d + i]);
+    }
+    constexpr int64_t kCols = 16;
+#pragma omp parallel for schedule(static)
+    for (int64_t c0 = 0; c0 < d; c0 += kCols) {
+      const int64_t c1 = std::min(d, c0 + kCols);
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t c = c0; c < c1; ++c) pdw[c] += pg[t * d + c] * px[t * d + c] * pr[t];
+    }
+  }
   // Rotate-half RoPE in place on the first `heads` heads (hd wide) of T rows of `stride`
   // floats, at positions pos[T]: angle = pos theta^(-2i/hd) in double, c, s in float.
   static void rotate(float* x, int64_t stride, int64_t T, int heads, int64_t hd, const int32_t* pos,

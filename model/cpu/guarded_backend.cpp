@@ -73,6 +73,11 @@ class GuardedBackend final : public Backend {
                         const Tensor& rstd) override {
     cpu_->rmsnorm_backward(in(dx), in(dw), in(dy), in(x), in(w), in(rstd));
   }
+  void rmsnorm_backward_residual(Tensor dx, Tensor dw, const Tensor& dy, const Tensor& x,
+                                 const Tensor& w, const Tensor& rstd,
+                                 const Tensor& residual) override {
+    cpu_->rmsnorm_backward_residual(in(dx), in(dw), in(dy), in(x), in(w), in(rstd), in(residual));
+  }
   void rope(Tensor x, int heads, const Tensor& pos, double theta, bool inverse) override {
     cpu_->rope(in(x), heads, in(pos), theta, inverse);
   }
@@ -125,6 +130,10 @@ class GuardedBackend final : public Backend {
   void ce_backward(Tensor logits, const Tensor& row_max, const Tensor& stats, const Tensor& targets,
                    int64_t vocab_start, int64_t valid, float scale) override {
     cpu_->ce_backward(in(logits), in(row_max), in(stats), in(targets), vocab_start, valid, scale);
+  }
+  void ce_fused(Tensor logits, Tensor row_max, Tensor stats, const Tensor& targets, int64_t valid,
+                float scale) override {
+    cpu_->ce_fused(in(logits), in(row_max), in(stats), in(targets), valid, scale);
   }
   void adamw(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamW& h,
              std::span<const AdamWSegment> segments, Tensor copy = {}) override {

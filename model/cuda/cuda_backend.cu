@@ -35,6 +35,7 @@
 #include "model/cuda/attention.hpp"
 #include "model/cuda/attention_fp32.hpp"
 #include "model/cuda/category_times.hpp"
+#include "model/cuda/classifier.hpp"
 #include "model/cuda/common.hpp"
 #include "model/cuda/fused_ops.hpp"
 #include "model/cuda/gemm_lt.hpp"
@@ -370,6 +371,13 @@ class CudaBackend final : public Backend {
                                                                         f32(rstd), T, d);
     LAUNCH_CHECK("rmsnorm_backward_dw_kernel");
   }
+  // Either dtype through the warp-per-row kernel (fused_ops.hpp), the residual added in it.
+  void rmsnorm_backward_residual(Tensor dx, Tensor dw, const Tensor& dy, const Tensor& x,
+                                 const Tensor& w, const Tensor& rstd,
+                                 const Tensor& residual) override {
+    check(residual.ptr != nullptr, "rmsnorm_backward_residual without a residual");
+    rmsnorm_backward_any(stream_, dx, dw, dy, x, w, rstd, residual);
+  }
 
   void rope(Tensor x, int heads, const Tensor& pos, double theta, bool inverse) override {
     check(heads > 0 && x.cols() % heads == 0 && (x.cols() / heads) % 2 == 0 &&
@@ -492,6 +500,10 @@ class CudaBackend final : public Backend {
     ce_backward_kernel<<<blocks_for(T * V), kThreads, 0, stream_>>>(
         f32(logits), f32(row_max), f32(stats), i32(targets), T, V, vocab_start, valid, scale);
     LAUNCH_CHECK("ce_backward_kernel");
+  }
+  void ce_fused(Tensor logits, Tensor row_max, Tensor stats, const Tensor& targets, int64_t valid,
+                float scale) override {
+    ce_fused_any(stream_, logits, row_max, stats, targets, valid, scale);
   }
 
   void adamw(Tensor param, const Tensor& grad, Tensor m, Tensor v, const AdamW& h,

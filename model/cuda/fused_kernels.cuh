@@ -178,10 +178,12 @@ __global__ void rmsnorm_forward_t_kernel(T* y, float* rstd, const T* x, const T*
   for (int64_t i = lane; i < d; i += 32)
     store(y, t * d + i, op::rmsnorm_y(load(x, t * d + i), r, load(w, i)));
 }
-// dx [T, d] (overwritten) = r (dy w - xhat mean(dy w xhat)), a warp per row.
+// dx [T, d] (overwritten) = r (dy w - xhat mean(dy w xhat)), a warp per row; plus res [T, d]
+// when not null (the norm_residual fusion: the sum rounded once).
 template <typename T>
 __global__ void rmsnorm_backward_dx_t_kernel(T* dx, const T* dy, const T* x, const T* w,
-                                             const float* rstd, int64_t T_, int64_t d) {
+                                             const float* rstd, int64_t T_, int64_t d,
+                                             const T* res) {
   const int64_t t = int64_t(blockIdx.x) * kRowsPerWarpBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (t >= T_) return;
@@ -190,9 +192,10 @@ __global__ void rmsnorm_backward_dx_t_kernel(T* dx, const T* dy, const T* x, con
   for (int64_t i = lane; i < d; i += 32)
     dot += load(dy, t * d + i) * load(w, i) * load(x, t * d + i) * r;
   const float mean = warp_sum(dot) / float(d);
-  for (int64_t i = lane; i < d; i += 32)
-    store(dx, t * d + i,
-          op::rmsnorm_dx(load(dy, t * d + i), load(w, i), load(x, t * d + i), r, mean));
+  for (int64_t i = lane; i < d; i += 32) {
+    const float g = op::rmsnorm_dx(load(dy, t * d + i), load(w, i), load(x, t * d + i), r, mean);
+    store(dx, t * d + i, res ? op::residual_add(g, load(res, t * d + i)) : g);
+  }
 }
 // dw partials: block (column tile, row block p); partial[p, c] = sum over rows t of block p, in
 // order, of dy[t, c] x[t, c] rstd[t].

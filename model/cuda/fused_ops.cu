@@ -207,12 +207,18 @@ void rmsnorm_forward_any(cudaStream_t s, Tensor y, Tensor rstd, const Tensor& x,
 }
 
 void rmsnorm_backward_any(cudaStream_t s, Tensor dx, Tensor dw, const Tensor& dy, const Tensor& x,
-                          const Tensor& w, const Tensor& rstd) {
+                          const Tensor& w, const Tensor& rstd, const Tensor& residual) {
   const int64_t T = x.rows(), d = x.cols();
   check(dx.numel() == T * d && dy.numel() == T * d && dw.numel() == d && w.numel() == d &&
             rstd.numel() == T && dw.dtype == DType::F32 && rstd.dtype == DType::F32,
         "rmsnorm_backward ", x.shape_str());
   same_dtype("rmsnorm_backward", {&dx, &dy, &x, &w});
+  if (residual.ptr) {
+    check(residual.numel() == T * d && residual.ptr != dx.ptr,
+          "rmsnorm_backward_residual: ", residual.shape_str(), " for dx ", dx.shape_str(),
+          " (another tensor of its size)");
+    same_dtype("rmsnorm_backward_residual", {&dx, &residual});
+  }
   if (T == 0 || d == 0) return;
   const int64_t parts = (T + kNormPartialRows - 1) / kNormPartialRows;
   check(parts <= 65535, "rmsnorm_backward: ", T, " rows");
@@ -220,7 +226,8 @@ void rmsnorm_backward_any(cudaStream_t s, Tensor dx, Tensor dw, const Tensor& dy
   by_dtype(x.dtype, "rmsnorm_backward", [&](auto tag) {
     using T_ = decltype(tag);
     rmsnorm_backward_dx_t_kernel<T_><<<warp_rows_grid(T), 32 * kRowsPerWarpBlock, 0, s>>>(
-        ptr<T_>(dx), ptr<T_>(dy), ptr<T_>(x), ptr<T_>(w), f32(rstd), T, d);
+        ptr<T_>(dx), ptr<T_>(dy), ptr<T_>(x), ptr<T_>(w), f32(rstd), T, d,
+        residual.ptr ? ptr<T_>(residual) : nullptr);
     TETRA_LAUNCH_CHECK("rmsnorm_backward_dx_t_kernel");
     const dim3 grid(unsigned((d + kThreads - 1) / kThreads), unsigned(parts));
     rmsnorm_dw_partial_kernel<T_>

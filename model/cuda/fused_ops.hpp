@@ -32,8 +32,9 @@ void embedding_backward_sorted(cudaStream_t s, Tensor dtable, const Tensor& toke
 
 void rmsnorm_forward_any(cudaStream_t s, Tensor y, Tensor rstd, const Tensor& x, const Tensor& w,
                          float eps);
+// residual: when given, added into dx in the same pass (Backend::rmsnorm_backward_residual).
 void rmsnorm_backward_any(cudaStream_t s, Tensor dx, Tensor dw, const Tensor& dy, const Tensor& x,
-                          const Tensor& w, const Tensor& rstd);
+                          const Tensor& w, const Tensor& rstd, const Tensor& residual = {});
 
 // The cos/sin table [kRopeTablePositions, hd/2] (float2) for one (theta, hd), built on the
 // stream into `table` (device memory of that size, from rope_table_bytes).
