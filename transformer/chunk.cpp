@@ -62,7 +62,7 @@ StageOutput ModelChunk::forward(int id, const MicroBatch& mb, const Tensor* x_in
       s.row_max = Buffer(be_, T);
       s.ce_stats = Buffer(be_, 2 * T);
       VocabParallelCrossEntropy::forward(be_, tp_.comm, s.logits.view({T, V}), mb.targets,
-                                         s.row_max.flat(), s.ce_stats.flat(), cfg_.real_vocab());
+                                         s.row_max.flat(), s.ce_stats.flat(), cfg_.vocab);
       loss_.record(be_, s.row_max.flat(), s.ce_stats.flat());
     }
     params_.release(u);
@@ -90,7 +90,7 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
       // dlogits [T, V/TP] = loss_scale * (softmax - onehot(target)), over the logits.
       const Tensor dlogits = s.logits.view({T, V});
       VocabParallelCrossEntropy::backward(be_, tp_.comm, dlogits, mb.targets, s.row_max.flat(),
-                                          s.ce_stats.flat(), cfg_.real_vocab(), loss_scale);
+                                          s.ce_stats.flat(), cfg_.vocab, loss_scale);
       // dn [Tl, d] = dlogits W_head, summed over TP; dW_head += dlogits^T n.
       const ColumnParallelLinear lm_head(be_, tp_, param_view(w, l.params[kLmHead]),
                                          param_view(dw, l.params[kLmHead]));
