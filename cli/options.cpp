@@ -193,8 +193,9 @@ std::unique_ptr<CLI::App> build_app(CommandLine& into, TrainSettings* settings) 
   launch->footer(
       "tetra launch [--restarts N] [--quiet] -- COMMAND ARGS...\n"
       "Runs COMMAND; when it fails, reruns it with --resume auto. Attempt k sees\n"
-      "TETRA_RESTART=k. Step times come from the command's --metrics file (a temporary one\n"
-      "is added when it has none); the summary gives lost steps and goodput.\n"
+      "TETRA_RESTART=k. Step times come from the command's metrics file (its --metrics, or\n"
+      "its --config file's; a temporary one is added when it has none); the summary gives\n"
+      "lost steps and goodput.\n"
       "Example: tetra launch --restarts 3 -- mpirun -np 16 build/tetra train ...");
   add_launch_options(*launch, into.launch);
 
