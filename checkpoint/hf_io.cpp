@@ -160,15 +160,15 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& flags,
   check(emb.shape.size() == 2, "init model '", m.path(), "': model.embed_tokens.weight has shape ",
         shape_str(emb.shape), ", expected [vocab, dim]");
   // The file's rows are the tokens; the model pads them (padded_vocab) so that any TP divides.
-  c.data_vocab = emb.shape[0];
-  c.vocab = padded_vocab(emb.shape[0]);
+  c.vocab = emb.shape[0];
+  c.vocab_rows = padded_vocab(emb.shape[0]);
   c.dim = model_int(m, "model.embed_tokens.weight's width", emb.shape[1]);
   c.rope_theta = flags.rope_theta;
   if (m.config().is_object()) {
     check_architecture(m);
-    check(config_int(m, "vocab_size") == c.data_vocab, "init model '", m.path(),
+    check(config_int(m, "vocab_size") == c.vocab, "init model '", m.path(),
           "': config.json's vocab_size ", config_int(m, "vocab_size"),
-          " disagrees with model.embed_tokens.weight's ", c.data_vocab, " rows");
+          " disagrees with model.embed_tokens.weight's ", c.vocab, " rows");
     check(config_int(m, "hidden_size") == c.dim, "init model '", m.path(),
           "': config.json's hidden_size disagrees with model.embed_tokens.weight");
     c.layers = config_size(m, "num_hidden_layers");
@@ -181,7 +181,7 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& flags,
           " is not divisible by ", c.heads, " heads");
     check(config_int(m, "head_dim", c.head_dim()) == c.head_dim(), "init model '", m.path(),
           "': head_dim ", config_int(m, "head_dim"), " is not hidden_size / heads");
-    check(!given.count("--rope-theta") || c.rope_theta == flags.rope_theta, "--rope-theta ",
+    check(!given.count("model.rope_theta") || c.rope_theta == flags.rope_theta, "--rope-theta ",
           flags.rope_theta, " disagrees with the init model '", m.path(), "', which has ",
           c.rope_theta);
   } else {
@@ -194,7 +194,7 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& flags,
                           need(m, "model.layers.0.mlp.gate_proj.weight").shape[0]);
     // Shapes do not tell the head count (q_proj is [heads*head_dim, dim] either way): tetra's
     // exports say it in the metadata; for other files (transformers writes none) --heads must.
-    check(m.metadata().count("heads") || given.count("--heads"), "init model '", m.path(),
+    check(m.metadata().count("heads") || given.count("model.heads"), "init model '", m.path(),
           "' does not say how many attention heads the model has: pass --heads");
     c.heads = meta_int(m, "heads", flags.heads);
     if (m.metadata().count("rope_theta")) {
@@ -203,7 +203,7 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& flags,
       c.rope_theta = std::strtod(text.c_str(), &end);
       check(!text.empty() && *end == '\0' && c.rope_theta > 0, "init model '", m.path(),
             "': metadata rope_theta = '", text, "' is not a positive number");
-      check(!given.count("--rope-theta") || c.rope_theta == flags.rope_theta, "--rope-theta ",
+      check(!given.count("model.rope_theta") || c.rope_theta == flags.rope_theta, "--rope-theta ",
             flags.rope_theta, " disagrees with the init model '", m.path(), "', which has ",
             c.rope_theta);
     }
@@ -215,15 +215,16 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& flags,
     c.kv_heads = model_int(m, "the k_proj heads", kv_rows / c.head_dim());
   }
 
-  auto agree = [&](const char* flag, int64_t file_value, int64_t flag_value) {
-    check(!given.count(flag) || file_value == flag_value, flag, " ", flag_value,
-          " disagrees with the init model '", m.path(), "', which has ", file_value);
+  auto agree = [&](const char* name, int64_t file_value, int64_t flag_value) {
+    check(!given.count(std::string("model.") + name) || file_value == flag_value,
+          settings::flag_of(name), " ", flag_value, " disagrees with the init model '", m.path(),
+          "', which has ", file_value);
   };
-  agree("--layers", c.layers, flags.layers);
-  agree("--dim", c.dim, flags.dim);
-  agree("--heads", c.heads, flags.heads);
-  agree("--kv-heads", c.kv_heads, flags.kv_heads);
-  agree("--ffn-dim", c.ffn_dim, flags.ffn_dim);
+  agree("layers", c.layers, flags.layers);
+  agree("dim", c.dim, flags.dim);
+  agree("heads", c.heads, flags.heads);
+  agree("kv_heads", c.kv_heads, flags.kv_heads);
+  agree("ffn_dim", c.ffn_dim, flags.ffn_dim);
   check_all_used(m, c);
   return c;
 }
@@ -233,7 +234,7 @@ std::vector<float> read_unit(const HfModel& m, const ModelConfig& cfg, const Uni
   std::vector<float> out(unit.numel);
   for (const ParamInfo& p : unit.params) {
     std::vector<int64_t> stored = p.shape;
-    if (is_vocab_tensor(p.name)) stored[0] = cfg.real_vocab();
+    if (is_vocab_tensor(p.name)) stored[0] = cfg.vocab;
     const std::string name = stored_name(m, p.name);
     const st::TensorInfo& info = need(m, name);
     check(info.shape == stored, "init model '", m.path(), "': tensor '", name, "' has shape ",
@@ -249,7 +250,7 @@ std::vector<float> read_unit(const HfModel& m, const ModelConfig& cfg, const Uni
 
 void check_tokenizer_matches(const std::string& model_path, const ModelConfig& cfg,
                              const data::Tokenizer& tok) {
-  check(tok.vocab() == cfg.real_vocab(), "model '", model_path, "' has ", cfg.real_vocab(),
+  check(tok.vocab() == cfg.vocab, "model '", model_path, "' has ", cfg.vocab,
         " tokens, and the tokenizer '", tok.model_file(), "' has ", tok.vocab(), " pieces");
 }
 
@@ -295,7 +296,7 @@ json hf_config_json(const ModelConfig& cfg, bool sentencepiece, bool bf16) {
   c["num_attention_heads"] = cfg.heads;
   c["num_key_value_heads"] = cfg.kv_heads;
   c["head_dim"] = cfg.head_dim();
-  c["vocab_size"] = cfg.real_vocab();
+  c["vocab_size"] = cfg.vocab;
   c["rms_norm_eps"] = double(cfg.norm_eps);
   c["rope_theta"] = cfg.rope_theta;
   c["max_position_embeddings"] = cfg.seq_len;
@@ -319,7 +320,7 @@ void write_export(const std::string& path, const std::map<std::string, std::vect
   for (const UnitLayout& u : make_units(cfg, 1, 0))
     for (const ParamInfo& p : u.params) {
       std::vector<int64_t> shape = p.shape;
-      if (is_vocab_tensor(p.name)) shape[0] = cfg.real_vocab();  // rows are [vocab, dim]
+      if (is_vocab_tensor(p.name)) shape[0] = cfg.vocab;  // rows are [vocab, dim]
       w.add(p.name, shape, full.at(p.name).data(), bf16);
     }
   w.set_metadata("format", "pt");

@@ -20,12 +20,13 @@ namespace tetra {
 // The model shape a model implies. A directory's config.json gives it (and the tensors must
 // agree); for a single file, layers, dim, ffn-dim, vocab and the kv width come from the
 // tensor shapes, heads (and so head_dim) from the file's metadata when tetra wrote it, else
-// from `flags`. A flag in `given` that disagrees is an error.
+// from `flags`. A setting in `given` ("model.heads": TrainConfig::given's keys) that disagrees is
+// an error.
 ModelConfig config_from_model(const HfModel& model, const ModelConfig& flags,
                               const std::set<std::string>& given);
 
 // The TP-local values of one unit (as make_units lays it out for tp_rank), read from the
-// model, vocabulary rows past cfg.real_vocab() zero. Throws tetra::Error naming the model
+// model, vocabulary rows past cfg.vocab zero. Throws tetra::Error naming the model
 // and tensor for a missing tensor, a wrong shape or an unsupported dtype.
 std::vector<float> read_unit(const HfModel& model, const ModelConfig& cfg, const UnitLayout& unit,
                              int tp_rank);

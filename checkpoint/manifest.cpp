@@ -162,19 +162,28 @@ RunState run_state(const json& m, int64_t version) {
 }  // namespace
 
 json model_to_json(const ModelConfig& c) {
-  // The section's mapping (model/config.hpp); norm_eps goes in as the float's exact value as
-  // a double, so that it comes back bit for bit.
-  json v = c;
-  v["data_vocab"] = c.real_vocab();
+  // The model's settings (model/config.hpp) and the two values of its shape that are not
+  // settings; norm_eps goes in as the float's exact value as a double, so that it comes back
+  // bit for bit.
+  json v = settings::to_json(kModelKeys, c);
+  v["vocab_rows"] = c.rows();
+  v["norm_eps"] = c.norm_eps;
   return v;
 }
 
 ModelConfig model_from_json(const json& v, const std::string& what) {
   ModelConfig c;
   with_context(what, [&] {
-    c.vocab = int_member(v, "vocab", 1, INT64_MAX);
-    // Manifests written before the padding was masked have no data_vocab: all rows count.
-    c.data_vocab = v.contains("data_vocab") ? int_member(v, "data_vocab", 1, c.vocab) : c.vocab;
+    if (v.contains("vocab_rows")) {
+      c.vocab_rows = int_member(v, "vocab_rows", 1, INT64_MAX);
+      c.vocab = int_member(v, "vocab", 1, c.vocab_rows);
+    } else {
+      // Older manifests give the rows as vocab and the tokens as data_vocab, and those written
+      // before the padding was masked have no data_vocab: all rows count.
+      c.vocab_rows = int_member(v, "vocab", 1, INT64_MAX);
+      c.vocab =
+          v.contains("data_vocab") ? int_member(v, "data_vocab", 1, c.vocab_rows) : c.vocab_rows;
+    }
     c.layers = int(int_member(v, "layers", 1, INT_MAX));
     c.dim = int(int_member(v, "dim", 1, INT_MAX));
     c.heads = int(int_member(v, "heads", 1, INT_MAX));

@@ -26,11 +26,9 @@ const Compared kCompared[] = {
     {"device", {"device", "comm"}},
 };
 
-// A configuration key's flag name without the dashes ("min_lr" -> "min-lr"), which is also
-// its --allow-change name.
-std::string flag_name(std::string key) {
-  std::replace(key.begin(), key.end(), '_', '-');
-  return key;
+// A setting's --allow-change name: its flag without the dashes ("min_lr" -> "min-lr").
+std::string flag_name(const std::string& key) {
+  return settings::flag_of(key).substr(2);
 }
 
 bool changeable(const std::string& name) {

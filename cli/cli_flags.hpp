@@ -22,15 +22,14 @@ namespace tetra::cli {
 // (cli/options.cpp) puts the option's name (or a config file's key) before the words:
 // "--keep must be at least 1 (got 0)".
 
-// Whole numbers in base 10 that fit T. The value goes on to CLI11 spelled canonically:
-// CLI11's own conversion would read "010" as octal and "0x10" as hexadecimal.
-template <typename T>
-inline CLI::Validator integer() {
+// Whole numbers in base 10 from min to max. The value goes on spelled canonically: CLI11's
+// own conversion would read "010" as octal and "0x10" as hexadecimal.
+inline CLI::Validator integer(int64_t min, int64_t max) {
   return CLI::Validator(
-      [](std::string& s) -> std::string {
-        T x{};
+      [min, max](std::string& s) -> std::string {
+        int64_t x{};
         const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
-        if (ec == std::errc::result_out_of_range)
+        if (ec == std::errc::result_out_of_range || (ec == std::errc() && (x < min || x > max)))
           return "takes an integer (got '" + s + "', out of range)";
         if (ec != std::errc() || end != s.data() + s.size())
           return "takes an integer (got '" + s + "')";
@@ -38,6 +37,10 @@ inline CLI::Validator integer() {
         return {};
       },
       "");
+}
+template <typename T>
+inline CLI::Validator integer() {
+  return integer(std::numeric_limits<T>::min(), std::numeric_limits<T>::max());
 }
 
 // Finite numbers, read as CLI11 then reads them.
@@ -122,47 +125,15 @@ inline CLI::Option* add_switch(CLI::App& app, const std::string& name, bool& fie
       ->default_str("off");
 }
 
-// A section of tetra train's flags: the help group that lists them and the table of the
-// configuration file that holds them. Its flags are added as add(), add_choice() and
-// add_switch() add them, and each is also recorded in `settings` (when given) with the means
-// to write its field's value, which is all --config and --print-config need of a flag.
-class Section {
- public:
-  Section(CLI::App& app, Settings* settings, const std::string& group, std::string name)
-      : app_(app), settings_(settings), name_(std::move(name)) {
-    app.option_defaults()->group(group);
-  }
-  template <typename T>
-  CLI::Option* add(const std::string& flag, T& field, const std::string& metavar,
-                   const std::string& help) {
-    return record(cli::add(app_, flag, field, metavar, help),
-                  [&field] { return toml_value(field); });
-  }
-  CLI::Option* add_choice(const std::string& flag, std::string& field,
-                          const std::vector<std::string>& values, const std::string& help) {
-    return record(cli::add_choice(app_, flag, field, values, help),
-                  [&field] { return toml_value(field); });
-  }
-  CLI::Option* add_switch(const std::string& flag, bool& field, const std::string& help) {
-    return record(
-        cli::add_switch(app_, flag, field, help), [&field] { return toml_value(field); }, true);
-  }
-  // A flag CLI11 defined some other way; `toml` writes its field's value as the flag takes it.
-  CLI::Option* record(CLI::Option* opt, std::function<std::string()> toml, bool is_switch = false) {
-    if (settings_) settings_->push_back({opt, name_, std::move(toml), is_switch});
-    return opt;
-  }
-  CLI::App& app() { return app_; }
-
- private:
-  CLI::App& app_;
-  Settings* settings_;
-  std::string name_;
-};
-
-// Each subcommand's flags, writing into its options. settings: where tetra train's flags are
-// recorded as keys of a configuration file (for --config and --print-config), or null.
+// Each subcommand's flags, writing into its options. Tetra train's come from the schema
+// (util/settings.hpp, train/config.hpp): a help group per section, a flag per key; settings:
+// where each is recorded with its option (for --config, --print-config and given), or null.
 void add_train_options(CLI::App& app, TrainConfig& o, Settings* settings = nullptr);
+// The arguments that give the settings of `keys` ("model.heads") their values in `c`:
+// "--flag value" ("--flag=value" for a value that starts with '-' or is empty), "--flag" for a
+// switch that is on, nothing for one that is off; in the schema's order. What tools pass to
+// the tetra train runs they start.
+std::vector<std::string> setting_args(const TrainConfig& c, const std::set<std::string>& keys);
 void add_generate_options(CLI::App& app, GenerateOptions& o);
 void add_plan_options(CLI::App& app, PlanOptions& o);
 void add_launch_options(CLI::App& app, LaunchOptions& o);

@@ -1,6 +1,7 @@
 #include "cli/config_file.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -10,14 +11,15 @@
 #include <sstream>
 
 #include "util/error.hpp"
+#include "util/settings.hpp"
 
 namespace tetra::cli {
 
 std::string Setting::flag() const {
-  return option->get_name();
+  return settings::flag_of(name);
 }
 std::string Setting::key() const {
-  return section + "." + flag().substr(2);
+  return section + "." + name;
 }
 
 std::string toml_value(const std::string& s) {
@@ -35,8 +37,8 @@ std::string toml_value(double x) {
   // double, so they are checked, and 17 digits (always exact) taken when they do not read back.
   // Fixed-point between 1e-4 and 1e16, as people write them ("0.0003", not "3e-04").
   const double a = std::fabs(x);
-  const auto format = a == 0 || (a >= 1e-4 && a < 1e16) ? std::chars_format::fixed
-                                                        : std::chars_format::scientific;
+  const auto format =
+      a == 0 || (a >= 1e-4 && a < 1e16) ? std::chars_format::fixed : std::chars_format::scientific;
   char buf[400];
   std::string text(buf, std::to_chars(buf, buf + sizeof buf, x, format).ptr);
   double back = 0;
@@ -63,16 +65,18 @@ std::vector<std::string> config_file_args(const std::string& file, const Setting
     std::string key;
     for (const std::string& p : item.parents) key += p + ".";
     key += item.name;
+    std::string name = item.name;  // the flag's spelling reads too: kv-heads is kv_heads
+    std::replace(name.begin(), name.end(), '-', '_');
     const Setting* s = nullptr;
-    std::string elsewhere;  // the key of a flag of that name in another section
+    std::string elsewhere;  // the key of a setting of that name in another section
     for (const Setting& t : settings) {
-      if (t.flag() != "--" + item.name) continue;
+      if (t.name != name) continue;
       if (item.parents.size() == 1 && item.parents[0] == t.section) s = &t;
       elsewhere = t.key();
     }
     check(s != nullptr, file, ": unknown key '", key, "'",
           elsewhere.empty()
-              ? " (the keys are tetra train's flags, by section: see --print-config)"
+              ? " (the keys are tetra train's settings, by section: see --print-config)"
               : " (" + elsewhere.substr(elsewhere.find('.') + 1) + " is " + elsewhere + ")");
     check(seen.insert(key).second, file, ": ", key, " is given more than once");
     check(item.inputs.size() == 1, file, ": ", key, " takes one value, not a list");
@@ -102,7 +106,7 @@ std::string config_toml(const Settings& settings, const std::set<std::string>& g
     check(!value.empty(), "--print-config: the value of ", s.flag(),
           " cannot be written to TOML so that it reads back (it holds a '#', a line break or "
           "both quote marks)");
-    out << (given.count(s.flag()) ? "" : "# ") << s.flag().substr(2) << " = " << value << "\n";
+    out << (given.count(s.key()) ? "" : "# ") << s.name << " = " << value << "\n";
   }
   return out.str();
 }

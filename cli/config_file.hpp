@@ -1,17 +1,19 @@
 // tetra train's configuration as a TOML file: `--config FILE` reads one, `--print-config`
-// writes the effective configuration as one.
+// writes the effective configuration as one, and `tetra ckpt config DIR` writes the one a
+// checkpoint records.
 //
 //   [layout]          a table per section of TrainConfig (train/config.hpp), in --help's order
-//   tp = 2            a key per flag: its long name without the dashes, with the flag's value
-//   # cp = 1          (a switch: true or false); commented out: not given, shown for reference
+//   tp = 2            a key per setting, its name as the schema has it (util/settings.hpp):
+//   # cp = 1          kv_heads, min_lr; the flag's spelling (kv-heads) reads too. A switch
+//                     is true or false; commented out: not given, shown for reference
 //
-// A key in the file counts as its flag given on the command line (TrainConfig::given), and
-// a flag given on the command line overrides the file's key. --print-config writes the keys
-// of the flags given (on the command line or in a --config file) and comments out the rest
-// (defaults, and values tetra derives from the others: --min-lr from --lr, the interleaved
-// schedule from --vpp), so that reading the file back gives the same values and the same given
-// flags: the same run, and no check that only given flags face (--init-from's shapes, a
-// --min-lr that follows --lr on resume) comes out differently.
+// A key in the file counts as given (TrainConfig::given), as its flag on the command line
+// would, and a flag given on the command line overrides the file's key. --print-config
+// writes the keys of the settings given (on the command line or in a --config file) and
+// comments out the rest (defaults, and values tetra derives from the others: --min-lr from
+// --lr, the interleaved schedule from --vpp), so that reading the file back gives the same
+// values and the same given settings: the same run, and no check that only given settings
+// face (--init-from's shapes, a --min-lr that follows --lr on resume) comes out differently.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -27,14 +29,15 @@ class Option;
 
 namespace tetra::cli {
 
-// One flag of tetra train as a key of the configuration file.
+// One setting of tetra train, as its flag and as a key of the configuration file.
 struct Setting {
   CLI::Option* option;
   std::string section;                // the TOML table: "layout"
+  std::string name;                   // the key in it: "kv_heads"
   std::function<std::string()> toml;  // the field's value as TOML ("" when it cannot be written)
   bool is_switch = false;
-  std::string flag() const;  // "--tp"
-  std::string key() const;   // "layout.tp"
+  std::string flag() const;  // "--kv-heads"
+  std::string key() const;   // "model.kv_heads"
 };
 using Settings = std::vector<Setting>;
 
@@ -57,7 +60,7 @@ requires std::is_integral_v<T> std::string toml_value(T x) {
 // names no flag of its section, a key given twice, a list, or a switch neither true nor false.
 std::vector<std::string> config_file_args(const std::string& file, const Settings& settings);
 
-// The configuration as TOML (see above): the settings whose flags are in `given` as keys, the
+// The configuration as TOML (see above): the settings whose keys are in `given` set, the
 // others commented out. Throws tetra::Error for a value that cannot be written so that it
 // reads back.
 std::string config_toml(const Settings& settings, const std::set<std::string>& given);

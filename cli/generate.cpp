@@ -25,7 +25,7 @@ std::string generate_text(const GenerateOptions& o) {
     tok = data::load_sentencepiece(model.tokenizer_model());
     check_tokenizer_matches(o.init_from, cfg, *tok);
   } else {
-    check(cfg.real_vocab() <= 256, "model '", o.init_from, "' has ", cfg.real_vocab(),
+    check(cfg.vocab <= 256, "model '", o.init_from, "' has ", cfg.vocab,
           " tokens and no tokenizer.model: tetra generate reads bytes only without one");
     tok = data::byte_tokenizer();
   }

@@ -97,9 +97,13 @@ std::vector<std::vector<json>> run_lesson(const lab::Lesson& l, const LabOptions
     const std::vector<std::string> launcher = launcher_words(o.job.launcher, run.ranks);
     cmd.insert(cmd.end(), launcher.begin(), launcher.end());
     cmd.insert(cmd.end(), {tetra_program(), "train"});
-    cmd.insert(cmd.end(), run.flags.begin(), run.flags.end());
-    cmd.insert(cmd.end(), {"--metrics", jsonl});
-    if (run.supervised) cmd.insert(cmd.end(), {"--ckpt-dir", ckpt});
+    // The lesson's settings with the run's files, as tetra train reads them.
+    std::vector<std::string> flags = run.flags;
+    flags.insert(flags.end(), {"--metrics", jsonl});
+    if (run.supervised) flags.insert(flags.end(), {"--ckpt-dir", ckpt});
+    const TrainConfig c = parse_train_options(flags);
+    const std::vector<std::string> args = cli::setting_args(c, c.given);
+    cmd.insert(cmd.end(), args.begin(), args.end());
     std::printf("running %s: tetra train on %d rank%s ... ", run.label.c_str(), run.ranks,
                 run.ranks > 1 ? "s" : "");
     std::fflush(stdout);

@@ -34,26 +34,36 @@ struct StartError : Error {
   using Error::Error;
 };
 
-// Where the command gives a flag the supervisor reads or rewrites. The trainer accepts both
-// `--flag V` and `--flag=V`, so the value is either the next token or the tail of this one.
-struct FlagSpot {
-  size_t index = 0;   // the token holding the value
-  size_t offset = 0;  // where the value starts in it
+// The command's training configuration: its arguments after the word `train` (the command
+// may be `mpirun -np 16 tetra train ...`), parsed as tetra train parses them, --config file
+// included. A command without that word is not tetra train's, and has no configuration the
+// supervisor can know: it gets a metrics file of the supervisor's and --resume auto appended.
+struct Child {
+  TrainConfig config;
+  size_t train = 0;  // the index of the word `train` in the command, 0 when there is none
 };
 
-// The last occurrence, should there be several (the trainer refuses that with exit status 2,
-// which ends the supervision). cmd[0] is the program, not a flag.
-std::optional<FlagSpot> find_flag(const std::vector<std::string>& cmd, const std::string& flag) {
-  std::optional<FlagSpot> spot;
-  for (size_t i = 1; i < cmd.size(); ++i) {
-    if (cmd[i] == flag) {
-      check(i + 1 < cmd.size(), "the command's ", flag, " needs a value");
-      spot = FlagSpot{++i, 0};  // skip the value: it is not a flag even if it looks like one
-    } else if (cmd[i].rfind(flag + "=", 0) == 0) {
-      spot = FlagSpot{i, flag.size() + 1};
-    }
+Child child_of(const std::vector<std::string>& cmd) {
+  Child c;
+  const auto train = std::find(cmd.begin() + 1, cmd.end(), "train");
+  if (train == cmd.end()) return c;
+  c.train = size_t(train - cmd.begin());
+  c.config = parse_train_options(std::vector<std::string>(train + 1, cmd.end()));
+  return c;
+}
+
+// Where the command line gives --resume, to set it to auto on reruns (a --config file's key is
+// overridden by the flag instead): the value is the next word or the tail of `--resume=V`.
+struct FlagSpot {
+  size_t index = 0;   // the word holding the value
+  size_t offset = 0;  // where the value starts in it
+};
+std::optional<FlagSpot> resume_spot(const std::vector<std::string>& cmd, const Child& child) {
+  for (size_t i = child.train + 1; i < cmd.size(); ++i) {
+    if (cmd[i] == "--resume" && i + 1 < cmd.size()) return FlagSpot{i + 1, 0};
+    if (cmd[i].starts_with("--resume=")) return FlagSpot{i, 9};
   }
-  return spot;
+  return std::nullopt;
 }
 
 // The metrics file the supervisor adds when the command has none; removed at the end. Beside
@@ -316,15 +326,14 @@ int run_launch(const std::vector<std::string>& args) {
     }
     opt = cli.launch;
     base = opt.command;
-    if (const auto spot = find_flag(base, "--metrics")) {
-      metrics_path = base[spot->index].substr(spot->offset);
+    const Child child = child_of(base);
+    if (!child.config.output.metrics.empty()) {
+      metrics_path = child.config.output.metrics;
     } else {
-      const auto ckpt = find_flag(base, "--ckpt-dir");
-      metrics_path =
-          temp_metrics.emplace(ckpt ? base[ckpt->index].substr(ckpt->offset) : "").path();
+      metrics_path = temp_metrics.emplace(child.config.checkpoint.ckpt_dir).path();
       base.insert(base.end(), {"--metrics", metrics_path});
     }
-    resume = find_flag(base, "--resume");
+    if (child.train > 0) resume = resume_spot(base, child);
   } catch (const Error& e) {
     std::fprintf(stderr, "tetra: error: %s\n", e.what());
     return 2;

@@ -9,6 +9,10 @@
 namespace tetra {
 
 // args: what follows `tetra launch`, i.e. [--restarts N] [--quiet] -- COMMAND ARGS...
+// What follows the command's word `train` is parsed as tetra train parses it (flags and a
+// --config file): its metrics file times the steps (a temporary one, in its checkpoint
+// directory when it has one, is added when it has none), and reruns get --resume auto (the
+// command line's --resume set to auto, else the flag appended, overriding a file's key).
 // Returns the exit status for the program: 0 when the last attempt succeeded, else that
 // attempt's exit code (128 + signal when it was killed); 2 on bad usage ("tetra: error: ..."
 // on stderr) and 127 when the command cannot be started at all. An attempt pre-empted

@@ -44,12 +44,12 @@ int train(const tetra::TrainConfig& opt) {
     tetra::check(problem.empty(), problem);
   });
   const tetra::PreemptSignals signals;
-  tetra::watchdog::start(MPI_COMM_WORLD, opt.checkpoint.timeout);
+  tetra::watchdog::start(MPI_COMM_WORLD, opt.run.timeout);
   tetra::Trainer trainer(opt, MPI_COMM_WORLD);
   return trainer.run();
 }
 
-// tetra ckpt inspect|verify DIR. DIR is one checkpoint (step_..., or any directory with a
+// tetra ckpt inspect|verify|config DIR. DIR is one checkpoint (step_..., or any directory with a
 // manifest) or a checkpoint directory, meaning its newest complete checkpoint.
 void ckpt_command(const tetra::CkptOptions& opt, int rank) {
   std::string dir = opt.dir;
@@ -75,6 +75,16 @@ void ckpt_command(const tetra::CkptOptions& opt, int rank) {
     const std::string problem = tetra::ckpt::verify(dir);
     tetra::check(problem.empty(), problem);
     if (rank == 0) std::printf("%s: ok\n", dir.c_str());
+  } else if (opt.action == "config") {
+    const tetra::ckpt::Reader reader(dir);
+    const tetra::ckpt::RunState& s = reader.state();
+    tetra::json recorded = s.config;
+    recorded["layout"] = s.layout;
+    // A checkpoint older than the schema records the model's shape only (model_to_json), whose
+    // keys are the model settings' names.
+    if (!recorded.contains("model")) recorded["model"] = s.model;
+    const std::string toml = tetra::recorded_config_toml(recorded);
+    if (rank == 0) std::printf("%s", toml.c_str());
   } else if (rank == 0) {
     std::printf("%s", tetra::ckpt::Reader(dir).describe().c_str());
   }

@@ -193,8 +193,9 @@ std::unique_ptr<CLI::App> build_app(CommandLine& into, TrainSettings* settings) 
   launch->footer(
       "tetra launch [--restarts N] [--quiet] -- COMMAND ARGS...\n"
       "Runs COMMAND; when it fails, reruns it with --resume auto. Attempt k sees\n"
-      "TETRA_RESTART=k. Step times come from the command's --metrics file (a temporary one\n"
-      "is added when it has none); the summary gives lost steps and goodput.\n"
+      "TETRA_RESTART=k. Step times come from the command's metrics file (its --metrics, or\n"
+      "its --config file's; a temporary one is added when it has none); the summary gives\n"
+      "lost steps and goodput.\n"
       "Example: tetra launch --restarts 3 -- mpirun -np 16 build/tetra train ...");
   add_launch_options(*launch, into.launch);
 
@@ -203,13 +204,15 @@ std::unique_ptr<CLI::App> build_app(CommandLine& into, TrainSettings* settings) 
   configure(*generate);
   add_generate_options(*generate, into.generate);
 
-  CLI::App* ckpt =
-      app->add_subcommand("ckpt", "inspect DIR | verify DIR: describe or check a checkpoint");
+  CLI::App* ckpt = app->add_subcommand("ckpt",
+                                       "inspect DIR | verify DIR | config DIR: describe, check or "
+                                       "print the configuration of a checkpoint");
   configure(*ckpt);
   ckpt->require_subcommand(1);
   const std::pair<const char*, const char*> actions[] = {
       {"inspect", "describe a checkpoint: step, model, layout, shards"},
-      {"verify", "check a checkpoint's files against its manifest"}};
+      {"verify", "check a checkpoint's files against its manifest"},
+      {"config", "print the configuration a checkpoint records, as a --config file (TOML)"}};
   for (const auto& [name, help] : actions) {
     CLI::App* action = ckpt->add_subcommand(name, help);
     configure(*action);
@@ -318,13 +321,19 @@ CommandLine parse_command_line(std::vector<std::string> args) {
     TrainConfig& o = cli.command == "train" ? cli.train : cli.plan.train;
     const Settings& flags = cli.command == "train" ? settings.train : settings.plan;
     for (const Setting& s : flags)
-      if (s.option->count() > 0) o.given.insert(s.flag());
+      if (s.option->count() > 0) o.given.insert(s.key());
     // tetra plan's own flags (the machine, the tokens, the rate), which a preset fills in
-    // where they are not given.
+    // where they are not given: "plan.gpu".
     if (cli.command == "plan")
-      for (const CLI::Option* opt : chain(*app)[1]->get_options())
-        if (opt->count() > 0 && opt->get_name() != "--config") o.given.insert(opt->get_name());
-    if (!o.preset.empty()) apply_preset(o, cli.command == "plan" ? &cli.plan.request : nullptr);
+      for (const CLI::Option* opt : chain(*app)[1]->get_options()) {
+        std::string name = opt->get_name().substr(2);
+        std::replace(name.begin(), name.end(), '-', '_');
+        if (opt->count() > 0 && opt->get_name() != "--config" &&
+            std::none_of(flags.begin(), flags.end(),
+                         [&](const Setting& s) { return s.option == opt; }))
+          o.given.insert("plan." + name);
+      }
+    if (!o.run.preset.empty()) apply_preset(o, cli.command == "plan" ? &cli.plan.request : nullptr);
     if (cli.command == "plan") {
       if (o.layout.dp == 0) o.layout.dp = 1;
       cli.plan.request.peak_tflops = o.output.peak_tflops;
@@ -354,6 +363,23 @@ CommandLine parse_command_line(std::vector<std::string> args) {
           "--step goes with --trace or --barrier");
   }
   return cli;
+}
+
+std::string recorded_config_toml(const json& recorded) {
+  CommandLine cli;
+  TrainSettings settings;
+  const std::unique_ptr<CLI::App> app = build_app(cli, &settings);
+  TrainConfig& c = cli.train;
+  from_json(recorded, c);
+  // A preset's values are in the record already: applied again, it would replace those that
+  // equal a default.
+  c.run.preset.clear();
+  const json defaults = TrainConfig();
+  const json values = c;
+  std::set<std::string> chosen;
+  for (const Setting& s : settings.train)
+    if (values[s.section][s.name] != defaults[s.section][s.name]) chosen.insert(s.key());
+  return config_toml(settings.train, chosen);
 }
 
 TrainConfig parse_train_options(const std::vector<std::string>& args) {

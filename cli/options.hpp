@@ -27,9 +27,9 @@ struct LaunchOptions {
   std::vector<std::string> command;  // everything after the first "--"
 };
 
-// `tetra ckpt inspect|verify DIR`.
+// `tetra ckpt inspect|verify|config DIR`.
 struct CkptOptions {
-  std::string action;  // "inspect" or "verify"
+  std::string action;  // "inspect", "verify" or "config"
   std::string dir;
 };
 
@@ -70,6 +70,11 @@ CommandLine parse_command_line(std::vector<std::string> args);
 
 // parse_command_line({"train", args...}).train, for callers that build flag lists.
 TrainConfig parse_train_options(const std::vector<std::string>& args);
+
+// A configuration a checkpoint records (TrainConfig's JSON, layout as laid out; older names
+// read too) as a --config file: the settings that differ from their defaults set, the rest
+// commented out, the preset left out (its values are recorded). Trains the same run.
+std::string recorded_config_toml(const json& recorded);
 
 // The CLI11 app behind parse_command_line: subcommands train, plan, launch, ckpt (inspect,
 // verify) and plot, whose options write into `into`. Tests walk it to check every flag's --help.

@@ -1,196 +1,149 @@
-// Each subcommand's flags: names, value checks, defaults and --help text.
+// Each subcommand's flags: names, value checks, defaults and --help text; tetra train's (and
+// plan's and sweep's share of them) bound from the configuration's schema.
 #include "cli/cli_flags.hpp"
 #include "plan/machine.hpp"
 #include "util/error.hpp"
 
 namespace tetra::cli {
 
+namespace {
+
+using settings::Kind;
+
+// A value's JSON, from the text its flag's validators passed on (canonical for an integer).
+json from_text(Kind kind, const std::string& text) {
+  switch (kind) {
+    case Kind::Integer:
+    case Kind::Unsigned:
+      return std::stoll(text);
+    case Kind::Number: {
+      double x = 0;
+      CLI::detail::lexical_cast(text, x);  // as CLI11 reads a double flag
+      return x;
+    }
+    case Kind::List: {
+      json names = json::array();
+      for (const std::string& name : split_commas(text)) names.push_back(name);
+      return names;
+    }
+    default:
+      return text;
+  }
+}
+
+// A value as its flag takes it ("" for an empty string), and as TOML (cli/config_file.hpp).
+std::string arg_text(Kind kind, const json& v) {
+  switch (kind) {
+    case Kind::Integer:
+      return std::to_string(v.get<int64_t>());
+    case Kind::Unsigned:
+      return toml_value(v.get<uint64_t>());
+    case Kind::Number:
+      return toml_value(v.get<double>());
+    case Kind::Switch:
+      return toml_value(v.get<bool>());
+    case Kind::List: {
+      std::string names;
+      for (const json& name : v) names += (names.empty() ? "" : ",") + name.get<std::string>();
+      return names;
+    }
+    default:
+      return v.get<std::string>();
+  }
+}
+std::string toml_text(Kind kind, const json& v) {
+  return kind == Kind::Text || kind == Kind::Choice || kind == Kind::List
+             ? toml_value(arg_text(kind, v))
+             : arg_text(kind, v);
+}
+
+// --help's default: the field's value as CLI11 shows a default, "" marked as such.
+std::string shown(Kind kind, const json& v) {
+  switch (kind) {
+    case Kind::Integer:
+      return std::to_string(v.get<int64_t>());
+    case Kind::Unsigned:
+      return std::to_string(v.get<uint64_t>());
+    case Kind::Number:
+      return CLI::detail::to_string(v.get<double>());
+    case Kind::Switch:
+      return "off";
+    default: {
+      const std::string text = arg_text(kind, v);
+      return text.empty() ? "\"\"" : text;
+    }
+  }
+}
+
+// A switch: given once, without a value, it turns the setting on.
+template <typename S>
+CLI::Option* add_key_switch(CLI::App& app, const std::string& flag, S& section,
+                            const settings::Key<S>& k) {
+  return app
+      .add_flag_function(
+          flag, [&section, &k](int64_t n) { k.set(section, n > 0); }, k.help)
+      ->multi_option_policy(CLI::MultiOptionPolicy::Throw)
+      ->disable_flag_override()
+      ->default_str("off");
+}
+
+// The flag of key `k`, writing into `section` as its values are read.
+template <typename S>
+CLI::Option* add_key(CLI::App& app, S& section, const settings::Key<S>& k) {
+  if (k.kind == Kind::Switch) return add_key_switch(app, k.flag(), section, k);
+  CLI::Option* opt =
+      app.add_option_function<std::string>(
+             k.flag(),
+             [&section, &k](const std::string& v) { k.set(section, from_text(k.kind, v)); }, k.help)
+          ->type_name(k.metavar)
+          ->default_str(k.shown_default.empty() ? shown(k.kind, k.get(section)) : k.shown_default);
+  if (k.kind == Kind::Integer) opt->transform(integer(k.min, k.max));
+  // An unsigned field (the seed) takes any int64, a negative one wrapping around.
+  if (k.kind == Kind::Unsigned) opt->transform(integer<int64_t>());
+  if (k.kind == Kind::Number) opt->check(finite());
+  if (k.kind == Kind::Choice) opt->check(one_of(k.choices));
+  if (k.check)
+    opt->check(CLI::Validator([check = k.check](std::string& s) { return check(s); }, ""));
+  return opt;
+}
+
+}  // namespace
+
 void add_train_options(CLI::App& app, TrainConfig& o, Settings* settings) {
-  Section run(app, settings, "Preset", "run");
-  run.add_choice("--preset", o.preset, {"llama3-8b", "llama3-70b", "llama3-405b", "demo", "bench"},
-                 "a whole run: model, layout, batch, optimizer, dtype (and tetra plan's machine "
-                 "and tokens); each flag given beside it replaces its part");
+  for_each_section(o, [&](auto& section, const auto& table) {
+    app.option_defaults()->group(table.group);
+    for (const auto& k : table.keys) {
+      CLI::Option* opt = add_key(app, section, k);
+      if (!settings) continue;
+      const auto value = [&section, &k] { return k.get(section); };
+      settings->push_back({opt, table.name, k.name,
+                           [value, kind = k.kind] { return toml_text(kind, value()); },
+                           k.kind == Kind::Switch});
+    }
+  });
+}
 
-  Section layout(app, settings, "Layout", "layout");
-  layout.add("--tp", o.layout.tp, "N", "tensor-parallel ranks (Megatron column/row splits)")
-      ->check(kAtLeast1);
-  layout.add("--cp", o.layout.cp, "N", "context-parallel ranks (sequence cut into 2*CP chunks)")
-      ->check(kAtLeast1);
-  layout.add("--pp", o.layout.pp, "N", "pipeline stages")->check(kAtLeast1);
-  layout.add("--dp", o.layout.dp, "N", "data-parallel ranks (0: world / (TP*CP*PP))")
-      ->check(kNonNegative);
-  layout.add_switch("--sp", o.layout.sp,
-                    "sequence parallelism: norms and residuals split over TP along the tokens");
-  layout.add("--vpp", o.layout.vpp, "V", "virtual pipeline stages per rank (interleaved schedule)")
-      ->check(kAtLeast1);
-  layout.add_choice("--schedule", o.layout.schedule, {"gpipe", "1f1b", "interleaved"},
-                    "pipeline schedule");
-
-  Section model(app, settings, "Model", "model");
-  model.add("--layers", o.model.layers, "L", "transformer blocks")->check(kPositive);
-  model.add("--dim", o.model.dim, "D", "model width")->check(kPositive);
-  model.add("--heads", o.model.heads, "H", "attention heads")->check(kPositive);
-  model.add("--kv-heads", o.model.kv_heads, "K", "key/value heads (grouped-query attention)")
-      ->check(kPositive);
-  model.add("--ffn-dim", o.model.ffn_dim, "F", "SwiGLU hidden width")->check(kPositive);
-  model.add("--seq-len", o.model.seq_len, "S", "tokens per sequence")->check(kPositive);
-  model.add("--rope-theta", o.model.rope_theta, "X", "RoPE base")->check(kPositive);
-  model
-      .add("--vocab", o.model.data_vocab, "V",
-           "token vocabulary of the data (the model pads it to a multiple of 128; the padding "
-           "takes no part in the softmax)")
-      ->check(kPositive);
-
-  Section batch(app, settings, "Batch", "batch");
-  batch
-      .add("--micro-batch", o.batch.micro_batch, "B", "sequences per micro-batch (0: G / (DP*PP))")
-      ->check(kNonNegative);
-  batch
-      .add("--global-batch", o.batch.global_batch, "G",
-           "sequences per step, over all data-parallel ranks")
-      ->check(kPositive);
-
-  Section optim(app, settings, "Optimisation", "optimizer");
-  optim.add("--steps", o.optimizer.steps, "N", "optimizer steps")->check(kPositive);
-  optim.add("--lr", o.optimizer.lr, "X", "peak learning rate")->check(kPositive);
-  optim.add("--min-lr", o.optimizer.min_lr, "X", "final learning rate of the cosine")
-      ->check(kNonNegative)
-      ->default_str("lr/10");
-  optim.add("--warmup", o.optimizer.warmup, "N", "linear warmup steps")->check(kNonNegative);
-  optim.add("--weight-decay", o.optimizer.weight_decay, "X", "AdamW decay on 2-D tensors")
-      ->check(kNonNegative);
-  optim.add("--clip", o.optimizer.clip, "X", "global gradient-norm clip (0: off)")
-      ->check(kNonNegative);
-  optim.add("--seed", o.optimizer.seed, "N", "seed of the weights and the synthetic data");
-  optim
-      .add("--zero", o.optimizer.zero, "1|2|3",
-           "ZeRO stage: shard Adam state (1), + gradients (2), + weights (3)")
-      ->check(rule(CLI::Range(1, 3), "must be 1, 2 or 3"));
-  optim.record(
-      app.add_option_function<std::string>(
-             "--recompute", [&o](const std::string& v) { o.optimizer.recompute = v == "full"; },
-             "recompute each block's forward during backward")
-          ->type_name("none|full")
-          ->check(one_of({"none", "full"}))
-          ->default_str(o.optimizer.recompute ? "full" : "none"),
-      [&o] { return toml_value(std::string(o.optimizer.recompute ? "full" : "none")); });
-
-  Section input(app, settings, "Input", "data");
-  input.add("--data", o.data.data, "SRC", "synthetic, a text file, or an llm.c .bin token shard");
-  input.add("--val-data", o.data.val_data, "SRC", "validation data (as --data)");
-  input
-      .add("--val-split", o.data.val_split, "F",
-           "validate on the last fraction F of --data's tokens and train on the rest")
-      ->check(rule(CLI::Validator(
-                       [](std::string& s) -> std::string {
-                         double f = 0;
-                         CLI::detail::lexical_cast(s, f);
-                         return f > 0 && f < 1 ? "" : "outside (0, 1)";
-                       },
-                       ""),
-                   "must be between 0 and 1, exclusive"));
-  input
-      .add("--eval-every", o.data.eval_every, "N",
-           "validation loss every N steps and after the last (0: after the last only)")
-      ->check(kNonNegative);
-  input
-      .add("--eval-batches", o.data.eval_batches, "N",
-           "global batches of validation sequences, the same ones at every evaluation")
-      ->check(kAtLeast1);
-  input.add(
-      "--tokenizer", o.data.tokenizer, "bpe:N|FILE",
-      "tokenize text data: bpe:N trains a SentencePiece BPE model of N pieces on --data, FILE "
-      "is a SentencePiece .model (default: bytes); the tokens are cached beside the data");
-  input.add(
-      "--init-from", o.data.init_from, "PATH",
-      "start from a Hugging Face Llama model: a directory (config.json, model.safetensors or a "
-      "sharded index) or one safetensors file");
-
-  Section device(app, settings, "Device", "device");
-  device.add_choice("--device", o.device.device, {"cpu", "cuda", "guarded-cpu"},
-                    "where each rank computes; guarded-cpu: the CPU backend with memory host code "
-                    "cannot touch, a test configuration");
-  device.add_choice("--dtype", o.device.dtype, {"fp32", "bf16"},
-                    "compute precision: bf16 weights and activations over fp32 master weights, "
-                    "gradients and Adam state");
-  device.add_choice(
-      "--comm", o.device.comm, {"auto", "nccl", "mpi"},
-      "device collectives: auto = NCCL for groups whose ranks each have a GPU of their "
-      "own, else MPI through host memory");
-
-  Section ckpt(app, settings, "Checkpoints and faults", "checkpoint");
-  ckpt.add("--ckpt-dir", o.checkpoint.ckpt_dir, "DIR",
-           "write sharded checkpoints here, after the last step at least; lock it while running");
-  ckpt.add("--ckpt-every", o.checkpoint.ckpt_every, "N",
-           "checkpoint every N steps too (0: only after the last)")
-      ->check(kNonNegative);
-  ckpt.add("--keep", o.checkpoint.keep, "K", "keep the newest K checkpoints")->check(kAtLeast1);
-  ckpt.add("--resume", o.checkpoint.resume, "auto|never|DIR",
-           "auto: continue from the newest checkpoint in --ckpt-dir that verifies")
-      ->check(CLI::Validator(
-          [](std::string& s) -> std::string {
-            return s.empty() ? "takes auto, never or a checkpoint directory" : "";
-          },
-          ""));
-  std::string changeable;  // "data, lr, ..."
-  for (const std::string& name : kChangeable) changeable += (changeable.empty() ? "" : ", ") + name;
-  ckpt.record(
-      app.add_option_function<std::string>(
-             "--allow-change",
-             [&o](const std::string& v) {
-               for (const std::string& name : split_commas(v))
-                 o.checkpoint.allow_change.insert(name);
-             },
-             "settings a resumed run may change from the checkpoint's run, comma-separated: " +
-                 changeable)
-          ->type_name("A,B")
-          ->default_str("\"\"")
-          ->check(CLI::Validator(
-              [changeable](std::string& s) -> std::string {
-                for (const std::string& name : split_commas(s))
-                  if (std::find(kChangeable.begin(), kChangeable.end(), name) == kChangeable.end())
-                    return "takes a comma-separated list of " + changeable + " (got '" + name +
-                           "')";
-                return "";
-              },
-              "")),
-      [&o] {
-        std::string names;
-        for (const std::string& name : o.checkpoint.allow_change)
-          names += (names.empty() ? "" : ",") + name;
-        return toml_value(names);
-      });
-  ckpt.add("--inject-failure", o.checkpoint.inject_failure, "R@S[:MODE]",
-           "fail rank R at step S, first attempt only: kill, ckpt, hang, slow=MS, preempt");
-  ckpt.add("--timeout", o.checkpoint.timeout, "SECONDS",
-           "abort the job when a collective blocks this long (0: never)")
-      ->check(kNonNegative);
-
-  Section output(app, settings, "Output", "output");
-  output.add("--metrics", o.output.metrics, "FILE", "append one JSON object per step");
-  output.add("--tensorboard", o.output.tensorboard, "DIR",
-             "write the metrics as TensorBoard scalars (and the configuration as text) into a "
-             "new event file in DIR");
-  output.add("--trace", o.output.trace, "FILE",
-             "write a Chrome trace (Perfetto) of compute, comm and waits per rank");
-  output
-      .add("--trace-steps", o.output.trace_steps, "N",
-           "steps to trace, after the first (warm-up) step")
-      ->check(kAtLeast1);
-  output.add("--export", o.output.export_path, "PATH",
-             "write the final weights as a Hugging Face model directory (config.json, "
-             "model.safetensors, the tokenizer), or as one file when PATH ends in .safetensors");
-  output.add_choice(
-      "--export-dtype", o.output.export_dtype, {"fp32", "bf16"},
-      "precision of the exported weights (the fp32 master weights, or rounded to bf16)");
-  output
-      .add("--peak-tflops", o.output.peak_tflops, "X",
-           "peak per device for MFU (0: a table of known GPUs, else a CPU probe)")
-      ->check(kNonNegative);
-  output
-      .add("--sample-every", o.output.sample_every, "N",
-           "print a short greedy sample from a fixed prompt every N steps (0: never)")
-      ->check(kNonNegative);
+std::vector<std::string> setting_args(const TrainConfig& c, const std::set<std::string>& keys) {
+  std::vector<std::string> args;
+  for_each_section(c, [&](const auto& section, const auto& table) {
+    for (const auto& k : table.keys) {
+      if (!keys.count(table.name + "." + k.name)) continue;
+      const json v = k.get(section);
+      if (k.kind == Kind::Switch) {
+        if (v.get<bool>()) args.push_back(k.flag());
+        continue;
+      }
+      // "--flag value", as people write it; "--flag=value" where the value could pass for a
+      // flag or is empty.
+      const std::string text = arg_text(k.kind, v);
+      if (text.empty() || text[0] == '-') {
+        args.push_back(k.flag() + "=" + text);
+      } else {
+        args.insert(args.end(), {k.flag(), text});
+      }
+    }
+  });
+  return args;
 }
 
 void add_generate_options(CLI::App& app, GenerateOptions& o) {

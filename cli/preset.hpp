@@ -7,7 +7,8 @@
 
 namespace tetra::cli {
 
-// c.preset's run into `c`, except the fields of the flags in c.given; `request` (tetra plan's,
+// c.run.preset's run into `c` (its layout, model, batch, optimizer and device sections), except
+// the settings in c.given; `request` (tetra plan's,
 // else null) gets the preset's machine and whole-run numbers likewise.
 void apply_preset(TrainConfig& c, plan::Request* request);
 

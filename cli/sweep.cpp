@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 
+#include "cli/cli_flags.hpp"
 #include "cli/job.hpp"
 #include "cli/options.hpp"
 #include "plan/compare.hpp"
@@ -83,15 +84,19 @@ void plan_run(Run& r, const SweepOptions& o, const plan::Machine& mc) {
 std::vector<std::string> train_command(const SweepOptions& o, const plan::RunSpec& spec, int ranks,
                                        const std::string& metrics) {
   std::vector<std::string> cmd = launcher_words(o.job.launcher, ranks);
-  const LayoutConfig& l = spec.layout;
   cmd.insert(cmd.end(), {tetra_program(), "train"});
   cmd.insert(cmd.end(), o.pass.begin(), o.pass.end());
-  cmd.insert(cmd.end(), {"--tp", std::to_string(l.tp), "--cp", std::to_string(l.cp), "--pp",
-                         std::to_string(l.pp), "--dp", std::to_string(l.dp), "--zero",
-                         std::to_string(spec.optimizer.zero)});
-  if (l.pp > 1) cmd.insert(cmd.end(), {"--schedule", l.schedule, "--vpp", std::to_string(l.vpp)});
-  if (l.sp) cmd.push_back("--sp");
-  cmd.insert(cmd.end(), {"--steps", std::to_string(o.train.optimizer.steps), "--metrics", metrics});
+  // The layout's settings, its ZeRO stage, the sweep's --steps and the run's metrics file.
+  TrainConfig run = o.train;
+  run.layout = spec.layout;
+  run.optimizer.zero = spec.optimizer.zero;
+  run.output.metrics = metrics;
+  std::set<std::string> keys = {"layout.tp",      "layout.cp",       "layout.pp",     "layout.dp",
+                                "optimizer.zero", "optimizer.steps", "output.metrics"};
+  if (run.layout.pp > 1) keys.insert({"layout.schedule", "layout.vpp"});
+  if (run.layout.sp) keys.insert("layout.sp");
+  const std::vector<std::string> args = cli::setting_args(run, keys);
+  cmd.insert(cmd.end(), args.begin(), args.end());
   return cmd;
 }
 

@@ -1,6 +1,8 @@
 // tetra sweep's flags: tetra train's, less those the sweep decides (the layout, --zero) or
 // that make no sense across runs (checkpoints, outputs, validation), plus the lists to cross,
 // the machine and how to run.
+#include <algorithm>
+
 #include "cli/cli_flags.hpp"
 #include "cli/job.hpp"
 #include "cli/sweep.hpp"
@@ -97,19 +99,16 @@ void add_sweep_options(CLI::App& app, SweepOptions& o) {
 
 void finish_sweep_options(const CLI::App& app, SweepOptions& o) {
   TrainConfig& t = o.train;
-  for (const std::string& name : o.train_flags)
-    if (app.count(name) > 0) t.given.insert(name);
+  for_each_section(t, [&](const auto&, const auto& table) {
+    for (const auto& k : table.keys)
+      if (std::count(o.train_flags.begin(), o.train_flags.end(), k.flag()) &&
+          app.count(k.flag()) > 0)
+        t.given.insert(table.name + "." + k.name);
+  });
   resolve(t);
-  o.pass.clear();
-  for (const std::string& name : o.train_flags) {
-    const CLI::Option* opt = app.get_option(name);
-    if (name == "--steps" || opt->count() == 0) continue;
-    if (opt->get_expected_max() == 0) {
-      o.pass.push_back(name);
-      continue;
-    }
-    for (const std::string& value : opt->results()) o.pass.insert(o.pass.end(), {name, value});
-  }
+  std::set<std::string> passed = t.given;
+  passed.erase("optimizer.steps");
+  o.pass = setting_args(t, passed);
   o.choices = {};
   o.choices.zero.clear();
   for (const std::string& z : split_commas(o.zero)) o.choices.zero.push_back(std::stoi(z));

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "util/json.hpp"
+#include "util/settings.hpp"
 
 namespace tetra {
 
@@ -21,7 +21,28 @@ struct DataConfig {
   std::string tokenizer;
   std::string init_from;  // a Hugging Face model directory or safetensors file
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataConfig, data, val_data, val_split, eval_every,
-                                                eval_batches, tokenizer, init_from)
+inline const settings::Table<DataConfig> kDataKeys{
+    "data",
+    "Input",
+    {settings::key(&DataConfig::data, "data", "SRC",
+                   "synthetic, a text file, or an llm.c .bin token shard"),
+     settings::key(&DataConfig::val_data, "val_data", "SRC", "validation data (as --data)"),
+     settings::key(&DataConfig::val_split, "val_split", "F",
+                   "validate on the last fraction F of --data's tokens and train on the rest",
+                   settings::number_rule([](double f) { return f > 0 && f < 1; },
+                                         "must be between 0 and 1, exclusive")),
+     settings::key(&DataConfig::eval_every, "eval_every", "N",
+                   "validation loss every N steps and after the last (0: after the last only)",
+                   settings::non_negative()),
+     settings::key(&DataConfig::eval_batches, "eval_batches", "N",
+                   "global batches of validation sequences, the same ones at every evaluation",
+                   settings::at_least_1()),
+     settings::key(&DataConfig::tokenizer, "tokenizer", "bpe:N|FILE",
+                   "tokenize text data: bpe:N trains a SentencePiece BPE model of N pieces on "
+                   "--data, FILE is a SentencePiece .model (default: bytes); the tokens are "
+                   "cached beside the data"),
+     settings::key(&DataConfig::init_from, "init_from", "PATH",
+                   "start from a Hugging Face Llama model: a directory (config.json, "
+                   "model.safetensors or a sharded index) or one safetensors file")}};
 
 }  // namespace tetra

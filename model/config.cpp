@@ -20,10 +20,9 @@ void ModelConfig::validate() const {
         " blocks");
   check(seq_len <= kMaxSeqLen, "--seq-len ", seq_len, " is more than tetra's limit of ", kMaxSeqLen,
         " tokens per sequence");
-  check(vocab <= kMaxVocab, "the vocabulary of ", real_vocab(), " tokens is more than tetra's ",
+  check(rows() <= kMaxVocab, "the vocabulary of ", vocab, " tokens is more than tetra's ",
         "limit of ", kMaxVocab);
-  check(data_vocab <= vocab, "the vocabulary ", data_vocab, " is larger than the model's ", vocab,
-        " rows");
+  check(vocab <= rows(), "the vocabulary ", vocab, " is larger than the model's ", rows(), " rows");
   check(rope_theta > 0, "--rope-theta must be positive (got ", rope_theta, ")");
   check(dim % heads == 0, "--dim ", dim, " is not divisible by --heads ", heads);
   check(heads % kv_heads == 0, "--heads ", heads, " is not divisible by --kv-heads ", kv_heads);
@@ -38,7 +37,7 @@ void ModelConfig::validate() const {
         std::optional<int64_t>(2 * d)})  // k, v; gate, up, down; two norms
     n = n && term ? checked_add(*n, *term) : std::nullopt;
   n = n ? checked_mul(*n, layers) : std::nullopt;
-  const std::optional<int64_t> ends = checked_add(2 * vocab * d, d);  // embedding, head, norm
+  const std::optional<int64_t> ends = checked_add(2 * rows() * d, d);  // embedding, head, norm
   n = n && ends ? checked_add(*n, *ends) : std::nullopt;
   check(n && *n <= kMaxParams, "the model (", str(), ") has ",
         n ? std::to_string(*n) : std::string("more than 2^63"),
@@ -48,8 +47,8 @@ void ModelConfig::validate() const {
 std::string ModelConfig::str() const {
   std::ostringstream os;
   os << "layers " << layers << ", dim " << dim << ", heads " << heads << " (kv " << kv_heads
-     << ", head_dim " << head_dim() << "), ffn " << ffn_dim << ", vocab " << real_vocab();
-  if (real_vocab() != vocab) os << " (padded to " << vocab << ")";
+     << ", head_dim " << head_dim() << "), ffn " << ffn_dim << ", vocab " << vocab;
+  if (rows() != vocab) os << " (padded to " << rows() << ")";
   os << ", seq " << seq_len;
   return os.str();
 }
@@ -58,11 +57,11 @@ int64_t ModelConfig::matmul_params() const {
   const int64_t d = dim, hd = head_dim();
   const int64_t attn = d * heads * hd * 2 + d * kv_heads * hd * 2;  // q, o, k, v
   const int64_t mlp = 3 * d * int64_t(ffn_dim);
-  return layers * (attn + mlp) + vocab * d;  // + LM head
+  return layers * (attn + mlp) + rows() * d;  // + LM head
 }
 
 int64_t ModelConfig::total_params() const {
-  return matmul_params() + vocab * dim + int64_t(layers) * 2 * dim + dim;
+  return matmul_params() + rows() * dim + int64_t(layers) * 2 * dim + dim;
 }
 
 double model_flops_per_token(const ModelConfig& c) {
@@ -70,7 +69,7 @@ double model_flops_per_token(const ModelConfig& c) {
 }
 
 double recompute_flops_per_token(const ModelConfig& c) {
-  const double blocks = double(c.matmul_params() - c.vocab * c.dim);
+  const double blocks = double(c.matmul_params() - c.rows() * c.dim);
   return 2.0 * blocks + 4.0 * c.layers * c.dim * double(c.seq_len);
 }
 
@@ -115,13 +114,13 @@ std::vector<UnitLayout> make_units(const ModelConfig& c, int tp, int tp_rank) {
   check(c.heads % tp == 0, "--heads ", c.heads, " is not divisible by TP ", tp);
   check(c.kv_heads % tp == 0, "--kv-heads ", c.kv_heads, " is not divisible by TP ", tp);
   check(c.ffn_dim % tp == 0, "--ffn-dim ", c.ffn_dim, " is not divisible by TP ", tp);
-  check(c.vocab % tp == 0, "the vocabulary ", c.vocab, " is not divisible by TP ", tp);
+  check(c.rows() % tp == 0, "the vocabulary ", c.rows(), " is not divisible by TP ", tp);
   const int64_t d = c.dim, q = int64_t(c.heads) * c.head_dim(),
                 kv = int64_t(c.kv_heads) * c.head_dim(), f = c.ffn_dim;
   std::vector<UnitLayout> units;
 
   UnitLayout emb{UnitLayout::Kind::Embedding, -1, "embed", {}, 0};
-  add(emb, "model.embed_tokens.weight", {c.vocab, d}, 0, tp);
+  add(emb, "model.embed_tokens.weight", {c.rows(), d}, 0, tp);
   units.push_back(std::move(emb));
 
   for (int l = 0; l < c.layers; ++l) {
@@ -141,7 +140,7 @@ std::vector<UnitLayout> make_units(const ModelConfig& c, int tp, int tp_rank) {
 
   UnitLayout head{UnitLayout::Kind::Head, -1, "head", {}, 0};
   add(head, "model.norm.weight", {d}, -1, tp);
-  add(head, "lm_head.weight", {c.vocab, d}, 0, tp);
+  add(head, "lm_head.weight", {c.rows(), d}, 0, tp);
   units.push_back(std::move(head));
   return units;
 }

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "util/json.hpp"
+#include "util/settings.hpp"
 
 namespace tetra {
 
@@ -18,8 +18,8 @@ inline constexpr int64_t kMaxVocab = 1 << 24;
 inline constexpr int64_t kMaxParams = int64_t(1) << 50;
 
 struct ModelConfig {
-  int64_t vocab = 256;     // rows of the embedding and the LM head (the tokens, padded)
-  int64_t data_vocab = 0;  // the tokens: the softmax's width (0: all `vocab` rows)
+  int64_t vocab = 256;     // the tokens: the softmax's width
+  int64_t vocab_rows = 0;  // rows of the embedding and the LM head: vocab padded (0: vocab)
   int layers = 4;
   int dim = 128;
   int heads = 4;
@@ -30,9 +30,9 @@ struct ModelConfig {
   float norm_eps = 1e-5f;
 
   int head_dim() const { return dim / heads; }
-  // The tokens there are; rows from there to `vocab` are padding, never
-  // looked up and masked out of the softmax.
-  int64_t real_vocab() const { return data_vocab > 0 ? data_vocab : vocab; }
+  // The embedding's and the LM head's rows; those from `vocab` on are padding, never looked
+  // up and masked out of the softmax.
+  int64_t rows() const { return vocab_rows > 0 ? vocab_rows : vocab; }
   // Throws tetra::Error naming the first rule the shape breaks, the limits above included.
   void validate() const;
   std::string str() const;
@@ -42,8 +42,25 @@ struct ModelConfig {
   int64_t matmul_params() const;
   int64_t total_params() const;
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelConfig, vocab, data_vocab, layers, dim, heads,
-                                                kv_heads, ffn_dim, seq_len, rope_theta, norm_eps)
+// The settings of the model's shape; the padding (vocab_rows) is derived and norm_eps is the
+// init model's, so neither is a setting.
+inline const settings::Table<ModelConfig> kModelKeys{
+    "model",
+    "Model",
+    {settings::key(&ModelConfig::layers, "layers", "L", "transformer blocks", settings::positive()),
+     settings::key(&ModelConfig::dim, "dim", "D", "model width", settings::positive()),
+     settings::key(&ModelConfig::heads, "heads", "H", "attention heads", settings::positive()),
+     settings::key(&ModelConfig::kv_heads, "kv_heads", "K",
+                   "key/value heads (grouped-query attention)", settings::positive()),
+     settings::key(&ModelConfig::ffn_dim, "ffn_dim", "F", "SwiGLU hidden width",
+                   settings::positive()),
+     settings::key(&ModelConfig::seq_len, "seq_len", "S", "tokens per sequence",
+                   settings::positive()),
+     settings::key(&ModelConfig::rope_theta, "rope_theta", "X", "RoPE base", settings::positive()),
+     settings::key(&ModelConfig::vocab, "vocab", "V",
+                   "token vocabulary of the data (the model pads it to a multiple of 128; the "
+                   "padding takes no part in the softmax)",
+                   settings::positive())}};
 
 // Model FLOPs per token, 6N + 12 L d S (PaLM's attention term), and the forward FLOPs of
 // the blocks that --recompute full runs a second time (2 N_blocks + 4 L d S).
@@ -53,7 +70,7 @@ double recompute_flops_per_token(const ModelConfig& c);
 // Pads a data vocabulary to a multiple of 128 (256 stays 256), so that the embedding and
 // the head split evenly over any power-of-two TP up to 128 without changing with the layout.
 // A vocabulary past kMaxVocab is returned as it is (validate() refuses it).
-int64_t padded_vocab(int64_t data_vocab);
+int64_t padded_vocab(int64_t vocab);
 
 // One parameter tensor. Matrices are [out, in]; tp_dim is the dimension split over the
 // tensor-parallel group (0: rows, the output of a column-parallel linear or the vocabulary;

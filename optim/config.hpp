@@ -4,7 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#include "util/json.hpp"
+#include "util/settings.hpp"
 
 namespace tetra {
 
@@ -17,7 +17,27 @@ struct OptimizerConfig {
   int zero = 1;            // ZeRO stage: Adam state (1), + gradients (2), + weights (3) sharded
   bool recompute = false;  // --recompute full: each block's forward again during backward
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimizerConfig, steps, warmup, lr, min_lr,
-                                                weight_decay, clip, seed, zero, recompute)
+inline const settings::Table<OptimizerConfig> kOptimizerKeys{
+    "optimizer",
+    "Optimisation",
+    {settings::key(&OptimizerConfig::steps, "steps", "N", "optimizer steps", settings::positive()),
+     settings::key(&OptimizerConfig::lr, "lr", "X", "peak learning rate", settings::positive()),
+     settings::key(&OptimizerConfig::min_lr, "min_lr", "X", "final learning rate of the cosine",
+                   settings::non_negative())
+         .shown("lr/10"),
+     settings::key(&OptimizerConfig::warmup, "warmup", "N", "linear warmup steps",
+                   settings::non_negative()),
+     settings::key(&OptimizerConfig::weight_decay, "weight_decay", "X",
+                   "AdamW decay on 2-D tensors", settings::non_negative()),
+     settings::key(&OptimizerConfig::clip, "clip", "X", "global gradient-norm clip (0: off)",
+                   settings::non_negative()),
+     settings::key(&OptimizerConfig::seed, "seed", "N",
+                   "seed of the weights and the synthetic data"),
+     settings::key(
+         &OptimizerConfig::zero, "zero", "1|2|3",
+         "ZeRO stage: shard Adam state (1), + gradients (2), + weights (3)",
+         settings::number_rule([](double x) { return x >= 1 && x <= 3; }, "must be 1, 2 or 3")),
+     settings::choice(&OptimizerConfig::recompute, "recompute", {"none", "full"},
+                      "recompute each block's forward during backward")}};
 
 }  // namespace tetra

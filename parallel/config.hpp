@@ -1,11 +1,12 @@
 // The sections of a run's configuration that lay out its ranks: the layout (how many ranks
 // in each dimension and how the pipeline runs), the batch (how a step's sequences are cut)
-// and the device (where each rank computes and how its groups communicate). tetra train's
-// flags of the same help groups fill them (cli/options_flags.cpp).
+// and the device (where each rank computes and how its groups communicate). Each struct's
+// settings follow it as a table (util/settings.hpp): tetra train's flags, the TOML keys and
+// the JSON a checkpoint records all come from there.
 #pragma once
 #include <string>
 
-#include "util/json.hpp"
+#include "util/settings.hpp"
 
 namespace tetra {
 
@@ -16,20 +17,54 @@ struct LayoutConfig {
   int vpp = 1;                    // virtual pipeline stages (model chunks) per pipeline rank
   std::string schedule = "1f1b";  // gpipe, 1f1b or interleaved
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LayoutConfig, tp, cp, pp, dp, sp, vpp, schedule)
+inline const settings::Table<LayoutConfig> kLayoutKeys{
+    "layout",
+    "Layout",
+    {settings::key(&LayoutConfig::tp, "tp", "N",
+                   "tensor-parallel ranks (Megatron column/row splits)", settings::at_least_1()),
+     settings::key(&LayoutConfig::cp, "cp", "N",
+                   "context-parallel ranks (sequence cut into 2*CP chunks)",
+                   settings::at_least_1()),
+     settings::key(&LayoutConfig::pp, "pp", "N", "pipeline stages", settings::at_least_1()),
+     settings::key(&LayoutConfig::dp, "dp", "N", "data-parallel ranks (0: world / (TP*CP*PP))",
+                   settings::non_negative()),
+     settings::key(&LayoutConfig::sp, "sp", "",
+                   "sequence parallelism: norms and residuals split over TP along the tokens"),
+     settings::key(&LayoutConfig::vpp, "vpp", "V",
+                   "virtual pipeline stages per rank (interleaved schedule)",
+                   settings::at_least_1()),
+     settings::choice(&LayoutConfig::schedule, "schedule", {"gpipe", "1f1b", "interleaved"},
+                      "pipeline schedule")}};
 
 struct BatchConfig {
   // global_batch sequences per step, over all DP ranks, in micro-batches of micro_batch
   // sequences (0: the largest that gives every pipeline stage PP micro-batches).
   int global_batch = 8, micro_batch = 0;
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(BatchConfig, global_batch, micro_batch)
+inline const settings::Table<BatchConfig> kBatchKeys{
+    "batch",
+    "Batch",
+    {settings::key(&BatchConfig::micro_batch, "micro_batch", "B",
+                   "sequences per micro-batch (0: G / (DP*PP))", settings::non_negative()),
+     settings::key(&BatchConfig::global_batch, "global_batch", "G",
+                   "sequences per step, over all data-parallel ranks", settings::positive())}};
 
 struct DeviceConfig {
   std::string device = "cpu";  // cpu, cuda, or guarded-cpu (a test configuration)
   std::string dtype = "fp32";  // fp32, or bf16 compute over fp32 master weights
   std::string comm = "auto";   // device collectives: auto, nccl or mpi
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceConfig, device, dtype, comm)
+inline const settings::Table<DeviceConfig> kDeviceKeys{
+    "device",
+    "Device",
+    {settings::choice(&DeviceConfig::device, "device", {"cpu", "cuda", "guarded-cpu"},
+                      "where each rank computes; guarded-cpu: the CPU backend with memory host "
+                      "code cannot touch, a test configuration"),
+     settings::choice(&DeviceConfig::dtype, "dtype", {"fp32", "bf16"},
+                      "compute precision: bf16 weights and activations over fp32 master "
+                      "weights, gradients and Adam state"),
+     settings::choice(&DeviceConfig::comm, "comm", {"auto", "nccl", "mpi"},
+                      "device collectives: auto = NCCL for groups whose ranks each have a GPU "
+                      "of their own, else MPI through host memory")}};
 
 }  // namespace tetra

@@ -59,16 +59,16 @@ struct Sizes {
     qkv = q + 2 * kv_local;                    // the fused projection's qkv, dqkv
     F = T * (c.ffn_dim / t) * e;               // gate, up, act [T, F/TP]
     lse = f * s.run.micro_batch * (c.heads / t) * double(s.run.seq_pos.size());
-    norm = f * Tl;                         // rstd
-    logits = T * double(c.vocab / t) * e;  // [T, V/TP]
-    stats = f * 3 * T;                     // row maxima and (sum of exp, target logit)
+    norm = f * Tl;                          // rstd
+    logits = T * double(c.rows() / t) * e;  // [T, V/TP]
+    stats = f * 3 * T;                      // row maxima and (sum of exp, target logit)
     const double w = s.prec.compute_w, d = c.dim;
     wq = (c.heads / t) * hd * d * w;
     wkv = (c.kv_heads / t) * hd * d * w;
     wqkv = wq + 2 * wkv;
     wf = (c.ffn_dim / t) * d * w;
     wn = d * w;
-    wv = double(c.vocab / t) * d * w;
+    wv = double(c.rows() / t) * d * w;
   }
   // The mixed-precision backend's fp32 scratch for an op whose bf16 arguments (outputs
   // included) hold `bf16` bytes; none in fp32.

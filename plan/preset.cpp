@@ -20,7 +20,7 @@ Preset llama3(int layers, int dim, int heads, int ffn, double card, double token
   m.ffn_dim = ffn;
   m.seq_len = 8192;
   m.rope_theta = 500000;
-  p.data_vocab = 128256;
+  m.vocab = 128256;
   p.card_params = card;
   p.layout.tp = 8;
   p.batch.global_batch = 2048;
@@ -87,8 +87,7 @@ Preset preset_named(const std::string& name) {
   } else {
     fail("--preset takes llama3-8b, llama3-70b, llama3-405b, demo or bench (got '", name, "')");
   }
-  p.model.data_vocab = p.data_vocab;
-  p.model.vocab = padded_vocab(p.data_vocab);
+  p.model.vocab_rows = padded_vocab(p.model.vocab);
   return p;
 }
 

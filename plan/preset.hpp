@@ -12,9 +12,8 @@
 namespace tetra::plan {
 
 struct Preset {
-  std::string about;  // where its numbers come from
-  ModelConfig model;
-  int64_t data_vocab = 256;
+  std::string about;       // where its numbers come from
+  ModelConfig model;       // its vocab the tokens, vocab_rows padded
   double card_params = 0;  // the parameter count its model card gives (0: none)
   LayoutConfig layout;
   BatchConfig batch;

@@ -60,14 +60,14 @@ std::vector<float> Generator::forward(const std::vector<int>& tokens, int64_t p0
       x = std::move(y);
     } else {
       // The last token's logits [1, vocab] = rmsnorm(x_last) W_head^T.
-      Buffer last(be_, d), logits(be_, cfg_.vocab), rstd(be_, 1);
+      Buffer last(be_, d), logits(be_, cfg_.rows()), rstd(be_, 1);
       be_.rmsnorm_forward(last.view({1, d}), rstd.flat(), x.view({n, d}).rows_view(n - 1, 1),
                           param_view(w, u.params[kFinalNorm]), cfg_.norm_eps);
-      be_.matmul(logits.view({1, cfg_.vocab}), last.view({1, d}), false,
+      be_.matmul(logits.view({1, cfg_.rows()}), last.view({1, d}), false,
                  param_view(w, u.params[kLmHead]), true);
-      out.resize(cfg_.vocab);
+      out.resize(cfg_.rows());
       be_.download(out.data(), logits.flat());
-      out.resize(cfg_.real_vocab());  // the padding rows are not tokens
+      out.resize(cfg_.vocab);  // the padding rows are not tokens
     }
   }
   // Finite weights can still overflow: no token can be drawn from logits that are not finite.
@@ -112,8 +112,8 @@ int pick(const std::vector<float>& logits, const SampleOptions& o, std::mt19937_
 std::vector<int> Generator::generate(const std::vector<int>& prompt, const SampleOptions& o) {
   check(!prompt.empty(), "generate: the prompt has no tokens");
   for (int t : prompt)
-    check(t >= 0 && t < cfg_.real_vocab(), "generate: prompt token ", t, " is outside the ",
-          cfg_.real_vocab(), "-token vocabulary");
+    check(t >= 0 && t < cfg_.vocab, "generate: prompt token ", t, " is outside the ", cfg_.vocab,
+          "-token vocabulary");
   const int64_t max_len = int64_t(prompt.size()) + o.tokens;
   // The cache holds every position; positions are bounded as a training sequence's are.
   check(max_len <= kMaxSeqLen, "--tokens ", o.tokens, " after a prompt of ", prompt.size(),

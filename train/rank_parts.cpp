@@ -101,8 +101,8 @@ void use_tokenizer(RankParts& p, bool report) {
                                           : ("rebuilt: the cache there " + shard.rebuilt).c_str());
     *text = shard.bin;
   }
-  p.config.model.data_vocab = vocab;
-  p.config.model.vocab = padded_vocab(vocab);
+  p.config.model.vocab = vocab;
+  p.config.model.vocab_rows = padded_vocab(vocab);
 }
 
 // The tokenizer: bytes, --tokenizer's, or a model directory's own (tetra's or another's
@@ -157,7 +157,7 @@ void check_memory_fits(const TrainConfig& c, const ModelConfig& model, int world
 // The training data, and the validation data: --val-data, or the last --val-split of --data.
 void open_data(RankParts& p) {
   const DataConfig& d = p.config.data;
-  const int vocab = int(p.config.model.data_vocab);
+  const int vocab = int(p.config.model.vocab);
   const int S = p.model.seq_len;
   const uint64_t seed = p.config.optimizer.seed;
   const data::Portion train{d.val_split > 0 ? data::Portion::Train : data::Portion::All,
@@ -183,11 +183,10 @@ void check_writable_dir(const std::string& dir) {
 // the checkpoint directory, locked.
 void check_outputs(RankParts& p) {
   const OutputConfig& o = p.config.output;
-  if (!o.export_path.empty()) {
-    const std::string problem = export_problem(o.export_path);
+  if (!o.export_.empty()) {
+    const std::string problem = export_problem(o.export_);
     check(problem.empty(), "cannot write --export ",
-          export_is_file(o.export_path) ? "file" : "directory", " '", o.export_path,
-          "': ", problem);
+          export_is_file(o.export_) ? "file" : "directory", " '", o.export_, "': ", problem);
   }
   for (const auto& [flag, path] : {std::pair{"--trace", &o.trace}, {"--metrics", &o.metrics}}) {
     if (path->empty()) continue;
@@ -249,7 +248,7 @@ void resume(RankParts& p, const std::string& path) {
   const Clock::time_point t0 = Clock::now();
   const ckpt::Reader r(path);
   ckpt::check_resumable(r.state(), p.record, p.config.checkpoint.allow_change,
-                        p.config.was_given("--min-lr"), path);
+                        p.config.was_given("optimizer.min_lr"), path);
   ckpt::restore(r, *p.params, p.grid.coord.tp);
   p.resume.path = path;
   p.resume.step = r.state().step;
@@ -299,10 +298,9 @@ ckpt::RunState record_of(const TrainConfig& c, const ModelConfig& model, const L
   s.model = ckpt::model_to_json(model);
   LayoutConfig laid_out = c.layout;
   laid_out.dp = layout.dp;
-  s.layout = laid_out;
+  s.layout = settings::to_json(kLayoutKeys, laid_out);
   s.config = c;
-  s.config.erase("model");
-  s.config.erase("layout");
+  s.config.erase("layout");  // as laid out: s.layout
   std::error_code ec;
   const auto path = std::filesystem::weakly_canonical(std::filesystem::absolute(c.data.data), ec);
   if (c.data.data != "synthetic" && !ec) s.config["data"]["data"] = path.string();
@@ -335,8 +333,8 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
     if (!o.data.init_from.empty()) {
       file = std::make_unique<HfModel>(o.data.init_from);
       p.model = config_from_model(*file, o.model, o.given);
-      check(o.model.data_vocab <= p.model.real_vocab(), "the data's vocabulary ",
-            o.model.data_vocab, " is larger than the init model's ", p.model.real_vocab());
+      check(o.model.vocab <= p.model.vocab, "the data's vocabulary ", o.model.vocab,
+            " is larger than the init model's ", p.model.vocab);
       // A SentencePiece tokenizer (the directory's own or --tokenizer's) must be the model's:
       // an export would carry it, and tetra generate refuses the pair.
       if (!p.tokenizer->model_file().empty())

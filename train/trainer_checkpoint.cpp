@@ -18,11 +18,11 @@ void Trainer::finish_already_done() {
   if (grid_.rank == 0)
     std::printf("run finished: %s is at step %lld, the last of --steps %lld; nothing to train\n",
                 resumed_from_.c_str(), (long long)step_, (long long)opt_.optimizer.steps);
-  if (opt_.output.export_path.empty()) return;
-  export_weights(opt_.output.export_path);
+  if (opt_.output.export_.empty()) return;
+  export_weights(opt_.output.export_);
   if (grid_.rank == 0)
     std::printf("exported the weights of step %lld to %s\n", (long long)step_,
-                opt_.output.export_path.c_str());
+                opt_.output.export_.c_str());
 }
 
 double Trainer::save_checkpoint() {

@@ -69,7 +69,7 @@ std::string Trainer::sample(int tokens) {
   Generator generator(*cpu, cfg_, full);
   const std::vector<int> out =
       generator.generate(prompt, SampleOptions{tokens, 0, 0, opt_.optimizer.seed});
-  if (tokenizer_->model_file().empty() && cfg_.real_vocab() > 256) {
+  if (tokenizer_->model_file().empty() && cfg_.vocab > 256) {
     // Tokens of a tokenizer tetra does not have (token shards): their ids, not bytes.
     auto ids = [](const std::vector<int>& v) {
       std::string s = "[";
@@ -134,9 +134,8 @@ int Trainer::run() {
     const std::string config =
         opt_.output.tensorboard.empty() ? "" : config_markdown(startup_report(), recorded);
     report = std::make_unique<RunReport>(
-        opt_.output,
-        ReportStart{step_, opt_.optimizer.steps, data_->entropy_floor(),
-                    std::log(double(opt_.model.data_vocab)), config, attention_path()});
+        opt_.output, ReportStart{step_, opt_.optimizer.steps, data_->entropy_floor(),
+                                 std::log(double(opt_.model.vocab)), config, attention_path()});
   });
   const auto t0 = Clock::now();
   const int64_t first_step = step_;  // above 0 after a resume
@@ -196,11 +195,11 @@ int Trainer::run() {
        << c.dp << ")";
     agree(world_, [&] { trace::write(world_, opt_.output.trace, me.str()); });
   }
-  if (!opt_.output.export_path.empty()) export_weights(opt_.output.export_path);
+  if (!opt_.output.export_.empty()) export_weights(opt_.output.export_);
   if (!root) return 0;
   report->summary(first_step, opt_.optimizer.steps - 1, seconds_since(t0), seconds_since(started_));
-  if (!opt_.output.export_path.empty())
-    std::printf("exported weights to %s\n", opt_.output.export_path.c_str());
+  if (!opt_.output.export_.empty())
+    std::printf("exported weights to %s\n", opt_.output.export_.c_str());
   if (tracing)
     std::printf("trace of steps %lld-%lld written to %s\n", (long long)trace_from,
                 (long long)trace_to - 1, opt_.output.trace.c_str());

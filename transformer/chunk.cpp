@@ -79,11 +79,11 @@ StageOutput ModelChunk::forward(int id, const MicroBatch& mb, const Tensor* x_in
       if (loss_scale != 0 && VocabParallelCrossEntropy::fuses(tp_.comm)) {
         VocabParallelCrossEntropy::forward_backward(be_, tp_.comm, s.logits.view({T, V}),
                                                     mb.targets, s.row_max.flat(), s.ce_stats.flat(),
-                                                    cfg_.real_vocab(), loss_scale);
+                                                    cfg_.vocab, loss_scale);
         s.dlogits_scale = loss_scale;
       } else {
         VocabParallelCrossEntropy::forward(be_, tp_.comm, s.logits.view({T, V}), mb.targets,
-                                           s.row_max.flat(), s.ce_stats.flat(), cfg_.real_vocab());
+                                           s.row_max.flat(), s.ce_stats.flat(), cfg_.vocab);
       }
       loss_.record(be_, s.row_max.flat(), s.ce_stats.flat());
     }
@@ -116,7 +116,7 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
       const Tensor dlogits = s.logits.view({T, V});
       if (s.dlogits_scale == 0)
         VocabParallelCrossEntropy::backward(be_, tp_.comm, dlogits, mb.targets, s.row_max.flat(),
-                                            s.ce_stats.flat(), cfg_.real_vocab(), loss_scale);
+                                            s.ce_stats.flat(), cfg_.vocab, loss_scale);
       else
         check(s.dlogits_scale == loss_scale, "ModelChunk: micro-batch ", id,
               "'s forward computed dlogits at loss scale ", s.dlogits_scale, ", backward asks ",

@@ -227,7 +227,7 @@ TEST_CASE("features x dtype x layout classes, pairwise, each against one rank") 
     TrainConfig m = tiny_model(8);
     m.optimizer.steps = 20;
     m.optimizer.seed = 7;
-    m.output.export_path = dir / "init_model";
+    m.output.export_ = dir / "init_model";
     train(m, 1, dir / "init.jsonl");
   }
   std::map<std::string, Outcome> references;  // by the features that change what one rank does

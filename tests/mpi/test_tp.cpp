@@ -55,7 +55,7 @@ TEST_CASE("tp: no rank ever holds more than vocab/TP logits per token") {
   // A wide vocabulary and a narrow model, so that full logits [T, V] would be by far the
   // largest buffer of a step: T = 4 * 32 tokens, V = 4096, d = 64.
   TrainConfig wide = tiny_model(4, 4);
-  wide.model.data_vocab = 4096;
+  wide.model.vocab = 4096;
   wide.model.seq_len = 32;
   for (int tp : {1, 2, 4}) {
     const RunResult run = run_on(laid_out(wide, tp, 1, 1, 1), 1);

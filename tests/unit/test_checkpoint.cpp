@@ -49,7 +49,7 @@ TEST_CASE("checkpoint: the model config round-trips through JSON, every field") 
   CHECK(v.size() == 10);
   const ModelConfig back = model_from_json(v, "test");
   CHECK(back.vocab == c.vocab);
-  CHECK(back.real_vocab() == c.real_vocab());
+  CHECK(back.rows() == c.rows());
   CHECK(back.layers == c.layers);
   CHECK(back.dim == c.dim);
   CHECK(back.heads == c.heads);
@@ -60,8 +60,11 @@ TEST_CASE("checkpoint: the model config round-trips through JSON, every field") 
   CHECK(back.norm_eps == c.norm_eps);  // bit for bit, though stored as a double
   // A padded vocabulary keeps both counts.
   ModelConfig padded = c;
-  padded.data_vocab = 50;
-  CHECK(model_from_json(model_to_json(padded), "test").real_vocab() == 50);
+  padded.vocab_rows = c.rows();
+  padded.vocab = 50;
+  const ModelConfig padded_back = model_from_json(model_to_json(padded), "test");
+  CHECK(padded_back.vocab == 50);
+  CHECK(padded_back.rows() == c.rows());
 
   const json full = model_to_json(c);
   json missing = json::object();

@@ -114,7 +114,7 @@ TEST_CASE("config file: --print-config reads back to the same configuration and 
   const std::string toml = printed({"--lr", "0.001"});
   CHECK(toml.find("\n[optimizer]\n") != std::string::npos);
   CHECK(toml.find("\nlr = 0.001\n") != std::string::npos);
-  CHECK(toml.find("\n# min-lr = 0.0001\n") != std::string::npos);  // derived: not given
+  CHECK(toml.find("\n# min_lr = 0.0001\n") != std::string::npos);  // derived: not given
   CHECK(toml.find("\n# tp = 1\n") != std::string::npos);
   CHECK(count(toml, " = ") == 52);
 }
@@ -129,12 +129,13 @@ TEST_CASE("config file: flags on the command line override its keys, and both co
   CHECK(c.model.heads == 8);
   CHECK(c.optimizer.lr == 0.002);
   CHECK(c.optimizer.min_lr == doctest::Approx(0.0002));  // follows the command line's --lr
-  CHECK(c.given == std::set<std::string>{"--layers", "--dim", "--lr", "--heads"});
+  CHECK(c.given ==
+        std::set<std::string>{"model.layers", "model.dim", "optimizer.lr", "model.heads"});
   // A switch set false is not given.
   write(d / "sw.toml", "[layout]\nsp = false\ntp = 2\n");
   const tetra::TrainConfig sw = parse({"--config", d / "sw.toml"}).train;
   CHECK(!sw.layout.sp);
-  CHECK(sw.given == std::set<std::string>{"--tp"});
+  CHECK(sw.given == std::set<std::string>{"layout.tp"});
   CHECK(parse({"--config", write(d / "on.toml", "[layout]\nsp = true\n")}).train.layout.sp);
 }
 
@@ -143,7 +144,7 @@ TEST_CASE("config file: a bad key or value is one error naming the file and the 
   const std::string f = d / "bad.toml";
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"[model]\nlayrs = 2\n",
-       ": unknown key 'model.layrs' (the keys are tetra train's flags, by section: see "
+       ": unknown key 'model.layrs' (the keys are tetra train's settings, by section: see "
        "--print-config)"},
       {"[layout]\nlayers = 2\n", ": unknown key 'layout.layers' (layers is model.layers)"},
       {"layers = 2\n", ": unknown key 'layers' (layers is model.layers)"},
@@ -157,15 +158,15 @@ TEST_CASE("config file: a bad key or value is one error naming the file and the 
        ": layout.schedule takes gpipe, 1f1b or interleaved (got 'zb')"},
       {"[checkpoint]\nkeep = 0\n", ": checkpoint.keep must be at least 1 (got 0)"},
       {"[layout]\ndp = -1\n", ": layout.dp must not be negative (got -1)"},
-      {"[data]\nval-split = 1.5\n",
-       ": data.val-split must be between 0 and 1, exclusive (got 1.5)"},
+      {"[data]\nval_split = 1.5\n",
+       ": data.val_split must be between 0 and 1, exclusive (got 1.5)"},
       {"[optimizer]\nsteps = 99999999999999999999\n",
        ": optimizer.steps takes an integer (got '99999999999999999999', out of range)"},
       {"[optimizer]\nlr = [0.1, 0.2]\n", ": optimizer.lr takes one value, not a list"},
       {"[model]\nlayers = 2\n[device]\ndtype = \"bf16\"\n[model]\nlayers = 3\n",
        ": model.layers is given more than once"},
-      {"[checkpoint]\nallow-change = \"lr,seed\"\n",
-       ": checkpoint.allow-change takes a comma-separated list of data, lr, min-lr, warmup, "
+      {"[checkpoint]\nallow_change = \"lr,seed\"\n",
+       ": checkpoint.allow_change takes a comma-separated list of data, lr, min-lr, warmup, "
        "steps, clip, weight-decay, dtype (got 'seed')"},
   };
   for (const auto& [text, message] : cases) {
@@ -199,8 +200,9 @@ TEST_CASE("config file: a run from --print-config's output trains bit for bit as
   // A pipeline with a derived schedule and min-lr, validation, bf16 and recomputation; the
   // outputs are relative paths, so the second run writes its own in its own directory.
   const std::string flags = with_defaults(
-      kModel, "--pp 2 --vpp 2 --layers 4 --lr 2e-3 --val-split 0.25 --eval-every 2 --dtype bf16 "
-              "--recompute full --seed 7 --clip 0.5 --metrics m.jsonl --export model");
+      kModel,
+      "--pp 2 --vpp 2 --layers 4 --lr 2e-3 --val-split 0.25 --eval-every 2 --dtype bf16 "
+      "--recompute full --seed 7 --clip 0.5 --metrics m.jsonl --export model");
   const std::string train = mpirun(2) + tetra_bin() + " train ";
   const Spawned a = spawn("cd " + (d / "a") + " && " + train + flags);
   CAPTURE(a.err);

@@ -53,8 +53,8 @@ TEST_CASE("hf: the padded vocabulary takes no part in the softmax, and the expor
   const TempDir tmp;
   const std::string dir = tmp / "hf_vocab";
   Trainer t(options({"--vocab", "300"}), MPI_COMM_SELF);
-  CHECK(t.model().vocab == 384);
-  CHECK(t.model().real_vocab() == 300);
+  CHECK(t.model().rows() == 384);
+  CHECK(t.model().vocab == 300);
   t.export_weights(dir);
   const st::Reader model(dir + "/model.safetensors");
   CHECK(model.info("lm_head.weight").shape == std::vector<int64_t>{300, 32});
@@ -64,8 +64,8 @@ TEST_CASE("hf: the padded vocabulary takes no part in the softmax, and the expor
   // Read back, the model is padded again (with zero rows, where the original has random
   // ones) and trains exactly as the original does: the padding never counts.
   Trainer b(options({"--vocab", "300", "--init-from", dir}, false), MPI_COMM_SELF);
-  CHECK(b.model().vocab == 384);
-  CHECK(b.model().real_vocab() == 300);
+  CHECK(b.model().rows() == 384);
+  CHECK(b.model().vocab == 300);
   const double loss = t.step().loss;
   MESSAGE("step-0 loss " << loss << ", ln 300 = " << std::log(300.0)
                          << ", ln 384 = " << std::log(384.0));

@@ -28,7 +28,6 @@ using tetra::test::tetra_bin;
 
 tetra::ModelConfig model(int layers, int dim, int heads, int kv, int ffn, int seq) {
   return {.vocab = 256,
-          .data_vocab = 256,
           .layers = layers,
           .dim = dim,
           .heads = heads,

@@ -65,7 +65,8 @@ TEST_CASE("options: each subcommand's --help lists every flag it defines, with i
   std::set<std::string> paths;
   for (const auto& [path, sub] : commands) paths.insert(path);
   CHECK(paths == std::set<std::string>{"train", "plan", "launch", "ckpt", "ckpt inspect",
-                                       "ckpt verify", "plot", "generate", "sweep", "lab"});
+                                       "ckpt verify", "ckpt config", "plot", "generate", "sweep",
+                                       "lab"});
 
   std::set<std::string> train_flags;
   for (const auto& [path, sub] : commands) {
@@ -203,7 +204,7 @@ TEST_CASE("options: refusals name the flag in tetra's words") {
       {{"train", "--allow-change", "lr,seed"},
        "--allow-change takes a comma-separated list of data, lr, min-lr, warmup, steps, clip, "
        "weight-decay, dtype (got 'seed')"},
-      {{"ckpt"}, "tetra ckpt needs a command: inspect or verify"},
+      {{"ckpt"}, "tetra ckpt needs a command: inspect or verify or config"},
       {{"ckpt", "inspect"}, "tetra ckpt inspect needs DIR"},
       {{"ckpt", "verify", "a", "b"}, "unexpected argument 'b' (see tetra ckpt verify --help)"},
       {{"launch", "--restarts", "1"},
@@ -226,11 +227,13 @@ TEST_CASE("options: given, defaults and derived values") {
 
   const tetra::TrainConfig o = tetra::parse_train_options(
       {"--heads", "2", "--sp", "--schedule=gpipe", "--vocab", "300", "--min-lr", "0"});
-  CHECK(o.given == std::set<std::string>{"--heads", "--sp", "--schedule", "--vocab", "--min-lr"});
+  CHECK(o.given == std::set<std::string>{"model.heads", "layout.sp", "layout.schedule",
+                                         "model.vocab", "optimizer.min_lr"});
   CHECK(o.model.heads == 2);
   CHECK(o.layout.sp);
   CHECK(o.layout.schedule == "gpipe");
-  CHECK(o.model.vocab == 384);  // padded to a multiple of 128
+  CHECK(o.model.vocab == 300);
+  CHECK(o.model.rows() == 384);  // padded to a multiple of 128
   CHECK(o.optimizer.min_lr == 0);
 
   // Integers are read in base 10; a negative seed wraps around, as it always has.

@@ -75,7 +75,7 @@ TEST_CASE("overflow: a parameter count past 2^50 is refused, not printed negativ
   CHECK(error_of([&] { c.validate(); }).find("parameters, more than tetra's limit of 2^50") !=
         std::string::npos);
   c = tetra::ModelConfig{};
-  c.vocab = c.data_vocab = int64_t(1) << 32;
+  c.vocab = c.vocab_rows = int64_t(1) << 32;
   CHECK(error_of([&] { c.validate(); }).find("the vocabulary of 4294967296 tokens") !=
         std::string::npos);
   // The plan printed "-1.62e+03 PB" and "fits" for this one.

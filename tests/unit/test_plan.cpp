@@ -177,7 +177,7 @@ TEST_CASE("plan: tetra train --preset demo is the demo's run") {
   // tools/demo.sh's run: tetra train's defaults on TP 2 x CP 2 x PP 2 x DP 2.
   const TrainConfig demo = parse_train_options({"--preset", "demo"});
   TrainConfig expected = parse_train_options({"--tp", "2", "--cp", "2", "--pp", "2", "--dp", "2"});
-  expected.preset = "demo";
+  expected.run.preset = "demo";
   expected.given = demo.given;
   const auto fields = [](const TrainConfig& c) {
     return std::tuple(c.layout.tp, c.layout.cp, c.layout.pp, c.layout.dp, c.layout.sp, c.layout.vpp,
@@ -200,7 +200,7 @@ TEST_CASE("plan: tetra train --preset demo is the demo's run") {
   CHECK(big.optimizer.min_lr == 8e-7);
   CHECK(big.optimizer.warmup == 8000);
   CHECK(big.optimizer.steps == 929833);  // 15.6T tokens at 16,777,216 a step
-  CHECK(big.model.data_vocab == 128256);
+  CHECK(big.model.vocab == 128256);
   CHECK(big.layout.dp == 128);
 }
 

@@ -39,8 +39,9 @@ std::string refusal(const ckpt::RunState& was, TrainConfig now,
                     std::set<std::string> allowed = {}) {
   resolve(now);
   const ckpt::RunState record = record_of(now, now.model, Layout{2, 1, 1, 1});
-  return error_of(
-      [&] { ckpt::check_resumable(was, record, allowed, now.was_given("--min-lr"), "ck/step_4"); });
+  return error_of([&] {
+    ckpt::check_resumable(was, record, allowed, now.was_given("optimizer.min_lr"), "ck/step_4");
+  });
 }
 
 }  // namespace
@@ -75,7 +76,7 @@ TEST_CASE("resume check: what may change, and what --allow-change accepts") {
   // --allow-change's order.
   TrainConfig two = base();
   two.optimizer.min_lr = 0.0001;
-  two.given.insert("--min-lr");
+  two.given.insert("optimizer.min_lr");
   two.optimizer.clip = 2;
   two.device.dtype = "bf16";
   CHECK(refusal(was, two) ==

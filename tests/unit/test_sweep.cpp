@@ -182,7 +182,6 @@ TEST_CASE("sweep --ranks 4: every layout runs and matches one rank, the plan's b
                    "1f1b"};
     spec.batch.global_batch = 8;
     tetra::ModelConfig cfg{.vocab = 256,
-                           .data_vocab = 256,
                            .layers = 4,
                            .dim = 64,
                            .heads = 4,
