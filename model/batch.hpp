@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#include "model/tensor.hpp"
+#include "backend/tensor.hpp"
 
 namespace tetra {
 

@@ -5,7 +5,7 @@
 // (parallel/zero.hpp) is the one tetra trains with.
 #pragma once
 #include "model/config.hpp"
-#include "model/tensor.hpp"
+#include "backend/tensor.hpp"
 
 namespace tetra {
 

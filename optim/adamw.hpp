@@ -5,7 +5,7 @@
 // slice of the compute copy (ZeroParams::Shard::copy); the caller then all-gathers the updated
 // weights (ZeroParams::all_gather_weights).
 #pragma once
-#include "model/backend.hpp"
+#include "backend/backend.hpp"
 #include "parallel/zero.hpp"
 
 namespace tetra {

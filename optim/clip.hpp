@@ -4,7 +4,7 @@
 // the same on every TP rank, so only TP rank 0 counts them. The caller all-reduces the sums
 // over the world.
 #pragma once
-#include "model/backend.hpp"
+#include "backend/backend.hpp"
 #include "parallel/zero.hpp"
 
 namespace tetra {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "model/tensor.hpp"
+#include "backend/tensor.hpp"
 
 namespace tetra {
 

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/backend.hpp"
+#include "backend/backend.hpp"
 #include "parallel/comm.hpp"
 
 namespace tetra {

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "model/backend.hpp"
+#include "backend/backend.hpp"
 #include "parallel/comm.hpp"
 
 namespace tetra {

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "model/backend.hpp"
+#include "backend/backend.hpp"
 #include "parallel/self_comm.hpp"
 #include "parallel/timed.hpp"
 #include "parallel/watchdog.hpp"

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "model/host_wait.hpp"
+#include "backend/host_wait.hpp"
 #include "parallel/mpi_comm.hpp"
 #include "parallel/timed.hpp"
 #include "parallel/watchdog.hpp"
@@ -207,7 +207,7 @@ class NcclComm final : public Comm {
     ncclCommAbort(comm_);
   }
 
-  // The host-wait hook (model/host_wait.hpp): waits for every call queued on `stream`, oldest
+  // The host-wait hook (backend/host_wait.hpp): waits for every call queued on `stream`, oldest
   // first. The stream runs them in this order, so the first not done is the one it is in.
   static void wait_queued(void* stream) {
     std::lock_guard lock(live_mu);

@@ -4,7 +4,7 @@
 // produced its input and ahead of those that read its output, and a call returns without
 // waiting for the GPU (but the pipeline's blocking receive). The host waits for the queued
 // calls where it next waits for the stream (the backend's download, synchronize and sums of
-// squares, through model/host_wait.hpp; a barrier; a host reduction), oldest first, polling
+// squares, through backend/host_wait.hpp; a barrier; a host reduction), oldest first, polling
 // NCCL's asynchronous errors while the watchdog sees it in the call the stream is in.
 //
 // NCCL has no message tags: a link's sends and receives match in posting order. The pipeline
@@ -19,7 +19,7 @@
 #include <memory>
 #include <string>
 
-#include "model/backend.hpp"
+#include "backend/backend.hpp"
 #include "parallel/comm.hpp"
 
 namespace tetra {

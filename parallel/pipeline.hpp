@@ -24,7 +24,7 @@
 #include <memory>
 #include <vector>
 
-#include "model/backend.hpp"
+#include "backend/backend.hpp"
 #include "model/batch.hpp"
 #include "parallel/comm.hpp"
 #include "parallel/schedule.hpp"

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "model/backend.hpp"
+#include "backend/backend.hpp"
 #include "util/error.hpp"
 
 namespace tetra {

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "model/fusions.hpp"
+#include "backend/fusions.hpp"
 
 namespace tetra {
 namespace {

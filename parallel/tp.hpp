@@ -25,7 +25,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "model/backend.hpp"
+#include "backend/backend.hpp"
 #include "parallel/comm.hpp"
 
 namespace tetra {
@@ -122,7 +122,7 @@ struct VocabParallelCrossEntropy {
     be.ce_backward(logits, row_max, stats, targets, tp.rank() * logits.cols(),
                    valid_columns(tp, logits, vocab), scale);
   }
-  // Whether forward_backward runs: at TP 1 with the classifier fusion on (model/fusions.hpp).
+  // Whether forward_backward runs: at TP 1 with the classifier fusion on (backend/fusions.hpp).
   static bool fuses(Comm& tp);
   // forward, then backward at once, in one pass over the logits (Backend::ce_fused: no
   // collective at TP 1), the same row_max and stats for the loss: the backward's scale must be

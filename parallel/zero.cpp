@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "model/fusions.hpp"
+#include "backend/fusions.hpp"
 
 namespace tetra {
 

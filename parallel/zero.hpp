@@ -9,7 +9,7 @@
 //   ZeRO-3   weight shard s, grad shard s, Adam 2s     full weights np around each use,
 //                                                      full grads np during backward
 // At a dp_cp group of one (s = np) the grad shard is the full gradients themselves under
-// grad_alias (model/fusions.hpp): grads np, kept at every stage, and no copy between them.
+// grad_alias (backend/fusions.hpp): grads np, kept at every stage, and no copy between them.
 //
 // Precision: the weights the model computes with are in the compute dtype (fp32, or bf16
 // under --dtype bf16); the master weights, gradients and Adam moments are always fp32. In
@@ -26,7 +26,7 @@
 #include <span>
 #include <vector>
 
-#include "model/backend.hpp"
+#include "backend/backend.hpp"
 #include "model/config.hpp"
 #include "model/unit_params.hpp"
 #include "parallel/comm.hpp"
@@ -69,7 +69,7 @@ class ZeroParams final : public UnitParams {
   Tensor acquire(int u) override;
   void release(int u) override;
   Tensor grads(int u) override;  // full accumulator for this step, allocated on first use
-  // Under wgrad_beta0 (model/fusions.hpp): no backward of unit u yet this step, so its
+  // Under wgrad_beta0 (backend/fusions.hpp): no backward of unit u yet this step, so its
   // gradients hold last step's values, which the backward overwrites (begin_step fills
   // nothing). Otherwise always false: begin_step zeroed them and backwards add.
   bool grads_fresh(int u) const override;

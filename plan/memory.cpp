@@ -1,14 +1,14 @@
 // The walk mirrors the allocations of transformer/chunk.cpp, transformer/block.cpp,
 // parallel/tp.cpp, parallel/cp.cpp, parallel/zero.cpp and parallel/pipeline.cpp, in their
 // order, so that the peak falls where tetra's does. Under bf16 each op of the mixed-precision
-// backend (model/mixed_backend.cpp) also holds an fp32 copy of every bf16 argument while it
+// backend (backend/mixed_backend.cpp) also holds an fp32 copy of every bf16 argument while it
 // runs: `op` counts that scratch at the point where the op runs.
 #include "plan/memory.hpp"
 
 #include <algorithm>
 #include <map>
 
-#include "model/fusions.hpp"
+#include "backend/fusions.hpp"
 #include "parallel/schedule.hpp"
 
 namespace tetra::plan {
@@ -39,7 +39,7 @@ struct Sizes {
                                      // [V/TP, d]
   double e;                          // bytes of an activation
   bool sp, tp1;                      // tp1: the residuals ride on the o and down GEMMs (matmul_add)
-  bool in_place;                     // RoPE in place on qkv (model/fusions.hpp)
+  bool in_place;                     // RoPE in place on qkv (backend/fusions.hpp)
   int cp;
   explicit Sizes(const Setup& s) {
     const ModelConfig& c = s.cfg;

@@ -35,7 +35,7 @@ struct PeakMemory {
 PeakMemory peak_memory(const Setup& s);
 
 // Scratch the CPU backend's attention takes outside its buffers: one [S/CP, S] score matrix
-// per thread forward, two backward (model/cpu/cpu_backend.cpp).
+// per thread forward, two backward (backend/cpu/cpu_backend.cpp).
 double cpu_attention_scratch(const Setup& s, int threads);
 
 }  // namespace tetra::plan

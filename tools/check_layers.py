@@ -2,10 +2,10 @@
 """Checks that tetra's source folders include only downwards and that no files include
 each other in a cycle.
 
-The layers, bottom to top: util < model < parallel < transformer < optim < data <
+The layers, bottom to top: util < backend < model < parallel < transformer < optim < data <
 checkpoint < plan < train < plot < cli.
 A file may include files of its own layer and of the layers below; tests sit above all
-of them and are not checked. Includes are the quoted ones (#include "model/tensor.hpp"),
+of them and are not checked. Includes are the quoted ones (#include "backend/tensor.hpp"),
 resolved against the repository root first, then against the including file's folder.
 
 Usage: check_layers.py REPO_ROOT. Prints every problem as "file: problem" and exits 1 if
@@ -16,7 +16,7 @@ import os
 import re
 import sys
 
-LAYERS = ["util", "model", "parallel", "transformer", "optim", "data", "checkpoint", "plan",
+LAYERS = ["util", "backend", "model", "parallel", "transformer", "optim", "data", "checkpoint", "plan",
           "train", "plot", "cli"]
 SUFFIXES = (".hpp", ".cpp", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')

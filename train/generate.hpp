@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "model/backend.hpp"
+#include "backend/backend.hpp"
 #include "model/config.hpp"
 #include "parallel/comm.hpp"
 #include "transformer/block.hpp"

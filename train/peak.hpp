@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "model/backend.hpp"
+#include "backend/backend.hpp"
 #include "parallel/comm.hpp"
 
 namespace tetra {

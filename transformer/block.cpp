@@ -7,7 +7,7 @@
 #include <tuple>
 #include <utility>
 
-#include "model/fusions.hpp"
+#include "backend/fusions.hpp"
 
 namespace tetra {
 
@@ -20,7 +20,7 @@ AttnShape attention_shape(const BlockContext& ctx) {
   const int tp = ctx.tp.size();
   const int64_t S = ctx.pos.seq, Sk = ctx.pos.key_pos.numel();
   AttnShape a{ctx.pos.batch, S, Sk, ctx.cfg.heads / tp, ctx.cfg.kv_heads / tp, ctx.cfg.head_dim()};
-  // The mask hint (model/backend.hpp): CP's chunks against the sequence's keys, or causal
+  // The mask hint (backend/backend.hpp): CP's chunks against the sequence's keys, or causal
   // when queries and keys are the same tokens; the CPU checks it against the positions.
   if (ctx.cp.size() > 1)
     a.mask = AttnMask::CpChunks, a.cp = ctx.cp.size(), a.cp_rank = ctx.cp.comm.rank();
@@ -125,7 +125,7 @@ void attention_forward(const BlockContext& ctx, const BlockDims& dims, const Par
                      ctx.cfg.norm_eps);
   // qkv [T, qw + 2 kw] = xn [Wq; Wk; Wv]^T, one GEMM; xn enters the TP region once. Then
   // q [T, qw] = rope(q part), k [T, kw] = rope(k part), v [T, kw] = v part; or under RoPE in
-  // place (model/fusions.hpp) qkv rotated in place and kept as a.q [T, qkvw], which attention
+  // place (backend/fusions.hpp) qkv rotated in place and kept as a.q [T, qkvw], which attention
   // reads q from (and at CP 1 k and v), with packed k, v copied out of it for the gather or
   // the cache.
   Buffer qkv;

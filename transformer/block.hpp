@@ -11,7 +11,7 @@
 //   x, h, out [Tl, d];  xn, hn [T, d];  qkv [T, (Hl + 2 KVl) hd];  q [T, Hl*hd];  k, v [T, KVl*hd];
 //   gate_up [T, 2 Fl] (columns gate | up);  act [T, Fl].
 #pragma once
-#include "model/backend.hpp"
+#include "backend/backend.hpp"
 #include "model/batch.hpp"
 #include "model/config.hpp"
 #include "parallel/cp.hpp"
@@ -40,7 +40,7 @@ struct BlockContext {
 // Everything forward keeps for backward (x, the block input, is kept by the caller). xn and
 // hn, the normed x and h, are the column layers' inputs on all T tokens; x_rstd and h_rstd
 // their norms' 1/rms [Tl]. Under CP, k and v hold every CP rank's keys and values
-// [B * CP * Sl, KVl*hd]. Under RoPE in place (model/fusions.hpp) q holds the rotated qkv
+// [B * CP * Sl, KVl*hd]. Under RoPE in place (backend/fusions.hpp) q holds the rotated qkv
 // [T, (Hl + 2 KVl) hd], and at CP 1 k and v stay empty.
 struct BlockActs {
   Buffer x_rstd, xn, q, k, v, attn, lse, h, h_rstd, hn, gate_up, act;

@@ -1,7 +1,7 @@
 // bfloat16 <-> float: bf16 is the top half of an IEEE float (8 exponent bits, 7 mantissa
 // bits), so widening is a shift and narrowing rounds the dropped half to nearest, ties to
 // even. Used by safetensors files, by communicators that reduce bf16 on the host, and (through
-// model/op_math.hpp) by both backends' kernels: g++ and nvcc compile the same two functions,
+// backend/op_math.hpp) by both backends' kernels: g++ and nvcc compile the same two functions,
 // so host and device round to the same bits.
 #pragma once
 #include <cstdint>

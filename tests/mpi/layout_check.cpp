@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "model/fusions.hpp"
+#include "backend/fusions.hpp"
 #include "plan/memory.hpp"
 #include "plan/traffic.hpp"
 

@@ -60,7 +60,7 @@ inline const Gaps kBf16Bound = match_bounds("bf16");
 // micro-batches of micro_batch.
 TrainConfig tiny_model(int global_batch, int micro_batch = 1);
 
-// Runs c with the gradient plumbing's fusions (wgrad_beta0, grad_alias: model/fusions.hpp)
+// Runs c with the gradient plumbing's fusions (wgrad_beta0, grad_alias: backend/fusions.hpp)
 // off, then on, the other switches as TETRA_UNFUSED sets them; returns what differs between
 // the two in any bit of a loss, a step-0 gradient or a final weight ("" when nothing). The
 // fusions are the plain path's arithmetic, 0 + x = x. Collective; rank 0 compares.

@@ -5,7 +5,7 @@
 #include <array>
 
 #include "layout_check.hpp"
-#include "model/fusions.hpp"
+#include "backend/fusions.hpp"
 
 using namespace tetra;
 using namespace tetra::test;

@@ -28,8 +28,8 @@ def main():
     checker = sys.argv[1]
     base = {
         "util/error.hpp": "#pragma once\n",
-        "model/tensor.hpp": '#include "util/error.hpp"\n',
-        "train/trainer.cpp": '#include "model/tensor.hpp"\n#include <vector>\n',
+        "backend/tensor.hpp": '#include "util/error.hpp"\n',
+        "train/trainer.cpp": '#include "backend/tensor.hpp"\n#include <vector>\n',
         "cli/main.cpp": '#include "train/trainer.cpp"\n#include "plot/svg.hpp"\n',
         "plot/svg.hpp": '#include "train/trainer.cpp"\n',
     }
@@ -41,8 +41,8 @@ def main():
             failures.append(f"{name}: exit {rc}, output:\n{out}")
 
     expect("downwards", base, 0, "every include downwards")
-    expect("upward", {**base, "model/tensor.hpp": '#include "util/error.hpp"\n#include "train/trainer.cpp"\n'},
-           1, 'model/tensor.hpp:2: includes "train/trainer.cpp": train/ is above model/')
+    expect("upward", {**base, "backend/tensor.hpp": '#include "util/error.hpp"\n#include "train/trainer.cpp"\n'},
+           1, 'backend/tensor.hpp:2: includes "train/trainer.cpp": train/ is above backend/')
     expect("plan above train", {**base, "plan/setup.hpp": '#include "train/trainer.cpp"\n'},
            1, 'plan/setup.hpp:1: includes "train/trainer.cpp": train/ is above plan/')
     expect("cycle", {**base, "util/a.hpp": '#include "util/b.hpp"\n', "util/b.hpp": '#include "util/a.hpp"\n'},

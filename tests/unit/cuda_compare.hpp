@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "model/backend.hpp"
+#include "backend/backend.hpp"
 #include "util/bf16.hpp"
 
 namespace tetra::test {

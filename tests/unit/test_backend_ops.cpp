@@ -1,7 +1,7 @@
 // The ops that came with the native bf16 path, on the CPU backend (the reference the CUDA
 // kernels are compared with on a GPU): each against the composition of older ops it replaces,
 // bit for bit in fp32, and under the mixed-precision wrapper (the bf16 reference) with one
-// rounding per output; the shared per-element math (model/op_math.hpp) against independent
+// rounding per output; the shared per-element math (backend/op_math.hpp) against independent
 // formulas; the attention mask hint against the positions it stands for.
 #include <doctest/doctest.h>
 
@@ -11,8 +11,8 @@
 #include <random>
 #include <vector>
 
-#include "model/backend.hpp"
-#include "model/op_math.hpp"
+#include "backend/backend.hpp"
+#include "backend/op_math.hpp"
 #include "parallel/cp.hpp"
 
 using namespace tetra;

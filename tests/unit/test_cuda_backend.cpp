@@ -26,7 +26,7 @@
 
 #include "../test_util.hpp"
 #include "cuda_compare.hpp"
-#include "model/backend.hpp"
+#include "backend/backend.hpp"
 #include "util/bf16.hpp"
 
 using namespace tetra;

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "cuda_compare.hpp"
-#include "model/backend.hpp"
-#include "model/cuda/attn_fallback.hpp"
+#include "backend/backend.hpp"
+#include "backend/cuda/attn_fallback.hpp"
 #include "parallel/cp.hpp"
 
 using namespace tetra;

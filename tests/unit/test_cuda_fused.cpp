@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "cuda_compare.hpp"
-#include "model/backend.hpp"
+#include "backend/backend.hpp"
 
 using namespace tetra;
 using namespace tetra::test;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cuda_compare.hpp"
-#include "model/backend.hpp"
+#include "backend/backend.hpp"
 #include "parallel/cp.hpp"
 
 using namespace tetra;

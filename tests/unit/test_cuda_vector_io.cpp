@@ -1,4 +1,4 @@
-// The GPU fusions vector_io and embedding_spread (model/fusions.hpp) against the kernels they
+// The GPU fusions vector_io and embedding_spread (backend/fusions.hpp) against the kernels they
 // replace: each op run with the switch on and off on one device must give the same bits (the
 // same per-element math, the same order of every sum); the vector path must be the one taken
 // where the tensors allow it, the scalar one where they do not (a pointer off the vector's
@@ -13,9 +13,9 @@
 #include <string>
 
 #include "cuda_compare.hpp"
-#include "model/backend.hpp"
-#include "model/cuda/vector_io.hpp"
-#include "model/fusions.hpp"
+#include "backend/backend.hpp"
+#include "backend/cuda/vector_io.hpp"
+#include "backend/fusions.hpp"
 
 using namespace tetra;
 using namespace tetra::test;

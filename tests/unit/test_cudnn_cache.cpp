@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cuda_compare.hpp"
-#include "model/cuda/attn_cudnn.hpp"
+#include "backend/cuda/attn_cudnn.hpp"
 
 using namespace tetra;
 using namespace tetra::test;

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "model/cuda/attn_cudnn.hpp"
+#include "backend/cuda/attn_cudnn.hpp"
 #include "parallel/cp.hpp"
 
 using namespace tetra;

@@ -15,8 +15,8 @@
 #include <random>
 #include <vector>
 
-#include "model/backend.hpp"
-#include "model/op_math.hpp"
+#include "backend/backend.hpp"
+#include "backend/op_math.hpp"
 
 using namespace tetra;
 

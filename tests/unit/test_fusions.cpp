@@ -1,8 +1,8 @@
-// The fusions' switches (model/fusions.hpp): each name turns its fusion off, "all" every one,
+// The fusions' switches (backend/fusions.hpp): each name turns its fusion off, "all" every one,
 // and an unknown name is one clear error naming the known ones.
 #include <doctest/doctest.h>
 
-#include "model/fusions.hpp"
+#include "backend/fusions.hpp"
 #include "util/error.hpp"
 
 using namespace tetra;

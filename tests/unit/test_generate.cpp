@@ -9,7 +9,7 @@
 
 #include "cli/options.hpp"
 #include "data/dataset.hpp"
-#include "model/backend.hpp"
+#include "backend/backend.hpp"
 #include "spawn.hpp"
 #include "train/generate.hpp"
 #include "train/trainer.hpp"

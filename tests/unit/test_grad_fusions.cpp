@@ -1,4 +1,4 @@
-// wgrad_beta0 and grad_alias (model/fusions.hpp) against the plain path they replace, on one
+// wgrad_beta0 and grad_alias (backend/fusions.hpp) against the plain path they replace, on one
 // rank (MPI_COMM_SELF, so dp_cp is 1 and the shard can be aliased): the same losses, step-0
 // gradients and weights bit for bit, in fp32 and bf16, at every ZeRO stage, with one and
 // several micro-batches, with recompute; and the aliased layout's memory, measured and as
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cli/options.hpp"
-#include "model/fusions.hpp"
+#include "backend/fusions.hpp"
 #include "plan/memory.hpp"
 #include "train/trainer.hpp"
 

@@ -26,9 +26,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "model/backend.hpp"
+#include "backend/backend.hpp"
 #include "model/config.hpp"
-#include "model/fusions.hpp"
+#include "backend/fusions.hpp"
 #include "parallel/mpi_comm.hpp"
 #include "parallel/tp.hpp"
 #include "parallel/zero.hpp"
@@ -587,7 +587,7 @@ TEST_CASE("gradcheck: recompute full gives bitwise the same loss and gradients")
 
 TEST_CASE("gradcheck: RoPE in place and the norm's residual add give bitwise the split path") {
   // Fusion::RopeInPlace and Fusion::NormResidual against the ops they replace
-  // (model/fusions.hpp): the same fp32 arithmetic on the same values, with and without
+  // (backend/fusions.hpp): the same fp32 arithmetic on the same values, with and without
   // recompute.
   const Tiny m;
   for (const char* fusion : {"rope_in_place", "norm_residual"}) {

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "model/backend.hpp"
+#include "backend/backend.hpp"
 #include "spawn.hpp"
 
 using namespace tetra;

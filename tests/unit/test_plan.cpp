@@ -255,7 +255,7 @@ TEST_CASE(
 }
 
 TEST_CASE("plan --compare: in bf16 the peak counts the mixed-precision backend's fp32 scratch") {
-  // At 128 tokens the fp32 copies an op of model/mixed_backend.cpp makes of its bf16
+  // At 128 tokens the fp32 copies an op of backend/mixed_backend.cpp makes of its bf16
   // arguments (the LM head's logits and weights, attention's q, k, v) are a tenth of the
   // peak (14 % with --dp 2); the walk counts them where the ops run, so the prediction is
   // the measured peak to the byte.

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "model/backend.hpp"
+#include "backend/backend.hpp"
 #include "parallel/cp.hpp"
 #include "util/bf16.hpp"
 

@@ -16,7 +16,7 @@
 #include "checkpoint/safetensors.hpp"
 #include "cli/options.hpp"
 #include "data/dataset.hpp"
-#include "model/fusions.hpp"
+#include "backend/fusions.hpp"
 #include "train/trainer.hpp"
 
 using namespace tetra;

@@ -12,8 +12,8 @@ tokens/s and the predicted MFU, for the plain path and the fused path of [22/29]
     python3 tools/bench/ledger.py --measured gpu_bench/350m.timing.txt  (or bench.txt)
 
 The calls are those of transformer/block.cpp, transformer/chunk.cpp, parallel/tp.cpp,
-parallel/zero.cpp, optim/, train/trainer.cpp and model/cuda/ at main 6fae71e (the plain path).
-The fused column models the switches of model/fusions.hpp as the issue describes them, and
+parallel/zero.cpp, optim/, train/trainer.cpp and backend/cuda/ at main 6fae71e (the plain path).
+The fused column models the switches of backend/fusions.hpp as the issue describes them, and
 item 3 (groups of one take no communicator, NCCL without host waits); the plain column has
 NCCL communicators of size 1 with a host wait per call. A step has no casts (AdamW writes
 the bf16 copy of the weights itself). Every rate below is stated with its source in
@@ -453,7 +453,7 @@ MEASURED_SPLIT = re.compile(r"^(\S+)\s+tetra split\s+gemm (\d+)%\s+attention (\d
 
 def parse_measured(text, tokens_per_step, model=None):
     """Measured ms a step {gemm, attention, other, total} and where they came from: tetra's
-    TETRA_CUDA_TIMING line (model/cuda/category_times.hpp, sums over its synchronizations, one
+    TETRA_CUDA_TIMING line (backend/cuda/category_times.hpp, sums over its synchronizations, one
     a step) or, from tools/bench/gpu.sh's bench.txt, its tetra row's tok/s and the split row's
     shares."""
     m = MEASURED_LOG.search(text)

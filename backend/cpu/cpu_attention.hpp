@@ -1,0 +1,14 @@
+// Attention on the CPU backend (backend/backend.hpp has the contract); fp32 host tensors.
+#pragma once
+#include "backend/backend.hpp"
+
+namespace tetra {
+
+void cpu_attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k,
+                           const Tensor& v, const Tensor& q_pos, const Tensor& k_pos,
+                           const AttnShape& s);
+void cpu_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
+                            const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                            const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s);
+
+}  // namespace tetra
