@@ -11,7 +11,7 @@ namespace tetra {
 namespace {
 
 constexpr std::array<const char*, kFusionCount> kNames = {
-    "rope_in_place", "norm_residual", "classifier", "vector_io",
+    "rope_in_place", "norm_residual", "classifier",      "vector_io",
     "wgrad_beta0",   "grad_alias",    "embedding_spread"};
 
 struct Switches {

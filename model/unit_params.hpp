@@ -4,8 +4,8 @@
 // gathered for each use, or whole) is the holder's policy, not the model's: ZeroParams
 // (parallel/zero.hpp) is the one tetra trains with.
 #pragma once
-#include "model/config.hpp"
 #include "backend/tensor.hpp"
+#include "model/config.hpp"
 
 namespace tetra {
 

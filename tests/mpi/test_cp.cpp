@@ -4,8 +4,8 @@
 
 #include <array>
 
-#include "layout_check.hpp"
 #include "backend/fusions.hpp"
+#include "layout_check.hpp"
 
 using namespace tetra;
 using namespace tetra::test;

@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "../test_util.hpp"
-#include "cuda_compare.hpp"
 #include "backend/backend.hpp"
+#include "cuda_compare.hpp"
 #include "util/bf16.hpp"
 
 using namespace tetra;

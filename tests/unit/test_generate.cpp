@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "cli/options.hpp"
 #include "data/dataset.hpp"
-#include "backend/backend.hpp"
 #include "spawn.hpp"
 #include "train/generate.hpp"
 #include "train/trainer.hpp"

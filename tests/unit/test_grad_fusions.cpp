@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/options.hpp"
 #include "backend/fusions.hpp"
+#include "cli/options.hpp"
 #include "plan/memory.hpp"
 #include "train/trainer.hpp"
 

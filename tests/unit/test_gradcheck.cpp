@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "model/config.hpp"
 #include "backend/fusions.hpp"
+#include "model/config.hpp"
 #include "parallel/mpi_comm.hpp"
 #include "parallel/tp.hpp"
 #include "parallel/zero.hpp"

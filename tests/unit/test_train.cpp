@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "../test_util.hpp"
+#include "backend/fusions.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "cli/options.hpp"
 #include "data/dataset.hpp"
-#include "backend/fusions.hpp"
 #include "train/trainer.hpp"
 
 using namespace tetra;
