@@ -8,6 +8,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "backend/fusions.hpp"
 #include "parallel/cp.hpp"
 #include "util/json.hpp"
 
@@ -29,6 +30,8 @@ std::string startup_report(const TrainConfig& opt, const ModelConfig& cfg, const
   os << "  data: " << facts.data << "\n";
   os << "  device: " << facts.device << "; communicators: " << facts.communicators << "\n";
   os << "  attention: " << facts.attention << "\n";
+  // Which GPU fusions run (backend/fusions.hpp), so that a device log says what it measured.
+  os << "  " << fusions_line() << "\n";
   if (opt.device.dtype == "bf16")
     os << "  precision: bf16 weights and activations; fp32 master weights, gradients and Adam "
           "state\n";

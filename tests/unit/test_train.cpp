@@ -207,3 +207,14 @@ TEST_CASE("train: one rank's groups are groups of one: said at start-up, nothing
     CHECK(s.bytes == 0);
   }
 }
+
+TEST_CASE("train: the start-up report says which fusions run") {
+  set_unfused("");
+  CHECK(Trainer(tiny(), MPI_COMM_SELF).startup_report().find("\n  fusions: all on\n") !=
+        std::string::npos);
+  set_unfused("classifier");
+  CHECK(Trainer(tiny(), MPI_COMM_SELF)
+            .startup_report()
+            .find("\n  fusions: on except classifier (TETRA_UNFUSED)\n") != std::string::npos);
+  set_unfused("");
+}
