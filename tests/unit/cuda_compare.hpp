@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "host_io.hpp"
 #include "util/bf16.hpp"
 
 namespace tetra::test {
@@ -37,18 +38,10 @@ inline bool have_gpu() {
     }                             \
   } while (0)
 
-using Floats = std::vector<float>;
 using Ints = std::vector<int32_t>;
 // Named outputs of one run, as doubles (floats convert exactly; sum_squares is a double).
 using Outputs = std::vector<std::pair<std::string, std::vector<double>>>;
 
-inline Floats randn(int64_t n, uint32_t seed, float sd = 1.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.f, sd);
-  Floats x(static_cast<size_t>(n));
-  for (float& v : x) v = dist(rng);
-  return x;
-}
 inline Ints randint(int64_t n, uint32_t seed, int32_t lo, int32_t hi) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int32_t> dist(lo, hi - 1);

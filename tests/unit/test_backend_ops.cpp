@@ -13,74 +13,13 @@
 
 #include "backend/backend.hpp"
 #include "backend/op_math.hpp"
+#include "host_io.hpp"
 #include "parallel/cp.hpp"
 
 using namespace tetra;
+using namespace tetra::test;
 
-namespace {
-
-using Floats = std::vector<float>;
-
-Floats randn(int64_t n, uint32_t seed, float sd = 1.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.f, sd);
-  Floats x(static_cast<size_t>(n));
-  for (float& v : x) v = dist(rng);
-  return x;
-}
-
-// Host values in and out of one backend; bf16 tensors are uploaded rounded and read widened.
-struct Io {
-  explicit Io(Backend& b) : be(b) {}
-  Backend& be;
-  std::vector<Buffer> keep;
-  Tensor put(const Floats& h, std::initializer_list<int64_t> shape, DType t = DType::F32) {
-    keep.emplace_back(be, int64_t(h.size()), t);
-    Tensor x = keep.back().view(shape);
-    if (t == DType::F32) {
-      be.upload(x, h.data());
-    } else {
-      std::vector<uint16_t> b(h.size());
-      for (size_t i = 0; i < h.size(); ++i) b[i] = float_to_bf16(h[i]);
-      be.upload(x, b.data());
-    }
-    return x;
-  }
-  Tensor zeros(std::initializer_list<int64_t> shape, DType t = DType::F32) {
-    int64_t n = 1;
-    for (int64_t s : shape) n *= s;
-    return put(Floats(size_t(n), 0.f), shape, t);
-  }
-  Tensor ints(const std::vector<int32_t>& h) {
-    keep.emplace_back(be, int64_t(h.size()), DType::I32);
-    be.upload(keep.back().flat(), h.data());
-    return keep.back().flat();
-  }
-  Floats get(const Tensor& t) {
-    Floats out(size_t(t.numel()));
-    if (t.dtype == DType::F32) {
-      be.download(out.data(), t);
-    } else {
-      std::vector<uint16_t> b(out.size());
-      be.download(b.data(), t);
-      for (size_t i = 0; i < b.size(); ++i) out[i] = bf16_to_float(b[i]);
-    }
-    return out;
-  }
-};
-
-bool same_bits(const Floats& a, const Floats& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-std::vector<std::unique_ptr<Backend>> fp32_backends() {
-  std::vector<std::unique_ptr<Backend>> v;
-  v.push_back(make_cpu_backend(2));
-  v.push_back(make_guarded_cpu_backend(2));
-  return v;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("ops: sums of squares of many tensors in one call, each as alone") {
   for (auto& be : fp32_backends()) {

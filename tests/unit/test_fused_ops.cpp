@@ -17,12 +17,12 @@
 
 #include "backend/backend.hpp"
 #include "backend/op_math.hpp"
+#include "host_io.hpp"
 
 using namespace tetra;
+using namespace tetra::test;
 
 namespace {
-
-using Floats = std::vector<float>;
 
 // The online softmax's sum against the two-pass one (and each against the sum in double), as a
 // relative difference. A priori, either sum of n = 963 positive terms in fp32 is within about
@@ -34,68 +34,6 @@ using Floats = std::vector<float>;
 // deterministic, and a logit left out or counted twice moves a sum by its share, about 1e-3.
 constexpr double kSumTol = 1e-5;
 constexpr double kBf16Ulp = 1.0 / 128;  // one bf16 ulp is at most 2^-7 of the value
-
-Floats randn(int64_t n, uint32_t seed, float sd = 1.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.f, sd);
-  Floats x(static_cast<size_t>(n));
-  for (float& v : x) v = dist(rng);
-  return x;
-}
-float round_bf16(float x) {
-  return bf16_to_float(float_to_bf16(x));
-}
-Floats round_bf16(const Floats& x) {
-  Floats r(x.size());
-  for (size_t i = 0; i < x.size(); ++i) r[i] = round_bf16(x[i]);
-  return r;
-}
-
-// Host values in and out of one backend; bf16 tensors are uploaded rounded and read widened.
-struct Io {
-  explicit Io(Backend& b) : be(b) {}
-  Backend& be;
-  std::vector<Buffer> keep;
-  Tensor put(const Floats& h, std::initializer_list<int64_t> shape, DType t = DType::F32) {
-    keep.emplace_back(be, int64_t(h.size()), t);
-    Tensor x = keep.back().view(shape);
-    if (t == DType::F32) {
-      be.upload(x, h.data());
-    } else {
-      std::vector<uint16_t> b(h.size());
-      for (size_t i = 0; i < h.size(); ++i) b[i] = float_to_bf16(h[i]);
-      be.upload(x, b.data());
-    }
-    return x;
-  }
-  Tensor ints(const std::vector<int32_t>& h) {
-    keep.emplace_back(be, int64_t(h.size()), DType::I32);
-    be.upload(keep.back().flat(), h.data());
-    return keep.back().flat();
-  }
-  Floats get(const Tensor& t) {
-    Floats out(size_t(t.numel()));
-    if (t.dtype == DType::F32) {
-      be.download(out.data(), t);
-    } else {
-      std::vector<uint16_t> b(out.size());
-      be.download(b.data(), t);
-      for (size_t i = 0; i < b.size(); ++i) out[i] = bf16_to_float(b[i]);
-    }
-    return out;
-  }
-};
-
-bool same_bits(const Floats& a, const Floats& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-std::vector<std::unique_ptr<Backend>> fp32_backends() {
-  std::vector<std::unique_ptr<Backend>> v;
-  v.push_back(make_cpu_backend(2));
-  v.push_back(make_guarded_cpu_backend(2));
-  return v;
-}
 
 // ---- RMSNorm's backward with the residual ----
 

@@ -12,22 +12,14 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "host_io.hpp"
 #include "parallel/cp.hpp"
 #include "util/bf16.hpp"
 
 using namespace tetra;
+using namespace tetra::test;
 
 namespace {
-
-using Floats = std::vector<float>;
-
-Floats randn(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.f, 1.f);
-  Floats x(static_cast<size_t>(n));
-  for (float& v : x) v = dist(rng);
-  return x;
-}
 
 // A backend and the dtype of the activations it is tested with.
 struct Subject {
@@ -41,45 +33,6 @@ std::vector<Subject> subjects() {
   v.push_back({make_guarded_cpu_backend(2), DType::F32, "guarded-cpu"});
   v.push_back({make_mixed_precision_backend(make_cpu_backend(2)), DType::BF16, "bf16 wrapper"});
   return v;
-}
-
-// Host values in and out of one backend; bf16 tensors are uploaded rounded and read widened.
-struct Io {
-  explicit Io(Backend& b) : be(b) {}
-  Backend& be;
-  std::vector<Buffer> keep;
-  Tensor put(const Floats& h, int64_t rows, int64_t cols, DType t) {
-    keep.emplace_back(be, rows * cols, t);
-    const Tensor x = keep.back().view({rows, cols});
-    if (t == DType::F32) {
-      be.upload(x, h.data());
-    } else {
-      std::vector<uint16_t> b(h.size());
-      for (size_t i = 0; i < h.size(); ++i) b[i] = float_to_bf16(h[i]);
-      be.upload(x, b.data());
-    }
-    return x;
-  }
-  Tensor ints(const std::vector<int32_t>& h) {
-    keep.emplace_back(be, int64_t(h.size()), DType::I32);
-    be.upload(keep.back().flat(), h.data());
-    return keep.back().flat();
-  }
-  Floats get(const Tensor& x) {
-    Floats out(size_t(x.numel()));
-    if (x.dtype == DType::F32) {
-      be.download(out.data(), x);
-    } else {
-      std::vector<uint16_t> b(out.size());
-      be.download(b.data(), x);
-      for (size_t i = 0; i < b.size(); ++i) out[i] = bf16_to_float(b[i]);
-    }
-    return out;
-  }
-};
-
-bool same_bits(const Floats& a, const Floats& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // Columns [c0, c0 + w) of the rows of x [rows, cols], packed.
@@ -112,9 +65,10 @@ TEST_CASE("rope in place: rope_qkv rotates qkv's q and k columns as rope_split_q
     CAPTURE(sub.name);
     Backend& be = *sub.be;
     Io io(be);
-    const Tensor p = io.ints(pos), qkv = io.put(x, T, W, sub.t);
-    const Tensor q = io.put(Floats(T * qw), T, qw, sub.t), k = io.put(Floats(T * kw), T, kw, sub.t),
-                 v = io.put(Floats(T * kw), T, kw, sub.t);
+    const Tensor p = io.ints(pos), qkv = io.put(x, {T, W}, sub.t);
+    const Tensor q = io.put(Floats(T * qw), {T, qw}, sub.t),
+                 k = io.put(Floats(T * kw), {T, kw}, sub.t),
+                 v = io.put(Floats(T * kw), {T, kw}, sub.t);
     be.rope_split_qkv(q, k, v, qkv, int(H), int(KV), p, 10000.0);
     be.rope_qkv(qkv, int(H), int(KV), p, 10000.0, false);
     const Floats rotated = io.get(qkv);
@@ -123,16 +77,16 @@ TEST_CASE("rope in place: rope_qkv rotates qkv's q and k columns as rope_split_q
     CHECK(same_bits(columns(rotated, W, qw + kw, kw), io.get(v)));
     // The columns really turned (v's did not).
     CHECK_FALSE(same_bits(columns(rotated, W, 0, qw + kw),
-                          columns(io.get(io.put(x, T, W, sub.t)), W, 0, qw + kw)));
+                          columns(io.get(io.put(x, {T, W}, sub.t)), W, 0, qw + kw)));
     // Backward: rope_merge_qkv of (dq | dk | dv) is rope_qkv's inverse on them side by side.
-    const Tensor dq = io.put(columns(g, W, 0, qw), T, qw, sub.t),
-                 dk = io.put(columns(g, W, qw, kw), T, kw, sub.t),
-                 dv = io.put(columns(g, W, qw + kw, kw), T, kw, sub.t);
-    const Tensor merged = io.put(Floats(T * W), T, W, sub.t), dqkv = io.put(g, T, W, sub.t);
+    const Tensor dq = io.put(columns(g, W, 0, qw), {T, qw}, sub.t),
+                 dk = io.put(columns(g, W, qw, kw), {T, kw}, sub.t),
+                 dv = io.put(columns(g, W, qw + kw, kw), {T, kw}, sub.t);
+    const Tensor merged = io.put(Floats(T * W), {T, W}, sub.t), dqkv = io.put(g, {T, W}, sub.t);
     be.rope_merge_qkv(merged, dq, dk, dv, int(H), int(KV), p, 10000.0);
     be.rope_qkv(dqkv, int(H), int(KV), p, 10000.0, true);
     CHECK(same_bits(io.get(dqkv), io.get(merged)));
-    const Tensor odd = io.put(Floats(T * 12), T, 12, sub.t);  // not H + 2 KV heads of even width
+    const Tensor odd = io.put(Floats(T * 12), {T, 12}, sub.t);  // not H + 2 KV heads of even width
     CHECK_THROWS_AS(be.rope_qkv(odd, int(H), int(KV), p, 10000.0, false), Error);
   }
 }
@@ -143,9 +97,10 @@ TEST_CASE("rope in place: copy_columns moves a block of columns between rows of 
   for (Subject& sub : subjects()) {
     CAPTURE(sub.name);
     Io io(*sub.be);
-    const Tensor s = io.put(src, T, A, sub.t), d = io.put(dst0, T, B, sub.t);
+    const Tensor s = io.put(src, {T, A}, sub.t), d = io.put(dst0, {T, B}, sub.t);
     sub.be->copy_columns(d, 2, s, 5, 4);
-    const Floats got = io.get(d), want_src = io.get(s), before = io.get(io.put(dst0, T, B, sub.t));
+    const Floats got = io.get(d), want_src = io.get(s),
+                 before = io.get(io.put(dst0, {T, B}, sub.t));
     for (int64_t t = 0; t < T; ++t)
       for (int64_t c = 0; c < B; ++c) {
         const bool moved = c >= 2 && c < 6;
@@ -182,32 +137,32 @@ void check_layout(Subject& sub, AttnLayout layout, int cp, int rank) {
   const Floats k_h = layout == AttnLayout::Qkv ? columns(qkv_h, W, qw, kw) : randn(B * Sk * kw, 12);
   const Floats v_h =
       layout == AttnLayout::Qkv ? columns(qkv_h, W, qw + kw, kw) : randn(B * Sk * kw, 13);
-  const Tensor q = io.put(q_h, B * Sq, qw, t), k = io.put(k_h, B * Sk, kw, t),
-               v = io.put(v_h, B * Sk, kw, t), dout = io.put(dout_h, B * Sq, qw, t);
-  const Tensor out = io.put(Floats(B * Sq * qw), B * Sq, qw, t),
-               lse = io.put(Floats(B * H * Sq), 1, B * H * Sq, DType::F32);
-  const Tensor dq = io.put(Floats(B * Sq * qw), B * Sq, qw, t),
-               dk = io.put(Floats(B * Sk * kw), B * Sk, kw, t),
-               dv = io.put(Floats(B * Sk * kw), B * Sk, kw, t);
+  const Tensor q = io.put(q_h, {B * Sq, qw}, t), k = io.put(k_h, {B * Sk, kw}, t),
+               v = io.put(v_h, {B * Sk, kw}, t), dout = io.put(dout_h, {B * Sq, qw}, t);
+  const Tensor out = io.put(Floats(B * Sq * qw), {B * Sq, qw}, t),
+               lse = io.put(Floats(B * H * Sq), {1, B * H * Sq}, DType::F32);
+  const Tensor dq = io.put(Floats(B * Sq * qw), {B * Sq, qw}, t),
+               dk = io.put(Floats(B * Sk * kw), {B * Sk, kw}, t),
+               dv = io.put(Floats(B * Sk * kw), {B * Sk, kw}, t);
   be.attention_forward(out, lse, q, k, v, qp, kp, s);
   be.attention_backward(dq, dk, dv, dout, q, k, v, out, lse, qp, kp, s);
 
   AttnShape f = s;
   f.layout = layout;
   const Floats stale = randn(B * Sq * W, 14);  // dqkv before: every column to be written, or kept
-  const Tensor qkv = io.put(qkv_h, B * Sq, W, t), dqkv = io.put(stale, B * Sq, W, t);
-  const Tensor out2 = io.put(Floats(B * Sq * qw), B * Sq, qw, t),
-               lse2 = io.put(Floats(B * H * Sq), 1, B * H * Sq, DType::F32);
+  const Tensor qkv = io.put(qkv_h, {B * Sq, W}, t), dqkv = io.put(stale, {B * Sq, W}, t);
+  const Tensor out2 = io.put(Floats(B * Sq * qw), {B * Sq, qw}, t),
+               lse2 = io.put(Floats(B * H * Sq), {1, B * H * Sq}, DType::F32);
   if (layout == AttnLayout::Qkv) {
     be.attention_forward(out2, lse2, qkv, qkv, qkv, qp, kp, f);
     be.attention_backward(dqkv, dqkv, dqkv, dout, qkv, qkv, qkv, out2, lse2, qp, kp, f);
     CHECK(same_bits(io.get(dqkv), beside(io.get(dq), qw, io.get(dk), kw, io.get(dv), kw)));
   } else {
-    const Tensor dk2 = io.put(Floats(B * Sk * kw), B * Sk, kw, t),
-                 dv2 = io.put(Floats(B * Sk * kw), B * Sk, kw, t);
+    const Tensor dk2 = io.put(Floats(B * Sk * kw), {B * Sk, kw}, t),
+                 dv2 = io.put(Floats(B * Sk * kw), {B * Sk, kw}, t);
     be.attention_forward(out2, lse2, qkv, k, v, qp, kp, f);
     be.attention_backward(dqkv, dk2, dv2, dout, qkv, k, v, out2, lse2, qp, kp, f);
-    const Floats got = io.get(dqkv), kept = io.get(io.put(stale, B * Sq, W, t));
+    const Floats got = io.get(dqkv), kept = io.get(io.put(stale, {B * Sq, W}, t));
     CHECK(same_bits(columns(got, W, 0, qw), io.get(dq)));
     CHECK(same_bits(columns(got, W, qw, 2 * kw), columns(kept, W, qw, 2 * kw)));  // left alone
     CHECK(same_bits(io.get(dk2), io.get(dk)));
