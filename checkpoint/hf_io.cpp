@@ -215,16 +215,17 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& flags,
     c.kv_heads = model_int(m, "the k_proj heads", kv_rows / c.head_dim());
   }
 
-  auto agree = [&](const char* name, int64_t file_value, int64_t flag_value) {
+  // A shape setting given beside --init-from must be the model's own.
+  auto check_given = [&](const char* name, int64_t file_value, int64_t flag_value) {
     check(!given.count(std::string("model.") + name) || file_value == flag_value,
           settings::flag_of(name), " ", flag_value, " disagrees with the init model '", m.path(),
           "', which has ", file_value);
   };
-  agree("layers", c.layers, flags.layers);
-  agree("dim", c.dim, flags.dim);
-  agree("heads", c.heads, flags.heads);
-  agree("kv_heads", c.kv_heads, flags.kv_heads);
-  agree("ffn_dim", c.ffn_dim, flags.ffn_dim);
+  check_given("layers", c.layers, flags.layers);
+  check_given("dim", c.dim, flags.dim);
+  check_given("heads", c.heads, flags.heads);
+  check_given("kv_heads", c.kv_heads, flags.kv_heads);
+  check_given("ffn_dim", c.ffn_dim, flags.ffn_dim);
   check_all_used(m, c);
   return c;
 }

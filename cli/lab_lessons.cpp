@@ -11,6 +11,7 @@
 #include "parallel/cp.hpp"
 #include "plan/memory.hpp"
 #include "util/error.hpp"
+#include "util/format.hpp"
 
 namespace tetra::lab {
 namespace {
@@ -19,18 +20,6 @@ std::vector<std::string> words(const std::string& s) {
   std::istringstream in(s);
   std::vector<std::string> out;
   for (std::string w; in >> w;) out.push_back(w);
-  return out;
-}
-
-std::string commas(double x) {
-  char digits[40];
-  std::snprintf(digits, sizeof digits, "%.0f", x);
-  std::string in = digits, out;
-  for (size_t i = 0; i < in.size(); ++i) {
-    out += in[i];
-    const size_t left = in.size() - 1 - i;
-    if (in[i] != '-' && left > 0 && left % 3 == 0) out += ',';
-  }
   return out;
 }
 

@@ -23,18 +23,6 @@ std::string fmt(const char* f, double x) {
   return format_number(f, x);
 }
 
-// 16777216 -> "16,777,216".
-std::string commas(double x) {
-  std::string digits = fmt("%.0f", x), out;
-  const size_t lead = digits[0] == '-' ? 1 : 0;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    out += digits[i];
-    const size_t left = digits.size() - 1 - i;
-    if (i >= lead && left > 0 && left % 3 == 0) out += ',';
-  }
-  return out;
-}
-
 // Decimal units, three significant digits: "810 GB", "6.48 TB", "19.8 GB", "512 B".
 std::string bytes(double b) {
   const char* units[] = {"B", "kB", "MB", "GB", "TB", "PB"};

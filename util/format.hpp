@@ -17,4 +17,17 @@ inline std::string format_number(const char* fmt, double x) {
   return out;
 }
 
+// x rounded to an integer with thousands separated: 16777216 -> "16,777,216", -1234 -> "-1,234".
+inline std::string commas(double x) {
+  const std::string digits = format_number("%.0f", x);
+  std::string out;
+  const size_t lead = !digits.empty() && digits[0] == '-' ? 1 : 0;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    out += digits[i];
+    const size_t left = digits.size() - 1 - i;
+    if (i >= lead && left > 0 && left % 3 == 0) out += ',';
+  }
+  return out;
+}
+
 }  // namespace tetra
