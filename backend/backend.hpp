@@ -275,6 +275,10 @@ class Backend {
                      std::span<const AdamWSegment> segments, Tensor copy = {}) = 0;
 };
 
+// The backend a device asks for, the one place backends are made: "cpu" or "guarded-cpu"
+// with `threads` OpenMP threads, or "cuda" (the GPU of node-local rank local_rank). Throws
+// tetra::Error for a device this build lacks or does not know.
+std::unique_ptr<Backend> make_backend(const std::string& device, int threads, int local_rank = 0);
 std::unique_ptr<Backend> make_cpu_backend(int threads);
 // The CPU backend behind pointers host code cannot follow: a test configuration that
 // crashes wherever host code touches backend memory, as it would on a GPU.

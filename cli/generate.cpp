@@ -46,12 +46,8 @@ std::string generate_text(const GenerateOptions& o) {
                             " at element " + std::to_string(bad - w.begin()) + ")");
     }
   }
-  std::unique_ptr<Backend> be;
-#ifdef TETRA_HAVE_CUDA
-  if (o.device == "cuda") be = make_cuda_backend(0);
-#endif
-  check(o.device != "cuda" || be, "--device cuda: this build has no CUDA backend");
-  if (!be) be = make_cpu_backend(int(std::max(1u, std::thread::hardware_concurrency())));
+  const std::unique_ptr<Backend> be =
+      make_backend(o.device, int(std::max(1u, std::thread::hardware_concurrency())));
   Generator generator(*be, cfg, whole);
   const std::vector<int> prompt = tok->encode(o.prompt);
   check(!prompt.empty(), "--prompt gives no tokens");

@@ -214,12 +214,8 @@ void make_backend_and_grid(RankParts& p, MPI_Comm world, int sharing_cores) {
   p.threads = threads_per_rank(sharing_cores, rank == 0);
   if (const std::string w = binding_warning(rank, node.size); rank == 0 && !w.empty())
     std::fprintf(stderr, "tetra: warning: %s\n", w.c_str());
-#ifdef TETRA_HAVE_CUDA
-  // One rank per GPU where there are enough; ranks beyond that share them round robin.
-  if (d.device == "cuda") agree(world, [&] { p.backend = make_cuda_backend(node.rank); });
-#endif
-  if (d.device == "guarded-cpu") p.backend = make_guarded_cpu_backend(p.threads);
-  if (!p.backend) p.backend = make_cpu_backend(p.threads);
+  // On a GPU: one rank per GPU where there are enough; ranks beyond that share them round robin.
+  agree(world, [&] { p.backend = make_backend(d.device, p.threads, node.rank); });
   if (d.dtype == "bf16") {
     agree(world, [&] {
       check(

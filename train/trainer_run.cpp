@@ -65,7 +65,8 @@ std::string Trainer::sample(int tokens) {
   std::vector<int32_t> seq(cfg_.seq_len + 1);
   source.sequence(0, seq.data());
   const std::vector<int> prompt(seq.begin(), seq.begin() + std::min(8, cfg_.seq_len));
-  auto cpu = make_cpu_backend(threads_);
+  // Samples are drawn on the CPU from the gathered weights, whatever the training device.
+  auto cpu = make_backend("cpu", threads_);
   Generator generator(*cpu, cfg_, full);
   const std::vector<int> out =
       generator.generate(prompt, SampleOptions{tokens, 0, 0, opt_.optimizer.seed});

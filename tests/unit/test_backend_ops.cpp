@@ -308,3 +308,13 @@ TEST_CASE("op_math: the shared formulas against independent ones") {
   CHECK(op::rmsnorm_dx(1.f, w, x, r, mean) ==
         doctest::Approx(w * eps / std::pow(x * x + eps, 1.5)).epsilon(1e-5));
 }
+
+TEST_CASE("ops: make_backend makes each device's backend, the one place backends are made") {
+  CHECK(make_backend("cpu", 1)->device() == Device::CPU);
+  CHECK(make_backend("guarded-cpu", 1)->device() == Device::Guarded);
+  CHECK_THROWS_WITH_AS(make_backend("tpu", 1), doctest::Contains("device 'tpu': not a backend"),
+                       Error);
+#ifndef TETRA_HAVE_CUDA
+  CHECK_THROWS_WITH_AS(make_backend("cuda", 1), doctest::Contains("no CUDA backend"), Error);
+#endif
+}
