@@ -39,6 +39,18 @@ inline bool have_gpu() {
   } while (0)
 
 using Ints = std::vector<int32_t>;
+
+// The GPU op tests' tolerances, relative to the reference's largest magnitude:
+//   kOneRounding = 2^-7 + 1e-4: an output rounded to bf16 once from fp32 math that the two
+//     devices order differently (warp trees, FMA contraction, expf) can land on the neighbouring
+//     bf16 value: one ulp, at most 2^-7 of the largest magnitude, plus the fp32 op's own 1e-4.
+//   kFp32 = 1e-4: fp32 outputs (1/rms, lse, statistics, weight gradients, master weights).
+//   kFused = 2^-5 (four ulps): cuDNN rounds the probabilities to bf16 before P V and dS before
+//     the dQ, dK GEMMs (flash attention's recipe), and a CP chunk's dK, dV are the bf16 sum of
+//     two rounded parts.
+constexpr double kOneRounding = 1.0 / 128 + 1e-4;
+constexpr double kFp32 = 1e-4;
+constexpr double kFused = 1.0 / 32;
 // Named outputs of one run, as doubles (floats convert exactly; sum_squares is a double).
 using Outputs = std::vector<std::pair<std::string, std::vector<double>>>;
 

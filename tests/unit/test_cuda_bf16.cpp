@@ -1,14 +1,7 @@
 // The CUDA backend's native bf16 path against the CPU's bf16 reference (the mixed-precision
 // wrapper over the CPU backend: fp32 math on the same bf16 inputs, each output rounded once),
 // each op run twice on the GPU for bit equality; and cuDNN's attention against the GEMM
-// fallback on the device. Tolerances, relative to the reference's largest magnitude:
-//   kOneRounding = 2^-7 + 1e-4: an output rounded to bf16 once from fp32 math that the two
-//     devices order differently (warp trees, FMA contraction, expf) can land on the neighbouring
-//     bf16 value: one ulp, at most 2^-7 of the largest magnitude, plus the fp32 op's own 1e-4.
-//   kFp32 = 1e-4: fp32 outputs (1/rms, lse, statistics, weight gradients, master weights).
-//   kFused = 2^-5 (four ulps): cuDNN rounds the probabilities to bf16 before P V and dS before
-//     the dQ, dK GEMMs (flash attention's recipe), and a CP chunk's dK, dV are the bf16 sum of
-//     two rounded parts.
+// fallback on the device, within the tolerances of cuda_compare.hpp.
 // Without a GPU every case says so and passes.
 #ifdef TETRA_HAVE_CUDA
 #include <doctest/doctest.h>
@@ -26,9 +19,6 @@ using namespace tetra::test;
 
 namespace {
 
-constexpr double kOneRounding = 1.0 / 128 + 1e-4;
-constexpr double kFp32 = 1e-4;
-constexpr double kFused = 1.0 / 32;
 constexpr DType kB = DType::BF16;
 
 Outputs run_elementwise(Backend& be) {

@@ -3,7 +3,7 @@
 // each run twice on the GPU for bit equality:
 //   rmsnorm_backward_residual: the warp-per-row dx kernel adding the residual (either dtype);
 //   ce_fused: one block per row, an online softmax per thread merged by a fixed tree.
-// Tolerances relative to the reference's largest magnitude, as in test_cuda_bf16.cpp:
+// Tolerances (cuda_compare.hpp), relative to the reference's largest magnitude:
 //   fp32 1e-5 for dx and dlogits, 1e-4 for the sums (both devices run an online softmax, in
 //   different orders); bf16 outputs one rounding, 2^-7 + 1e-4.
 // Without a GPU every case says so and passes.
@@ -20,9 +20,6 @@ using namespace tetra;
 using namespace tetra::test;
 
 namespace {
-
-constexpr double kOneRounding = 1.0 / 128 + 1e-4;
-constexpr double kFp32 = 1e-4;
 
 Outputs run_norm_residual(Backend& be, DType t, int64_t T, int64_t d, bool rounded) {
   Inputs in(be);

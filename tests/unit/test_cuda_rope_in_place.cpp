@@ -2,7 +2,7 @@
 // the CUDA backend, against the CPU (test_rope_in_place.cpp holds the CPU to the split path bit
 // for bit): rope_qkv and copy_columns; attention under AttnLayout::Qkv (CP 1) and QInQkv (CP
 // chunks) through the fp32 kernels, and in bf16 through cuDNN (strided Q, K, V, dQ, dK, dV) and
-// the GEMM fallback. Tolerances as in test_cuda_bf16.cpp; each GPU op also runs twice for bit
+// the GEMM fallback. Tolerances of cuda_compare.hpp; each GPU op also runs twice for bit
 // equality. Without a GPU every case says so and passes.
 #ifdef TETRA_HAVE_CUDA
 #include <doctest/doctest.h>
@@ -18,10 +18,6 @@ using namespace tetra;
 using namespace tetra::test;
 
 namespace {
-
-constexpr double kOneRounding = 1.0 / 128 + 1e-4;
-constexpr double kFp32 = 1e-4;
-constexpr double kFused = 1.0 / 32;
 
 Outputs run_rope_qkv(Backend& be, DType t) {
   Inputs in(be);
