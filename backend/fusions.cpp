@@ -14,15 +14,6 @@ constexpr std::array<const char*, kFusionCount> kNames = {
     "rope_in_place", "norm_residual", "classifier",      "vector_io",
     "wgrad_beta0",   "grad_alias",    "embedding_spread"};
 
-struct Switches {
-  bool read = false;
-  std::array<bool, kFusionCount> on{};
-};
-Switches& switches() {
-  static Switches s;
-  return s;
-}
-
 std::array<bool, kFusionCount> parse(const std::string& list) {
   std::array<bool, kFusionCount> on;
   on.fill(true);
@@ -46,6 +37,16 @@ std::array<bool, kFusionCount> parse(const std::string& list) {
   return on;
 }
 
+// The switches, read from TETRA_UNFUSED on first use (a function-local static: once, even if
+// threads ask at the same time); set_unfused overwrites them.
+std::array<bool, kFusionCount>& switches() {
+  static std::array<bool, kFusionCount> on = [] {
+    const char* env = std::getenv("TETRA_UNFUSED");
+    return parse(env ? env : "");
+  }();
+  return on;
+}
+
 }  // namespace
 
 const char* fusion_name(Fusion f) {
@@ -53,13 +54,7 @@ const char* fusion_name(Fusion f) {
 }
 
 bool fused(Fusion f) {
-  Switches& s = switches();
-  if (!s.read) {
-    const char* env = std::getenv("TETRA_UNFUSED");
-    s.on = parse(env ? env : "");
-    s.read = true;
-  }
-  return s.on[int(f)];
+  return switches()[int(f)];
 }
 
 std::string fusions_line() {
@@ -70,8 +65,7 @@ std::string fusions_line() {
 }
 
 void set_unfused(const std::string& list) {
-  switches().on = parse(list);
-  switches().read = true;
+  switches() = parse(list);
 }
 
 }  // namespace tetra

@@ -13,7 +13,7 @@ ZeroParams::ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> units, 
       sp_tp_(sequence_parallel),
       zero_(zero_stage),
       compute_(compute),
-      alias_(dp_cp.size() == 1 && fused(Fusion::GradAlias)),
+      alias_(aliases_grads(dp_cp.size())),
       fresh_writes_(fused(Fusion::WgradBeta0)) {
   check(zero_ >= 1 && zero_ <= 3, "--zero must be 1, 2 or 3 (got ", zero_, ")");
   check(compute_ == DType::F32 || compute_ == DType::BF16, "ZeroParams: compute dtype ",

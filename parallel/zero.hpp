@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/fusions.hpp"
 #include "model/config.hpp"
 #include "model/unit_params.hpp"
 #include "parallel/comm.hpp"
@@ -50,6 +51,10 @@ class ZeroParams final : public UnitParams {
   // (make_mixed_precision_backend).
   ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> units, int zero_stage,
              Comm* sequence_parallel = nullptr, DType compute = DType::F32);
+
+  // Whether the gradient shard is the gradients themselves (grad_alias): at a dp_cp group of
+  // one, with the fusion on. The planner asks the same question.
+  static bool aliases_grads(int dp_cp_size) { return dp_cp_size == 1 && fused(Fusion::GradAlias); }
 
   int size() const { return int(units_.size()); }
   const UnitLayout& layout(int u) const override { return units_[u].layout; }

@@ -10,6 +10,7 @@
 
 #include "backend/fusions.hpp"
 #include "parallel/schedule.hpp"
+#include "parallel/zero.hpp"
 
 namespace tetra::plan {
 namespace {
@@ -203,7 +204,7 @@ Memory stage_memory(const Setup& s, int stage) {
   const bool recompute = s.spec.optimizer.recompute;
   const std::vector<std::vector<int>> chunks = s.stage_chunks(stage);
   // grad_alias: at dp_cp 1 the gradient shard is the full gradients, kept at every stage.
-  const bool alias = N == 1 && fused(Fusion::GradAlias);
+  const bool alias = ZeroParams::aliases_grads(N);
   const bool full_grads_kept = zero == 1 || alias;
 
   Memory mem;

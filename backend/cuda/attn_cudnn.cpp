@@ -219,8 +219,6 @@ CudnnSdpa::CudnnSdpa(cudaStream_t s) : stream_(s) {
   shared_ = &shared_of(device);  // the backend made its device current
 }
 
-CudnnSdpa::~CudnnSdpa() = default;
-
 bool CudnnSdpa::prepare(const SdpaGeometry& g, bool backward, std::string* why) {
   std::lock_guard lock(shared_->mu);
   const Shared::Entry& e = shared_->entry(g, backward);

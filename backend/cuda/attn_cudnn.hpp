@@ -51,7 +51,6 @@ int64_t cudnn_graphs_built();
 class CudnnSdpa {
  public:
   explicit CudnnSdpa(cudaStream_t s);
-  ~CudnnSdpa();
   CudnnSdpa(const CudnnSdpa&) = delete;
   CudnnSdpa& operator=(const CudnnSdpa&) = delete;
 

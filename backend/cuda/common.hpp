@@ -23,6 +23,14 @@ template <typename T>
 T* dev_as(const Tensor& t) {
   return static_cast<T*>(dev(t));
 }
+// Calls f(T{}) with T the storage type of dtype t: float or uint16_t (bf16); throws
+// tetra::Error naming op for any other dtype.
+template <typename F>
+void by_dtype(DType t, const char* op, F&& f) {
+  if (t == DType::F32) return f(float{});
+  if (t == DType::BF16) return f(uint16_t{});
+  fail(op, ": no kernel for ", dtype_name(t), " tensors");
+}
 // Checked dtype as well.
 float* f32(const Tensor& t);
 uint16_t* bf16(const Tensor& t);

@@ -15,17 +15,6 @@
 namespace tetra::cuda {
 namespace {
 
-// Calls f(T{}) with T the storage type of dtype t: float or uint16_t (bf16).
-template <typename F>
-void by_dtype(DType t, const char* op, F&& f) {
-  if (t == DType::F32) return f(float{});
-  if (t == DType::BF16) return f(uint16_t{});
-  fail(op, ": no kernel for ", dtype_name(t), " tensors");
-}
-template <typename T>
-T* ptr(const Tensor& t) {
-  return dev_as<T>(t);
-}
 void same_dtype(const char* op, std::initializer_list<const Tensor*> ts) {
   for (const Tensor* t : ts)
     check(t->dtype == (*ts.begin())->dtype, op, ": tensors of ", dtype_name((*ts.begin())->dtype),
@@ -42,7 +31,7 @@ void fill_any(cudaStream_t s, Tensor x, float value) {
   if (n == 0) return;
   by_dtype(x.dtype, "fill", [&](auto tag) {
     using T = decltype(tag);
-    fill_t_kernel<T><<<grid_for(n, kThreads), kThreads, 0, s>>>(ptr<T>(x), n, value);
+    fill_t_kernel<T><<<grid_for(n, kThreads), kThreads, 0, s>>>(dev_as<T>(x), n, value);
   });
   TETRA_LAUNCH_CHECK("fill_t_kernel");
 }
@@ -55,7 +44,8 @@ void add_any(cudaStream_t s, Tensor y, const Tensor& x) {
     by_dtype(x.dtype, "add", [&](auto tx) {
       using TY = decltype(ty);
       using TX = decltype(tx);
-      add_t_kernel<TY, TX><<<grid_for(n, kThreads), kThreads, 0, s>>>(ptr<TY>(y), ptr<TX>(x), n);
+      add_t_kernel<TY, TX>
+          <<<grid_for(n, kThreads), kThreads, 0, s>>>(dev_as<TY>(y), dev_as<TX>(x), n);
     });
   });
   TETRA_LAUNCH_CHECK("add_t_kernel");
@@ -69,7 +59,7 @@ void add3_any(cudaStream_t s, Tensor out, const Tensor& a, const Tensor& b) {
   by_dtype(out.dtype, "add3", [&](auto tag) {
     using T = decltype(tag);
     add3_t_kernel<T, T, T>
-        <<<grid_for(n, kThreads), kThreads, 0, s>>>(ptr<T>(out), ptr<T>(a), ptr<T>(b), n);
+        <<<grid_for(n, kThreads), kThreads, 0, s>>>(dev_as<T>(out), dev_as<T>(a), dev_as<T>(b), n);
   });
   TETRA_LAUNCH_CHECK("add3_t_kernel");
 }
@@ -79,7 +69,7 @@ void scale_any(cudaStream_t s, Tensor x, float alpha) {
   if (n == 0) return;
   by_dtype(x.dtype, "scale", [&](auto tag) {
     using T = decltype(tag);
-    scale_t_kernel<T><<<grid_for(n, kThreads), kThreads, 0, s>>>(ptr<T>(x), n, alpha);
+    scale_t_kernel<T><<<grid_for(n, kThreads), kThreads, 0, s>>>(dev_as<T>(x), n, alpha);
   });
   TETRA_LAUNCH_CHECK("scale_t_kernel");
 }
@@ -119,7 +109,7 @@ void sum_squares_many(cudaStream_t s, std::span<const Tensor> xs, double* out_de
       for (int j = 0; j < m.count; ++j) {
         const Tensor& x = xs[i0 + j];
         m.n[j] = x.numel();
-        m.ptr[j] = m.n[j] ? ptr<T>(x) : nullptr;
+        m.ptr[j] = m.n[j] ? dev_as<T>(x) : nullptr;
         m.first[j + 1] = m.first[j] + (m.n[j] + kSumChunk - 1) / kSumChunk;
       }
       const int64_t chunks = m.first[m.count];
@@ -147,7 +137,7 @@ void embedding_forward_any(cudaStream_t s, Tensor out, const Tensor& tokens, con
   by_dtype(out.dtype, "embedding_forward", [&](auto tag) {
     using T_ = decltype(tag);
     embedding_forward_t_kernel<T_><<<grid_for(T * d, kThreads), kThreads, 0, s>>>(
-        ptr<T_>(out), i32(tokens), ptr<T_>(table), T, d, V, vocab_start);
+        dev_as<T_>(out), i32(tokens), dev_as<T_>(table), T, d, V, vocab_start);
   });
   TETRA_LAUNCH_CHECK("embedding_forward_t_kernel");
 }
@@ -183,10 +173,10 @@ void embedding_backward_sorted(cudaStream_t s, Tensor dtable, const Tensor& toke
     if (spread)
       embedding_backward_spread_kernel<T_>
           <<<dim3(unsigned(T), unsigned((d + 127) / 128)), 128, 0, s>>>(f32(dtable), key, index,
-                                                                        ptr<T_>(dout), T, d, V);
+                                                                        dev_as<T_>(dout), T, d, V);
     else
       embedding_backward_runs_kernel<T_>
-          <<<unsigned(T), 128, 0, s>>>(f32(dtable), key, index, ptr<T_>(dout), T, d, V);
+          <<<unsigned(T), 128, 0, s>>>(f32(dtable), key, index, dev_as<T_>(dout), T, d, V);
   });
   TETRA_LAUNCH_CHECK("embedding_backward kernel");
 }
@@ -201,7 +191,7 @@ void rmsnorm_forward_any(cudaStream_t s, Tensor y, Tensor rstd, const Tensor& x,
   by_dtype(x.dtype, "rmsnorm_forward", [&](auto tag) {
     using T_ = decltype(tag);
     rmsnorm_forward_t_kernel<T_><<<warp_rows_grid(T), 32 * kRowsPerWarpBlock, 0, s>>>(
-        ptr<T_>(y), f32(rstd), ptr<T_>(x), ptr<T_>(w), T, d, eps);
+        dev_as<T_>(y), f32(rstd), dev_as<T_>(x), dev_as<T_>(w), T, d, eps);
   });
   TETRA_LAUNCH_CHECK("rmsnorm_forward_t_kernel");
 }
@@ -226,12 +216,12 @@ void rmsnorm_backward_any(cudaStream_t s, Tensor dx, Tensor dw, const Tensor& dy
   by_dtype(x.dtype, "rmsnorm_backward", [&](auto tag) {
     using T_ = decltype(tag);
     rmsnorm_backward_dx_t_kernel<T_><<<warp_rows_grid(T), 32 * kRowsPerWarpBlock, 0, s>>>(
-        ptr<T_>(dx), ptr<T_>(dy), ptr<T_>(x), ptr<T_>(w), f32(rstd), T, d,
-        residual.ptr ? ptr<T_>(residual) : nullptr);
+        dev_as<T_>(dx), dev_as<T_>(dy), dev_as<T_>(x), dev_as<T_>(w), f32(rstd), T, d,
+        residual.ptr ? dev_as<T_>(residual) : nullptr);
     TETRA_LAUNCH_CHECK("rmsnorm_backward_dx_t_kernel");
     const dim3 grid(unsigned((d + kThreads - 1) / kThreads), unsigned(parts));
-    rmsnorm_dw_partial_kernel<T_>
-        <<<grid, kThreads, 0, s>>>(partial.as<float>(), ptr<T_>(dy), ptr<T_>(x), f32(rstd), T, d);
+    rmsnorm_dw_partial_kernel<T_><<<grid, kThreads, 0, s>>>(partial.as<float>(), dev_as<T_>(dy),
+                                                            dev_as<T_>(x), f32(rstd), T, d);
     TETRA_LAUNCH_CHECK("rmsnorm_dw_partial_kernel");
   });
   rmsnorm_dw_sum_kernel<<<grid_for(d, kThreads), kThreads, 0, s>>>(f32(dw), partial.as<float>(),
@@ -259,7 +249,7 @@ void rope_any(cudaStream_t s, Tensor x, int heads, int64_t hd, const Tensor& pos
   by_dtype(x.dtype, "rope", [&](auto tag) {
     using T_ = decltype(tag);
     rope_t_kernel<T_><<<grid_for(T * hd / 2, kThreads), kThreads, 0, s>>>(
-        ptr<T_>(x), x.cols(), i32(pos), static_cast<const float2*>(table), T, heads, hd, theta,
+        dev_as<T_>(x), x.cols(), i32(pos), static_cast<const float2*>(table), T, heads, hd, theta,
         inverse ? -1.f : 1.f);
   });
   TETRA_LAUNCH_CHECK("rope_t_kernel");
@@ -273,7 +263,7 @@ void columns(cudaStream_t s, const Tensor& part, const Tensor& fused, int64_t co
   by_dtype(part.dtype, "qkv columns", [&](auto tag) {
     using T_ = decltype(tag);
     copy_columns_kernel<T_><<<grid_for(T * w, kThreads), kThreads, 0, s>>>(
-        ptr<T_>(part), ptr<T_>(fused), T, w, fused.cols(), col0, back);
+        dev_as<T_>(part), dev_as<T_>(fused), T, w, fused.cols(), col0, back);
   });
   TETRA_LAUNCH_CHECK("copy_columns_kernel");
 }
@@ -316,8 +306,8 @@ void swiglu_forward_any(cudaStream_t s, Tensor h, const Tensor& gate, const Tens
   if (n == 0) return;
   by_dtype(h.dtype, "swiglu_forward", [&](auto tag) {
     using T = decltype(tag);
-    swiglu_t_kernel<T>
-        <<<grid_for(n, kThreads), kThreads, 0, s>>>(ptr<T>(h), ptr<T>(gate), ptr<T>(up), 1, n, n);
+    swiglu_t_kernel<T><<<grid_for(n, kThreads), kThreads, 0, s>>>(dev_as<T>(h), dev_as<T>(gate),
+                                                                  dev_as<T>(up), 1, n, n);
   });
   TETRA_LAUNCH_CHECK("swiglu_t_kernel");
 }
@@ -332,7 +322,7 @@ void swiglu_backward_any(cudaStream_t s, Tensor dgate, Tensor dup, const Tensor&
   by_dtype(dh.dtype, "swiglu_backward", [&](auto tag) {
     using T = decltype(tag);
     swiglu_backward_t_kernel<T><<<grid_for(n, kThreads), kThreads, 0, s>>>(
-        ptr<T>(dgate), ptr<T>(dup), ptr<T>(dh), ptr<T>(gate), ptr<T>(up), 1, n, n);
+        dev_as<T>(dgate), dev_as<T>(dup), dev_as<T>(dh), dev_as<T>(gate), dev_as<T>(up), 1, n, n);
   });
   TETRA_LAUNCH_CHECK("swiglu_backward_t_kernel");
 }
@@ -345,9 +335,9 @@ void swiglu_fused_forward_any(cudaStream_t s, Tensor h, const Tensor& gate_up) {
   if (T * F == 0 || try_vec_swiglu_fused_forward(s, h, gate_up)) return;
   by_dtype(h.dtype, "swiglu_fused_forward", [&](auto tag) {
     using T_ = decltype(tag);
-    const T_* g = ptr<T_>(gate_up);
+    const T_* g = dev_as<T_>(gate_up);
     swiglu_t_kernel<T_>
-        <<<grid_for(T * F, kThreads), kThreads, 0, s>>>(ptr<T_>(h), g, g + F, T, F, 2 * F);
+        <<<grid_for(T * F, kThreads), kThreads, 0, s>>>(dev_as<T_>(h), g, g + F, T, F, 2 * F);
   });
   TETRA_LAUNCH_CHECK("swiglu_t_kernel");
 }
@@ -361,10 +351,10 @@ void swiglu_fused_backward_any(cudaStream_t s, Tensor dgate_up, const Tensor& dh
   if (T * F == 0 || try_vec_swiglu_fused_backward(s, dgate_up, dh, gate_up)) return;
   by_dtype(dh.dtype, "swiglu_fused_backward", [&](auto tag) {
     using T_ = decltype(tag);
-    T_* dg = ptr<T_>(dgate_up);
-    const T_* g = ptr<T_>(gate_up);
+    T_* dg = dev_as<T_>(dgate_up);
+    const T_* g = dev_as<T_>(gate_up);
     swiglu_backward_t_kernel<T_><<<grid_for(T * F, kThreads), kThreads, 0, s>>>(
-        dg, dg + F, ptr<T_>(dh), g, g + F, T, F, 2 * F);
+        dg, dg + F, dev_as<T_>(dh), g, g + F, T, F, 2 * F);
   });
   TETRA_LAUNCH_CHECK("swiglu_backward_t_kernel");
 }
@@ -376,7 +366,7 @@ void ce_row_max_any(cudaStream_t s, Tensor row_max, const Tensor& logits, int64_
   by_dtype(logits.dtype, "ce_row_max", [&](auto tag) {
     using T_ = decltype(tag);
     ce_row_max_t_kernel<T_>
-        <<<unsigned(T), kThreads, 0, s>>>(f32(row_max), ptr<T_>(logits), V, valid);
+        <<<unsigned(T), kThreads, 0, s>>>(f32(row_max), dev_as<T_>(logits), V, valid);
   });
   TETRA_LAUNCH_CHECK("ce_row_max_t_kernel");
 }
@@ -391,7 +381,7 @@ void ce_stats_any(cudaStream_t s, Tensor stats, const Tensor& logits, const Tens
   by_dtype(logits.dtype, "ce_stats", [&](auto tag) {
     using T_ = decltype(tag);
     ce_stats_t_kernel<T_><<<unsigned(T), kThreads, 0, s>>>(
-        f32(stats), ptr<T_>(logits), f32(row_max), i32(targets), V, vocab_start, valid);
+        f32(stats), dev_as<T_>(logits), f32(row_max), i32(targets), V, vocab_start, valid);
   });
   TETRA_LAUNCH_CHECK("ce_stats_t_kernel");
 }
@@ -405,7 +395,8 @@ void ce_backward_any(cudaStream_t s, Tensor logits, const Tensor& row_max, const
   by_dtype(logits.dtype, "ce_backward", [&](auto tag) {
     using T_ = decltype(tag);
     ce_backward_t_kernel<T_><<<grid_for(T * V, kThreads), kThreads, 0, s>>>(
-        ptr<T_>(logits), f32(row_max), f32(stats), i32(targets), T, V, vocab_start, valid, scale);
+        dev_as<T_>(logits), f32(row_max), f32(stats), i32(targets), T, V, vocab_start, valid,
+        scale);
   });
   TETRA_LAUNCH_CHECK("ce_backward_t_kernel");
 }

@@ -29,14 +29,6 @@ bool usable(int64_t n, int N, std::initializer_list<const Tensor*> ts) {
   }
   return true;
 }
-// Calls f(T{}) with T the storage of t: float or uint16_t (bf16; usable() allowed no other).
-template <typename F>
-void by_dtype(DType t, F&& f) {
-  if (t == DType::F32)
-    f(float{});
-  else
-    f(uint16_t{});
-}
 template <typename... Ts>
 constexpr int kVec = int(16 / std::max({sizeof(Ts)...}));
 
@@ -44,7 +36,7 @@ constexpr int kVec = int(16 / std::max({sizeof(Ts)...}));
 
 bool try_vec_fill(cudaStream_t s, Tensor x, float value) {
   if (!usable(x.numel(), vec_elems({&x}), {&x})) return false;
-  by_dtype(x.dtype, [&](auto tag) {
+  by_dtype(x.dtype, "vector_io", [&](auto tag) {
     using T = decltype(tag);
     constexpr int N = kVec<T>;
     const int64_t vectors = x.numel() / N;
@@ -70,8 +62,8 @@ bool try_vec_cast(cudaStream_t s, Tensor dst, const Tensor& src) {
 
 bool try_vec_add(cudaStream_t s, Tensor y, const Tensor& x) {
   if (!usable(y.numel(), vec_elems({&y, &x}), {&y, &x})) return false;
-  by_dtype(y.dtype, [&](auto ty) {
-    by_dtype(x.dtype, [&](auto tx) {
+  by_dtype(y.dtype, "vector_io", [&](auto ty) {
+    by_dtype(x.dtype, "vector_io", [&](auto tx) {
       using TY = decltype(ty);
       using TX = decltype(tx);
       constexpr int N = kVec<TY, TX>;
@@ -88,7 +80,7 @@ bool try_vec_add3(cudaStream_t s, Tensor out, const Tensor& a, const Tensor& b) 
   if (a.dtype != out.dtype || b.dtype != out.dtype ||
       !usable(out.numel(), vec_elems({&out}), {&out, &a, &b}))
     return false;
-  by_dtype(out.dtype, [&](auto tag) {
+  by_dtype(out.dtype, "vector_io", [&](auto tag) {
     using T = decltype(tag);
     constexpr int N = kVec<T>;
     const int64_t vectors = out.numel() / N;
@@ -101,7 +93,7 @@ bool try_vec_add3(cudaStream_t s, Tensor out, const Tensor& a, const Tensor& b) 
 
 bool try_vec_scale(cudaStream_t s, Tensor x, float alpha) {
   if (!usable(x.numel(), vec_elems({&x}), {&x})) return false;
-  by_dtype(x.dtype, [&](auto tag) {
+  by_dtype(x.dtype, "vector_io", [&](auto tag) {
     using T = decltype(tag);
     constexpr int N = kVec<T>;
     const int64_t vectors = x.numel() / N;
@@ -117,7 +109,7 @@ bool try_vec_embedding_forward(cudaStream_t s, Tensor out, const Tensor& tokens,
   const int64_t T = out.rows(), d = out.cols(), V = table.rows();
   const int N = vec_elems({&out});
   if (table.dtype != out.dtype || d % N != 0 || !usable(T * d, N, {&out, &table})) return false;
-  by_dtype(out.dtype, [&](auto tag) {
+  by_dtype(out.dtype, "vector_io", [&](auto tag) {
     using T_ = decltype(tag);
     constexpr int M = kVec<T_>;
     embedding_forward_vec_kernel<T_, M><<<grid_for(T * d / M, kThreads), kThreads, 0, s>>>(
@@ -131,7 +123,7 @@ bool try_vec_swiglu_fused_forward(cudaStream_t s, Tensor h, const Tensor& gate_u
   const int64_t T = h.rows(), F = h.cols();
   const int N = vec_elems({&h});
   if (gate_up.dtype != h.dtype || F % N != 0 || !usable(T * F, N, {&h, &gate_up})) return false;
-  by_dtype(h.dtype, [&](auto tag) {
+  by_dtype(h.dtype, "vector_io", [&](auto tag) {
     using T_ = decltype(tag);
     constexpr int M = kVec<T_>;
     const T_* g = dev_as<T_>(gate_up);
@@ -149,7 +141,7 @@ bool try_vec_swiglu_fused_backward(cudaStream_t s, Tensor dgate_up, const Tensor
   if (gate_up.dtype != dh.dtype || dgate_up.dtype != dh.dtype || F % N != 0 ||
       !usable(T * F, N, {&dgate_up, &dh, &gate_up}))
     return false;
-  by_dtype(dh.dtype, [&](auto tag) {
+  by_dtype(dh.dtype, "vector_io", [&](auto tag) {
     using T_ = decltype(tag);
     constexpr int M = kVec<T_>;
     T_* dg = dev_as<T_>(dgate_up);
