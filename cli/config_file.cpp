@@ -78,7 +78,8 @@ std::vector<std::string> config_file_args(const std::string& file, const Setting
           elsewhere.empty()
               ? " (the keys are tetra train's settings, by section: see --print-config)"
               : " (" + elsewhere.substr(elsewhere.find('.') + 1) + " is " + elsewhere + ")");
-    check(seen.insert(key).second, file, ": ", key, " is given more than once");
+    // By the setting, not the spelling: kv-heads and kv_heads are one key.
+    check(seen.insert(s->key()).second, file, ": ", s->key(), " is given more than once");
     check(item.inputs.size() == 1, file, ": ", key, " takes one value, not a list");
     if (s->option->count() > 0) continue;  // the command line's
     const std::string& value = item.inputs[0];

@@ -76,8 +76,8 @@ void ckpt_command(const tetra::CkptOptions& opt, int rank) {
     tetra::check(problem.empty(), problem);
     if (rank == 0) std::printf("%s: ok\n", dir.c_str());
   } else if (opt.action == "config") {
-    const tetra::ckpt::Reader reader(dir);
-    const tetra::ckpt::RunState& s = reader.state();
+    // The manifest alone (checked against its checksum): the shards are not needed.
+    const tetra::ckpt::RunState s = tetra::ckpt::read_manifest(dir).state;
     tetra::json recorded = s.config;
     recorded["layout"] = s.layout;
     // A checkpoint older than the schema records the model's shape only (model_to_json), whose

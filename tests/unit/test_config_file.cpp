@@ -165,6 +165,7 @@ TEST_CASE("config file: a bad key or value is one error naming the file and the 
       {"[optimizer]\nlr = [0.1, 0.2]\n", ": optimizer.lr takes one value, not a list"},
       {"[model]\nlayers = 2\n[device]\ndtype = \"bf16\"\n[model]\nlayers = 3\n",
        ": model.layers is given more than once"},
+      {"[model]\nkv-heads = 1\nkv_heads = 2\n", ": model.kv_heads is given more than once"},
       {"[checkpoint]\nallow_change = \"lr,seed\"\n",
        ": checkpoint.allow_change takes a comma-separated list of data, lr, min-lr, warmup, "
        "steps, clip, weight-decay, dtype (got 'seed')"},
