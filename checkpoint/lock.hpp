@@ -23,13 +23,10 @@ namespace tetra::ckpt {
 
 inline constexpr const char* kLockFile = "lock";
 
-// The exit status of a run refused because another job holds its checkpoint directory: not
-// 2 (bad input), so that a supervisor can tell "wait or break the lock" from "fix the flags".
-// 73 is sysexits' EX_CANTCREAT.
-inline constexpr int kLockedExitStatus = 73;
-
+// A run refused because another job holds its checkpoint directory: exit status 73, not 2
+// (bad input), so that a supervisor can tell "wait or break the lock" from "fix the flags".
 struct LockedError : Error {
-  explicit LockedError(const std::string& what) : Error(what, kLockedExitStatus) {}
+  explicit LockedError(const std::string& what) : Error(what, exit_status::kLocked) {}
 };
 
 struct LockRequest {

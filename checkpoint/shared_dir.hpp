@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "parallel/hosts.hpp"
+#include "parallel/placement.hpp"
 
 namespace tetra::ckpt {
 

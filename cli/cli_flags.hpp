@@ -136,7 +136,14 @@ void add_train_options(CLI::App& app, TrainConfig& o, Settings* settings = nullp
 std::vector<std::string> setting_args(const TrainConfig& c, const std::set<std::string>& keys);
 void add_generate_options(CLI::App& app, GenerateOptions& o);
 void add_plan_options(CLI::App& app, PlanOptions& o);
-void add_launch_options(CLI::App& app, LaunchOptions& o);
 void add_plot_options(CLI::App& app, PlotOptions& o);
+// The commands that start jobs (cli/jobs_flags.cpp). After parsing, finish_* fills what
+// follows from the flags and checks them against each other (throws tetra::Error).
+void add_job_options(CLI::App& app, JobOptions& o);  // --launcher and --run-timeout
+void add_launch_options(CLI::App& app, LaunchOptions& o);
+void add_lab_options(CLI::App& app, LabOptions& o);
+void finish_lab_options(const CLI::App& app, LabOptions& o);
+void add_sweep_options(CLI::App& app, SweepOptions& o);
+void finish_sweep_options(const CLI::App& app, SweepOptions& o);
 
 }  // namespace tetra::cli

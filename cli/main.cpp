@@ -4,10 +4,11 @@
 // generate` continues a prompt, `tetra launch` supervises a training command, `tetra sweep`
 // runs every layout of N ranks and `tetra lab` teaches by predicting and measuring
 // (cli/options.hpp
-// parses them all); every input error ends with one "tetra: error: ..." line from rank 0 and
-// exit status 2 on every rank, a diverged run (a non-finite loss or gradient norm) likewise
-// with exit status 65, a checkpoint directory that another job holds with 73; a pre-empted
-// run (SIGTERM, SIGUSR1) checkpoints and exits 75.
+// parses them all, jobs/ runs the last three); every error ends with one "tetra: error: ..."
+// line from rank 0 and its exit status (util/error.hpp's table) on every rank: 2 for bad
+// input, 65 for a diverged run (a non-finite loss or gradient norm), 73 for a checkpoint
+// directory that another job holds; a pre-empted run (SIGTERM, SIGUSR1) checkpoints and
+// exits 75.
 #include <mpi.h>
 
 #include <cstdio>
@@ -19,10 +20,9 @@
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/manifest.hpp"
 #include "cli/generate.hpp"
-#include "cli/launch.hpp"
 #include "cli/options.hpp"
 #include "parallel/agree.hpp"
-#include "parallel/hosts.hpp"
+#include "parallel/placement.hpp"
 #include "parallel/watchdog.hpp"
 #include "plan/compare.hpp"
 #include "plan/plan_report.hpp"
@@ -119,13 +119,7 @@ int plan_command(const tetra::PlanOptions& opt, int rank) {
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
-  // The supervisor, the sweep and the lab start MPI jobs; they are not one.
-  if (!args.empty() && args[0] == "launch")
-    return tetra::run_launch(std::vector<std::string>(args.begin() + 1, args.end()));
-  if (!args.empty() && args[0] == "sweep")
-    return tetra::run_sweep(std::vector<std::string>(args.begin() + 1, args.end()));
-  if (!args.empty() && args[0] == "lab")
-    return tetra::run_lab(std::vector<std::string>(args.begin() + 1, args.end()));
+  if (tetra::starts_jobs(args)) return tetra::run_job_command(args);
   // srun without PMIx: MPI_Init would fail on every task with pages of text.
   if (const std::string problem = tetra::srun_problem(); !problem.empty()) {
     const char* task = std::getenv("SLURM_PROCID");  // one task speaks
@@ -166,23 +160,18 @@ int main(int argc, char** argv) {
         std::fwrite(out.data(), 1, out.size(), stdout);
       }
     }
-  } catch (const tetra::DivergedError& e) {  // every rank has it: rank 0 reports
-    if (rank == 0) std::fprintf(stderr, "tetra: error: %s\n", e.what());
-    rc = 65;                               // EX_DATAERR: the numbers went wrong, not the input
   } catch (const tetra::AgreedError& e) {  // every rank has it: rank 0 reports
     if (rank == 0) std::fprintf(stderr, "tetra: error: %s\n", e.what());
-    rc = e.status;                     // 2, or 73 for a checkpoint directory another job holds
+    rc = e.status;
   } catch (const std::exception& e) {  // this rank's alone: report it and stop the job
     int world = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
-    std::string msg = dynamic_cast<const tetra::Error*>(&e) != nullptr
-                          ? e.what()
-                          : std::string("internal error: ") + e.what();
+    std::string msg = tetra::error_text(e);
     if (world > 1) msg = "rank " + std::to_string(rank) + ": " + msg;
     std::fprintf(stderr, "tetra: error: %s\n", msg.c_str());
     std::fflush(stderr);
-    if (world > 1) MPI_Abort(MPI_COMM_WORLD, 2);
-    rc = 2;
+    rc = tetra::exit_status_of(e);
+    if (world > 1) MPI_Abort(MPI_COMM_WORLD, rc);
   }
   MPI_Finalize();
   return rc;

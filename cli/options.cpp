@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -386,6 +387,30 @@ TrainConfig parse_train_options(const std::vector<std::string>& args) {
   std::vector<std::string> all = {"train"};
   all.insert(all.end(), args.begin(), args.end());
   return parse_command_line(all).train;
+}
+
+TrainArgs train_args() {
+  return {parse_train_options, cli::setting_args};
+}
+
+bool starts_jobs(const std::vector<std::string>& args) {
+  return !args.empty() && (args[0] == "launch" || args[0] == "sweep" || args[0] == "lab");
+}
+
+int run_job_command(const std::vector<std::string>& args) {
+  try {
+    const CommandLine cli = parse_command_line(args);
+    if (!cli.help.empty()) {
+      std::printf("%s", cli.help.c_str());
+      return 0;
+    }
+    if (cli.command == "launch") return run_launch(cli.launch, train_args());
+    if (cli.command == "sweep") return run_sweep(cli.sweep, train_args());
+    return run_lab(cli.lab, train_args());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tetra: error: %s\n", error_text(e).c_str());
+    return exit_status_of(e);
+  }
 }
 
 }  // namespace tetra

@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "cli/generate.hpp"
-#include "cli/lab.hpp"
-#include "cli/sweep.hpp"
+#include "jobs/lab.hpp"
+#include "jobs/launch.hpp"
+#include "jobs/sweep.hpp"
 #include "plan/plan_report.hpp"
 #include "plot/plot.hpp"
 #include "train/config.hpp"
@@ -19,13 +20,6 @@ class App;
 }
 
 namespace tetra {
-
-// `tetra launch [--restarts N] [--quiet] -- COMMAND ARGS...`.
-struct LaunchOptions {
-  int restarts = 3;
-  bool quiet = false;
-  std::vector<std::string> command;  // everything after the first "--"
-};
 
 // `tetra ckpt inspect|verify|config DIR`.
 struct CkptOptions {
@@ -70,6 +64,15 @@ CommandLine parse_command_line(std::vector<std::string> args);
 
 // parse_command_line({"train", args...}).train, for callers that build flag lists.
 TrainConfig parse_train_options(const std::vector<std::string>& args);
+
+// tetra train's parser and argument builder, for the jobs (jobs/train_args.hpp).
+TrainArgs train_args();
+
+// tetra launch, sweep and lab (args[0]) start MPI jobs and are not one: main runs them before
+// MPI_Init. run_job_command parses the arguments and hands the options to jobs/; returns the
+// exit status, after one "tetra: error:" line on stderr for a refusal.
+bool starts_jobs(const std::vector<std::string>& args);
+int run_job_command(const std::vector<std::string>& args);
 
 // A configuration a checkpoint records (TrainConfig's JSON, layout as laid out; older names
 // read too) as a --config file: the settings that differ from their defaults set, the rest

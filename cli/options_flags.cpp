@@ -193,12 +193,6 @@ void add_plan_options(CLI::App& app, PlanOptions& p) {
   add(app, "--draw", p.draw, "FILE.svg", "draw the pipeline schedule as SVG");
 }
 
-void add_launch_options(CLI::App& app, LaunchOptions& o) {
-  add(app, "--restarts", o.restarts, "N", "reruns allowed after failures")->check(kNonNegative);
-  add_switch(app, "--quiet", o.quiet,
-             "no notes on stderr between attempts (the summary is still printed)");
-}
-
 void add_plot_options(CLI::App& app, PlotOptions& o) {
   app.option_defaults()->group("What to draw (one of)");
   add(app, "--loss", o.loss, "METRICS", "the loss per step, with the entropy floor and ln(vocab)");

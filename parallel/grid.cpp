@@ -49,16 +49,6 @@ Layout resolve_layout(int tp, int cp, int pp, int dp, int world) {
   return Layout{tp, cp, pp, dp};
 }
 
-NodeRank node_rank(MPI_Comm world) {
-  MPI_Comm node;
-  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  NodeRank n;
-  MPI_Comm_rank(node, &n.rank);
-  MPI_Comm_size(node, &n.size);
-  MPI_Comm_free(&node);
-  return n;
-}
-
 bool shares_device(MPI_Comm comm, const Backend& be) {
   constexpr int kLen = 64;
   std::string id = be.device_uuid();

@@ -43,12 +43,6 @@ struct Grid {
   std::string comm_kinds() const;
 };
 
-// The rank of this process among the ranks of its machine, and their number. Collective.
-struct NodeRank {
-  int rank = 0, size = 1;
-};
-NodeRank node_rank(MPI_Comm world);
-
 // Whether two ranks of `comm` compute on the same device (a GPU shared by several ranks).
 // Collective over comm.
 bool shares_device(MPI_Comm comm, const Backend& be);

@@ -14,7 +14,7 @@
 #include <sstream>
 #include <thread>
 
-#include "parallel/hosts.hpp"
+#include "parallel/placement.hpp"
 #include "util/error.hpp"
 
 namespace tetra::watchdog {

@@ -23,18 +23,6 @@ std::string fmt(const char* f, double x) {
   return format_number(f, x);
 }
 
-// Decimal units, three significant digits: "810 GB", "6.48 TB", "19.8 GB", "512 B".
-std::string bytes(double b) {
-  const char* units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
-  int u = 0;
-  while (std::abs(b) >= 999.5 && u < 5) b /= 1000, ++u;
-  return fmt(std::abs(b) >= 99.95   ? "%.0f "
-             : std::abs(b) >= 9.995 ? "%.1f "
-                                    : "%.2f ",
-             b) +
-         units[u];
-}
-
 std::string seconds(double s) {
   if (s >= 0.1) return fmt("%.2f s", s);
   if (s >= 1e-4) return fmt("%.3g ms", s * 1e3);
@@ -93,10 +81,11 @@ void model_section(Ctx& c, double card) {
   const std::string which =
       card > 0 ? fmt("N = %.4g, the model card's", card) : fmt("N = %.4g, in matrix products", mat);
   os << "  whole model (" << which << "):\n";
-  os << "    bf16 weights " << bytes(2 * n) << "; training state at 16 bytes per parameter "
-     << "(ZeRO's mixed-precision Adam) " << bytes(16 * n) << ", so at least "
+  os << "    bf16 weights " << byte_size(2 * n) << "; training state at 16 bytes per parameter "
+     << "(ZeRO's mixed-precision Adam) " << byte_size(16 * n) << ", so at least "
      << commas(std::ceil(16 * n / c.mc.memory_bytes - 1e-9))
-     << (c.opt.gpu == "cpu" ? " machines of " : " GPUs of ") << bytes(c.mc.memory_bytes) << "\n";
+     << (c.opt.gpu == "cpu" ? " machines of " : " GPUs of ") << byte_size(c.mc.memory_bytes)
+     << "\n";
   const double D = c.opt.tokens;
   if (D <= 0) return;
   const double flops = 6 * n * D;
@@ -174,11 +163,11 @@ void memory_section(Ctx& c) {
   const PeakMemory mine = peak_memory(c.s);
   os << "memory per rank (as " << c.s.prec.name << ", ZeRO-" << c.s.spec.optimizer.zero
      << (c.s.spec.optimizer.recompute ? ", recompute" : "") << "; the fullest pipeline stage, "
-     << mine.stage << "): weights " << bytes(mine.memory.weights) << ", gradients "
-     << bytes(mine.memory.grads) << ", Adam " << bytes(mine.memory.adam) << ", activations "
-     << bytes(mine.memory.activations) << " (" << mine.memory.in_flight
-     << " micro-batch chunks in flight), peak " << bytes(mine.memory.peak()) << " of "
-     << bytes(c.mc.memory_bytes)
+     << mine.stage << "): weights " << byte_size(mine.memory.weights) << ", gradients "
+     << byte_size(mine.memory.grads) << ", Adam " << byte_size(mine.memory.adam) << ", activations "
+     << byte_size(mine.memory.activations) << " (" << mine.memory.in_flight
+     << " micro-batch chunks in flight), peak " << byte_size(mine.memory.peak()) << " of "
+     << byte_size(c.mc.memory_bytes)
      << (mine.memory.peak() <= c.mc.memory_bytes ? ": fits" : ": does NOT fit") << "\n";
   os << "  dtype  ZeRO  weights    grads      Adam       activations  recompute    peak\n";
   for (const char* dtype : {"fp32", "bf16"})
@@ -192,11 +181,12 @@ void memory_section(Ctx& c) {
         r[rc] = peak_memory(make_setup(o, c.s.cfg));
       }
       char line[200];
-      std::snprintf(line, sizeof line, "  %-5s  %-4d  %-9s  %-9s  %-9s  %-11s  %-11s  %s\n", dtype,
-                    zero, bytes(r[0].memory.weights).c_str(), bytes(r[0].memory.grads).c_str(),
-                    bytes(r[0].memory.adam).c_str(), bytes(r[0].memory.activations).c_str(),
-                    bytes(r[1].memory.activations).c_str(),
-                    (bytes(r[0].memory.peak()) + " / " + bytes(r[1].memory.peak())).c_str());
+      std::snprintf(
+          line, sizeof line, "  %-5s  %-4d  %-9s  %-9s  %-9s  %-11s  %-11s  %s\n", dtype, zero,
+          byte_size(r[0].memory.weights).c_str(), byte_size(r[0].memory.grads).c_str(),
+          byte_size(r[0].memory.adam).c_str(), byte_size(r[0].memory.activations).c_str(),
+          byte_size(r[1].memory.activations).c_str(),
+          (byte_size(r[0].memory.peak()) + " / " + byte_size(r[1].memory.peak())).c_str());
       os << line;
     }
   os << "  (activations: the most the micro-batches in flight keep for backward, without and "
@@ -215,11 +205,11 @@ void traffic_section(Ctx& c) {
     if (by.at(group) == 0) continue;
     const auto [bw, where] = group_link(c.s, c.mc, group);
     const double secs = bw > 0 ? by.at(group) / bw : 0;
-    os << "  " << group << ": " << bytes(by.at(group)) << " (" << commas(by.at(group)) << " B), at "
-       << where << " " << bytes(bw) << "/s: " << seconds(secs) << "\n";
+    os << "  " << group << ": " << byte_size(by.at(group)) << " (" << commas(by.at(group))
+       << " B), at " << where << " " << byte_size(bw) << "/s: " << seconds(secs) << "\n";
     for (const Collective& k : calls) {
       if (k.group != group || k.bytes() == 0) continue;
-      os << "    " << k.calls << " x " << op_name(k.op) << " of " << bytes(k.tensor) << " over "
+      os << "    " << k.calls << " x " << op_name(k.op) << " of " << byte_size(k.tensor) << " over "
          << k.size << " (factor " << fmt("%.3g", ring_factor(k.op, k.size)) << "): " << k.what
          << "\n";
     }
@@ -238,10 +228,10 @@ void traffic_section(Ctx& c) {
   os << "\n";
   if (largest > 1) {
     const double sent = 10e9 * 2.0 * (largest - 1) / largest;
-    os << "  10 GB of gradients all-reduced over " << largest << " ranks: " << bytes(sent)
-       << " sent by each, " << seconds(sent / c.mc.network_Bps) << " at " << bytes(c.mc.network_Bps)
-       << "/s network, " << seconds(sent / c.mc.nvlink_Bps) << " at " << bytes(c.mc.nvlink_Bps)
-       << "/s NVLink\n";
+    os << "  10 GB of gradients all-reduced over " << largest << " ranks: " << byte_size(sent)
+       << " sent by each, " << seconds(sent / c.mc.network_Bps) << " at "
+       << byte_size(c.mc.network_Bps) << "/s network, " << seconds(sent / c.mc.nvlink_Bps) << " at "
+       << byte_size(c.mc.nvlink_Bps) << "/s NVLink\n";
   }
 }
 

@@ -3,7 +3,7 @@
 each other in a cycle.
 
 The layers, bottom to top: util < backend < model < parallel < transformer < optim < data <
-checkpoint < plan < train < plot < cli.
+checkpoint < plan < train < plot < jobs < cli.
 A file may include files of its own layer and of the layers below; tests sit above all
 of them and are not checked. Includes are the quoted ones (#include "backend/tensor.hpp"),
 resolved against the repository root first, then against the including file's folder.
@@ -17,7 +17,7 @@ import re
 import sys
 
 LAYERS = ["util", "backend", "model", "parallel", "transformer", "optim", "data", "checkpoint", "plan",
-          "train", "plot", "cli"]
+          "train", "plot", "jobs", "cli"]
 SUFFIXES = (".hpp", ".cpp", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 

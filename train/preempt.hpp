@@ -1,15 +1,14 @@
 // Pre-emption: SIGTERM (Slurm pre-empting or cancelling a job, a scheduler's stop) and
 // SIGUSR1 (sbatch --signal=USR1@SECONDS before the time limit; mpirun passes it on to every
 // rank) ask a run to stop at the next step boundary that every rank agrees on, with a
-// checkpoint, and to exit with kPreemptedExitStatus: "resume me". The handler only records
-// the signal, so a second signal while the checkpoint is written changes nothing.
+// checkpoint, and to exit with exit_status::kPreempted (75): "resume me" (tetra launch restarts
+// it, the sbatch example requeues it, with --resume auto). The handler only records the signal,
+// so a second signal while the checkpoint is written changes nothing.
 #pragma once
 
-namespace tetra {
+#include "util/error.hpp"
 
-// sysexits' EX_TEMPFAIL: the job is fine and should run again (tetra launch restarts it, the
-// sbatch example requeues it) with --resume auto.
-inline constexpr int kPreemptedExitStatus = 75;
+namespace tetra {
 
 // Installs the handlers for the lifetime of the object and restores the previous ones after.
 class PreemptSignals {

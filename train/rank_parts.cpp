@@ -17,7 +17,6 @@
 #include "data/token_cache.hpp"
 #include "model/init.hpp"
 #include "parallel/agree.hpp"
-#include "parallel/hosts.hpp"
 #include "parallel/nccl_comm.hpp"
 #include "parallel/placement.hpp"
 #include "plan/memory.hpp"
@@ -30,45 +29,6 @@ namespace {
 
 // How long a supervised restart waits for the lock of its checkpoint directory.
 constexpr double kRestartLockWaitSeconds = 60;
-
-// The ranks of this machine whose affinity is the same set of cores as this rank's (this
-// one included). Collective over world.
-int ranks_sharing_my_cores(MPI_Comm world) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof set, &set) != 0) CPU_ZERO(&set);
-  MPI_Comm node;
-  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int n = 1;
-  MPI_Comm_size(node, &n);
-  std::vector<cpu_set_t> all(n);
-  MPI_Allgather(&set, sizeof set, MPI_BYTE, all.data(), sizeof set, MPI_BYTE, node);
-  MPI_Comm_free(&node);
-  int same = 0;
-  for (const cpu_set_t& s : all) same += CPU_EQUAL(&s, &set) ? 1 : 0;
-  return std::max(1, same);
-}
-
-// Threads per rank: OMP_NUM_THREADS when set, else the cores this rank may run on (its
-// affinity) divided among the ranks of the machine that may run on the same cores. mpirun
-// binds a rank to one core when it starts at most two, and to a socket or nothing
-// otherwise; srun may give several ranks one mask; ranks that all see every core share
-// them. More threads than cores only time-slice, so that is said once.
-int threads_per_rank(int sharing, bool warn) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  const int all = std::max(1, int(std::thread::hardware_concurrency()));
-  const int mine = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : all;
-  int threads = std::max(1, mine / std::max(1, sharing));
-  if (const char* env = std::getenv("OMP_NUM_THREADS")) {
-    const int n = std::atoi(env);
-    if (n > 0) threads = n;
-  }
-  if (warn && threads > mine)
-    std::fprintf(stderr, "tetra: warning: %d threads per rank, but a rank may run on %d core%s\n",
-                 threads, mine, mine > 1 ? "s" : "");
-  return threads;
-}
 
 // Rank 0's string on every rank of comm.
 std::string broadcast_string(MPI_Comm comm, std::string s) {

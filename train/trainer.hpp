@@ -42,7 +42,7 @@ class Trainer {
   bool has_validation() const { return val_ != nullptr; }
   const std::string& resumed_from() const { return resumed_from_; }
   // Runs the remaining steps, printing a line per step and a summary on rank 0. Returns the
-  // exit status: 0, or kPreemptedExitStatus when a pre-emption signal (train/preempt.hpp)
+  // exit status: 0, or exit_status::kPreempted when a pre-emption signal (train/preempt.hpp)
   // stopped the run at a step boundary, after a checkpoint, with the lock released.
   int run();
 

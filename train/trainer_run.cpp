@@ -176,7 +176,7 @@ int Trainer::run() {
     }
     if (preempted) {
       lock_.reset();  // released before exit: the resumed job may start at once, anywhere
-      if (!root) return kPreemptedExitStatus;
+      if (!root) return exit_status::kPreempted;
       report->summary(first_step, step_ - 1, seconds_since(t0), seconds_since(started_));
       std::printf(
           "pre-empted: a signal reached %d of %d ranks; stopped after step %lld%s; exit "
@@ -184,9 +184,9 @@ int Trainer::run() {
           r.preempted, grid_.world->size(), (long long)step_ - 1,
           opt_.checkpoint.ckpt_dir.empty() ? " with no --ckpt-dir, so nothing was saved"
                                            : ", checkpointed",
-          kPreemptedExitStatus);
+          exit_status::kPreempted);
       std::fflush(stdout);
-      return kPreemptedExitStatus;
+      return exit_status::kPreempted;
     }
   }
   if (tracing) {

@@ -1,5 +1,6 @@
-// printf-style formatting of one number into a string as long as it needs: "%.0f" of 1e308 is
-// 309 digits, and a fixed buffer would cut it to a number that reads as another.
+// Numbers as tetra prints them. printf-style formatting of one number into a string as long as
+// it needs: "%.0f" of 1e308 is 309 digits, and a fixed buffer would cut it to a number that
+// reads as another.
 #pragma once
 #include <cstdio>
 #include <string>
@@ -28,6 +29,16 @@ inline std::string commas(double x) {
     if (i >= lead && left > 0 && left % 3 == 0) out += ',';
   }
   return out;
+}
+
+// A byte count in decimal units with three significant digits: 512 -> "512 B", 1.5e6 ->
+// "1.50 MB", 2.1e13 -> "21.0 TB".
+inline std::string byte_size(double b) {
+  const char* units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+  int u = 0;
+  while ((b < 0 ? -b : b) >= 999.5 && u < 5) b /= 1000, ++u;
+  const double a = b < 0 ? -b : b;
+  return format_number(a >= 99.95 ? "%.0f " : a >= 9.995 ? "%.1f " : "%.2f ", b) + units[u];
 }
 
 }  // namespace tetra

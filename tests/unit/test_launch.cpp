@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "../test_util.hpp"
-#include "cli/launch.hpp"
+#include "cli/options.hpp"
 #include "spawn.hpp"
 #include "util/clock.hpp"
 
@@ -51,7 +51,8 @@ struct Launch {
   std::string out, err;
 };
 
-// Calls run_launch with fds 1 and 2 sent to files, so the summary and the notes can be read.
+// Runs `tetra launch ARGS` as main does, with fds 1 and 2 sent to files, so the summary and the
+// notes can be read.
 Launch launch(const std::vector<std::string>& args) {
   const TempDir tmp;
   const std::string out = tmp / "stdout", err = tmp / "stderr";
@@ -62,7 +63,9 @@ Launch launch(const std::vector<std::string>& args) {
   ::dup2(out_fd, 1);
   ::dup2(err_fd, 2);
   Launch r;
-  r.rc = tetra::run_launch(args);
+  std::vector<std::string> line = {"launch"};
+  line.insert(line.end(), args.begin(), args.end());
+  r.rc = tetra::run_job_command(line);
   std::fflush(nullptr);
   ::dup2(saved_out, 1);
   ::dup2(saved_err, 2);

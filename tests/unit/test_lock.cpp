@@ -81,13 +81,13 @@ TEST_CASE("lock: one holder; a second is refused with the holder, exit status 73
     const ckpt::DirLock first(dir, {"slurm:c/41", false, 0});
     CHECK(read_text(lock) == ckpt::lock_text("slurm:c/41", int(::getpid())));
     const auto [status, err] = refusal(dir, {"slurm:c/42", false, 0.3});
-    CHECK(status == ckpt::kLockedExitStatus);
+    CHECK(status == exit_status::kLocked);
     CHECK(status != 2);
     CHECK(err.find("checkpoint directory '" + dir +
                    "' is in use by another job (job slurm:c/41, pid " + std::to_string(::getpid()) +
                    " on host " + my_host() + ")") == 0);
     // The same job on this host, still alive, is refused too (a second step of one allocation).
-    CHECK(refusal(dir, {"slurm:c/41", true, 0}).first == ckpt::kLockedExitStatus);
+    CHECK(refusal(dir, {"slurm:c/41", true, 0}).first == exit_status::kLocked);
     CHECK(read_text(lock) == ckpt::lock_text("slurm:c/41", int(::getpid())));  // untouched
   }
   CHECK_FALSE(std::filesystem::exists(lock));  // released
@@ -145,7 +145,7 @@ TEST_CASE("lock: a holder this machine cannot check is refused with the command 
   SUBCASE("another host") {
     write_text(lock, holder_text({{"host", "elsewhere.example"}, {"job", "slurm:c/7"}}, 4242));
     const auto [status, err] = refusal(dir, {"slurm:c/8", true, 0});
-    CHECK(status == ckpt::kLockedExitStatus);
+    CHECK(status == exit_status::kLocked);
     CHECK(err == "checkpoint directory '" + dir +
                      "' is in use by another job (job slurm:c/7, pid 4242 on host "
                      "elsewhere.example, " +
@@ -154,7 +154,7 @@ TEST_CASE("lock: a holder this machine cannot check is refused with the command 
   SUBCASE("another PID namespace of this host: a dead pid here says nothing about it there") {
     write_text(lock, holder_text({{"pid_ns", "pid:[1]"}}, dead));
     const auto [status, err] = refusal(dir, {"", false, 0});
-    CHECK(status == ckpt::kLockedExitStatus);
+    CHECK(status == exit_status::kLocked);
     CHECK(err.find("on host " + my_host() + " in another PID namespace (a container), " + breaks) !=
           std::string::npos);
   }
@@ -172,9 +172,9 @@ TEST_CASE("lock: a restart of the same job takes the lock over from another host
   const std::string dir = tmp.path.string(), lock = tmp.file("lock");
   write_text(lock, holder_text({{"host", "h1"}, {"job", "launch:abc"}}, 4242));
   // The first attempt of a job with the same identity is not a restart: refused.
-  CHECK(refusal(dir, {"launch:abc", false, 0}).first == ckpt::kLockedExitStatus);
-  CHECK(refusal(dir, {"launch:xyz", true, 0}).first == ckpt::kLockedExitStatus);
-  CHECK(refusal(dir, {"", true, 0}).first == ckpt::kLockedExitStatus);
+  CHECK(refusal(dir, {"launch:abc", false, 0}).first == exit_status::kLocked);
+  CHECK(refusal(dir, {"launch:xyz", true, 0}).first == exit_status::kLocked);
+  CHECK(refusal(dir, {"", true, 0}).first == exit_status::kLocked);
   {
     const ckpt::DirLock taken(dir, {"launch:abc", true, 0});
     CHECK(read_text(lock) == ckpt::lock_text("launch:abc", int(::getpid())));

@@ -6,20 +6,28 @@
 #include <string>
 #include <vector>
 
+#include "jobs/train_args.hpp"
+
 namespace tetra {
 
-// args: what follows `tetra launch`, i.e. [--restarts N] [--quiet] -- COMMAND ARGS...
+// `tetra launch [--restarts N] [--quiet] -- COMMAND ARGS...`.
+struct LaunchOptions {
+  int restarts = 3;
+  bool quiet = false;
+  std::vector<std::string> command;  // everything after the first "--"
+};
+
 // What follows the command's word `train` is parsed as tetra train parses it (flags and a
 // --config file): its metrics file times the steps (a temporary one, in its checkpoint
 // directory when it has one, is added when it has none), and reruns get --resume auto (the
 // command line's --resume set to auto, else the flag appended, overriding a file's key).
 // Returns the exit status for the program: 0 when the last attempt succeeded, else that
-// attempt's exit code (128 + signal when it was killed); 2 on bad usage ("tetra: error: ..."
-// on stderr) and 127 when the command cannot be started at all. An attempt pre-empted
-// (exit 75) is restarted like a failed one, unless the supervisor itself got the signal
-// (SIGTERM, SIGUSR1: the job is being stopped) and then returns 75 for its own caller to
+// attempt's exit code (128 + signal when it was killed); 2 when the child's configuration is
+// refused ("tetra: error: ..." on stderr) and 127 when the command cannot be started at all. An
+// attempt pre-empted (exit 75) is restarted like a failed one, unless the supervisor itself got the
+// signal (SIGTERM, SIGUSR1: the job is being stopped) and then returns 75 for its own caller to
 // resume it. Each attempt gets TETRA_RESTART (an exported count plus the attempt number)
 // and TETRA_JOB, the job's token for the checkpoint lock.
-int run_launch(const std::vector<std::string>& args);
+int run_launch(const LaunchOptions& opt, const TrainArgs& train);
 
 }  // namespace tetra

@@ -1,6 +1,5 @@
-#include "cli/job.hpp"
+#include "jobs/job.hpp"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,7 +12,7 @@
 #include <sstream>
 #include <thread>
 
-#include "cli/cli_flags.hpp"
+#include "jobs/process.hpp"
 #include "util/error.hpp"
 
 namespace tetra {
@@ -56,14 +55,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// waitpid without blocking: the status once the child has exited.
-bool reaped(pid_t pid, int& status) {
-  pid_t r;
-  do r = ::waitpid(pid, &status, WNOHANG);
-  while (r < 0 && errno == EINTR);
-  return r == pid;
-}
-
 }  // namespace
 
 std::string tetra_program() {
@@ -84,14 +75,6 @@ std::vector<std::string> launcher_words(const std::string& launcher, int ranks) 
   return words;
 }
 
-void add_job_options(CLI::App& app, JobOptions& o) {
-  cli::add(app, "--launcher", o.launcher, "CMD",
-           "how to start N ranks, {n} standing for N (e.g. 'srun -n {n}')");
-  cli::add(app, "--run-timeout", o.run_timeout, "SECONDS",
-           "stop a run after this long and report it timed out (0: never)")
-      ->check(cli::kNonNegative);
-}
-
 void check_job_options(const JobOptions& o) {
   check(o.launcher.find_first_not_of(' ') != std::string::npos, "--launcher is empty");
   check(o.launcher.find("{n}") != std::string::npos,
@@ -101,38 +84,17 @@ void check_job_options(const JobOptions& o) {
 
 JobResult run_job(const std::vector<std::string>& argv, const std::string& log_path,
                   double timeout_s) {
-  check(!argv.empty(), "run_job: no command");
-  const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  check(log >= 0, "cannot write '", log_path, "': ", std::strerror(errno));
-  const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  std::vector<char*> args;
-  for (const std::string& s : argv) args.push_back(const_cast<char*>(s.c_str()));
-  args.push_back(nullptr);
-  const std::string cannot = "tetra: error: cannot run '" + argv[0] + "': ";
-  // A failure injected in a job must fire: the supervisor's attempt counter is not ours.
-  ::unsetenv("TETRA_RESTART");
-
   StopOnSignal stop;
-  std::fflush(nullptr);  // or the child could repeat what we buffered
   const auto t0 = std::chrono::steady_clock::now();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    ::dup2(null, 0);
-    ::dup2(log, 1);
-    ::dup2(log, 2);
-    ::execvp(args[0], args.data());
-    const char* why = std::strerror(errno);
-    [[maybe_unused]] ssize_t n = ::write(2, cannot.data(), cannot.size());
-    n = ::write(2, why, std::strlen(why));
-    n = ::write(2, "\n", 1);
-    ::_exit(127);
+  pid_t pid = 0;
+  try {
+    // A failure injected in a job must fire: the supervisor's attempt counter is not ours.
+    pid = start_process(
+        {.argv = argv, .log_path = log_path, .own_group = true, .unset_env = {"TETRA_RESTART"}});
+  } catch (const CannotRun& e) {  // as a shell reports it: 127, and why in the log
+    std::ofstream(log_path, std::ios::app) << "tetra: error: " << e.what() << "\n";
+    return {.exit_code = exit_status::kCannotRun, .seconds = seconds_since(t0)};
   }
-  const int fork_errno = errno;
-  ::close(log);
-  if (null >= 0) ::close(null);
-  check(pid > 0, "cannot start '", argv[0], "': fork: ", std::strerror(fork_errno));
-  ::setpgid(pid, pid);  // as the child does: whichever runs first
   g_group = pid;
 
   JobResult r;
@@ -152,7 +114,7 @@ JobResult run_job(const std::vector<std::string>& argv, const std::string& log_p
   ::kill(-pid, SIGKILL);  // ranks the launcher left behind, if any
   g_group = 0;
   r.seconds = seconds_since(t0);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.exit_code = exit_code(status);
   if (g_signal)
     throw Interrupted(std::string("interrupted by ") + ::strsignal(g_signal) +
                       " (the running job was stopped)");

@@ -7,10 +7,6 @@
 
 #include "util/error.hpp"
 
-namespace CLI {
-class App;
-}
-
 namespace tetra {
 
 // How jobs start (--launcher) and how long one may run (--run-timeout, 0: no limit).
@@ -18,9 +14,7 @@ struct JobOptions {
   std::string launcher = "mpirun --oversubscribe --bind-to none -np {n}";
   double run_timeout = 900;
 };
-// Adds --launcher and --run-timeout to a command's flags. check_job_options throws
-// tetra::Error when the launcher is empty or does not say where the ranks go ({n}).
-void add_job_options(CLI::App& app, JobOptions& o);
+// Throws tetra::Error when the launcher is empty or does not say where the ranks go ({n}).
 void check_job_options(const JobOptions& o);
 
 // This program's own path (/proc/self/exe), for the jobs to run.
@@ -36,15 +30,10 @@ struct JobResult {
   double seconds = 0;
 };
 
-// SIGINT or SIGTERM reached this process while a job ran (the job was stopped).
-struct Interrupted : Error {
-  using Error::Error;
-};
-
 // Runs argv with stdout and stderr into log_path (replaced), stdin from /dev/null, in a
 // process group of its own so that a time limit (timeout_s > 0) or a Ctrl-C stops mpirun and
-// every rank. Throws tetra::Error when it cannot start at all, Interrupted after stopping the
-// job when this process is interrupted.
+// every rank. A command that cannot be started ends with exit code 127 and the reason in the
+// log. Throws Interrupted after stopping the job when this process is interrupted.
 JobResult run_job(const std::vector<std::string>& argv, const std::string& log_path,
                   double timeout_s);
 

@@ -2,12 +2,11 @@
 // plan's units), computes the textbook formula from them, and reads the measured number from
 // the run's metrics: bytes from comm_bytes, memory from peak_memory_bytes, the bubble, and
 // the step a supervised restart resumed at.
-#include "cli/lab_lessons.hpp"
+#include "jobs/lab_lessons.hpp"
 
 #include <cstdio>
 #include <sstream>
 
-#include "cli/options.hpp"
 #include "parallel/cp.hpp"
 #include "plan/memory.hpp"
 #include "util/error.hpp"
@@ -30,10 +29,10 @@ struct Setup {
   plan::Setup plan;
 };
 
-Setup setup(const std::string& flags, int ranks) {
+Setup setup(const TrainArgs& train, const std::string& flags, int ranks) {
   Setup s;
   s.flags = words(flags + " --peak-tflops 1");  // no GEMM probe: the lessons time nothing
-  s.config = parse_train_options(s.flags);
+  s.config = train.parse(s.flags);
   s.plan = plan::make_setup(s.config.run_spec(), s.config.model, ranks);
   return s;
 }
@@ -64,11 +63,12 @@ Measured group_bytes(const std::vector<json>& records, const std::string& group)
   return m;
 }
 
-Lesson dp() {
-  const Setup s = setup(
-      "--dp 4 --layers 2 --dim 64 --heads 4 --kv-heads 4 --ffn-dim 128 --seq-len 16 "
-      "--global-batch 8 --steps 2",
-      4);
+Lesson dp(const TrainArgs& train) {
+  const Setup s =
+      setup(train,
+            "--dp 4 --layers 2 --dim 64 --heads 4 --kv-heads 4 --ffn-dim 128 --seq-len 16 "
+            "--global-batch 8 --steps 2",
+            4);
   const double P = stage0_params(s.plan), N = 4;
   Lesson l;
   l.name = "dp";
@@ -94,11 +94,12 @@ Lesson dp() {
   return l;
 }
 
-Lesson zero() {
-  const Setup s = setup(
-      "--dp 4 --zero 3 --layers 8 --dim 64 --heads 4 --kv-heads 4 --ffn-dim 256 --seq-len 8 "
-      "--global-batch 4 --steps 2",
-      4);
+Lesson zero(const TrainArgs& train) {
+  const Setup s =
+      setup(train,
+            "--dp 4 --zero 3 --layers 8 --dim 64 --heads 4 --kv-heads 4 --ffn-dim 256 --seq-len 8 "
+            "--global-batch 4 --steps 2",
+            4);
   const double P = stage0_params(s.plan), N = 4;
   double unit = 0;
   for (int u = 0; u < int(s.plan.units.size()); ++u)
@@ -145,11 +146,11 @@ Lesson zero() {
   return l;
 }
 
-Lesson tp() {
+Lesson tp(const TrainArgs& train) {
   const std::string model =
       "--tp 4 --layers 2 --dim 64 --heads 4 --kv-heads 4 --ffn-dim 128 --seq-len 16 "
       "--global-batch 4 --steps 2";
-  const Setup sp = setup(model + " --sp", 4), plain = setup(model, 4);
+  const Setup sp = setup(train, model + " --sp", 4), plain = setup(train, model, 4);
   const ModelConfig& c = sp.config.model;
   const double N = 4, L = c.layers, d = c.dim, T = double(sp.plan.tokens());
   const double m = sp.plan.run.micro_batches;
@@ -189,13 +190,14 @@ Lesson tp() {
   return l;
 }
 
-Lesson pp() {
+Lesson pp(const TrainArgs& train) {
   // Blocks wide enough that a micro-batch's compute outweighs a message's latency, and one
   // rank per stage on a 2-core laptop: the measured bubble then comes near the formula.
-  const Setup s = setup(
-      "--pp 2 --schedule gpipe --layers 2 --dim 256 --heads 4 --kv-heads 4 --ffn-dim 1024 "
-      "--seq-len 64 --global-batch 4 --micro-batch 1 --steps 4",
-      2);
+  const Setup s =
+      setup(train,
+            "--pp 2 --schedule gpipe --layers 2 --dim 256 --heads 4 --kv-heads 4 --ffn-dim 1024 "
+            "--seq-len 64 --global-batch 4 --micro-batch 1 --steps 4",
+            2);
   const double p = 2, m = s.plan.run.micro_batches;
   char working[300];
   std::snprintf(working, sizeof working,
@@ -250,11 +252,12 @@ double causal_pairs(const std::vector<int32_t>& positions) {
   return n;
 }
 
-Lesson cp() {
-  const Setup s = setup(
-      "--cp 2 --layers 2 --dim 64 --heads 4 --kv-heads 2 --ffn-dim 128 --seq-len 16 "
-      "--global-batch 4 --steps 2",
-      2);
+Lesson cp(const TrainArgs& train) {
+  const Setup s =
+      setup(train,
+            "--cp 2 --layers 2 --dim 64 --heads 4 --kv-heads 2 --ffn-dim 128 --seq-len 16 "
+            "--global-batch 4 --steps 2",
+            2);
   const ModelConfig& c = s.config.model;
   const double N = 2, L = c.layers, S = c.seq_len, b = s.plan.run.micro_batch;
   const double m = s.plan.run.micro_batches, kv = double(c.kv_heads) * c.head_dim();
@@ -295,11 +298,12 @@ Lesson cp() {
   return l;
 }
 
-Lesson four_d() {
-  const Setup s = setup(
-      "--tp 2 --cp 2 --pp 2 --dp 2 --layers 4 --dim 64 --heads 4 --kv-heads 2 --ffn-dim 128 "
-      "--seq-len 16 --global-batch 8 --steps 2",
-      16);
+Lesson four_d(const TrainArgs& train) {
+  const Setup s =
+      setup(train,
+            "--tp 2 --cp 2 --pp 2 --dp 2 --layers 4 --dim 64 --heads 4 --kv-heads 2 --ffn-dim 128 "
+            "--seq-len 16 --global-batch 8 --steps 2",
+            16);
   const double P0 = stage0_params(s.plan), N = 4;
   Lesson l;
   l.name = "4d";
@@ -368,8 +372,16 @@ Lesson resume() {
 
 }  // namespace
 
-std::vector<Lesson> lessons() {
-  return {dp(), zero(), tp(), pp(), cp(), four_d(), resume()};
+std::vector<Lesson> lessons(const TrainArgs& train) {
+  return {dp(train), zero(train), tp(train), pp(train), cp(train), four_d(train), resume()};
+}
+
+size_t find_lesson(const std::vector<Lesson>& all, const std::string& which) {
+  for (size_t i = 0; i < all.size(); ++i)
+    if (all[i].name == which || std::to_string(i + 1) == which) return i;
+  std::string names;
+  for (const Lesson& l : all) names += (names.empty() ? "" : ", ") + l.name;
+  fail("no lesson '", which, "' (the lessons: ", names, "; tetra lab --list describes them)");
 }
 
 std::string show(Unit unit, double value) {

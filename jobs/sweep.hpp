@@ -9,14 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "cli/job.hpp"
+#include "jobs/job.hpp"
+#include "jobs/train_args.hpp"
 #include "plan/layouts.hpp"
 #include "plan/plan_report.hpp"
 #include "train/config.hpp"
-
-namespace CLI {
-class App;
-}
 
 namespace tetra {
 
@@ -35,14 +32,9 @@ struct SweepOptions {
   bool dry_run = false;
 };
 
-// The flags of tetra sweep, writing into `o` (cli/sweep_flags.cpp); after parsing,
-// finish_sweep_options fills what follows from them and checks them against each other.
-void add_sweep_options(CLI::App& app, SweepOptions& o);
-void finish_sweep_options(const CLI::App& app, SweepOptions& o);
-
-// args: what follows `tetra sweep`. Returns the exit status: 0 when the sweep ran (whatever
-// each layout did), 2 for bad input (one "tetra: error:" line), 1 when the one-rank reference
-// failed or no layout both fits and matches, 130 when interrupted.
-int run_sweep(const std::vector<std::string>& args);
+// Runs the sweep `o` (parsed by cli/jobs_flags.cpp). Returns the exit status: 0 when the sweep ran
+// (whatever each layout did), 2 for bad input (one "tetra: error:" line), 1 when the one-rank
+// reference failed or no layout both fits and matches, 130 when interrupted.
+int run_sweep(const SweepOptions& o, const TrainArgs& train);
 
 }  // namespace tetra

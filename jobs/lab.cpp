@@ -1,5 +1,5 @@
 // tetra lab: present a lesson, take the learner's prediction, run, measure, grade.
-#include "cli/lab.hpp"
+#include "jobs/lab.hpp"
 
 #include <unistd.h>
 
@@ -10,28 +10,15 @@
 #include <iostream>
 #include <sstream>
 
-#include "cli/cli_flags.hpp"
-#include "cli/job.hpp"
-#include "cli/lab_lessons.hpp"
-#include "cli/options.hpp"
+#include "jobs/job.hpp"
+#include "jobs/lab_lessons.hpp"
 #include "plot/plot.hpp"
 #include "util/error.hpp"
 
 namespace tetra {
 
 namespace fs = std::filesystem;
-using namespace cli;
-
 namespace {
-
-// The lesson named (or numbered from 1) `which`, as an index; throws for none.
-size_t find_lesson(const std::vector<lab::Lesson>& all, const std::string& which) {
-  for (size_t i = 0; i < all.size(); ++i)
-    if (all[i].name == which || std::to_string(i + 1) == which) return i;
-  std::string names;
-  for (const lab::Lesson& l : all) names += (names.empty() ? "" : ", ") + l.name;
-  fail("no lesson '", which, "' (the lessons: ", names, "; tetra lab --list describes them)");
-}
 
 // Where the runs write: --out, or a temporary directory removed at the end.
 class RunDir {
@@ -83,7 +70,7 @@ double ask(const lab::Lesson& l) {
 
 // Runs the lesson's jobs; the metrics records of each.
 std::vector<std::vector<json>> run_lesson(const lab::Lesson& l, const LabOptions& o,
-                                          const std::string& dir) {
+                                          const TrainArgs& train, const std::string& dir) {
   std::vector<std::vector<json>> metrics;
   for (size_t k = 0; k < l.runs.size(); ++k) {
     const lab::LessonRun& run = l.runs[k];
@@ -101,8 +88,8 @@ std::vector<std::vector<json>> run_lesson(const lab::Lesson& l, const LabOptions
     std::vector<std::string> flags = run.flags;
     flags.insert(flags.end(), {"--metrics", jsonl});
     if (run.supervised) flags.insert(flags.end(), {"--ckpt-dir", ckpt});
-    const TrainConfig c = parse_train_options(flags);
-    const std::vector<std::string> args = cli::setting_args(c, c.given);
+    const TrainConfig c = train.parse(flags);
+    const std::vector<std::string> args = train.args(c, c.given);
     cmd.insert(cmd.end(), args.begin(), args.end());
     std::printf("running %s: tetra train on %d rank%s ... ", run.label.c_str(), run.ranks,
                 run.ranks > 1 ? "s" : "");
@@ -110,9 +97,9 @@ std::vector<std::vector<json>> run_lesson(const lab::Lesson& l, const LabOptions
     const JobResult job = run_job(cmd, log, o.job.run_timeout);
     std::printf("%.1f s\n", job.seconds);
     if (job.timed_out || job.exit_code != 0)
-      throw std::runtime_error("the run " + std::string(job.timed_out ? "timed out" : "failed") +
-                               " (exit " + std::to_string(job.exit_code) + "): " + log_error(log) +
-                               " (log: " + log + ")");
+      throw JobFailed("the run " + std::string(job.timed_out ? "timed out" : "failed") + " (exit " +
+                      std::to_string(job.exit_code) + "): " + log_error(log) + " (log: " + log +
+                      ")");
     metrics.push_back(read_metrics(jsonl));
   }
   return metrics;
@@ -154,7 +141,7 @@ std::string percent_off(double value, double reference) {
 
 // One lesson from the question to the grade.
 void teach(const lab::Lesson& l, size_t index, size_t count, const LabOptions& o,
-           const std::string& dir) {
+           const TrainArgs& train, const std::string& dir) {
   std::printf("\n== lesson %zu of %zu: %s, %s ==\n%s\n\n%s\n", index + 1, count, l.name.c_str(),
               l.title.c_str(), l.idea.c_str(), l.question.c_str());
   double answer = o.answer_value;
@@ -164,11 +151,11 @@ void teach(const lab::Lesson& l, size_t index, size_t count, const LabOptions& o
     std::printf("your answer: %s\n", o.answer.c_str());
   lab::Measured m;
   try {
-    m = l.measure(run_lesson(l, o, dir));
+    m = l.measure(run_lesson(l, o, train, dir));
   } catch (const Interrupted&) {
     throw;
   } catch (const Error& e) {  // a run that went wrong is not bad input
-    throw std::runtime_error(e.what());
+    throw JobFailed(e.what());
   }
   const bool right = graded_right(l, answer);
   std::printf("  your answer   %s\n", lab::show(l.unit, answer).c_str());
@@ -214,73 +201,25 @@ bool parse_answer(const std::string& text, double& value) {
   return true;
 }
 
-void add_lab_options(CLI::App& app, LabOptions& o) {
-  app.add_option("LESSON", o.lesson, "a lesson's name or number (default: every lesson in order)")
-      ->type_name("");
-  add(app, "--answer", o.answer, "X",
-      "answer the lesson's question with X instead of asking (for scripts and tests)");
-  add_switch(app, "--list", o.list, "list the lessons");
-  add(app, "--out", o.out, "DIR",
-      "keep every run's log and metrics here (default: a temporary directory, removed)");
-  add_job_options(app, o.job);
-  app.footer(
-      "tetra lab [LESSON] [--answer X]: each lesson explains one idea of 4D parallelism with\n"
-      "its formula, asks you to predict a number, runs the layout on this machine's cores and\n"
-      "shows your answer beside the formula's and the measured one. Examples:\n"
-      "  tetra lab --list\n"
-      "  tetra lab dp\n"
-      "  tetra lab pp --answer 27%");
-}
-
-void finish_lab_options(const CLI::App& app, LabOptions& o) {
-  check_job_options(o.job);
-  if (!o.lesson.empty()) find_lesson(lab::lessons(), o.lesson);
-  if (app.count("--answer") == 0) return;
-  check(!o.lesson.empty(), "--answer needs a LESSON: one lesson's question to answer");
-  check(parse_answer(o.answer, o.answer_value), "--answer takes a number (got '", o.answer, "')");
-}
-
-int run_lab(const std::vector<std::string>& args) {
-  LabOptions o;
-  std::vector<lab::Lesson> all;
+int run_lab(const LabOptions& o, const TrainArgs& train) {
   try {
-    std::vector<std::string> line = {"lab"};
-    line.insert(line.end(), args.begin(), args.end());
-    const CommandLine cli = parse_command_line(line);
-    if (!cli.help.empty()) {
-      std::printf("%s", cli.help.c_str());
+    const std::vector<lab::Lesson> all = lab::lessons(train);
+    if (o.list) {
+      for (size_t i = 0; i < all.size(); ++i)
+        std::printf("%zu. %-7s %s\n", i + 1, all[i].name.c_str(), all[i].title.c_str());
       return 0;
     }
-    o = cli.lab;
-    all = lab::lessons();
-  } catch (const Error& e) {
-    std::fprintf(stderr, "tetra: error: %s\n", e.what());
-    return 2;
-  }
-  if (o.list) {
-    for (size_t i = 0; i < all.size(); ++i)
-      std::printf("%zu. %-7s %s\n", i + 1, all[i].name.c_str(), all[i].title.c_str());
-    return 0;
-  }
-  try {
     const RunDir dir(o.out);
     if (!o.lesson.empty()) {
-      teach(all[find_lesson(all, o.lesson)], find_lesson(all, o.lesson), all.size(), o, dir.path());
+      const size_t i = lab::find_lesson(all, o.lesson);
+      teach(all[i], i, all.size(), o, train, dir.path());
     } else {
-      for (size_t i = 0; i < all.size(); ++i) teach(all[i], i, all.size(), o, dir.path());
+      for (size_t i = 0; i < all.size(); ++i) teach(all[i], i, all.size(), o, train, dir.path());
     }
-  } catch (const Interrupted& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "\ntetra: error: %s\n", e.what());
-    return 130;
-  } catch (const Error& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "\ntetra: error: %s\n", e.what());
-    return 2;
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "\ntetra: error: %s\n", e.what());
-    return 1;
+    std::fprintf(stderr, "\ntetra: error: %s\n", error_text(e).c_str());
+    return exit_status_of(e);
   }
   return 0;
 }

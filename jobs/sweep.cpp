@@ -1,5 +1,5 @@
 // tetra sweep: plan every layout, run one rank, run each layout, measure, rank, draw.
-#include "cli/sweep.hpp"
+#include "jobs/sweep.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,9 +8,7 @@
 #include <fstream>
 #include <map>
 
-#include "cli/cli_flags.hpp"
-#include "cli/job.hpp"
-#include "cli/options.hpp"
+#include "jobs/job.hpp"
 #include "plan/compare.hpp"
 #include "plan/estimate.hpp"
 #include "plan/memory.hpp"
@@ -20,6 +18,7 @@
 #include "plot/svg_sweep.hpp"
 #include "train/match.hpp"
 #include "util/error.hpp"
+#include "util/format.hpp"
 
 namespace tetra {
 namespace {
@@ -59,15 +58,6 @@ std::string mb(double bytes) {
 }
 
 // Three significant digits in decimal units: "36 B", "20.5 kB", "1.08 MB".
-std::string size_text(double bytes) {
-  const char* units[] = {"B", "kB", "MB", "GB", "TB"};
-  int u = 0;
-  while (bytes >= 999.5 && u < 4) bytes /= 1000, ++u;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g %s", bytes, units[u]);
-  return buf;
-}
-
 // What the plan says of a layout on the machine; the step time needs a peak, which a CPU
 // machine has only from --peak-tflops (the run's own probe fills it in later).
 void plan_run(Run& r, const SweepOptions& o, const plan::Machine& mc) {
@@ -81,7 +71,8 @@ void plan_run(Run& r, const SweepOptions& o, const plan::Machine& mc) {
   r.estimate = plan::estimate_step(r.setup, mc);
 }
 
-std::vector<std::string> train_command(const SweepOptions& o, const plan::RunSpec& spec, int ranks,
+std::vector<std::string> train_command(const SweepOptions& o, const TrainArgs& train,
+                                       const plan::RunSpec& spec, int ranks,
                                        const std::string& metrics) {
   std::vector<std::string> cmd = launcher_words(o.job.launcher, ranks);
   cmd.insert(cmd.end(), {tetra_program(), "train"});
@@ -95,7 +86,7 @@ std::vector<std::string> train_command(const SweepOptions& o, const plan::RunSpe
                                 "optimizer.zero", "optimizer.steps", "output.metrics"};
   if (run.layout.pp > 1) keys.insert({"layout.schedule", "layout.vpp"});
   if (run.layout.sp) keys.insert("layout.sp");
-  const std::vector<std::string> args = cli::setting_args(run, keys);
+  const std::vector<std::string> args = train.args(run, keys);
   cmd.insert(cmd.end(), args.begin(), args.end());
   return cmd;
 }
@@ -153,13 +144,13 @@ void measure(Run& r, const std::string& metrics, const plan::Machine& mc) {
 }
 
 // Runs the layout and reads its metrics. ref: the one-rank losses (empty for the reference).
-void run_layout(Run& r, const SweepOptions& o, const plan::Machine& mc,
+void run_layout(Run& r, const SweepOptions& o, const TrainArgs& train, const plan::Machine& mc,
                 const std::vector<double>& ref) {
   const std::string base = o.out + "/runs/" + r.id;
   const std::string metrics = base + ".jsonl", log = base + ".log";
   std::remove(metrics.c_str());  // metrics append: an earlier sweep's must not count
-  const JobResult job =
-      run_job(train_command(o, r.setup.spec, r.setup.world(), metrics), log, o.job.run_timeout);
+  const JobResult job = run_job(train_command(o, train, r.setup.spec, r.setup.world(), metrics),
+                                log, o.job.run_timeout);
   r.seconds = job.seconds;
   r.exit_code = job.exit_code;
   if (job.timed_out || job.exit_code != 0) {
@@ -201,7 +192,7 @@ std::string bytes_cell(const Run& r) {
   std::string s;
   for (const char* g : {"tp", "cp", "pp", "dp_cp"})
     if (r.bytes_planned.at(g) > 0)
-      s += (s.empty() ? "" : ", ") + std::string(g) + " " + size_text(r.bytes_planned.at(g));
+      s += (s.empty() ? "" : ", ") + std::string(g) + " " + byte_size(r.bytes_planned.at(g));
   return s.empty() ? "none" : s;
 }
 
@@ -328,7 +319,7 @@ void prepare_out(const std::string& dir) {
   check(!ec, "cannot create '", dir, "/runs': ", ec.message());
 }
 
-int sweep(const SweepOptions& o) {
+int sweep(const SweepOptions& o, const TrainArgs& train) {
   const plan::RunSpec base = o.train.run_spec();
   const plan::Layouts all = plan::enumerate_layouts(o.ranks, base, o.train.model, o.choices);
   check(!all.valid.empty(), "no layout of ", o.ranks, " rank", o.ranks > 1 ? "s" : "",
@@ -367,7 +358,7 @@ int sweep(const SweepOptions& o) {
   ref.setup = plan::make_setup(one, o.train.model, 1);
   plan_run(ref, o, mc);
   ref.id = "reference";
-  run_layout(ref, o, mc, {});
+  run_layout(ref, o, train, mc, {});
   write(record(ref, true));
   if (!ref.ran()) {
     std::fprintf(stderr, "tetra: error: the one-rank reference run %s: %s (its log: %s)\n",
@@ -381,7 +372,7 @@ int sweep(const SweepOptions& o) {
 
   for (size_t i = 0; i < runs.size(); ++i) {
     Run& r = runs[i];
-    run_layout(r, o, mc, ref.losses);
+    run_layout(r, o, train, mc, ref.losses);
     write(record(r, false));
     std::printf("[%zu/%zu] %s: ", i + 1, runs.size(), r.title.c_str());
     if (r.ran())
@@ -423,24 +414,13 @@ int sweep(const SweepOptions& o) {
 
 }  // namespace
 
-int run_sweep(const std::vector<std::string>& args) {
+int run_sweep(const SweepOptions& o, const TrainArgs& train) {
   try {
-    std::vector<std::string> line = {"sweep"};
-    line.insert(line.end(), args.begin(), args.end());
-    const CommandLine cli = parse_command_line(line);
-    if (!cli.help.empty()) {
-      std::printf("%s", cli.help.c_str());
-      return 0;
-    }
-    return sweep(cli.sweep);
-  } catch (const Interrupted& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "tetra: error: %s\n", e.what());
-    return 130;
+    return sweep(o, train);
   } catch (const Error& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "tetra: error: %s\n", e.what());
-    return 2;
+    return e.status;
   }
 }
 

@@ -1,11 +1,12 @@
 // The lessons of `tetra lab`, in order: each sets up a small layout, explains one idea with
 // its formula, asks for one number the run then measures, and knows the formula's answer and
-// its working for this layout. cli/lab.cpp asks, runs and grades.
+// its working for this layout. jobs/lab.cpp asks, runs and grades.
 #pragma once
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "jobs/train_args.hpp"
 #include "util/json.hpp"
 
 namespace tetra::lab {
@@ -45,7 +46,10 @@ struct Lesson {
 
 // Every lesson, in order. Builds their setups through tetra train's own flag parser and the
 // plan's layout of units, so the numbers they state are the trainer's.
-std::vector<Lesson> lessons();
+std::vector<Lesson> lessons(const TrainArgs& train);
+
+// The lesson named (or numbered from 1) `which`, as an index; throws tetra::Error for none.
+size_t find_lesson(const std::vector<Lesson>& all, const std::string& which);
 
 // "690,048 B", "42.9 % (0.4286)", "step 6".
 std::string show(Unit unit, double value);

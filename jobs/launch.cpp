@@ -1,4 +1,4 @@
-#include "cli/launch.hpp"
+#include "jobs/launch.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -17,22 +17,15 @@
 #include <string_view>
 
 #include "checkpoint/lock.hpp"
-#include "cli/options.hpp"
+#include "jobs/process.hpp"
 #include "train/preempt.hpp"
 #include "util/clock.hpp"
 #include "util/error.hpp"
 #include "util/input_file.hpp"
 #include "util/json.hpp"
 
-extern char** environ;
-
 namespace tetra {
 namespace {
-
-// A command that cannot be started at all: rerunning it cannot help.
-struct StartError : Error {
-  using Error::Error;
-};
 
 // The command's training configuration: its arguments after the word `train` (the command
 // may be `mpirun -np 16 tetra train ...`), parsed as tetra train parses them, --config file
@@ -43,12 +36,12 @@ struct Child {
   size_t train = 0;  // the index of the word `train` in the command, 0 when there is none
 };
 
-Child child_of(const std::vector<std::string>& cmd) {
+Child child_of(const std::vector<std::string>& cmd, const TrainArgs& args) {
   Child c;
   const auto train = std::find(cmd.begin() + 1, cmd.end(), "train");
   if (train == cmd.end()) return c;
   c.train = size_t(train - cmd.begin());
-  c.config = parse_train_options(std::vector<std::string>(train + 1, cmd.end()));
+  c.config = args.parse(std::vector<std::string>(train + 1, cmd.end()));
   return c;
 }
 
@@ -199,74 +192,21 @@ std::string job_token() {
 
 // Starts one attempt with TETRA_RESTART=restart (an outer count plus the attempt), TETRA_JOB
 // and SLURM_DISABLE_STATUS (so that one SIGINT passed on to srun stops it, where srun alone
-// wants two within a second) and returns its pid. The child reports a
-// failed execvp through a close-on-exec pipe (which a successful exec closes unwritten), so
-// "cannot be started" is told apart from "started and failed".
+// wants two within a second) and returns its pid.
 pid_t spawn(const std::vector<std::string>& cmd, int restart, const std::string& job) {
-  // Everything the child needs is built before fork: between fork and exec it may only make
-  // async-signal-safe calls.
-  std::vector<char*> argv;
-  for (const std::string& s : cmd) argv.push_back(const_cast<char*>(s.c_str()));
-  argv.push_back(nullptr);
-  std::vector<std::string> set = {"TETRA_RESTART=" + std::to_string(restart), "TETRA_JOB=" + job};
-  if (!std::getenv("SLURM_DISABLE_STATUS")) set.push_back("SLURM_DISABLE_STATUS=1");
-  std::vector<char*> envp;
-  for (char** e = environ; *e; ++e) {
-    const std::string_view var(*e);
-    if (!var.starts_with("TETRA_RESTART=") && !var.starts_with("TETRA_JOB=")) envp.push_back(*e);
-  }
-  for (std::string& v : set) envp.push_back(v.data());
-  envp.push_back(nullptr);
-
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0)
-    throw StartError("cannot start '" + cmd[0] + "': pipe: " + std::strerror(errno));
-  std::fflush(nullptr);  // or the child's output could overtake what we printed
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    environ = envp.data();
-    ::execvp(argv[0], argv.data());
-    const int err = errno;
-    [[maybe_unused]] const ssize_t n = ::write(pipe_fds[1], &err, sizeof err);
-    ::_exit(127);
-  }
-  const int fork_errno = errno;
-  ::close(pipe_fds[1]);
-  if (pid < 0) {
-    ::close(pipe_fds[0]);
-    throw StartError("cannot start '" + cmd[0] + "': fork: " + std::strerror(fork_errno));
-  }
+  ProcessSpec spec{.argv = cmd,
+                   .set_env = {"TETRA_RESTART=" + std::to_string(restart), "TETRA_JOB=" + job}};
+  if (!std::getenv("SLURM_DISABLE_STATUS")) spec.set_env.push_back("SLURM_DISABLE_STATUS=1");
+  const pid_t pid = start_process(spec);
   g_child = pid;
   if (g_stop) ::kill(pid, g_stop);  // the signal came before g_child was set
-  int err = 0;
-  ssize_t n;
-  do n = ::read(pipe_fds[0], &err, sizeof err);
-  while (n < 0 && errno == EINTR);
-  ::close(pipe_fds[0]);
-  if (n == ssize_t(sizeof err)) {
-    ::waitpid(pid, nullptr, 0);
-    g_child = 0;
-    throw StartError("cannot run '" + cmd[0] + "': " + std::strerror(err));
-  }
   return pid;
-}
-
-int wait_for(pid_t pid) {
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  g_child = 0;
-  return status;
 }
 
 struct Attempt {
   int status = 0;  // as waitpid reports it
   std::vector<StepTime> steps;
 };
-
-int exit_code(int status) {
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 std::string plural(int64_t n, const std::string& noun) {
   return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
@@ -309,24 +249,15 @@ void print_summary(const std::vector<Attempt>& attempts, double wall_s) {
 
 }  // namespace
 
-int run_launch(const std::vector<std::string>& args) {
+int run_launch(const LaunchOptions& opt, const TrainArgs& train) {
   const Clock::time_point start = Clock::now();
-  LaunchOptions opt;
-  std::vector<std::string> base;  // the command of every attempt, before --resume auto
+  std::vector<std::string> base =
+      opt.command;  // the command of every attempt, before --resume auto
   std::optional<TempMetricsFile> temp_metrics;
   std::optional<FlagSpot> resume;
   std::string metrics_path;
   try {
-    std::vector<std::string> line = {"launch"};
-    line.insert(line.end(), args.begin(), args.end());
-    const CommandLine cli = parse_command_line(line);
-    if (!cli.help.empty()) {
-      std::printf("%s", cli.help.c_str());
-      return 0;
-    }
-    opt = cli.launch;
-    base = opt.command;
-    const Child child = child_of(base);
+    const Child child = child_of(base, train);
     if (!child.config.output.metrics.empty()) {
       metrics_path = child.config.output.metrics;
     } else {
@@ -336,7 +267,7 @@ int run_launch(const std::vector<std::string>& args) {
     if (child.train > 0) resume = resume_spot(base, child);
   } catch (const Error& e) {
     std::fprintf(stderr, "tetra: error: %s\n", e.what());
-    return 2;
+    return e.status;
   }
   auto note = [&](const std::string& text) {
     if (!opt.quiet) std::fprintf(stderr, "tetra launch: %s\n", text.c_str());
@@ -358,35 +289,36 @@ int run_launch(const std::vector<std::string>& args) {
     pid_t pid = 0;
     try {
       pid = spawn(cmd, outer_restarts + attempt, job);
-    } catch (const StartError& e) {
+    } catch (const CannotRun& e) {
       std::fprintf(stderr, "tetra: error: %s\n", e.what());
-      rc = 127;
+      rc = e.status;
       break;
     }
-    const int status = wait_for(pid);
+    const int status = wait_process(pid);
+    g_child = 0;
     attempts.push_back({status, metrics.read_new()});
     rc = exit_code(status);
     if (rc == 0) break;
     const std::string what =
         "attempt " + std::to_string(attempt) + ": " + describe(attempts.back());
     std::string stop;  // why there is no next attempt
-    if (g_stop && WIFEXITED(status) && rc == kPreemptedExitStatus) {
+    if (g_stop && WIFEXITED(status) && rc == exit_status::kPreempted) {
       // The job is being pre-empted or reaches its time limit: whoever started it resumes it
       // later (the sbatch example requeues on this status).
       stop = std::string("pre-empted by ") + ::strsignal(g_stop) + " after a checkpoint (exit " +
              std::to_string(rc) + ": resume me)";
     } else if (g_stop) {
       stop = std::string("interrupted by ") + ::strsignal(g_stop);
-    } else if (WIFEXITED(status) && (rc == 126 || rc == 127)) {
+    } else if (WIFEXITED(status) && (rc == 126 || rc == exit_status::kCannotRun)) {
       // The shell's and mpirun's codes for a program that is missing or not executable.
       stop = "the command cannot be run";
-    } else if (WIFEXITED(status) && rc == 2) {
+    } else if (WIFEXITED(status) && rc == exit_status::kInput) {
       // tetra's exit status for bad input: a rerun would fail the same way.
       stop = "the input was rejected";
-    } else if (WIFEXITED(status) && rc == 65) {
+    } else if (WIFEXITED(status) && rc == exit_status::kDiverged) {
       // Training diverged; resuming is bit-exact, so a rerun would diverge again.
       stop = "the run diverged";
-    } else if (WIFEXITED(status) && rc == ckpt::kLockedExitStatus) {
+    } else if (WIFEXITED(status) && rc == exit_status::kLocked) {
       stop = "another job holds the checkpoint directory";
     } else if (attempt >= opt.restarts) {
       stop = "no restarts left";

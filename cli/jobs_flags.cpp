@@ -1,16 +1,18 @@
-// tetra sweep's flags: tetra train's, less those the sweep decides (the layout, --zero) or
-// that make no sense across runs (checkpoints, outputs, validation), plus the lists to cross,
-// the machine and how to run.
+// The flags of the commands that start jobs (jobs/): tetra launch's, tetra lab's, and tetra
+// sweep's (tetra train's, less those the sweep decides, the layout and --zero, or that make no
+// sense across runs: checkpoints, outputs, validation; plus the lists to cross, the machine
+// and how to run).
 #include <algorithm>
 
 #include "cli/cli_flags.hpp"
-#include "cli/job.hpp"
-#include "cli/sweep.hpp"
+#include "jobs/job.hpp"
+#include "jobs/lab.hpp"
+#include "jobs/lab_lessons.hpp"
+#include "jobs/launch.hpp"
+#include "jobs/sweep.hpp"
 #include "util/error.hpp"
 
-namespace tetra {
-
-using namespace cli;
+namespace tetra::cli {
 
 namespace {
 
@@ -46,6 +48,46 @@ bool is_vpp(const std::string& s) {
 }
 
 }  // namespace
+
+void add_job_options(CLI::App& app, JobOptions& o) {
+  add(app, "--launcher", o.launcher, "CMD",
+      "how to start N ranks, {n} standing for N (e.g. 'srun -n {n}')");
+  add(app, "--run-timeout", o.run_timeout, "SECONDS",
+      "stop a run after this long and report it timed out (0: never)")
+      ->check(kNonNegative);
+}
+
+void add_launch_options(CLI::App& app, LaunchOptions& o) {
+  add(app, "--restarts", o.restarts, "N", "reruns allowed after failures")->check(kNonNegative);
+  add_switch(app, "--quiet", o.quiet,
+             "no notes on stderr between attempts (the summary is still printed)");
+}
+
+void add_lab_options(CLI::App& app, LabOptions& o) {
+  app.add_option("LESSON", o.lesson, "a lesson's name or number (default: every lesson in order)")
+      ->type_name("");
+  add(app, "--answer", o.answer, "X",
+      "answer the lesson's question with X instead of asking (for scripts and tests)");
+  add_switch(app, "--list", o.list, "list the lessons");
+  add(app, "--out", o.out, "DIR",
+      "keep every run's log and metrics here (default: a temporary directory, removed)");
+  add_job_options(app, o.job);
+  app.footer(
+      "tetra lab [LESSON] [--answer X]: each lesson explains one idea of 4D parallelism with\n"
+      "its formula, asks you to predict a number, runs the layout on this machine's cores and\n"
+      "shows your answer beside the formula's and the measured one. Examples:\n"
+      "  tetra lab --list\n"
+      "  tetra lab dp\n"
+      "  tetra lab pp --answer 27%");
+}
+
+void finish_lab_options(const CLI::App& app, LabOptions& o) {
+  check_job_options(o.job);
+  if (!o.lesson.empty()) lab::find_lesson(lab::lessons(train_args()), o.lesson);
+  if (app.count("--answer") == 0) return;
+  check(!o.lesson.empty(), "--answer needs a LESSON: one lesson's question to answer");
+  check(parse_answer(o.answer, o.answer_value), "--answer takes a number (got '", o.answer, "')");
+}
 
 void add_sweep_options(CLI::App& app, SweepOptions& o) {
   o.train.optimizer.steps = 5;  // a sweep's runs are short; --help shows this default
@@ -122,4 +164,4 @@ void finish_sweep_options(const CLI::App& app, SweepOptions& o) {
   check(o.dry_run || !o.out.empty(), "tetra sweep needs --out DIR (or --dry-run)");
 }
 
-}  // namespace tetra
+}  // namespace tetra::cli
