@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "../checkpoint_fixture.hpp"
+#include "../support/checkpoint_fixture.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "model/config.hpp"
 #include "util/error.hpp"

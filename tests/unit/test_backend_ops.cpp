@@ -11,9 +11,9 @@
 #include <random>
 #include <vector>
 
+#include "../support/host_io.hpp"
 #include "backend/backend.hpp"
 #include "backend/op_math.hpp"
-#include "host_io.hpp"
 #include "parallel/cp.hpp"
 
 using namespace tetra;

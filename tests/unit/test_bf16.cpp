@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "../test_util.hpp"
+#include "../support/test_util.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "cli/options.hpp"
 #include "train/trainer.hpp"

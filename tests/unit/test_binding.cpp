@@ -7,8 +7,8 @@
 
 #include <thread>
 
-#include "../test_util.hpp"
-#include "spawn.hpp"
+#include "../support/spawn.hpp"
+#include "../support/test_util.hpp"
 
 using namespace tetra::test;
 

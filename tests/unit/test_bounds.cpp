@@ -8,12 +8,12 @@
 #include <algorithm>
 #include <string>
 
-#include "../test_util.hpp"
+#include "../support/spawn.hpp"
+#include "../support/test_util.hpp"
 #include "cli/options.hpp"
 #include "model/config.hpp"
 #include "parallel/schedule.hpp"
 #include "plan/memory.hpp"
-#include "spawn.hpp"
 
 using namespace tetra::test;
 

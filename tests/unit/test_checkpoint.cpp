@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "../checkpoint_fixture.hpp"
-#include "../test_util.hpp"
+#include "../support/checkpoint_fixture.hpp"
+#include "../support/checkpoint_helpers.hpp"
+#include "../support/test_util.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checksum.hpp"
 #include "checkpoint/safetensors.hpp"
-#include "checkpoint_helpers.hpp"
 #include "model/config.hpp"
 #include "util/error.hpp"
 

@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "../checkpoint_fixture.hpp"
-#include "../test_util.hpp"
+#include "../support/checkpoint_fixture.hpp"
+#include "../support/checkpoint_helpers.hpp"
+#include "../support/test_util.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checksum.hpp"
 #include "checkpoint/manifest.hpp"
-#include "checkpoint_helpers.hpp"
 #include "model/config.hpp"
 
 namespace fs = std::filesystem;

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "../support/spawn.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "data/dataset.hpp"
-#include "spawn.hpp"
 #include "util/json.hpp"
 
 namespace {

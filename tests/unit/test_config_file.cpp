@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "../test_util.hpp"
+#include "../support/spawn.hpp"
+#include "../support/test_util.hpp"
 #include "cli/options.hpp"
-#include "spawn.hpp"
 
 using namespace tetra::test;
 namespace fs = std::filesystem;

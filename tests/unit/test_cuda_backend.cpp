@@ -24,9 +24,9 @@
 #include <utility>
 #include <vector>
 
-#include "../test_util.hpp"
+#include "../support/cuda_compare.hpp"
+#include "../support/test_util.hpp"
 #include "backend/backend.hpp"
-#include "cuda_compare.hpp"
 #include "util/bf16.hpp"
 
 using namespace tetra;

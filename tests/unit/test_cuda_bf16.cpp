@@ -9,9 +9,9 @@
 #include <cstdlib>
 #include <vector>
 
+#include "../support/cuda_compare.hpp"
 #include "backend/backend.hpp"
 #include "backend/cuda/attn_fallback.hpp"
-#include "cuda_compare.hpp"
 #include "parallel/cp.hpp"
 
 using namespace tetra;

@@ -13,8 +13,8 @@
 #include <tuple>
 #include <utility>
 
+#include "../support/cuda_compare.hpp"
 #include "backend/backend.hpp"
-#include "cuda_compare.hpp"
 
 using namespace tetra;
 using namespace tetra::test;

@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "../support/cuda_compare.hpp"
 #include "backend/backend.hpp"
-#include "cuda_compare.hpp"
 #include "parallel/cp.hpp"
 
 using namespace tetra;

@@ -12,10 +12,10 @@
 #include <cstring>
 #include <string>
 
+#include "../support/cuda_compare.hpp"
 #include "backend/backend.hpp"
 #include "backend/cuda/vector_io.hpp"
 #include "backend/fusions.hpp"
-#include "cuda_compare.hpp"
 
 using namespace tetra;
 using namespace tetra::test;

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "../support/cuda_compare.hpp"
 #include "backend/cuda/attn_cudnn.hpp"
-#include "cuda_compare.hpp"
 
 using namespace tetra;
 using namespace tetra::test;

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "../test_util.hpp"
+#include "../support/test_util.hpp"
 #include "data/dataset.hpp"
 #include "data/hash.hpp"
 #include "util/error.hpp"

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "spawn.hpp"
+#include "../support/spawn.hpp"
 
 using namespace tetra::test;
 

@@ -10,8 +10,8 @@
 #include <regex>
 #include <string>
 
-#include "../test_util.hpp"
-#include "spawn.hpp"
+#include "../support/spawn.hpp"
+#include "../support/test_util.hpp"
 
 using namespace tetra::test;
 namespace fs = std::filesystem;

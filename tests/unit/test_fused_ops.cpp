@@ -15,9 +15,9 @@
 #include <random>
 #include <vector>
 
+#include "../support/host_io.hpp"
 #include "backend/backend.hpp"
 #include "backend/op_math.hpp"
-#include "host_io.hpp"
 
 using namespace tetra;
 using namespace tetra::test;

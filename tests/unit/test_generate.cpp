@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "../support/spawn.hpp"
 #include "backend/backend.hpp"
 #include "cli/options.hpp"
 #include "data/dataset.hpp"
-#include "spawn.hpp"
 #include "train/generate.hpp"
 #include "train/trainer.hpp"
 

@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "../support/spawn.hpp"
 #include "checkpoint/hf_io.hpp"
 #include "checkpoint/hf_model.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "cli/options.hpp"
-#include "spawn.hpp"
 #include "train/trainer.hpp"
 #include "util/json.hpp"
 

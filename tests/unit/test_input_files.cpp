@@ -11,8 +11,8 @@
 #include <fstream>
 #include <string>
 
-#include "../test_util.hpp"
-#include "spawn.hpp"
+#include "../support/spawn.hpp"
+#include "../support/test_util.hpp"
 #include "util/input_file.hpp"
 
 using namespace tetra::test;

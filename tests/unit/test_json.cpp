@@ -10,7 +10,7 @@
 #include <random>
 #include <string>
 
-#include "../test_util.hpp"
+#include "../support/test_util.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "util/error.hpp"
 #include "util/json.hpp"

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "../test_util.hpp"
+#include "../support/spawn.hpp"
+#include "../support/test_util.hpp"
 #include "cli/options.hpp"
 #include "plan/memory.hpp"
-#include "spawn.hpp"
 
 namespace {
 

@@ -18,9 +18,9 @@
 #include <thread>
 #include <vector>
 
-#include "../test_util.hpp"
+#include "../support/spawn.hpp"
+#include "../support/test_util.hpp"
 #include "cli/options.hpp"
-#include "spawn.hpp"
 #include "util/clock.hpp"
 
 using tetra::test::TempDir;

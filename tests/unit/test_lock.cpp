@@ -16,7 +16,7 @@
 #include <string>
 #include <thread>
 
-#include "../test_util.hpp"
+#include "../support/test_util.hpp"
 #include "checkpoint/lock.hpp"
 #include "util/clock.hpp"
 #include "util/json.hpp"

@@ -5,8 +5,8 @@
 
 #include <vector>
 
+#include "../support/spawn.hpp"
 #include "backend/backend.hpp"
-#include "spawn.hpp"
 
 using namespace tetra;
 using namespace tetra::test;

@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "../test_util.hpp"
+#include "../support/corpus.hpp"
+#include "../support/spawn.hpp"
+#include "../support/test_util.hpp"
 #include "checkpoint/safetensors.hpp"
-#include "corpus.hpp"
 #include "data/tokenizer.hpp"
-#include "spawn.hpp"
 
 using namespace tetra::test;
 namespace fs = std::filesystem;

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "../support/spawn.hpp"
 #include "cli/options.hpp"
-#include "spawn.hpp"
 #include "util/error.hpp"
 
 namespace {

@@ -10,11 +10,11 @@
 #include <fstream>
 #include <string>
 
-#include "../test_util.hpp"
+#include "../support/spawn.hpp"
+#include "../support/test_util.hpp"
 #include "model/config.hpp"
 #include "parallel/grid.hpp"
 #include "parallel/pipeline_layout.hpp"
-#include "spawn.hpp"
 #include "util/checked.hpp"
 
 using namespace tetra::test;

@@ -9,12 +9,12 @@
 #include <regex>
 #include <tuple>
 
+#include "../support/spawn.hpp"
 #include "cli/options.hpp"
 #include "plan/memory.hpp"
 #include "plan/plan_report.hpp"
 #include "plan/preset.hpp"
 #include "plan/traffic.hpp"
-#include "spawn.hpp"
 
 using namespace tetra;
 using namespace tetra::test;

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "../test_util.hpp"
+#include "../support/spawn.hpp"
+#include "../support/svg_summary.hpp"
+#include "../support/test_util.hpp"
 #include "parallel/schedule.hpp"
-#include "spawn.hpp"
-#include "svg_summary.hpp"
 #include "train/straggler.hpp"
 
 namespace {

@@ -8,9 +8,9 @@
 #include <fstream>
 #include <regex>
 
-#include "../test_util.hpp"
+#include "../support/spawn.hpp"
+#include "../support/test_util.hpp"
 #include "checkpoint/safetensors.hpp"
-#include "spawn.hpp"
 #include "util/json.hpp"
 
 using namespace tetra::test;

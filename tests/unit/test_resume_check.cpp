@@ -5,10 +5,10 @@
 // stages.
 #include <doctest/doctest.h>
 
-#include "../test_util.hpp"
+#include "../support/checkpoint_helpers.hpp"
+#include "../support/test_util.hpp"
 #include "checkpoint/manifest.hpp"
 #include "checkpoint/resume.hpp"
-#include "checkpoint_helpers.hpp"
 #include "parallel/mpi_comm.hpp"
 #include "train/rank_parts.hpp"
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "../support/host_io.hpp"
 #include "backend/backend.hpp"
-#include "host_io.hpp"
 #include "parallel/cp.hpp"
 #include "util/bf16.hpp"
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "../test_util.hpp"
+#include "../support/spawn.hpp"
+#include "../support/test_util.hpp"
 #include "checkpoint/checksum.hpp"
-#include "spawn.hpp"
 #include "util/json.hpp"
 
 using namespace tetra::test;

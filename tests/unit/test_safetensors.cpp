@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "../test_util.hpp"
+#include "../support/test_util.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "util/bf16.hpp"
 #include "util/error.hpp"

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "../test_util.hpp"
-#include "checkpoint_helpers.hpp"
+#include "../support/checkpoint_helpers.hpp"
+#include "../support/spawn.hpp"
+#include "../support/test_util.hpp"
 #include "cli/options.hpp"
-#include "spawn.hpp"
 
 using namespace tetra::test;
 using tetra::json;

@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "../test_util.hpp"
+#include "../support/spawn.hpp"
+#include "../support/svg_summary.hpp"
+#include "../support/test_util.hpp"
 #include "plan/memory.hpp"
 #include "plan/setup.hpp"
 #include "plan/traffic.hpp"
-#include "spawn.hpp"
-#include "svg_summary.hpp"
 
 namespace {
 

@@ -12,8 +12,8 @@
 #include <set>
 #include <string>
 
-#include "../test_util.hpp"
-#include "spawn.hpp"
+#include "../support/spawn.hpp"
+#include "../support/test_util.hpp"
 #include "util/output_file.hpp"
 
 using namespace tetra::test;

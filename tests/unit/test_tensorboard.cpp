@@ -10,8 +10,8 @@
 #include <regex>
 #include <sstream>
 
-#include "../test_util.hpp"
-#include "spawn.hpp"
+#include "../support/spawn.hpp"
+#include "../support/test_util.hpp"
 #include "train/eta.hpp"
 #include "train/tensorboard.hpp"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <thread>
 
-#include "spawn.hpp"
+#include "../support/spawn.hpp"
 
 using namespace tetra::test;
 

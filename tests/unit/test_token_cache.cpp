@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "../test_util.hpp"
-#include "corpus.hpp"
+#include "../support/corpus.hpp"
+#include "../support/spawn.hpp"
+#include "../support/test_util.hpp"
 #include "data/dataset.hpp"
 #include "data/token_cache.hpp"
 #include "data/tokenizer.hpp"
-#include "spawn.hpp"
 
 using namespace tetra;
 using namespace tetra::test;

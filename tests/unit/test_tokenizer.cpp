@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "../support/corpus.hpp"
+#include "../support/spawn.hpp"
 #include "cli/options.hpp"
-#include "corpus.hpp"
 #include "data/dataset.hpp"
 #include "data/token_cache.hpp"
 #include "data/tokenizer.hpp"
-#include "spawn.hpp"
 #include "train/generate.hpp"
 #include "train/trainer.hpp"
 

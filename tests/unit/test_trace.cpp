@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "../test_util.hpp"
-#include "spawn.hpp"
+#include "../support/spawn.hpp"
+#include "../support/test_util.hpp"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "../test_util.hpp"
+#include "../support/test_util.hpp"
 #include "backend/fusions.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "cli/options.hpp"

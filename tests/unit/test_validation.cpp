@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "../support/spawn.hpp"
 #include "cli/options.hpp"
-#include "spawn.hpp"
 #include "train/trainer.hpp"
 #include "util/json.hpp"
 

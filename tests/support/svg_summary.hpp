@@ -2,8 +2,8 @@
 #pragma once
 #include <string>
 
-#include "../test_util.hpp"
 #include "spawn.hpp"
+#include "test_util.hpp"
 
 namespace tetra::test {
 

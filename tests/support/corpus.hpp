@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "../test_util.hpp"
+#include "test_util.hpp"
 
 namespace tetra::test {
 

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "../checkpoint_fixture.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checksum.hpp"
+#include "checkpoint_fixture.hpp"
 #include "model/config.hpp"
 
 namespace tetra::test {

@@ -12,7 +12,7 @@
 #include <sstream>
 #include <string>
 
-#include "../test_util.hpp"
+#include "test_util.hpp"
 #include "util/clock.hpp"
 
 namespace tetra::test {
