@@ -23,19 +23,6 @@ struct Spawned {
   double seconds = 0;
 };
 
-inline std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-inline int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-  return n;
-}
-
 // DEFAULTS ("--flag value" pairs) less the flags ARGS give, then ARGS: tetra refuses a flag
 // given twice, so a test's own value must replace the default rather than follow it.
 inline std::string with_defaults(const std::string& defaults, const std::string& args) {

@@ -1,4 +1,4 @@
-// Small helpers the unit tests share.
+// Small helpers the tests share.
 #pragma once
 #include <stdlib.h>
 
@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,25 @@
 #include "util/json.hpp"
 
 namespace tetra::test {
+
+// The whole file at `path` (empty if it cannot be read), and how often `what` occurs in `text`.
+inline std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+inline int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+// How many lines of `text` are exactly `line`.
+inline int lines_with(const std::string& text, const std::string& line) {
+  return count("\n" + text + "\n", "\n" + line + "\n");
+}
 
 // A fresh directory under the system temp dir, removed with everything in it at scope end
 // (write permission restored first, for tests that take it away).

@@ -1,8 +1,7 @@
 // The supervisor, run on small sh scripts standing in for the trainer: each script sees the
 // arguments the supervisor gives it (--metrics FILE, --resume auto) as "$@" and appends
-// step records to the metrics file the way rank 0 of `tetra train` does. Then with the real
-// trainer, configured by a --config file: the supervisor reads the file's metrics, ckpt_dir,
-// resume and tensorboard as the trainer does.
+// step records to the metrics file the way rank 0 of `tetra train` does. (With the real
+// trainer and a --config file: tests/e2e/test_launch_config.cpp.)
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -18,7 +17,6 @@
 #include <thread>
 #include <vector>
 
-#include "../support/spawn.hpp"
 #include "../support/test_util.hpp"
 #include "cli/options.hpp"
 #include "util/clock.hpp"
@@ -401,87 +399,4 @@ TEST_CASE("launch: the temporary metrics file lies in the command's --ckpt-dir")
   CHECK(got[1].rfind(ck + "/.tetra_launch_", 0) == 0);
   CHECK(!exists(got[1]));
   CHECK(parse_summary(r.out).kept == 3);
-}
-
-namespace {
-
-const std::string kTinyRun =
-    " --layers 2 --dim 32 --heads 2 --kv-heads 2 --ffn-dim 64 --seq-len 16 --global-batch 4"
-    " --steps 3 --peak-tflops 1";
-
-// The steps a metrics file records, in its order.
-std::vector<int> steps_of(const std::string& metrics) {
-  std::vector<int> steps;
-  const std::regex re(R"("step":(\d+))");
-  for (const std::string& line : lines(metrics)) {
-    std::smatch m;
-    if (std::regex_search(line, m, re)) steps.push_back(std::stoi(m[1]));
-  }
-  return steps;
-}
-
-// In `dir`: tetra train's tiny run with `flags`, written as run.toml by --print-config, then
-// `tetra launch --restarts 1 -- tetra train --config run.toml`.
-tetra::test::Spawned launch_from_toml(const std::string& dir, const std::string& flags) {
-  const std::string bin = tetra::test::tetra_bin();
-  const tetra::test::Spawned printed = tetra::test::spawn(
-      "cd " + dir + " && " + bin + " train" + kTinyRun + flags + " --print-config > run.toml");
-  REQUIRE(printed.status == 0);
-  return tetra::test::spawn("cd " + dir + " && " + bin + " launch --restarts 1 -- " + bin +
-                            " train --config run.toml");
-}
-
-}  // namespace
-
-TEST_CASE("launch: a --config file's metrics is the one written, restarts appending to it") {
-  const TempDir tmp;
-  // The case of the issue: no restart needed, the file's metrics was never written.
-  const tetra::test::Spawned once = launch_from_toml(tmp.path.string(), " --metrics m.jsonl");
-  CHECK(once.status == 0);
-  CHECK(steps_of(tmp / "m.jsonl") == std::vector<int>{0, 1, 2});
-  CHECK(contains(once.out, "3 kept"));
-  // Killed as step 1 begins the first time, the restart starts over (no checkpoints) and
-  // appends.
-  const tetra::test::Spawned twice =
-      launch_from_toml(tmp.path.string(), " --metrics m2.jsonl --inject-failure 0@1");
-  CHECK(twice.status == 0);
-  CHECK(steps_of(tmp / "m2.jsonl") == std::vector<int>{0, 0, 1, 2});
-  CHECK(contains(twice.out, "2 attempts"));
-}
-
-TEST_CASE("launch: a restart resumes from a --config file's ckpt_dir") {
-  const TempDir tmp;
-  const tetra::test::Spawned r = launch_from_toml(
-      tmp.path.string(), " --metrics m.jsonl --ckpt-dir ck --ckpt-every 1 --inject-failure 0@2");
-  CHECK(r.status == 0);
-  // Steps 0 and 1 checkpointed, killed at step 2; the restart continues from step 2.
-  CHECK(steps_of(tmp / "m.jsonl") == std::vector<int>{0, 1, 2});
-  CHECK(contains(r.out, "resumed from "));
-  CHECK(contains(r.out, "at step 2"));
-  CHECK(exists(tmp / "ck/step_00000003/manifest.json"));
-  CHECK(contains(r.out, "2 attempts"));
-}
-
-TEST_CASE("launch: a restart resumes even when the --config file says resume = never") {
-  const TempDir tmp;
-  const tetra::test::Spawned r = launch_from_toml(tmp.path.string(),
-                                                  " --metrics m.jsonl --ckpt-dir ck --ckpt-every 1 "
-                                                  "--resume never --inject-failure 0@2");
-  CHECK(r.status == 0);
-  // The first attempt starts from step 0 as the file says; the rerun's --resume auto
-  // overrides the file's key, so it continues from the checkpoint of step 2.
-  CHECK(steps_of(tmp / "m.jsonl") == std::vector<int>{0, 1, 2});
-  CHECK(contains(r.out, "resumed from "));
-}
-
-TEST_CASE("launch: a --config file's tensorboard directory gets every attempt's event file") {
-  const TempDir tmp;
-  const tetra::test::Spawned r =
-      launch_from_toml(tmp.path.string(), " --tensorboard tb --inject-failure 0@1");
-  CHECK(r.status == 0);
-  CHECK(contains(r.out, "2 attempts"));
-  int files = 0;
-  for (const auto& e : std::filesystem::directory_iterator(tmp / "tb"))
-    files += e.path().filename().string().starts_with("events.out.tfevents.");
-  CHECK(files == 2);
 }

@@ -1,8 +1,7 @@
-// The command line as cli/options.cpp defines it with CLI11: every flag's --help line
-// shows its default, a flag given twice is refused, refusals name the flag in tetra's words,
-// and the parsed options (given flags, launch's command, ckpt's action) come out right. The
-// --help checks walk the same CLI11 app that parses, so a flag added without a default
-// shown fails here.
+// The command line as cli/options.cpp defines it with CLI11: refusals name the flag in
+// tetra's words, and the parsed options (given flags, launch's command, ckpt's action) come
+// out right. (--help and a flag given twice, as the tetra binary prints them:
+// tests/e2e/test_options_run.cpp.)
 #include <doctest/doctest.h>
 
 #include <CLI/CLI.hpp>
@@ -13,38 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "../support/spawn.hpp"
 #include "cli/options.hpp"
 #include "util/error.hpp"
 
 namespace {
-
-using tetra::test::count;
-using tetra::test::spawn;
-using tetra::test::Spawned;
-using tetra::test::tetra_bin;
-
-// Every subcommand under app, as its path ("train", "ckpt inspect") and its CLI11 app.
-void subcommands(const CLI::App& app, const std::string& path,
-                 std::vector<std::pair<std::string, const CLI::App*>>& out) {
-  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
-    const std::string p = path.empty() ? sub->get_name() : path + " " + sub->get_name();
-    out.emplace_back(p, sub);
-    subcommands(*sub, p, out);
-  }
-}
-
-// The line of a --help text that describes `name` (the name first, after the indent).
-std::string help_line(const std::string& help, const std::string& name) {
-  std::istringstream in(help);
-  for (std::string line; std::getline(in, line);) {
-    const size_t at = line.find_first_not_of(' ');
-    if (at == std::string::npos || line.compare(at, name.size(), name) != 0) continue;
-    const size_t end = at + name.size();
-    if (end == line.size() || line[end] == ' ' || line[end] == '=') return line;
-  }
-  return {};
-}
 
 std::string error_of(const std::vector<std::string>& args) {
   try {
@@ -56,130 +27,6 @@ std::string error_of(const std::vector<std::string>& args) {
 }
 
 }  // namespace
-
-TEST_CASE("options: each subcommand's --help lists every flag it defines, with its default") {
-  tetra::CommandLine into;
-  const std::unique_ptr<CLI::App> app = tetra::make_app(into);
-  std::vector<std::pair<std::string, const CLI::App*>> commands;
-  subcommands(*app, "", commands);
-  std::set<std::string> paths;
-  for (const auto& [path, sub] : commands) paths.insert(path);
-  CHECK(paths == std::set<std::string>{"train", "plan", "launch", "ckpt", "ckpt inspect",
-                                       "ckpt verify", "ckpt config", "plot", "generate", "sweep",
-                                       "lab"});
-
-  std::set<std::string> train_flags;
-  for (const auto& [path, sub] : commands) {
-    CAPTURE(path);
-    const Spawned r = spawn(tetra_bin() + " " + path + " --help", 60);
-    CHECK(r.status == 0);
-    CHECK(r.err.empty());
-    CHECK(r.out.find("Usage: tetra " + path) != std::string::npos);
-    for (const CLI::Option* opt : sub->get_options()) {
-      if (opt == sub->get_help_ptr() || opt->get_positional()) continue;
-      const std::string name = opt->get_name();
-      CAPTURE(name);
-      if (path == "train") train_flags.insert(name);
-      REQUIRE(!opt->get_default_str().empty());
-      // A flag with a value shows "--name METAVAR=default", a switch "--name [default]".
-      const std::string shown =
-          opt->get_expected_max() == 0
-              ? name + " [" + opt->get_default_str() + "]"
-              : name + " " + opt->get_type_name() + "=" + opt->get_default_str();
-      CHECK(help_line(r.out, name).find(shown) != std::string::npos);
-    }
-  }
-  // The flags of the CLI contract (docs/design.md), all there under their names.
-  CHECK(train_flags == std::set<std::string>{"--tp",
-                                             "--cp",
-                                             "--pp",
-                                             "--dp",
-                                             "--sp",
-                                             "--vpp",
-                                             "--schedule",
-                                             "--layers",
-                                             "--dim",
-                                             "--heads",
-                                             "--kv-heads",
-                                             "--ffn-dim",
-                                             "--seq-len",
-                                             "--rope-theta",
-                                             "--micro-batch",
-                                             "--global-batch",
-                                             "--vocab",
-                                             "--steps",
-                                             "--lr",
-                                             "--min-lr",
-                                             "--warmup",
-                                             "--weight-decay",
-                                             "--clip",
-                                             "--seed",
-                                             "--zero",
-                                             "--recompute",
-                                             "--data",
-                                             "--init-from",
-                                             "--device",
-                                             "--dtype",
-                                             "--comm",
-                                             "--ckpt-dir",
-                                             "--ckpt-every",
-                                             "--keep",
-                                             "--resume",
-                                             "--allow-change",
-                                             "--inject-failure",
-                                             "--timeout",
-                                             "--metrics",
-                                             "--tensorboard",
-                                             "--trace",
-                                             "--trace-steps",
-                                             "--export",
-                                             "--export-dtype",
-                                             "--peak-tflops",
-                                             "--val-data",
-                                             "--val-split",
-                                             "--eval-every",
-                                             "--eval-batches",
-                                             "--tokenizer",
-                                             "--sample-every",
-                                             "--config",
-                                             "--print-config",
-                                             "--preset"});
-
-  // The defaults shown are TrainConfig' own.
-  const std::string train_help = spawn(tetra_bin() + " train --help", 60).out;
-  const tetra::TrainConfig defaults;
-  CHECK(help_line(train_help, "--steps").find("=" + std::to_string(defaults.optimizer.steps)) !=
-        std::string::npos);
-  CHECK(help_line(train_help, "--lr").find("X=0.003 ") != std::string::npos);
-  CHECK(help_line(train_help, "--schedule").find("=" + defaults.layout.schedule + " ") !=
-        std::string::npos);
-
-  const Spawned top = spawn(tetra_bin() + " --help", 60);
-  CHECK(top.status == 0);
-  for (const char* command : {"train", "launch", "ckpt"})
-    CHECK(help_line(top.out, command).size() > 0);
-}
-
-TEST_CASE("options: a flag given twice is refused with one error line and exit status 2") {
-  for (const std::string args :
-       {"train --steps 1 --steps 2", "train --dim=16 --dim 16", "train --sp --sp",
-        "launch --restarts 1 --restarts 2 -- true", "launch --quiet --quiet -- true"}) {
-    CAPTURE(args);
-    const Spawned r = spawn(tetra_bin() + " " + args, 60);
-    CAPTURE(r.err);
-    CHECK(r.status == 2);
-    CHECK(count(r.err, "tetra: error:") == 1);
-    CHECK(count(r.err, "\n") == 1);
-    CHECK(r.err.find("is given more than once") != std::string::npos);
-    CHECK(r.out.empty());
-  }
-  // Under mpirun every rank refuses it and rank 0 alone says so.
-  const Spawned r = spawn(tetra::test::mpirun(2) + tetra_bin() + " train --steps 1 --steps 2", 60);
-  CAPTURE(r.err);
-  CHECK(r.status != 0);
-  CHECK(r.status != 124);
-  CHECK(count(r.err, "tetra: error: --steps is given more than once") == 1);
-}
 
 TEST_CASE("options: refusals name the flag in tetra's words") {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {

@@ -1,56 +1,20 @@
 // --tensorboard's encoding (protocol-buffer fields, TFRecord framing and its masked CRC-32C)
-// against bytes worked out by hand, the scalars a metrics record gives, the event file a run
-// writes (decoded here; tests/tensorboard_readback.py reads it with TensorBoard itself), and the
-// step line's time left on a fake clock.
+// against bytes worked out by hand, the scalars a metrics record gives, and the step line's
+// time left on a fake clock. (The event file a run writes: tests/e2e/test_tensorboard_run.cpp.)
 #include <doctest/doctest.h>
 
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <regex>
-#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
-#include "../support/spawn.hpp"
-#include "../support/test_util.hpp"
+#include "../support/event_file.hpp"
 #include "train/eta.hpp"
 #include "train/tensorboard.hpp"
 
 using namespace tetra;
 using namespace tetra::tensorboard;
-using namespace tetra::test;
-
-namespace {
-
-std::string bytes(std::initializer_list<int> b) {
-  std::string s;
-  for (int x : b) s += char(x);
-  return s;
-}
-
-uint64_t read_le(const std::string& s, size_t at, int n) {
-  uint64_t v = 0;
-  for (int i = n - 1; i >= 0; --i) v = v << 8 | uint8_t(s[at + i]);
-  return v;
-}
-
-// The records of an event file, each checked against its two masked CRCs.
-std::vector<std::string> records(const std::string& file) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while (at < file.size()) {
-    REQUIRE(at + 12 <= file.size());
-    const uint64_t n = read_le(file, at, 8);
-    CHECK(read_le(file, at + 8, 4) == masked_crc(file.substr(at, 8)));
-    REQUIRE(at + 12 + n + 4 <= file.size());
-    const std::string record = file.substr(at + 12, n);
-    CHECK(read_le(file, at + 12 + n, 4) == masked_crc(record));
-    out.push_back(record);
-    at += 12 + n + 4;
-  }
-  return out;
-}
-
-}  // namespace
+using tetra::test::bytes;
+using tetra::test::records;
 
 TEST_CASE("tensorboard: protocol-buffer fields, by hand") {
   CHECK(varint(0) == bytes({0}));
@@ -98,54 +62,6 @@ TEST_CASE("tensorboard: every number of a metrics record is a scalar, nested nam
                                     {"compute_ms/1", 2},
                                     {"loss", 2.5},
                                     {"val_loss", 3}});
-}
-
-TEST_CASE("tensorboard: a run's event file; the step line's step i/N and eta") {
-  TempDir d;
-  const std::string dir = d / "runs/a";  // created with its parent
-  const Spawned s =
-      spawn(tetra_bin() + " train --steps 5 --layers 1 --dim 32 --heads 2 " +
-            "--kv-heads 1 --ffn-dim 64 --seq-len 16 --peak-tflops 1 --tensorboard " + dir);
-  REQUIRE(s.status == 0);
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    files.push_back(e.path().filename().string());
-  REQUIRE(files.size() == 1);
-  CHECK(files[0].starts_with("events.out.tfevents."));
-  const std::vector<std::string> events = records(slurp(dir + "/" + files[0]));
-  // The file version, the START, the configuration, then one event per step.
-  REQUIRE(events.size() == 8);
-  CHECK(events[0].find(field_bytes(3, "brain.Event:2")) != std::string::npos);
-  CHECK(events[1].find(bytes({0x3A, 2, 0x08, 1})) != std::string::npos);
-  CHECK(events[2].find("TP 1 x CP 1 x PP 1 x DP 1") != std::string::npos);
-  for (int step = 0; step < 5; ++step) {
-    CHECK(events[3 + step].find(field_varint(2, step)) != std::string::npos);
-    CHECK(events[3 + step].find(field_bytes(1, "loss")) != std::string::npos);
-  }
-  // Step i of N; the time left once three intervals between step ends are known (step 3),
-  // and not after the last step.
-  std::istringstream out(s.out);
-  int step = 0;
-  const std::regex eta(R"( \| eta (\d+s|\d+m\d\ds|\d+h\d\dm|\d+d\d\dh)( |$))");
-  for (std::string line; std::getline(out, line);) {
-    if (!line.starts_with("step ")) continue;
-    CAPTURE(line);
-    CHECK(std::regex_search(line, std::regex("^step +" + std::to_string(step) + "/5 \\| loss ")));
-    CHECK(std::regex_search(line, eta) == (step == 3));
-    ++step;
-  }
-  CHECK(step == 5);
-  CHECK(std::regex_search(s.out,
-                          std::regex(R"(summary: steps 0-4 in [0-9.]+ s \(total [0-9dhms]+\))")));
-
-  // Not a directory: refused before step 0, with the flag named.
-  const std::string file = d / "file";
-  std::ofstream(file) << "x";
-  const Spawned refused = spawn(tetra_bin() + " train --steps 1 --tensorboard " + file);
-  CHECK(refused.status == 2);
-  CHECK(refused.err.find("tetra: error: cannot write --tensorboard '" + file +
-                         "': it is not a directory") != std::string::npos);
-  CHECK(count(refused.out, "step ") == 0);
 }
 
 TEST_CASE("eta: the mean of the recent intervals between step ends, once three are known") {
