@@ -13,6 +13,7 @@
 
 #include "../support/spawn.hpp"
 #include "../support/test_util.hpp"
+#include "../support/tiny_model.hpp"
 #include "cli/options.hpp"
 
 using namespace tetra::test;
@@ -54,9 +55,7 @@ std::vector<std::string> losses(const std::string& metrics) {
   return out;
 }
 
-const std::string kModel =
-    " --layers 2 --dim 32 --heads 4 --kv-heads 2 --ffn-dim 64 --seq-len 16 --global-batch 4"
-    " --steps 3 --peak-tflops 1 ";
+const std::string kModel = tetra::test::tiny_model_flags({.steps = 3});
 
 }  // namespace
 

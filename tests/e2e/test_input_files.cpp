@@ -13,6 +13,7 @@
 
 #include "../support/spawn.hpp"
 #include "../support/test_util.hpp"
+#include "../support/tiny_model.hpp"
 #include "util/input_file.hpp"
 
 using namespace tetra::test;
@@ -21,8 +22,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string kModel =
-    " --dim 32 --layers 1 --heads 2 --kv-heads 1 --ffn-dim 64 --seq-len 16 --global-batch 2"
-    " --peak-tflops 1 ";
+    tetra::test::tiny_model_flags({.layers = 1, .heads = 2, .kv_heads = 1, .global_batch = 2});
 
 std::string train(const std::string& args) {
   return tetra_bin() + " train" + kModel + args;

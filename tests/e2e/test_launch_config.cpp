@@ -12,6 +12,7 @@
 
 #include "../support/spawn.hpp"
 #include "../support/test_util.hpp"
+#include "../support/tiny_model.hpp"
 
 using tetra::test::TempDir;
 
@@ -33,9 +34,7 @@ bool contains(const std::string& text, const std::string& what) {
   return text.find(what) != std::string::npos;
 }
 
-const std::string kTinyRun =
-    " --layers 2 --dim 32 --heads 2 --kv-heads 2 --ffn-dim 64 --seq-len 16 --global-batch 4"
-    " --steps 3 --peak-tflops 1";
+const std::string kTinyRun = tetra::test::tiny_model_flags({.heads = 2, .steps = 3});
 
 // The steps a metrics file records, in its order.
 std::vector<int> steps_of(const std::string& metrics) {

@@ -17,6 +17,7 @@
 #include "../support/corpus.hpp"
 #include "../support/spawn.hpp"
 #include "../support/test_util.hpp"
+#include "../support/tiny_model.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "data/tokenizer.hpp"
 
@@ -26,8 +27,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string kModel =
-    " --dim 32 --layers 1 --heads 2 --kv-heads 1 --ffn-dim 64 --seq-len 16 --global-batch 2"
-    " --peak-tflops 1 ";
+    tetra::test::tiny_model_flags({.layers = 1, .heads = 2, .kv_heads = 1, .global_batch = 2});
 
 // A safetensors file built by hand: little-endian header length, header, data.
 void write_st(const std::string& path, const std::string& header, const std::string& data) {

@@ -12,6 +12,7 @@
 
 #include "../support/spawn.hpp"
 #include "../support/test_util.hpp"
+#include "../support/tiny_model.hpp"
 #include "model/config.hpp"
 #include "parallel/grid.hpp"
 #include "parallel/pipeline_layout.hpp"
@@ -22,9 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kModel =
-    " --dim 32 --layers 2 --heads 4 --kv-heads 2 --ffn-dim 64 --seq-len 16 --global-batch 4"
-    " --peak-tflops 1 ";
+const std::string kModel = tetra::test::tiny_model_flags();
 
 }  // namespace
 

@@ -10,15 +10,14 @@
 
 #include "../support/spawn.hpp"
 #include "../support/test_util.hpp"
+#include "../support/tiny_model.hpp"
 
 using namespace tetra::test;
 namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kModel =
-    " --layers 2 --dim 32 --heads 4 --kv-heads 2 --ffn-dim 64 --seq-len 16 --global-batch 4"
-    " --steps 6 --peak-tflops 1 --tp 2 ";
+const std::string kModel = tetra::test::tiny_model_flags({.steps = 6}) + "--tp 2 ";
 
 std::string train(const std::string& args) {
   return mpirun(2) + tetra_bin() + " train " + with_defaults(kModel, args);

@@ -10,6 +10,7 @@
 
 #include "../support/spawn.hpp"
 #include "../support/test_util.hpp"
+#include "../support/tiny_model.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "util/json.hpp"
 
@@ -18,9 +19,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kModel =
-    " --layers 4 --dim 64 --heads 8 --kv-heads 4 --ffn-dim 128 --seq-len 16 --global-batch 8"
-    " --steps 12 --peak-tflops 1 ";
+const std::string kModel = tetra::test::tiny_model_flags({.layers = 4,
+                                                          .dim = 64,
+                                                          .heads = 8,
+                                                          .kv_heads = 4,
+                                                          .ffn_dim = 128,
+                                                          .global_batch = 8,
+                                                          .steps = 12});
 
 std::string train(int ranks, const std::string& args) {
   return (ranks > 1 ? mpirun(ranks) : std::string()) + tetra_bin() + " train " +

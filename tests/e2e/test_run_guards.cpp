@@ -11,6 +11,7 @@
 
 #include "../support/spawn.hpp"
 #include "../support/test_util.hpp"
+#include "../support/tiny_model.hpp"
 #include "checkpoint/checksum.hpp"
 #include "util/json.hpp"
 
@@ -19,9 +20,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kModel =
-    " --layers 2 --dim 32 --heads 4 --kv-heads 2 --ffn-dim 64 --seq-len 16 --global-batch 4"
-    " --steps 4 --peak-tflops 1 ";
+const std::string kModel = tetra::test::tiny_model_flags({.steps = 4});
 
 std::string train(const std::string& args) {
   return tetra_bin() + " train " + with_defaults(kModel, args);

@@ -17,6 +17,7 @@
 #include "../support/spawn.hpp"
 #include "../support/svg_summary.hpp"
 #include "../support/test_util.hpp"
+#include "../support/tiny_model.hpp"
 #include "plan/memory.hpp"
 #include "plan/setup.hpp"
 #include "plan/traffic.hpp"
@@ -35,8 +36,8 @@ using tetra::test::TempDir;
 using tetra::test::tetra_bin;
 
 // The tiny model of these tests: TP 4 cannot split its 2 KV heads; PP 4 fits its 4 layers.
-const char* kModel =
-    "--layers 4 --dim 64 --heads 4 --kv-heads 2 --ffn-dim 128 --seq-len 16 --global-batch 8";
+const std::string kModel = tetra::test::tiny_model_flags(
+    {.layers = 4, .dim = 64, .ffn_dim = 128, .global_batch = 8, .peak_tflops = 0});
 
 struct Model {
   int layers = 4, heads = 4, kv = 2, ffn = 128, vocab = 256, seq = 16, batch = 8;

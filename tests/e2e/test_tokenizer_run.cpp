@@ -12,7 +12,9 @@
 
 #include "../support/corpus.hpp"
 #include "../support/spawn.hpp"
+#include "../support/tiny_model.hpp"
 #include "data/dataset.hpp"
+#include "data/token_cache.hpp"
 #include "data/tokenizer.hpp"
 
 using namespace tetra;
@@ -25,9 +27,7 @@ using tetra::test::tetra_bin;
 
 namespace {
 
-const std::string kTiny =
-    " train --layers 2 --dim 32 --heads 4 --kv-heads 2 --ffn-dim 64 --seq-len 16"
-    " --global-batch 4 --peak-tflops 1 ";
+const std::string kTiny = " train" + tetra::test::tiny_model_flags();
 
 struct Stat {
   ino_t inode = 0;

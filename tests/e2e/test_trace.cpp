@@ -11,6 +11,7 @@
 
 #include "../support/spawn.hpp"
 #include "../support/test_util.hpp"
+#include "../support/tiny_model.hpp"
 
 namespace {
 
@@ -21,8 +22,9 @@ using tetra::test::parsed_json;
 using tetra::test::TempDir;
 
 const std::string kModel =
-    " train --layers 4 --dim 16 --heads 2 --kv-heads 1 --ffn-dim 16 --seq-len 8 "
-    "--global-batch 4 --peak-tflops 1";
+    " train" +
+    tetra::test::tiny_model_flags(
+        {.layers = 4, .dim = 16, .heads = 2, .kv_heads = 1, .ffn_dim = 16, .seq_len = 8});
 
 struct Span {
   std::string name, lane;

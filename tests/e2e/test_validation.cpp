@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../support/spawn.hpp"
+#include "../support/tiny_model.hpp"
 #include "cli/options.hpp"
 #include "train/trainer.hpp"
 #include "util/json.hpp"
@@ -23,9 +24,7 @@ using tetra::test::tetra_bin;
 
 namespace {
 
-const std::string kTiny =
-    " train --layers 2 --dim 32 --heads 4 --kv-heads 2 --ffn-dim 64 --seq-len 16"
-    " --global-batch 4 --peak-tflops 1 ";
+const std::string kTiny = " train" + tetra::test::tiny_model_flags();
 
 // A text whose sentences repeat: a held-out part that training can learn to predict.
 std::string write_corpus(const std::string& path) {
