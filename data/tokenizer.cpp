@@ -1,7 +1,11 @@
 #include "data/tokenizer.hpp"
 
+#include <filesystem>
+
+#include "data/tokenizer_json.hpp"
 #include "util/error.hpp"
 #include "util/input_file.hpp"
+#include "util/json.hpp"
 #include "util/output_file.hpp"
 
 #ifdef TETRA_HAVE_SENTENCEPIECE
@@ -25,6 +29,8 @@ class Bytes final : public Tokenizer {
     for (int id : ids) text += static_cast<char>(id & 0xff);
     return text;
   }
+  int end_of_text() const override { return kByteEndOfText; }
+  std::string kind() const override { return "bytes"; }
 };
 
 #ifdef TETRA_HAVE_SENTENCEPIECE
@@ -51,7 +57,26 @@ class SentencePiece final : public Tokenizer {
     check(status.ok(), "tokenizer '", path_, "': ", status.ToString());
     return text;
   }
+  int end_of_text() const override { return sp_.eos_id(); }
+  int begin_of_text() const override { return sp_.bos_id(); }
   std::string model_file() const override { return path_; }
+  std::string kind() const override { return "sentencepiece"; }
+  // tokenizer.model, and tokenizer_config.json for transformers' LlamaTokenizer: no BOS or EOS
+  // added, as tetra encodes.
+  std::map<std::string, std::string> export_files(int max_length) const override {
+    std::string bytes;
+    const std::string problem = read_input_file(path_, bytes);
+    check(problem.empty(), "cannot read the tokenizer '", path_, "': ", problem);
+    json config = {{"tokenizer_class", "LlamaTokenizer"},
+                   {"model_max_length", max_length},
+                   {"add_bos_token", false},
+                   {"add_eos_token", false}};
+    for (const auto& [name, id] : {std::pair<const char*, int>{"bos_token", sp_.bos_id()},
+                                   {"eos_token", sp_.eos_id()},
+                                   {"unk_token", sp_.unk_id()}})
+      if (id >= 0) config[name] = sp_.IdToPiece(id);
+    return {{"tokenizer.model", bytes}, {"tokenizer_config.json", config.dump(2) + "\n"}};
+  }
 
  private:
   std::string path_;
@@ -63,6 +88,12 @@ class SentencePiece final : public Tokenizer {
 
 std::unique_ptr<Tokenizer> byte_tokenizer() {
   return std::make_unique<Bytes>();
+}
+
+std::vector<int> Tokenizer::encode_document(const std::string& text) const {
+  std::vector<int> ids = encode(text);
+  ids.push_back(end_of_text());
+  return ids;
 }
 
 std::string decode_continuation(const Tokenizer& tok, const std::vector<int>& context,
@@ -90,6 +121,21 @@ std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path) {
        "': this build has no SentencePiece (libsentencepiece-dev was not found when tetra was "
        "configured)");
 #endif
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
+  if (path.ends_with(".json")) return load_tokenizer_json(path);
+  return load_sentencepiece(path);
+}
+
+std::string model_dir_tokenizer(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return "";
+  for (const char* name : {"tokenizer.model", "tokenizer.json"}) {
+    const std::string path = (std::filesystem::path(dir) / name).string();
+    if (std::filesystem::exists(path, ec)) return path;
+  }
+  return "";
 }
 
 void train_bpe(const std::string& text_path, int pieces, const std::string& model_path) {
