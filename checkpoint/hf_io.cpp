@@ -287,7 +287,7 @@ std::string export_problem(const std::string& path) {
   return "";
 }
 
-json hf_config_json(const ModelConfig& cfg, bool sentencepiece, bool bf16) {
+json hf_config_json(const ModelConfig& cfg, const data::Tokenizer& tok, bool bf16) {
   json c = json::object();
   c["architectures"] = json::array({"LlamaForCausalLM"});
   c["model_type"] = "llama";
@@ -306,17 +306,15 @@ json hf_config_json(const ModelConfig& cfg, bool sentencepiece, bool bf16) {
   c["mlp_bias"] = false;
   c["tie_word_embeddings"] = false;
   c["torch_dtype"] = bf16 ? "bfloat16" : "float32";
-  if (sentencepiece) {  // SentencePiece's defaults, as tetra trains its models
-    c["bos_token_id"] = 1;
-    c["eos_token_id"] = 2;
-  }
+  if (tok.begin_of_text() >= 0) c["bos_token_id"] = tok.begin_of_text();
+  if (tok.end_of_text() >= 0 && tok.kind() != "bytes") c["eos_token_id"] = tok.end_of_text();
   // Marks the directory as tetra's, so that a later --export may replace it.
-  c["tetra"] = json{{"tokenizer", sentencepiece ? "sentencepiece" : "bytes"}};
+  c["tetra"] = json{{"tokenizer", tok.kind()}};
   return c;
 }
 
 void write_export(const std::string& path, const std::map<std::string, std::vector<float>>& full,
-                  const ModelConfig& cfg, const std::string& tokenizer_model, bool bf16) {
+                  const ModelConfig& cfg, const data::Tokenizer& tok, bool bf16) {
   st::Writer w;
   for (const UnitLayout& u : make_units(cfg, 1, 0))
     for (const ParamInfo& p : u.params) {
@@ -342,28 +340,16 @@ void write_export(const std::string& path, const std::map<std::string, std::vect
   check(!ec, context, ": cannot create the directory: ", ec.message());
   const fs::path dir(path);
   w.write((dir / "model.safetensors").string());
-  if (!tokenizer_model.empty()) {
-    std::string bytes;
-    const std::string unread = read_input_file(tokenizer_model, bytes);
-    check(unread.empty(), context, ": cannot read the tokenizer '", tokenizer_model, "': ", unread);
-    ckpt::write_file_atomically((dir / "tokenizer.model").string(), bytes, context);
-    const json tok = {{"tokenizer_class", "LlamaTokenizer"},
-                      {"model_max_length", cfg.seq_len},
-                      {"add_bos_token", false},
-                      {"add_eos_token", false},
-                      {"bos_token", "<s>"},
-                      {"eos_token", "</s>"},
-                      {"unk_token", "<unk>"}};
-    ckpt::write_file_atomically((dir / "tokenizer_config.json").string(), tok.dump(2) + "\n",
-                                context);
-  } else {  // an earlier export's tokenizer would not be this model's
-    fs::remove(dir / "tokenizer.model", ec);
-    fs::remove(dir / "tokenizer_config.json", ec);
-  }
+  // The tokenizer's files; an earlier export's others would not be this model's.
+  const std::map<std::string, std::string> files = tok.export_files(cfg.seq_len);
+  for (const char* name : {"tokenizer.model", "tokenizer.json", "tokenizer_config.json",
+                           "special_tokens_map.json"})
+    if (!files.count(name)) fs::remove(dir / name, ec);
+  for (const auto& [name, bytes] : files)
+    ckpt::write_file_atomically((dir / name).string(), bytes, context);
   // Last: config.json is what makes the directory a model.
   ckpt::write_file_atomically((dir / "config.json").string(),
-                              hf_config_json(cfg, !tokenizer_model.empty(), bf16).dump(2) + "\n",
-                              context);
+                              hf_config_json(cfg, tok, bf16).dump(2) + "\n", context);
 }
 
 }  // namespace tetra

@@ -1,7 +1,8 @@
 // Hugging Face Llama weights in and out. --init-from reads a model (one safetensors file or a
 // model directory, see hf_model.hpp; F32, BF16 or F16); --export writes the final weights,
 // whole, as F32 or BF16 (--export-dtype): a model directory that transformers' from_pretrained
-// loads as it is (config.json, model.safetensors, the tokenizer), or one .safetensors file.
+// loads as it is (config.json, model.safetensors, the tokenizer's files), or one .safetensors
+// file.
 //
 // The vocabulary: files hold the real tokens' rows; the model pads them to padded_vocab rows
 // with zeros on the way in and drops the padding on the way out.
@@ -46,14 +47,13 @@ std::string export_problem(const std::string& path);
 
 // Writes whole tensors (as gather_full returns them: the fp32 master weights, vocabulary
 // padded) with the real vocabulary's rows, as F32 or, with bf16, rounded to BF16. A directory
-// also gets config.json and, when `tokenizer_model` names a SentencePiece model,
-// tokenizer.model and tokenizer_config.json.
+// also gets config.json and the tokenizer's files (Tokenizer::export_files: a SentencePiece
+// model's tokenizer.model, or tokenizer.json; none for bytes), each with tokenizer_config.json.
 void write_export(const std::string& path, const std::map<std::string, std::vector<float>>& full,
-                  const ModelConfig& cfg, const std::string& tokenizer_model = "",
-                  bool bf16 = false);
+                  const ModelConfig& cfg, const data::Tokenizer& tok, bool bf16 = false);
 
 // config.json for cfg as transformers' LlamaConfig reads it; torch_dtype says what the
-// file holds.
-json hf_config_json(const ModelConfig& cfg, bool sentencepiece, bool bf16 = false);
+// file holds, bos_token_id and eos_token_id the tokenizer's (for a tokenizer file).
+json hf_config_json(const ModelConfig& cfg, const data::Tokenizer& tok, bool bf16 = false);
 
 }  // namespace tetra

@@ -90,10 +90,4 @@ std::vector<std::string> HfModel::names() const {
   return out;
 }
 
-std::string HfModel::tokenizer_model() const {
-  if (!is_dir_) return "";
-  const fs::path t = fs::path(path_) / "tokenizer.model";
-  return fs::exists(t) ? t.string() : "";
-}
-
 }  // namespace tetra

@@ -28,8 +28,6 @@ class HfModel {
   const std::map<std::string, std::string>& metadata() const { return files_[0].metadata(); }
   // config.json of a directory; null for a single file.
   const json& config() const { return config_; }
-  // The directory's tokenizer.model (SentencePiece), or "" when there is none.
-  std::string tokenizer_model() const;
 
  private:
   // Reads the headers of the safetensors files and indexes their tensors.

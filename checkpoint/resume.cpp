@@ -11,8 +11,9 @@ namespace {
 // The sections of the configuration a resumed run compares with its checkpoint's, each with
 // the keys that may change freely: restore() reshards to any micro-batch split and ZeRO stage,
 // recomputation gives the same numbers, and validation, the tokenizer (of text the data key
-// names), --init-from (the checkpoint replaces it), the device and the communicators do not
-// enter the state. The other sections (layout, checkpoint, output) are not compared. A key
+// names), --skip-bad-lines (a run either skipped no line, or stops at it without the flag),
+// --init-from (the checkpoint replaces it), the device and the communicators do not enter the
+// state. The other sections (layout, checkpoint, output) are not compared. A key
 // added to a compared section is compared from then on, and fixes the run unless it is listed
 // here or in kChangeable.
 struct Compared {
@@ -22,7 +23,9 @@ struct Compared {
 const Compared kCompared[] = {
     {"batch", {"micro_batch"}},
     {"optimizer", {"zero", "recompute"}},
-    {"data", {"val_data", "val_split", "eval_every", "eval_batches", "tokenizer", "init_from"}},
+    {"data",
+     {"val_data", "val_split", "eval_every", "eval_batches", "tokenizer", "skip_bad_lines",
+      "init_from"}},
     {"device", {"device", "comm"}},
 };
 

@@ -135,6 +135,7 @@ void add_train_options(CLI::App& app, TrainConfig& o, Settings* settings = nullp
 // the tetra train runs they start.
 std::vector<std::string> setting_args(const TrainConfig& c, const std::set<std::string>& keys);
 void add_generate_options(CLI::App& app, GenerateOptions& o);
+void add_tokenize_options(CLI::App& app, TokenizeOptions& o);
 void add_plan_options(CLI::App& app, PlanOptions& o);
 void add_plot_options(CLI::App& app, PlotOptions& o);
 // The commands that start jobs (cli/jobs_flags.cpp). After parsing, finish_* fills what

@@ -21,12 +21,13 @@ std::string generate_text(const GenerateOptions& o) {
   const ModelConfig cfg = config_from_model(model, flags, {});
   cfg.validate();
   std::unique_ptr<data::Tokenizer> tok;
-  if (!model.tokenizer_model().empty()) {
-    tok = data::load_sentencepiece(model.tokenizer_model());
+  if (const std::string file = data::model_dir_tokenizer(o.init_from); !file.empty()) {
+    tok = data::load_tokenizer(file);
     check_tokenizer_matches(o.init_from, cfg, *tok);
   } else {
     check(cfg.vocab <= 256, "model '", o.init_from, "' has ", cfg.vocab,
-          " tokens and no tokenizer.model: tetra generate reads bytes only without one");
+          " tokens and no tokenizer.model or tokenizer.json: tetra generate reads bytes only "
+          "without one");
     tok = data::byte_tokenizer();
   }
   std::map<std::string, std::vector<float>> whole;

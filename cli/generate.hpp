@@ -12,9 +12,9 @@ struct GenerateOptions {
   uint64_t seed = 1234;
 };
 
-// The model and its tokenizer (tokenizer.model beside it, else bytes) from o.init_from, the
-// prompt's continuation as text. Throws tetra::Error for a model or a tokenizer it cannot
-// read, or a prompt with no tokens.
+// The model and its tokenizer (tokenizer.model or tokenizer.json beside it, else bytes) from
+// o.init_from, the prompt's continuation as text. Throws tetra::Error for a model or a
+// tokenizer it cannot read, or a prompt with no tokens.
 std::string generate_text(const GenerateOptions& o);
 
 }  // namespace tetra

@@ -1,10 +1,10 @@
 // tetra: the command-line program. `tetra train [flags]` trains, `tetra plan` predicts a
 // layout's memory, traffic and time (or checks them against a run), `tetra ckpt` inspects or
 // verifies checkpoints, `tetra plot` draws SVG pictures of a run or a schedule, `tetra
-// generate` continues a prompt, `tetra launch` supervises a training command, `tetra sweep`
-// runs every layout of N ranks and `tetra lab` teaches by predicting and measuring
-// (cli/options.hpp
-// parses them all, jobs/ runs the last three); every error ends with one "tetra: error: ..."
+// generate` continues a prompt, `tetra tokenize` shows a tokenizer's ids, `tetra launch`
+// supervises a training command, `tetra sweep` runs every layout of N ranks and `tetra lab`
+// teaches by predicting and measuring (cli/options.hpp parses them all, jobs/ runs the last
+// three); every error ends with one "tetra: error: ..."
 // line from rank 0 and its exit status (util/error.hpp's table) on every rank: 2 for bad
 // input, 65 for a diverged run (a non-finite loss or gradient norm), 73 for a checkpoint
 // directory that another job holds; a pre-empted run (SIGTERM, SIGUSR1) checkpoints and
@@ -148,6 +148,10 @@ int main(int argc, char** argv) {
     } else if (cli.command == "plot") {
       tetra::agree(MPI_COMM_WORLD, [&] {
         if (rank == 0) tetra::plot_command(cli.plot);
+      });
+    } else if (cli.command == "tokenize") {  // one rank reads and writes; the others wait
+      tetra::agree(MPI_COMM_WORLD, [&] {
+        if (rank == 0) tetra::tokenize_command(cli.tokenize);
       });
     } else if (cli.command == "generate") {  // one rank is enough; the others wait
       std::string text;

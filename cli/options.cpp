@@ -205,6 +205,15 @@ std::unique_ptr<CLI::App> build_app(CommandLine& into, TrainSettings* settings) 
   configure(*generate);
   add_generate_options(*generate, into.generate);
 
+  CLI::App* tokenize = app->add_subcommand(
+      "tokenize", "the ids of standard input's text under a tokenizer, or the text of ids");
+  configure(*tokenize);
+  tokenize->footer(
+      "tetra tokenize --tokenizer tokenizer.json < text.txt       (ids, as a text file's)\n"
+      "tetra tokenize --tokenizer DIR --document < doc.txt         (ids, as one document's)\n"
+      "echo 15496 995 | tetra tokenize --tokenizer tokenizer.json --decode");
+  add_tokenize_options(*tokenize, into.tokenize);
+
   CLI::App* ckpt = app->add_subcommand("ckpt",
                                        "inspect DIR | verify DIR | config DIR: describe, check or "
                                        "print the configuration of a checkpoint");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/generate.hpp"
+#include "cli/tokenize.hpp"
 #include "jobs/lab.hpp"
 #include "jobs/launch.hpp"
 #include "jobs/sweep.hpp"
@@ -36,7 +37,8 @@ struct PlanOptions {
 };
 
 struct CommandLine {
-  // "train", "plan", "launch", "ckpt", "plot", "generate", "sweep" or "lab"; empty when help
+  // "train", "plan", "launch", "ckpt", "plot", "generate", "tokenize", "sweep" or "lab"; empty
+  // when help
   // was asked for
   std::string command;
   std::string help;  // the --help text asked for, else empty
@@ -52,6 +54,7 @@ struct CommandLine {
   CkptOptions ckpt;
   PlotOptions plot;
   GenerateOptions generate;
+  TokenizeOptions tokenize;
   SweepOptions sweep;
   LabOptions lab;
 };

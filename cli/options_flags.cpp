@@ -161,6 +161,17 @@ void add_generate_options(CLI::App& app, GenerateOptions& o) {
   add_choice(app, "--device", o.device, {"cpu", "cuda"}, "where to compute");
 }
 
+void add_tokenize_options(CLI::App& app, TokenizeOptions& o) {
+  add(app, "--tokenizer", o.tokenizer, "FILE",
+      "a tokenizer.json, a SentencePiece .model, or a model directory that holds one")
+      ->required();
+  add_switch(app, "--document", o.document,
+             "encode the text as one JSONL document: the tokens put before a text, its special "
+             "tokens as plain text, the end-of-text token");
+  add_switch(app, "--decode", o.decode, "read token ids and write their text")
+      ->excludes("--document");
+}
+
 void add_plan_options(CLI::App& app, PlanOptions& p) {
   plan::Request& o = p.request;
   app.option_defaults()->group("Plan");

@@ -9,15 +9,18 @@
 namespace tetra {
 
 struct DataConfig {
-  std::string data = "synthetic";  // synthetic, a text file, or llm.c .bin token shards
+  // synthetic, a text file, llm.c .bin token shards, or JSONL documents (data/documents.hpp)
+  std::string data = "synthetic";
+  std::string data_field = "text";  // the documents' text is this field of each line's object
+  bool skip_bad_lines = false;      // skip (and count) a bad line of documents, not stop
   // Validation: --val-data, or the last val_split of data's tokens (0: none); evaluated
   // every eval_every steps (0: after the last only) on eval_batches global batches.
   std::string val_data;
   double val_split = 0;
   int64_t eval_every = 0;
   int eval_batches = 4;
-  // "" (bytes), "bpe:N" (train a BPE model of N pieces on data) or a SentencePiece .model
-  // file; text is tokenized into .bin shards cached beside it.
+  // "" (bytes), "bpe:N" (train a BPE model of N pieces on data), a SentencePiece .model file
+  // or a tokenizer.json; text and documents are tokenized into .bin shards cached beside them.
   std::string tokenizer;
   std::string init_from;  // a Hugging Face model directory or safetensors file
 };
@@ -25,7 +28,13 @@ inline const settings::Table<DataConfig> kDataKeys{
     "data",
     "Input",
     {settings::key(&DataConfig::data, "data", "SRC",
-                   "synthetic, a text file, or an llm.c .bin token shard"),
+                   "synthetic, a text file, an llm.c .bin token shard, or JSONL documents (one "
+                   "object a line); a directory or a glob of shards or of documents"),
+     settings::key(&DataConfig::data_field, "data_field", "NAME",
+                   "the field of each JSONL line that holds the document's text"),
+     settings::key(&DataConfig::skip_bad_lines, "skip_bad_lines", "",
+                   "skip a JSONL line that is not a document (and count them) instead of "
+                   "stopping at it"),
      settings::key(&DataConfig::val_data, "val_data", "SRC", "validation data (as --data)"),
      settings::key(&DataConfig::val_split, "val_split", "F",
                    "validate on the last fraction F of --data's tokens and train on the rest",
@@ -39,8 +48,8 @@ inline const settings::Table<DataConfig> kDataKeys{
                    settings::at_least_1()),
      settings::key(&DataConfig::tokenizer, "tokenizer", "bpe:N|FILE",
                    "tokenize text data: bpe:N trains a SentencePiece BPE model of N pieces on "
-                   "--data, FILE is a SentencePiece .model (default: bytes); the tokens are "
-                   "cached beside the data"),
+                   "--data, FILE is a SentencePiece .model or a tokenizer.json (default: "
+                   "bytes); the tokens are cached beside the data"),
      settings::key(&DataConfig::init_from, "init_from", "PATH",
                    "start from a Hugging Face Llama model: a directory (config.json, "
                    "model.safetensors or a sharded index) or one safetensors file")}};

@@ -1,4 +1,4 @@
-// The three data sources (synthetic, llm.c .bin shard, text file) and the sampler that
+// The data sources (synthetic, llm.c .bin shards, a text file, JSONL documents) and the sampler that
 // maps a step's batch positions to sequences (docs/design.md, "Sequence order").
 #include "data/dataset.hpp"
 
@@ -16,6 +16,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "data/documents.hpp"
 #include "data/hash.hpp"
 #include "util/error.hpp"
 #include "util/input_file.hpp"
@@ -88,6 +89,10 @@ class Synthetic final : public Dataset {
     }
   }
 
+  void document_ids(int64_t, int32_t* out) const override {
+    std::fill(out, out + seq_len_ + 1, 0);  // one stream
+  }
+
   double entropy_floor() const override { return 1.75 * std::log(2.0); }
 
   std::string describe() const override {
@@ -112,15 +117,19 @@ class Synthetic final : public Dataset {
 
 class TokenFile final : public Dataset {
  public:
-  TokenFile(std::string path, std::string kind, std::vector<uint16_t> tokens, int seq_len)
+  // `kind` says what the tokens are ("text file", "llm.c shard", "JSONL documents (...)"),
+  // `portion` which of them ("", " (training split)"); `end_of_text` ends each document (-1:
+  // one stream).
+  TokenFile(std::string path, std::string kind, std::string portion, std::vector<uint16_t> tokens,
+            int seq_len, int end_of_text)
       : path_(std::move(path)),
         kind_(std::move(kind)),
+        portion_(std::move(portion)),
         tokens_(std::move(tokens)),
         seq_len_(seq_len),
-        count_((int64_t(tokens_.size()) - 1) / seq_len) {
-    const size_t split = kind_.find(" (");  // "(validation split)" or "(training split)"
-    check(count_ >= 1, "data '", path_, "'", split == std::string::npos ? "" : kind_.substr(split),
-          " holds ", tokens_.size(),
+        count_((int64_t(tokens_.size()) - 1) / seq_len),
+        end_of_text_(end_of_text) {
+    check(count_ >= 1, "data '", path_, "'", portion_, " holds ", tokens_.size(),
           " tokens, fewer than one sequence of seq-len+1 = ", seq_len_ + 1);
   }
 
@@ -133,19 +142,30 @@ class TokenFile final : public Dataset {
     std::copy(first, first + seq_len_ + 1, out);
   }
 
+  void document_ids(int64_t k, int32_t* out) const override {
+    sequence(k, out);  // a text or shards: no end-of-text token (-1) and one document
+    int32_t doc = 0;
+    for (int i = 0; i <= seq_len_; ++i) {
+      const bool ends = out[i] == end_of_text_;
+      out[i] = doc;
+      if (ends) ++doc;
+    }
+  }
+
   std::string describe() const override {
     std::ostringstream os;
-    os << kind_ << " '" << path_ << "': " << tokens_.size() << " tokens, " << count_
-       << " sequences of seq-len+1 = " << seq_len_ + 1;
+    os << kind_ << " '" << path_ << "'" << portion_ << ": " << tokens_.size() << " tokens, "
+       << count_ << " sequences of seq-len+1 = " << seq_len_ + 1;
     return os.str();
   }
 
  private:
   std::string path_;
-  std::string kind_;  // "llm.c shard" or "text file"
+  std::string kind_, portion_;
   std::vector<uint16_t> tokens_;
   int seq_len_;
   int64_t count_;  // K = floor((T-1)/S)
+  int end_of_text_;
 };
 
 // A regular file opened for reading (util/input_file: never a FIFO or a device, whose open or
@@ -218,65 +238,60 @@ void check_vocab(const std::string& path, const std::vector<uint16_t>& tokens, i
         " at position ", bad - tokens.begin(), " is not below --vocab ", vocab);
 }
 
-// The shards a directory or a glob names, sorted; empty when `spec` is neither.
-std::vector<std::string> shard_list(const std::string& spec) {
-  std::vector<std::string> files;
-  std::error_code ec;
-  if (std::filesystem::is_directory(spec, ec)) {
-    for (const auto& e : std::filesystem::directory_iterator(spec, ec))
-      if (e.path().extension() == ".bin") files.push_back(e.path().string());
-    check(!files.empty(), "data directory '", spec, "' holds no .bin shards");
-  } else if (spec.find_first_of("*?[") != std::string::npos && !std::filesystem::exists(spec, ec)) {
-    // A file whose name holds a wildcard character ("notes [draft].txt") is that file.
-    glob_t g;
-    const int rc = ::glob(spec.c_str(), 0, nullptr, &g);
-    if (rc == 0)
-      for (size_t i = 0; i < g.gl_pathc; ++i) files.push_back(g.gl_pathv[i]);
-    ::globfree(&g);
-    check(!files.empty(), "data '", spec, "' matches no file");
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
 }  // namespace
 
 std::unique_ptr<Dataset> open_dataset(const std::string& spec, int vocab, int seq_len,
-                                      uint64_t seed, Portion portion) {
+                                      uint64_t seed, Portion portion, const Tokenizer* tokenizer,
+                                      const DocumentOptions& documents) {
   check(vocab >= 1, "data: --vocab must be positive (got ", vocab, ")");
   check(seq_len >= 1, "data: --seq-len must be positive (got ", seq_len, ")");
   const bool validation = portion.kind == Portion::Validation;
   if (spec == "synthetic")
     return std::make_unique<Synthetic>(vocab, seq_len, seed,
                                        validation ? kValidationTag : kSequenceTag);
+  // A directory or a glob names documents or shards, read one after another in sorted order.
   // A shard is known by its name or by its header's magic number, whatever the name says: a
-  // shard named .txt would otherwise be read as text, header included. A directory or a glob
-  // names shards, read one after another in sorted order.
-  const std::vector<std::string> shards = shard_list(spec);
-  const bool bin = !shards.empty() || spec.ends_with(".bin") || is_bin_shard(spec);
+  // shard named .txt would otherwise be read as text, header included.
+  const std::vector<std::string> files = source_files(spec);
+  const std::vector<std::string> each = files.empty() ? std::vector<std::string>{spec} : files;
   std::vector<uint16_t> tokens;
-  if (shards.empty()) {
-    tokens = bin ? read_bin_shard(spec).tokens : read_text(spec);
-  } else {
-    for (const std::string& f : shards) {
-      check(is_bin_shard(f), "data '", spec, "': '", f,
-            "' is not an llm.c .bin shard (a directory or a glob takes shards only)");
+  std::string kind;
+  int end_of_text = -1;
+  if (is_documents(spec)) {
+    const std::unique_ptr<Tokenizer> bytes = tokenizer ? nullptr : byte_tokenizer();
+    const Tokenizer& tok = tokenizer ? *tokenizer : *bytes;
+    int64_t count = 0;
+    for (const std::string& f : document_files(spec)) {
+      const CachedShard cached = tokenize_documents(f, tok, documents);
+      const std::vector<uint16_t> part = read_bin_shard(cached.bin).tokens;
+      tokens.insert(tokens.end(), part.begin(), part.end());
+      count += cached.documents;
+    }
+    end_of_text = tok.end_of_text();
+    kind = "JSONL documents (" + std::to_string(count) + " in " + std::to_string(each.size()) +
+           (each.size() == 1 ? " file)" : " files)");
+  } else if (!files.empty() || spec.ends_with(".bin") || is_bin_shard(spec)) {
+    for (const std::string& f : each) {
+      check(files.empty() || is_bin_shard(f), "data '", spec, "': '", f,
+            "' is not an llm.c .bin shard (a directory or a glob takes shards or documents)");
       const std::vector<uint16_t> part = read_bin_shard(f).tokens;
       tokens.insert(tokens.end(), part.begin(), part.end());
     }
+    kind = files.size() > 1 ? std::to_string(files.size()) + " llm.c shards" : "llm.c shard";
+  } else {
+    tokens = read_text(spec);
+    kind = "text file";
   }
   check_vocab(spec, tokens, vocab);
-  std::string kind = shards.size() > 1 ? std::to_string(shards.size()) + " llm.c shards"
-                     : bin             ? "llm.c shard"
-                                       : "text file";
+  std::string part;
   if (portion.kind != Portion::All) {
     // The first 1-F of the tokens train, the last F validate.
     const auto cut = tokens.begin() + int64_t(double(tokens.size()) * (1.0 - portion.fraction));
     tokens = validation ? std::vector<uint16_t>(cut, tokens.end())
                         : std::vector<uint16_t>(tokens.begin(), cut);
-    kind += validation ? " (validation split)" : " (training split)";
+    part = validation ? " (validation split)" : " (training split)";
   }
-  return std::make_unique<TokenFile>(spec, kind, std::move(tokens), seq_len);
+  return std::make_unique<TokenFile>(spec, kind, part, std::move(tokens), seq_len, end_of_text);
 }
 
 bool is_bin_shard(const std::string& path) {

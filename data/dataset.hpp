@@ -4,8 +4,10 @@
 //   synthetic      generated in-process from the seed; has a known entropy floor
 //   PATH.bin       llm.c token shard: 256 int32 header (magic 20240520, version 1,
 //                  token count), then that many uint16 tokens
-//   DIR or GLOB    the .bin shards in a directory or matching a glob, in sorted order,
-//                  as one source
+//   PATH.jsonl     documents, one JSON object a line (data/documents.hpp), each tokenized and
+//                  ended with the tokenizer's end-of-text token, cached as a shard beside it
+//   DIR or GLOB    the .jsonl documents (else the .bin shards) in a directory or matching a
+//                  glob, in sorted order, as one source
 //   any other PATH a text file; its bytes are the tokens (byte tokenizer, 256 symbols)
 //
 // Sequence order (docs/design.md, to the letter): a source of T tokens holds K = floor((T-1)/S)
@@ -18,6 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "data/documents.hpp"
+#include "data/tokenizer.hpp"
+
 namespace tetra::data {
 
 class Dataset {
@@ -28,6 +33,11 @@ class Dataset {
   virtual int64_t num_sequences() const = 0;
   // Writes seq_len+1 token ids of sequence k (0 <= k < num_sequences()) to out.
   virtual void sequence(int64_t k, int32_t* out) const = 0;
+  // Writes the document of each of those seq_len+1 tokens to out, counted from the sequence's
+  // first token's (0) and one up after each end-of-text token, which belongs to the document it
+  // ends: what a per-document attention mask needs. A source without documents (synthetic, a
+  // text file, shards) is one: all 0.
+  virtual void document_ids(int64_t k, int32_t* out) const = 0;
   // Cross-entropy floor in nats per predicted token that a perfect model reaches on this
   // source, or a negative number when unknown.
   virtual double entropy_floor() const { return -1.0; }
@@ -35,9 +45,6 @@ class Dataset {
   virtual std::string describe() const = 0;
 };
 
-// Opens --data. Throws tetra::Error with a clear message for a missing file, a .bin with a
-// wrong magic/version or fewer tokens than its header says, a token id not below vocab,
-// or a source too short to hold one sequence of seq_len+1 tokens.
 // Which tokens of a source a dataset sees: all, or under --val-split F the first 1-F
 // (training) or the last F (validation). The synthetic source's validation sequences are
 // other draws from the same chain.
@@ -45,8 +52,15 @@ struct Portion {
   enum Kind { All, Train, Validation } kind = All;
   double fraction = 0;  // F, in (0, 1)
 };
+// Opens --data. Throws tetra::Error with a clear message for a missing file, a .bin with a
+// wrong magic/version or fewer tokens than its header says, a token id not below vocab,
+// a bad document (data/documents.hpp), or a source too short to hold one sequence of
+// seq_len+1 tokens. Documents are tokenized with `tokenizer` (bytes when null) under
+// `documents`' options, or read from their cache.
 std::unique_ptr<Dataset> open_dataset(const std::string& spec, int vocab, int seq_len,
-                                      uint64_t seed, Portion portion = {});
+                                      uint64_t seed, Portion portion = {},
+                                      const Tokenizer* tokenizer = nullptr,
+                                      const DocumentOptions& documents = {});
 
 // Whether the file begins with the llm.c shard magic number (false when it cannot be read).
 bool is_bin_shard(const std::string& path);

@@ -41,16 +41,19 @@ void refuse_tokens(const std::string& text) {
         "' is an llm.c .bin shard, tokens already (give its --vocab instead)");
 }
 
-// What a cached shard was made from, kept in its header's free words 3..12 (little-endian
-// halves of 64-bit values): a tag, the text's size and hash, the tokenizer's hash, and the
-// hash of the tokens themselves, so that a shard cut short or edited is caught too.
+// What a cached shard was made from, kept in its header's free words 3..16 (little-endian
+// halves of 64-bit values): a tag, the source's size and hash, the recipe's (tokenizer's) hash,
+// the hash of the tokens themselves, so that a shard cut short or edited is caught too, and
+// for documents their count and the lines skipped (0 in a shard of a text, and in one made
+// before documents were: the words were 0 there).
 constexpr int32_t kCacheTag = 0x54545443;  // "CTTT": tetra's token cache, record version 1
 struct Origin {
   uint64_t text_bytes = 0, text_hash = 0, tokenizer_hash = 0, tokens_hash = 0;
+  uint64_t documents = 0, skipped = 0;
 
   std::vector<int32_t> words() const {
     std::vector<int32_t> w = {kCacheTag};
-    for (uint64_t v : {text_bytes, text_hash, tokenizer_hash, tokens_hash}) {
+    for (uint64_t v : {text_bytes, text_hash, tokenizer_hash, tokens_hash, documents, skipped}) {
       w.push_back(int32_t(uint32_t(v)));
       w.push_back(int32_t(uint32_t(v >> 32)));
     }
@@ -60,7 +63,7 @@ struct Origin {
     const auto u64 = [&](int i) {
       return uint64_t(uint32_t(s.header[i])) | uint64_t(uint32_t(s.header[i + 1])) << 32;
     };
-    return {u64(4), u64(6), u64(8), u64(10)};
+    return {u64(4), u64(6), u64(8), u64(10), u64(12), u64(14)};
   }
 };
 
@@ -68,9 +71,10 @@ uint64_t tokens_hash(const std::vector<uint16_t>& tokens) {
   return fnv1a(tokens.data(), tokens.size() * sizeof(uint16_t));
 }
 
-// Why the cached shard at `bin` is not the tokens of (text, tokenizer); "" when it is.
-// Throws tetra::Error when it cannot be read at all (not a regular file, an I/O error).
-std::string mismatch(const std::string& bin, const Origin& want) {
+// Why the cached shard at `bin` is not the tokens of (text, tokenizer); "" when it is, and then
+// `had` is its record. Throws tetra::Error when it cannot be read at all (not a regular file, an
+// I/O error).
+std::string mismatch(const std::string& bin, const Origin& want, Origin& had) {
   const InputFile f = open_input_file(bin);
   check(f.fd >= 0, "the token cache '", bin, "' cannot be read: ", f.problem,
         "; it is a cache tetra made, which may be deleted (the text is then tokenized again)");
@@ -81,7 +85,7 @@ std::string mismatch(const std::string& bin, const Origin& want) {
     return std::string("is not a whole shard (") + e.what() + ")";
   }
   if (shard.header[3] != kCacheTag) return "records nothing of what it was made from";
-  const Origin had = Origin::of(shard);
+  had = Origin::of(shard);
   if (had.text_bytes != want.text_bytes || had.text_hash != want.text_hash)
     return "was made from another text";
   if (had.tokenizer_hash != want.tokenizer_hash) return "was made with another tokenizer";
@@ -113,35 +117,61 @@ std::string tokenizer_model(const std::string& spec, const std::string& text, bo
   return model;
 }
 
-CachedShard tokenize_cached(const std::string& text, const Tokenizer& tok) {
-  refuse_tokens(text);
-  // Refused whatever the text: which ids a text uses would otherwise decide it.
+void check_shard_vocab(const Tokenizer& tok) {
   check(tok.vocab() <= 65536, "tokenizer '", tok.model_file(), "' has ", tok.vocab(),
         " pieces, and an llm.c shard's uint16 tokens hold ids below 65536 only");
-  const std::string bytes = read_all(text, "data file");
-  const std::string model = read_all(tok.model_file(), "tokenizer");
-  Origin origin{bytes.size(), fnv1a(bytes.data(), bytes.size()), fnv1a(model.data(), model.size())};
+}
+
+CachedShard cached_tokens(const std::string& source, const std::string& recipe,
+                          const std::function<Made(const std::string& bytes)>& make) {
+  const std::string bytes = read_all(source, "data file");
+  Origin origin{bytes.size(), fnv1a(bytes.data(), bytes.size()), fnv1a(recipe.data(), recipe.size())};
   CachedShard out;
-  out.bin = text + "." + content_hash(bytes, model) + ".bin";
+  out.bin = source + "." + content_hash(bytes, recipe) + ".bin";
   std::error_code ec;
   if (std::filesystem::symlink_status(out.bin, ec).type() !=
       std::filesystem::file_type::not_found) {
-    out.rebuilt = mismatch(out.bin, origin);
+    Origin had;
+    out.rebuilt = mismatch(out.bin, origin, had);
     out.reused = out.rebuilt.empty();
-    if (out.reused) return out;
+    if (out.reused) {
+      out.documents = int64_t(had.documents);
+      out.skipped = int64_t(had.skipped);
+      return out;
+    }
   }
-  // The whole text at once: the tokenizer keeps newlines (as byte pieces), so decoding the
-  // shard gives the text back.
-  std::vector<uint16_t> tokens;
-  for (int id : tok.encode(bytes)) {
-    check(id >= 0 && id < 65536, "tokenizer: id ", id, " does not fit an llm.c shard's uint16");
-    tokens.push_back(uint16_t(id));
-  }
-  origin.tokens_hash = tokens_hash(tokens);
+  Made made = make(bytes);
+  origin.tokens_hash = tokens_hash(made.tokens);
+  origin.documents = uint64_t(made.documents);
+  origin.skipped = uint64_t(made.skipped);
+  out.documents = made.documents;
+  out.skipped = made.skipped;
+  out.first_skipped = made.first_skipped;
   // Through a fresh temporary: two runs tokenizing the same text write the same bytes, and
   // either rename wins.
-  write_bin_shard(out.bin, tokens, origin.words());
+  write_bin_shard(out.bin, made.tokens, origin.words());
   return out;
+}
+
+CachedShard tokenize_cached(const std::string& text, const Tokenizer& tok) {
+  refuse_tokens(text);
+  check_shard_vocab(tok);
+  // The whole text at once: the tokenizer keeps newlines (as byte pieces), so decoding the
+  // shard gives the text back.
+  return cached_tokens(text, read_all(tok.model_file(), "tokenizer"), [&](const std::string& bytes) {
+    Made made;
+    std::vector<int> ids;
+    try {
+      ids = tok.encode(bytes);
+    } catch (const Error& e) {
+      fail("data file '", text, "': ", e.what());
+    }
+    for (int id : ids) {
+      check(id >= 0 && id < 65536, "tokenizer: id ", id, " does not fit an llm.c shard's uint16");
+      made.tokens.push_back(uint16_t(id));
+    }
+    return made;
+  });
 }
 
 }  // namespace tetra::data

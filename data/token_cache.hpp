@@ -4,7 +4,10 @@
 // change to either makes a new one. The shard records its origin and is checked on reuse.
 // --tokenizer bpe:N trains the model on the text the same way, cached as TEXT.bpeN-HASH.model.
 #pragma once
+#include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "data/tokenizer.hpp"
 
@@ -25,7 +28,28 @@ struct CachedShard {
   std::string bin;      // the shard's path
   bool reused = false;  // it was there and matched
   std::string rebuilt;  // why a shard that was there did not match: "was made from another text"
+  // Documents (data/documents.hpp): how many the shard holds, how many lines were skipped as
+  // bad, and (when made now) the first of them; 0 and "" for a text.
+  int64_t documents = 0, skipped = 0;
+  std::string first_skipped;
 };
 CachedShard tokenize_cached(const std::string& text, const Tokenizer& tok);
+
+// What a cached shard is made of: its tokens, and for documents the counts above.
+struct Made {
+  std::vector<uint16_t> tokens;
+  int64_t documents = 0, skipped = 0;
+  std::string first_skipped;
+};
+// The cache itself, for any source file: the shard SOURCE.HASH.bin of `source` under `recipe`
+// (the bytes of everything else its tokens depend on: the tokenizer's file, options), reused
+// when its record matches, else made by `make` from the source's bytes and written (through a
+// temporary and a rename). Throws tetra::Error as tokenize_cached does.
+CachedShard cached_tokens(const std::string& source, const std::string& recipe,
+                          const std::function<Made(const std::string& bytes)>& make);
+
+// The tokens of a tokenizer as an llm.c shard holds them (uint16); throws tetra::Error for a
+// tokenizer of more pieces (refused whatever the text, whose ids would otherwise decide it).
+void check_shard_vocab(const Tokenizer& tok);
 
 }  // namespace tetra::data

@@ -14,6 +14,8 @@
 #include "checkpoint/hf_io.hpp"
 #include "checkpoint/resume.hpp"
 #include "checkpoint/shared_dir.hpp"
+#include "data/documents.hpp"
+#include "data/regex.hpp"
 #include "data/token_cache.hpp"
 #include "model/init.hpp"
 #include "parallel/agree.hpp"
@@ -39,52 +41,92 @@ std::string broadcast_string(MPI_Comm comm, std::string s) {
   return s;
 }
 
-// --tokenizer: loads (or trains) the SentencePiece model and points the data at its token
-// shards, tokenizing what is not cached yet; `report` prints what it did.
-void use_tokenizer(RankParts& p, bool report) {
+// --tokenizer (or the init model's own): loads it, training bpe:N on the text first; the
+// model's vocabulary becomes its pieces. `report` prints what it did.
+void load_tokenizer(RankParts& p, bool report) {
   DataConfig& d = p.config.data;
   check(d.data != "synthetic", "--tokenizer needs text data: give --data FILE");
+  check(d.tokenizer.rfind("bpe:", 0) != 0 || !data::is_documents(d.data), "--tokenizer ",
+        d.tokenizer,
+        " trains on a text file, and --data names JSONL documents: give a tokenizer file (a "
+        "tokenizer.json or a SentencePiece .model)");
   bool trained = false;
   const std::string model = data::tokenizer_model(d.tokenizer, d.data, &trained);
-  p.tokenizer = data::load_sentencepiece(model);
+  p.tokenizer = data::load_tokenizer(model);
   const int vocab = p.tokenizer->vocab();
   if (report)
     std::printf("tokenizer: %s, %d pieces (%s)\n", model.c_str(), vocab,
                 trained ? "trained now" : "reused");
-  for (std::string* text : {&d.data, &d.val_data}) {
-    if (text->empty()) continue;
-    const data::CachedShard shard = data::tokenize_cached(*text, *p.tokenizer);
-    if (report)
-      std::printf("tokens: %s -> %s (%s)\n", text->c_str(), shard.bin.c_str(),
-                  shard.reused            ? "reused"
-                  : shard.rebuilt.empty() ? "tokenized now"
-                                          : ("rebuilt: the cache there " + shard.rebuilt).c_str());
-    *text = shard.bin;
-  }
   p.config.model.vocab = vocab;
   p.config.model.vocab_rows = padded_vocab(vocab);
 }
 
+// The data as tokens, made now where they are not cached: text under a tokenizer becomes its
+// shard (which --data then names), documents theirs (which open_dataset reads).
+void tokenize_data(RankParts& p, bool report) {
+  DataConfig& d = p.config.data;
+  const data::DocumentOptions options{d.data_field, d.skip_bad_lines};
+  for (std::string* source : {&d.data, &d.val_data}) {
+    if (source->empty() || *source == "synthetic") continue;
+    if (data::is_documents(*source)) {
+      for (const std::string& file : data::document_files(*source)) {
+        const data::CachedShard s = data::tokenize_documents(file, *p.tokenizer, options);
+        if (!report) continue;
+        std::string skipped;
+        if (s.skipped > 0)
+          skipped = ", " + std::to_string(s.skipped) + " bad line" + (s.skipped > 1 ? "s" : "") +
+                    " skipped" + (s.first_skipped.empty() ? "" : " (first: " + s.first_skipped + ")");
+        std::printf("documents: %s -> %s (%s; %lld documents%s)\n", file.c_str(), s.bin.c_str(),
+                    s.reused            ? "reused"
+                    : s.rebuilt.empty() ? "tokenized now"
+                                        : ("rebuilt: the cache there " + s.rebuilt).c_str(),
+                    static_cast<long long>(s.documents), skipped.c_str());
+      }
+    } else if (!d.tokenizer.empty()) {
+      const data::CachedShard shard = data::tokenize_cached(*source, *p.tokenizer);
+      if (report)
+        std::printf("tokens: %s -> %s (%s)\n", source->c_str(), shard.bin.c_str(),
+                    shard.reused            ? "reused"
+                    : shard.rebuilt.empty() ? "tokenized now"
+                                            : ("rebuilt: the cache there " + shard.rebuilt).c_str());
+      *source = shard.bin;
+    }
+  }
+}
+
+// Whether --data is text for a tokenizer: a text file or documents, not token shards.
+bool is_text(const std::string& data) {
+  return data::is_documents(data) ||
+         (std::filesystem::is_regular_file(data) && !data::is_bin_shard(data));
+}
+
 // The tokenizer: bytes, --tokenizer's, or a model directory's own (tetra's or another's
 // export): text is tokenized with it unless --tokenizer names one, and token shards are taken
-// as its tokens, so that the samples decode through it and the export carries it.
+// as its tokens, so that the samples decode through it and the export carries it. Then the
+// data's tokens: rank 0 trains and tokenizes what is not cached; the others then find it all
+// cached.
 void choose_tokenizer(RankParts& p, MPI_Comm world, int rank) {
   DataConfig& d = p.config.data;
   p.tokenizer = data::byte_tokenizer();
-  const std::string own = d.init_from + "/tokenizer.model";
-  const bool has_own =
-      d.tokenizer.empty() && !d.init_from.empty() && std::filesystem::is_regular_file(own);
-  if (has_own && std::filesystem::is_regular_file(d.data) && !data::is_bin_shard(d.data))
-    d.tokenizer = own;
-  else if (has_own && data::have_sentencepiece())
-    agree(world, [&] { p.tokenizer = data::load_sentencepiece(own); });
-  if (d.tokenizer.empty()) return;
-  // Rank 0 trains and tokenizes what is not cached; the others then find it all cached.
+  const std::string own = data::model_dir_tokenizer(d.init_from);
+  if (d.tokenizer.empty() && !own.empty()) {
+    bool text = false;
+    agree(world, [&] { text = is_text(d.data); });
+    const bool readable = own.ends_with(".json") ? data::have_pcre2() : data::have_sentencepiece();
+    if (text)
+      d.tokenizer = own;
+    else if (readable)
+      agree(world, [&] { p.tokenizer = data::load_tokenizer(own); });
+  }
+  const auto prepare = [&](bool report) {
+    if (!d.tokenizer.empty()) load_tokenizer(p, report);
+    tokenize_data(p, report);
+  };
   agree(world, [&] {
-    if (rank == 0) use_tokenizer(p, true);
+    if (rank == 0) prepare(true);
   });
   agree(world, [&] {
-    if (rank != 0) use_tokenizer(p, false);
+    if (rank != 0) prepare(false);
   });
 }
 
@@ -122,11 +164,14 @@ void open_data(RankParts& p) {
   const uint64_t seed = p.config.optimizer.seed;
   const data::Portion train{d.val_split > 0 ? data::Portion::Train : data::Portion::All,
                             d.val_split};
-  p.data = data::open_dataset(d.data, vocab, S, seed, train);
+  const data::DocumentOptions documents{d.data_field, d.skip_bad_lines};
+  const data::Tokenizer* tok = p.tokenizer.get();
+  p.data = data::open_dataset(d.data, vocab, S, seed, train, tok, documents);
   if (!d.val_data.empty())
-    p.val = data::open_dataset(d.val_data, vocab, S, seed);
+    p.val = data::open_dataset(d.val_data, vocab, S, seed, {}, tok, documents);
   else if (d.val_split > 0)
-    p.val = data::open_dataset(d.data, vocab, S, seed, {data::Portion::Validation, d.val_split});
+    p.val = data::open_dataset(d.data, vocab, S, seed, {data::Portion::Validation, d.val_split},
+                               tok, documents);
 }
 
 // A checkpoint directory must be writable before the first step, not at the first save.

@@ -48,7 +48,7 @@ void Trainer::export_weights(const std::string& path) {
   std::string err;
   if (grid_.rank == 0) {
     try {
-      write_export(path, full, cfg_, tokenizer_->model_file(), opt_.output.export_dtype == "bf16");
+      write_export(path, full, cfg_, *tokenizer_, opt_.output.export_dtype == "bf16");
     } catch (const Error& e) {
       err = e.what();
     }

@@ -54,8 +54,8 @@ TEST_CASE("options: each subcommand's --help lists every flag it defines, with i
   std::set<std::string> paths;
   for (const auto& [path, sub] : commands) paths.insert(path);
   CHECK(paths == std::set<std::string>{"train", "plan", "launch", "ckpt", "ckpt inspect",
-                                       "ckpt verify", "ckpt config", "plot", "generate", "sweep",
-                                       "lab"});
+                                       "ckpt verify", "ckpt config", "plot", "generate", "tokenize",
+                                       "sweep", "lab"});
 
   std::set<std::string> train_flags;
   for (const auto& [path, sub] : commands) {
@@ -106,6 +106,8 @@ TEST_CASE("options: each subcommand's --help lists every flag it defines, with i
                                              "--zero",
                                              "--recompute",
                                              "--data",
+                                             "--data-field",
+                                             "--skip-bad-lines",
                                              "--init-from",
                                              "--device",
                                              "--dtype",

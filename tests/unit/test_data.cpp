@@ -143,7 +143,7 @@ TEST_CASE("data: bad sources fail with a message naming the file and the problem
   CHECK_THROWS_WITH_AS(open_dataset(missing_bin, 256, 4, 0),
                        has("data file '" + missing_bin + "': not found"), Error);
   // A directory is a set of shards; this one has none.
-  CHECK_THROWS_WITH_AS(open_dataset(dir.path.string(), 256, 4, 0), has("holds no .bin shards"),
+  CHECK_THROWS_WITH_AS(open_dataset(dir.path.string(), 256, 4, 0), has("holds no .jsonl documents or .bin shards"),
                        Error);
 
   const std::string magic = dir.file("magic.bin");

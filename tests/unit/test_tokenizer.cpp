@@ -152,7 +152,9 @@ TEST_CASE("tokenizer: one of more pieces than an llm.c shard's uint16 holds is r
     std::string decode(const std::vector<int>& ids) const override {
       return std::string(ids.size(), 'x');
     }
+    int end_of_text() const override { return -1; }
     std::string model_file() const override { return file; }
+    std::string kind() const override { return "wide"; }
     std::string file;
   };
   const TempDir tmp;
