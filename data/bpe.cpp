@@ -44,8 +44,9 @@ Bpe::Bpe(const json& model, const std::string& where) : where_(where) {
   };
   check(model.is_object(), where, ": model is not an object");
   const json& type = field("type");
-  check(type.is_null() || type == "BPE", where, ": model type ", type.dump(),
-        " is not supported (tetra reads BPE)");
+  check(type.is_null() || type == "BPE", where, ": model type '",
+        type.is_string() ? type.get<std::string>() : type.dump(),
+        "' is not supported (tetra reads BPE)");
   const json& dropout = field("dropout");
   check(dropout.is_null() || (dropout.is_number() && dropout.get<double>() == 0), where,
         ": model.dropout ", dropout.dump(), " is not supported (it makes encoding random)");

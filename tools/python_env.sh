@@ -2,7 +2,8 @@
 # The Python packages of the tests that check tetra with other programs: Debian's torch
 # (python3-torch) and, from PyPI into the virtual environment build/venv (made with
 # --system-site-packages, so that it sees Debian's torch and numpy), transformers and
-# sentencepiece (tests/hf_transformers.py loads an export with them) and tensorboard
+# sentencepiece (tests/hf_transformers.py loads an export with them; transformers brings
+# tokenizers, which tests/hf_tokenizers.py holds tetra's tokenizer.json to) and tensorboard
 # (tests/tensorboard_readback.py reads --tensorboard's event files with it). Idempotent:
 # installs only what is missing. Where something cannot be installed (no network) it says so
 # and goes on; the tests that need it then report themselves skipped, unless
@@ -60,5 +61,6 @@ if [ -n "$need" ]; then
   # shellcheck disable=SC2086
   "$venv/bin/python3" -m pip install -q "numpy<2" $need || skip "cannot install ${need//$'\n'/ }"
 fi
-"$venv/bin/python3" -c "import torch, transformers, sentencepiece, tensorboard" 2>/dev/null ||
-  skip "torch, transformers, sentencepiece or tensorboard does not import in $venv"
+"$venv/bin/python3" -c "import torch, transformers, tokenizers, sentencepiece, tensorboard" \
+  2>/dev/null ||
+  skip "torch, transformers, tokenizers, sentencepiece or tensorboard does not import in $venv"

@@ -1,0 +1,150 @@
+// Documents as data: JSONL files (one object a line, the text under --data-field), each
+// document's tokens ended by the tokenizer's end-of-text token (bytes: 3), cached per file,
+// read from a file, a directory or a glob in sorted order; a bad line refused with file:line,
+// or skipped and counted under --skip-bad-lines.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "data/dataset.hpp"
+#include "data/documents.hpp"
+#include "spawn.hpp"
+
+using namespace tetra;
+using tetra::test::count;
+using tetra::test::spawn;
+using tetra::test::TempDir;
+using tetra::test::tetra_bin;
+
+namespace {
+
+constexpr int32_t E = data::kByteEndOfText;
+
+std::vector<int32_t> sequence(const data::Dataset& ds, int64_t k, int seq_len) {
+  std::vector<int32_t> out(seq_len + 1);
+  ds.sequence(k, out.data());
+  return out;
+}
+
+std::vector<int32_t> documents_of(const data::Dataset& ds, int64_t k, int seq_len) {
+  std::vector<int32_t> out(seq_len + 1);
+  ds.document_ids(k, out.data());
+  return out;
+}
+
+const std::string kBadLines =
+    "{\"text\": \"ok\"}\n"
+    "{\"text\": 5}\n"
+    "[1, 2]\n"
+    "not json\n"
+    "{\"text\": \"a\\u0003b\"}\n"
+    "{\"other\": \"x\"}\n";
+
+}  // namespace
+
+TEST_CASE("documents: joined by the end-of-text token, which tells each token its document") {
+  const TempDir tmp;
+  const std::string docs = tmp / "docs.jsonl";
+  // A blank line is no document; an empty text is one (its end-of-text token alone).
+  std::ofstream(docs) << "{\"text\": \"ab\"}\n{\"id\": 2, \"text\": \"c\"}\n\n{\"text\": \"\"}\n"
+                         "{\"text\": \"defgh\"}";
+  const auto ds = data::open_dataset(docs, 256, 4, 1);
+  // a b E c E E d e f g h E: 12 tokens, (12 - 1) / 4 = 2 sequences.
+  REQUIRE(ds->num_sequences() == 2);
+  CHECK(sequence(*ds, 0, 4) == std::vector<int32_t>{'a', 'b', E, 'c', E});
+  CHECK(sequence(*ds, 1, 4) == std::vector<int32_t>{E, E, 'd', 'e', 'f'});
+  // An end-of-text token belongs to the document it ends; the next token starts the next.
+  CHECK(documents_of(*ds, 0, 4) == std::vector<int32_t>{0, 0, 0, 1, 1});
+  CHECK(documents_of(*ds, 1, 4) == std::vector<int32_t>{0, 1, 2, 2, 2});
+  CHECK(ds->describe().rfind("JSONL documents (4 in 1 file) '" + docs + "': 12 tokens", 0) == 0);
+
+  // Cached beside the file and reused, its record counting the documents.
+  const auto bytes = data::byte_tokenizer();
+  const data::CachedShard again = data::tokenize_documents(docs, *bytes, {});
+  CHECK(again.reused);
+  CHECK(again.documents == 4);
+  CHECK(std::filesystem::exists(again.bin));
+  // Another field is another cache, and other tokens.
+  std::ofstream(tmp / "body.jsonl") << "{\"body\": \"xy\", \"text\": \"no\"}\n";
+  const data::CachedShard body = data::tokenize_documents(tmp / "body.jsonl", *bytes, {"body"});
+  CHECK(data::read_bin_shard(body.bin).tokens == std::vector<uint16_t>{'x', 'y', E});
+  // A source without documents is one document.
+  std::ofstream(tmp / "text.txt") << "a" << char(E) << "bcdefgh";
+  const auto text = data::open_dataset(tmp / "text.txt", 256, 4, 1);
+  CHECK(documents_of(*text, 0, 4) == std::vector<int32_t>{0, 0, 0, 0, 0});
+}
+
+TEST_CASE("documents: a bad line is refused with file:line, or skipped and counted") {
+  const TempDir tmp;
+  const std::string bad = tmp / "bad.jsonl";
+  std::ofstream(bad) << kBadLines;
+  CHECK(test::error_of([&] { data::open_dataset(bad, 256, 1, 1); }) ==
+        "data file " + bad + ":2: has no string \"text\" (--data-field) (--skip-bad-lines skips "
+        "such lines)");
+  const auto bytes = data::byte_tokenizer();
+  const data::CachedShard s = data::tokenize_documents(bad, *bytes, {"text", true});
+  CHECK(s.documents == 1);
+  CHECK(s.skipped == 5);
+  CHECK(s.first_skipped == bad + ":2: has no string \"text\" (--data-field)");
+  CHECK(data::read_bin_shard(s.bin).tokens == std::vector<uint16_t>{'o', 'k', E});
+  // Each kind of bad line, named.
+  const std::string problems[] = {"[1, 2]", "not json", "{\"text\": \"a\\u0003b\"}"};
+  const std::string words[] = {"not a JSON object", "invalid JSON",
+                               "its text holds the end-of-text token (id 3, byte 3)"};
+  for (int i = 0; i < 3; ++i) {
+    std::ofstream(tmp / "one.jsonl") << "{\"text\": \"ok\"}\n" << problems[i] << "\n";
+    CHECK(test::error_of([&] { data::tokenize_documents(tmp / "one.jsonl", *bytes, {}); })
+              .find((tmp / "one.jsonl") + ":2: " + words[i]) != std::string::npos);
+  }
+}
+
+TEST_CASE("documents: a directory or a glob of JSONL files, in sorted order") {
+  const TempDir tmp;
+  const std::string dir = tmp / "docs";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/b.jsonl") << "{\"text\": \"B\"}\n";
+  std::ofstream(dir + "/a.jsonl") << "{\"text\": \"A\"}\n";
+  for (const std::string& spec : {dir, dir + "/*.jsonl"}) {
+    CAPTURE(spec);
+    CHECK(data::is_documents(spec));
+    const auto ds = data::open_dataset(spec, 256, 3, 1);
+    CHECK(sequence(*ds, 0, 3) == std::vector<int32_t>{'A', E, 'B', E});
+    CHECK(ds->describe().rfind("JSONL documents (2 in 2 files)", 0) == 0);
+  }
+  // The directory now holds the caches too (.bin): still a directory of documents, but a glob
+  // that takes both is refused.
+  CHECK(data::source_files(dir).size() == 2);
+  CHECK(test::error_of([&] { data::open_dataset(dir + "/*", 256, 3, 1); })
+            .find("is not a .jsonl file of documents") != std::string::npos);
+}
+
+TEST_CASE("documents: tetra train reads them, reports the cache and the lines skipped") {
+  const TempDir tmp;
+  std::string lines;
+  for (int i = 0; i < 40; ++i) lines += "{\"text\": \"document " + std::to_string(i) + " text\"}\n";
+  std::ofstream(tmp / "docs.jsonl") << lines;
+  std::ofstream(tmp / "bad.jsonl") << lines << kBadLines;
+  const std::string train = tetra_bin() +
+                            " train --layers 1 --dim 16 --heads 2 --kv-heads 1 --ffn-dim 32 "
+                            "--seq-len 16 --global-batch 2 --steps 1 --peak-tflops 1 --data ";
+  const auto first = spawn(train + (tmp / "docs.jsonl"));
+  CHECK(first.status == 0);
+  CHECK(first.out.find("(tokenized now; 40 documents)") != std::string::npos);
+  CHECK(first.out.find("data: JSONL documents (40 in 1 file)") != std::string::npos);
+  CHECK(spawn(train + (tmp / "docs.jsonl")).out.find("(reused; 40 documents)") !=
+        std::string::npos);
+  const auto refused = spawn(train + (tmp / "bad.jsonl"));
+  CHECK(refused.status == 2);
+  CHECK(count(refused.err, "tetra: error:") == 1);
+  CHECK(refused.err.find("bad.jsonl:42: has no string \"text\"") != std::string::npos);
+  const auto skipped = spawn(train + (tmp / "bad.jsonl") + " --skip-bad-lines");
+  CHECK(skipped.status == 0);
+  CHECK(skipped.out.find("41 documents, 5 bad lines skipped (first: " + (tmp / "bad.jsonl") +
+                         ":42: ") != std::string::npos);
+  const auto bpe = spawn(train + (tmp / "docs.jsonl") + " --tokenizer bpe:300");
+  CHECK(bpe.status == 2);
+  CHECK(bpe.err.find("--tokenizer bpe:300 trains on a text file") != std::string::npos);
+}
