@@ -342,8 +342,8 @@ void write_export(const std::string& path, const std::map<std::string, std::vect
   w.write((dir / "model.safetensors").string());
   // The tokenizer's files; an earlier export's others would not be this model's.
   const std::map<std::string, std::string> files = tok.export_files(cfg.seq_len);
-  for (const char* name : {"tokenizer.model", "tokenizer.json", "tokenizer_config.json",
-                           "special_tokens_map.json"})
+  for (const char* name :
+       {"tokenizer.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"})
     if (!files.count(name)) fs::remove(dir / name, ec);
   for (const auto& [name, bytes] : files)
     ckpt::write_file_atomically((dir / name).string(), bytes, context);

@@ -55,8 +55,7 @@ AddedTokens::AddedTokens(const json& list, const Bpe& model, const Normalizer& n
     token.single_word = flag("single_word", false);
     token.lstrip = flag("lstrip", false);
     token.rstrip = flag("rstrip", false);
-    check(!by_content_.count(token.content), at, " gives '", token.content,
-          "' a second time");
+    check(!by_content_.count(token.content), at, " gives '", token.content, "' a second time");
     const int model_size = model.entries();
     int id = model.id(token.content);
     if (id < 0)

@@ -23,9 +23,7 @@ uint64_t pair_key(int a, int b) {
 // lowest rank first, and of equal ranks the leftmost.
 struct Candidate {
   int pos, rank, id;
-  bool operator<(const Candidate& o) const {
-    return rank != o.rank ? rank > o.rank : pos > o.pos;
-  }
+  bool operator<(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
 };
 
 // One symbol of a word being merged: its id and its neighbours in the list (-1: none); a
@@ -77,8 +75,8 @@ Bpe::Bpe(const json& model, const std::string& where) : where_(where) {
       tokens_.resize(size_t(*id) + 1);
       has_token_.resize(size_t(*id) + 1);
     }
-    check(!has_token_[*id], where, ": model.vocab gives the id ", *id, " to both '",
-          tokens_[*id], "' and '", token, "'");
+    check(!has_token_[*id], where, ": model.vocab gives the id ", *id, " to both '", tokens_[*id],
+          "' and '", token, "'");
     tokens_[*id] = token;
     has_token_[*id] = true;
     vocab_[token] = int(*id);
@@ -95,13 +93,13 @@ Bpe::Bpe(const json& model, const std::string& where) : where_(where) {
       const std::string s = m.get<std::string>();
       if (s.rfind("#version", 0) == 0) continue;
       const size_t space = s.find(' ');
-      check(space != std::string::npos && s.find(' ', space + 1) == std::string::npos, where,
-            ": ", at, " is \"", s, "\", not two tokens separated by one space");
+      check(space != std::string::npos && s.find(' ', space + 1) == std::string::npos, where, ": ",
+            at, " is \"", s, "\", not two tokens separated by one space");
       a = s.substr(0, space);
       b = s.substr(space + 1);
     } else {
-      check(m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string(), where, ": ",
-            at, " is ", m.dump(), ", neither \"a b\" nor [\"a\", \"b\"]");
+      check(m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string(), where, ": ", at,
+            " is ", m.dump(), ", neither \"a b\" nor [\"a\", \"b\"]");
       a = m[0].get<std::string>();
       b = m[1].get<std::string>();
     }

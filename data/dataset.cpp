@@ -1,5 +1,5 @@
-// The data sources (synthetic, llm.c .bin shards, a text file, JSONL documents) and the sampler that
-// maps a step's batch positions to sequences (docs/design.md, "Sequence order").
+// The data sources (synthetic, llm.c .bin shards, a text file, JSONL documents) and the sampler
+// that maps a step's batch positions to sequences (docs/design.md, "Sequence order").
 #include "data/dataset.hpp"
 
 #include <glob.h>
@@ -154,7 +154,7 @@ class TokenFile final : public Dataset {
 
   std::string describe() const override {
     std::ostringstream os;
-    os << kind_ << " '" << path_ << "'" << portion_ << ": " << tokens_.size() << " tokens, "
+    os << kind_ << portion_ << " '" << path_ << "': " << tokens_.size() << " tokens, "
        << count_ << " sequences of seq-len+1 = " << seq_len_ + 1;
     return os.str();
   }

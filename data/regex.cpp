@@ -21,7 +21,8 @@ std::string translate(const std::string& pattern, const std::string& what) {
     const char c = pattern[i];
     if (c == '[' && i + 1 < pattern.size() && pattern[i + 1] == ':') {
       const size_t name_end = pattern.find_first_not_of("abcdefghijklmnopqrstuvwxyz^", i + 2);
-      if (name_end != std::string::npos && name_end > i + 2 && pattern.compare(name_end, 2, ":]") == 0)
+      if (name_end != std::string::npos && name_end > i + 2 &&
+          pattern.compare(name_end, 2, ":]") == 0)
         fail(what, ": the POSIX class '", pattern.substr(i, name_end + 2 - i),
              "' in the pattern is not supported (Oniguruma and PCRE2 read it differently)");
     }

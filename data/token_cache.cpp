@@ -125,7 +125,8 @@ void check_shard_vocab(const Tokenizer& tok) {
 CachedShard cached_tokens(const std::string& source, const std::string& recipe,
                           const std::function<Made(const std::string& bytes)>& make) {
   const std::string bytes = read_all(source, "data file");
-  Origin origin{bytes.size(), fnv1a(bytes.data(), bytes.size()), fnv1a(recipe.data(), recipe.size())};
+  Origin origin{bytes.size(), fnv1a(bytes.data(), bytes.size()),
+                fnv1a(recipe.data(), recipe.size())};
   CachedShard out;
   out.bin = source + "." + content_hash(bytes, recipe) + ".bin";
   std::error_code ec;
@@ -158,20 +159,22 @@ CachedShard tokenize_cached(const std::string& text, const Tokenizer& tok) {
   check_shard_vocab(tok);
   // The whole text at once: the tokenizer keeps newlines (as byte pieces), so decoding the
   // shard gives the text back.
-  return cached_tokens(text, read_all(tok.model_file(), "tokenizer"), [&](const std::string& bytes) {
-    Made made;
-    std::vector<int> ids;
-    try {
-      ids = tok.encode(bytes);
-    } catch (const Error& e) {
-      fail("data file '", text, "': ", e.what());
-    }
-    for (int id : ids) {
-      check(id >= 0 && id < 65536, "tokenizer: id ", id, " does not fit an llm.c shard's uint16");
-      made.tokens.push_back(uint16_t(id));
-    }
-    return made;
-  });
+  return cached_tokens(text, read_all(tok.model_file(), "tokenizer"),
+                       [&](const std::string& bytes) {
+                         Made made;
+                         std::vector<int> ids;
+                         try {
+                           ids = tok.encode(bytes);
+                         } catch (const Error& e) {
+                           fail("data file '", text, "': ", e.what());
+                         }
+                         for (int id : ids) {
+                           check(id >= 0 && id < 65536, "tokenizer: id ", id,
+                                 " does not fit an llm.c shard's uint16");
+                           made.tokens.push_back(uint16_t(id));
+                         }
+                         return made;
+                       });
 }
 
 }  // namespace tetra::data

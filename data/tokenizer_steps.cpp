@@ -65,8 +65,8 @@ std::string text_field(const json& spec, const char* name, const std::string& wh
 // A pattern field, {"String": text} or {"Regex": pattern}.
 Regex pattern_field(const json& spec, const std::string& where) {
   const std::string at = where + ".pattern";
-  check(spec.contains("pattern") && spec["pattern"].is_object() && spec["pattern"].size() == 1,
-        at, " is not {\"String\": ...} or {\"Regex\": ...}");
+  check(spec.contains("pattern") && spec["pattern"].is_object() && spec["pattern"].size() == 1, at,
+        " is not {\"String\": ...} or {\"Regex\": ...}");
   const std::string kind = spec["pattern"].begin().key();
   const json& value = spec["pattern"].begin().value();
   check(value.is_string() && (kind == "String" || kind == "Regex"), at,
@@ -105,8 +105,7 @@ Normalizer::Normalizer(const json& spec, const std::string& where) {
 void Normalizer::add(const json& spec, const std::string& where) {
   const std::string type = type_of(spec, where, {"Sequence", "Replace", "Prepend"});
   if (type == "Sequence") {
-    each_step(spec, "normalizers", where,
-              [&](const json& s, const std::string& w) { add(s, w); });
+    each_step(spec, "normalizers", where, [&](const json& s, const std::string& w) { add(s, w); });
   } else if (type == "Replace") {
     steps_.push_back({pattern_field(spec, where), text_field(spec, "content", where)});
   } else {
@@ -281,7 +280,8 @@ void PostProcessor::add(const json& spec, const std::string& where) {
   for (size_t i = 0; i < single.size(); ++i) {
     const json& it = single[i];
     const std::string at = where + ".single[" + std::to_string(i) + "]";
-    check(it.is_object() && it.size() == 1, at, " is not {\"SpecialToken\": ...} or {\"Sequence\": ...}");
+    check(it.is_object() && it.size() == 1, at,
+          " is not {\"SpecialToken\": ...} or {\"Sequence\": ...}");
     const std::string kind = it.begin().key();
     const json& body = it.begin().value();
     check(body.is_object() && body.contains("id") && body["id"].is_string(), at, ".", kind,

@@ -38,7 +38,7 @@ class Normalizer {
   void add(const json& spec, const std::string& where);
   struct Step {
     std::optional<Regex> pattern;  // Replace: its pattern; Prepend: none
-    std::string content;         // what replaces a match, or what is prepended
+    std::string content;           // what replaces a match, or what is prepended
   };
   std::vector<Step> steps_;
 };

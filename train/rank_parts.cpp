@@ -75,7 +75,8 @@ void tokenize_data(RankParts& p, bool report) {
         std::string skipped;
         if (s.skipped > 0)
           skipped = ", " + std::to_string(s.skipped) + " bad line" + (s.skipped > 1 ? "s" : "") +
-                    " skipped" + (s.first_skipped.empty() ? "" : " (first: " + s.first_skipped + ")");
+                    " skipped" +
+                    (s.first_skipped.empty() ? "" : " (first: " + s.first_skipped + ")");
         std::printf("documents: %s -> %s (%s; %lld documents%s)\n", file.c_str(), s.bin.c_str(),
                     s.reused            ? "reused"
                     : s.rebuilt.empty() ? "tokenized now"
@@ -86,9 +87,10 @@ void tokenize_data(RankParts& p, bool report) {
       const data::CachedShard shard = data::tokenize_cached(*source, *p.tokenizer);
       if (report)
         std::printf("tokens: %s -> %s (%s)\n", source->c_str(), shard.bin.c_str(),
-                    shard.reused            ? "reused"
-                    : shard.rebuilt.empty() ? "tokenized now"
-                                            : ("rebuilt: the cache there " + shard.rebuilt).c_str());
+                    shard.reused ? "reused"
+                    : shard.rebuilt.empty()
+                        ? "tokenized now"
+                        : ("rebuilt: the cache there " + shard.rebuilt).c_str());
       *source = shard.bin;
     }
   }

@@ -143,8 +143,8 @@ TEST_CASE("data: bad sources fail with a message naming the file and the problem
   CHECK_THROWS_WITH_AS(open_dataset(missing_bin, 256, 4, 0),
                        has("data file '" + missing_bin + "': not found"), Error);
   // A directory is a set of shards; this one has none.
-  CHECK_THROWS_WITH_AS(open_dataset(dir.path.string(), 256, 4, 0), has("holds no .jsonl documents or .bin shards"),
-                       Error);
+  CHECK_THROWS_WITH_AS(open_dataset(dir.path.string(), 256, 4, 0),
+                       has("holds no .jsonl documents or .bin shards"), Error);
 
   const std::string magic = dir.file("magic.bin");
   write_raw_shard(magic, 123, 1, 10, std::vector<uint16_t>(10, 0));

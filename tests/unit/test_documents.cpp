@@ -82,8 +82,9 @@ TEST_CASE("documents: a bad line is refused with file:line, or skipped and count
   const std::string bad = tmp / "bad.jsonl";
   std::ofstream(bad) << kBadLines;
   CHECK(test::error_of([&] { data::open_dataset(bad, 256, 1, 1); }) ==
-        "data file " + bad + ":2: has no string \"text\" (--data-field) (--skip-bad-lines skips "
-        "such lines)");
+        "data file " + bad +
+            ":2: has no string \"text\" (--data-field) (--skip-bad-lines skips "
+            "such lines)");
   const auto bytes = data::byte_tokenizer();
   const data::CachedShard s = data::tokenize_documents(bad, *bytes, {"text", true});
   CHECK(s.documents == 1);
@@ -96,8 +97,9 @@ TEST_CASE("documents: a bad line is refused with file:line, or skipped and count
                                "its text holds the end-of-text token (id 3, byte 3)"};
   for (int i = 0; i < 3; ++i) {
     std::ofstream(tmp / "one.jsonl") << "{\"text\": \"ok\"}\n" << problems[i] << "\n";
-    CHECK(test::error_of([&] { data::tokenize_documents(tmp / "one.jsonl", *bytes, {}); })
-              .find((tmp / "one.jsonl") + ":2: " + words[i]) != std::string::npos);
+    CHECK(test::error_of([&] {
+            data::tokenize_documents(tmp / "one.jsonl", *bytes, {});
+          }).find((tmp / "one.jsonl") + ":2: " + words[i]) != std::string::npos);
   }
 }
 
@@ -117,8 +119,9 @@ TEST_CASE("documents: a directory or a glob of JSONL files, in sorted order") {
   // The directory now holds the caches too (.bin): still a directory of documents, but a glob
   // that takes both is refused.
   CHECK(data::source_files(dir).size() == 2);
-  CHECK(test::error_of([&] { data::open_dataset(dir + "/*", 256, 3, 1); })
-            .find("is not a .jsonl file of documents") != std::string::npos);
+  CHECK(test::error_of([&] {
+          data::open_dataset(dir + "/*", 256, 3, 1);
+        }).find("is not a .jsonl file of documents") != std::string::npos);
 }
 
 TEST_CASE("documents: tetra train reads them, reports the cache and the lines skipped") {

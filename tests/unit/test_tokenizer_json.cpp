@@ -67,7 +67,7 @@ const std::vector<std::pair<std::string, std::string>> kTheMerges = {
     {"t", "h"}, {"th", "e"}, {"\xC4\xA0", "the"}, {"h", "e"}};  // "Ġ" is U+0120
 
 json added(int id, const std::string& content, bool special, json flags = json::object()) {
-  json t = {{"id", id},       {"content", content}, {"single_word", false}, {"lstrip", false},
+  json t = {{"id", id},        {"content", content},     {"single_word", false}, {"lstrip", false},
             {"rstrip", false}, {"normalized", !special}, {"special", special}};
   for (const auto& [k, v] : flags.items()) t[k] = v;
   return t;
@@ -159,7 +159,8 @@ TEST_CASE("tokenizer.json: special tokens are cut out before the regex; a docume
   CHECK(load(tmp, j, "dir/tokenizer.json")->end_of_text() == 261);
 }
 
-TEST_CASE("tokenizer.json: lstrip and rstrip take the white space around; single_word whole words") {
+TEST_CASE(
+    "tokenizer.json: lstrip and rstrip take the white space around; single_word whole words") {
   const TempDir tmp;
   json j = byte_level(kTheMerges);
   j["added_tokens"] = {added(260, "<m>", true, {{"lstrip", true}, {"rstrip", true}}),
@@ -171,7 +172,8 @@ TEST_CASE("tokenizer.json: lstrip and rstrip take the white space around; single
   CHECK(tok->encode("ab") == std::vector<int>{261});
   CHECK(tok->encode("xab") == std::vector<int>{'x', 'a', 'b'});
   CHECK(tok->encode("ab!") == std::vector<int>{261, '!'});
-  CHECK(tok->encode("\xC3\xA9" "ab") == cat(bytes_of("\xC3\xA9"), {'a', 'b'}));  // é is a letter
+  CHECK(tok->encode("\xC3\xA9"
+                    "ab") == cat(bytes_of("\xC3\xA9"), {'a', 'b'}));  // é is a letter
 }
 
 TEST_CASE("tokenizer.json: a TemplateProcessing BOS goes before a document, not before a text") {
@@ -217,10 +219,19 @@ TEST_CASE("tokenizer.json: Split behaviors, and invert") {
 TEST_CASE("tokenizer.json: patterns read as Oniguruma reads them") {
   // \s is Unicode's White_Space: U+00A0 is, U+180E (which PCRE2's own \s takes) is not.
   const data::Regex space("\\s+", "t");
-  CHECK(space.find_all("a\xC2\xA0" "b").size() == 1);
-  CHECK(space.find_all("a\xE1\xA0\x8E" "b").empty());
+  CHECK(space
+            .find_all("a\xC2\xA0"
+                      "b")
+            .size() == 1);
+  CHECK(space
+            .find_all("a\xE1\xA0\x8E"
+                      "b")
+            .empty());
   const data::Regex not_space("\\S+", "t");
-  CHECK(not_space.find_all("a\xE1\xA0\x8E" "b").size() == 1);
+  CHECK(not_space
+            .find_all("a\xE1\xA0\x8E"
+                      "b")
+            .size() == 1);
   // An empty match right where the last one ended is passed over by one character.
   using M = std::vector<std::pair<size_t, size_t>>;
   CHECK(data::Regex("x*", "t").find_all("axb") == M{{0, 0}, {1, 2}, {3, 3}});
@@ -235,32 +246,45 @@ TEST_CASE("tokenizer.json: what tetra does not implement is refused, naming the 
     json value;
     std::string message;
   };
-  const json template_bert = {{"type", "BertProcessing"},
-                              {"sep", {"[SEP]", 1}},
-                              {"cls", {"[CLS]", 0}}};
+  const json template_bert = {
+      {"type", "BertProcessing"}, {"sep", {"[SEP]", 1}}, {"cls", {"[CLS]", 0}}};
   const std::vector<Case> cases = {
       {"normalizer", {{"type", "NFC"}}, "normalizer type 'NFC' is not supported"},
       {"normalizer",
        {{"type", "Sequence"},
         {"normalizers",
-         {{{"type", "Prepend"}, {"prepend", "x"}}, {{"type", "Precompiled"}, {"precompiled_charsmap", ""}}}}},
+         {{{"type", "Prepend"}, {"prepend", "x"}},
+          {{"type", "Precompiled"}, {"precompiled_charsmap", ""}}}}},
        "normalizer.normalizers[1] type 'Precompiled' is not supported"},
-      {"pre_tokenizer", {{"type", "Whitespace"}}, "pre_tokenizer type 'Whitespace' is not supported"},
       {"pre_tokenizer",
-       {{"type", "Split"}, {"pattern", {{"Regex", "\\w+"}}}, {"behavior", "Isolated"}, {"invert", false}},
+       {{"type", "Whitespace"}},
+       "pre_tokenizer type 'Whitespace' is not supported"},
+      {"pre_tokenizer",
+       {{"type", "Split"},
+        {"pattern", {{"Regex", "\\w+"}}},
+        {"behavior", "Isolated"},
+        {"invert", false}},
        "pre_tokenizer.pattern.Regex: the escape \\w in the pattern is not supported"},
       {"pre_tokenizer",
-       {{"type", "Split"}, {"pattern", {{"Regex", "(a"}}}, {"behavior", "Isolated"}, {"invert", false}},
+       {{"type", "Split"},
+        {"pattern", {{"Regex", "(a"}}},
+        {"behavior", "Isolated"},
+        {"invert", false}},
        "pre_tokenizer.pattern.Regex: the pattern does not compile"},
       {"pre_tokenizer",
-       {{"type", "Split"}, {"pattern", {{"String", "-"}}}, {"behavior", "Sideways"}, {"invert", false}},
+       {{"type", "Split"},
+        {"pattern", {{"String", "-"}}},
+        {"behavior", "Sideways"},
+        {"invert", false}},
        "pre_tokenizer.behavior 'Sideways' is not supported"},
       {"post_processor", template_bert, "post_processor type 'BertProcessing' is not supported"},
       {"decoder", {{"type", "Metaspace"}}, "decoder type 'Metaspace' is not supported"},
       {"truncation", {{"max_length", 512}}, "truncation {\"max_length\":512} is not supported"},
       {"padding", {{"strategy", "BatchLongest"}}, "padding"},
-      {"added_tokens", {added(7, "<x>", true)}, "added_tokens[0] gives '<x>' the id 7, where "
-                                                "Hugging Face tokenizers reads 260"},
+      {"added_tokens",
+       {added(7, "<x>", true)},
+       "added_tokens[0] gives '<x>' the id 7, where "
+       "Hugging Face tokenizers reads 260"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.message);
@@ -273,9 +297,11 @@ TEST_CASE("tokenizer.json: what tetra does not implement is refused, naming the 
   const std::vector<Case> model_cases = {
       {"type", "WordPiece", "model type 'WordPiece' is not supported"},
       {"dropout", 0.1, "model.dropout 0.1 is not supported"},
-      {"continuing_subword_prefix", "##", "model.continuing_subword_prefix \"##\" is not supported"},
+      {"continuing_subword_prefix", "##",
+       "model.continuing_subword_prefix \"##\" is not supported"},
       {"merges", {"a b c"}, "model.merges[0] is \"a b c\", not two tokens"},
-      {"merges", json::array({json::array({"t", "zz"})}), "model.merges[0] needs the token 'zz', which is not in model.vocab"},
+      {"merges", json::array({json::array({"t", "zz"})}),
+       "model.merges[0] needs the token 'zz', which is not in model.vocab"},
   };
   for (const Case& c : model_cases) {
     CAPTURE(c.message);
@@ -287,7 +313,8 @@ TEST_CASE("tokenizer.json: what tetra does not implement is refused, naming the 
   json j = byte_level(kTheMerges);
   j["normalizer"] = {{"type", "NFKC"}};
   std::ofstream(tmp / "nfkc.json") << j.dump();
-  const auto r = spawn(tetra_bin() + " tokenize --tokenizer " + (tmp / "nfkc.json") + " </dev/null");
+  const auto r =
+      spawn(tetra_bin() + " tokenize --tokenizer " + (tmp / "nfkc.json") + " </dev/null");
   CHECK(r.status == 2);
   CHECK(r.err == "tetra: error: tokenizer '" + (tmp / "nfkc.json") +
                      "': normalizer type 'NFKC' is not supported\n");
