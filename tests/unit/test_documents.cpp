@@ -1,7 +1,8 @@
 // Documents as data: JSONL files (one object a line, the text under --data-field), each
 // document's tokens ended by the tokenizer's end-of-text token (bytes: 3), cached per file,
 // read from a file, a directory or a glob in sorted order; a bad line refused with file:line,
-// or skipped and counted under --skip-bad-lines.
+// or skipped and counted under --skip-bad-lines. (What tetra train says of them:
+// tests/e2e/test_documents_run.cpp.)
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -9,15 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "../support/jsonl.hpp"
+#include "../support/test_util.hpp"
 #include "data/dataset.hpp"
 #include "data/documents.hpp"
-#include "spawn.hpp"
 
 using namespace tetra;
-using tetra::test::count;
-using tetra::test::spawn;
 using tetra::test::TempDir;
-using tetra::test::tetra_bin;
 
 namespace {
 
@@ -34,14 +33,6 @@ std::vector<int32_t> documents_of(const data::Dataset& ds, int64_t k, int seq_le
   ds.document_ids(k, out.data());
   return out;
 }
-
-const std::string kBadLines =
-    "{\"text\": \"ok\"}\n"
-    "{\"text\": 5}\n"
-    "[1, 2]\n"
-    "not json\n"
-    "{\"text\": \"a\\u0003b\"}\n"
-    "{\"other\": \"x\"}\n";
 
 }  // namespace
 
@@ -80,7 +71,7 @@ TEST_CASE("documents: joined by the end-of-text token, which tells each token it
 TEST_CASE("documents: a bad line is refused with file:line, or skipped and counted") {
   const TempDir tmp;
   const std::string bad = tmp / "bad.jsonl";
-  std::ofstream(bad) << kBadLines;
+  std::ofstream(bad) << tetra::test::kBadJsonl;
   CHECK(test::error_of([&] { data::open_dataset(bad, 256, 1, 1); }) ==
         "data file " + bad +
             ":2: has no string \"text\" (--data-field) (--skip-bad-lines skips "
@@ -122,32 +113,4 @@ TEST_CASE("documents: a directory or a glob of JSONL files, in sorted order") {
   CHECK(test::error_of([&] {
           data::open_dataset(dir + "/*", 256, 3, 1);
         }).find("is not a .jsonl file of documents") != std::string::npos);
-}
-
-TEST_CASE("documents: tetra train reads them, reports the cache and the lines skipped") {
-  const TempDir tmp;
-  std::string lines;
-  for (int i = 0; i < 40; ++i) lines += "{\"text\": \"document " + std::to_string(i) + " text\"}\n";
-  std::ofstream(tmp / "docs.jsonl") << lines;
-  std::ofstream(tmp / "bad.jsonl") << lines << kBadLines;
-  const std::string train = tetra_bin() +
-                            " train --layers 1 --dim 16 --heads 2 --kv-heads 1 --ffn-dim 32 "
-                            "--seq-len 16 --global-batch 2 --steps 1 --peak-tflops 1 --data ";
-  const auto first = spawn(train + (tmp / "docs.jsonl"));
-  CHECK(first.status == 0);
-  CHECK(first.out.find("(tokenized now; 40 documents)") != std::string::npos);
-  CHECK(first.out.find("data: JSONL documents (40 in 1 file)") != std::string::npos);
-  CHECK(spawn(train + (tmp / "docs.jsonl")).out.find("(reused; 40 documents)") !=
-        std::string::npos);
-  const auto refused = spawn(train + (tmp / "bad.jsonl"));
-  CHECK(refused.status == 2);
-  CHECK(count(refused.err, "tetra: error:") == 1);
-  CHECK(refused.err.find("bad.jsonl:42: has no string \"text\"") != std::string::npos);
-  const auto skipped = spawn(train + (tmp / "bad.jsonl") + " --skip-bad-lines");
-  CHECK(skipped.status == 0);
-  CHECK(skipped.out.find("41 documents, 5 bad lines skipped (first: " + (tmp / "bad.jsonl") +
-                         ":42: ") != std::string::npos);
-  const auto bpe = spawn(train + (tmp / "docs.jsonl") + " --tokenizer bpe:300");
-  CHECK(bpe.status == 2);
-  CHECK(bpe.err.find("--tokenizer bpe:300 trains on a text file") != std::string::npos);
 }

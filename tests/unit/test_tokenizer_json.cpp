@@ -2,7 +2,8 @@
 // Hugging Face tokenizers' rules (tests/hf_tokenizers.py holds the whole to the library itself
 // on 100 kB of text): merges in both forms and by rank, special tokens before the regex and as
 // text in a document, the added tokens' flags, the Split behaviors, the regex translation, and
-// a refusal naming the field for everything tetra does not implement.
+// a refusal naming the field for everything tetra does not implement. (On the command line,
+// tetra tokenize: tests/e2e/test_tokenizer_json_run.cpp.)
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -10,68 +11,19 @@
 #include <string>
 #include <vector>
 
+#include "../support/test_util.hpp"
+#include "../support/tokenizer_files.hpp"
 #include "data/regex.hpp"
 #include "data/tokenizer_json.hpp"
 #include "data/tokenizer_steps.hpp"
-#include "spawn.hpp"
 
 using namespace tetra;
-using tetra::test::spawn;
+using tetra::test::added;
+using tetra::test::byte_level;
+using tetra::test::kTheMerges;
 using tetra::test::TempDir;
-using tetra::test::tetra_bin;
 
 namespace {
-
-// A byte-level BPE over the 256 byte characters (id = byte) and `merges`, in the pair form;
-// each merged token takes the next id from 256. GPT-2's pre-tokenizer and decoder.
-json byte_level(const std::vector<std::pair<std::string, std::string>>& merges) {
-  json vocab = json::object();
-  for (int b = 0; b < 256; ++b) vocab[data::byte_char(static_cast<unsigned char>(b))] = b;
-  json pairs = json::array();
-  int next = 256;
-  for (const auto& [a, b] : merges) {
-    if (!vocab.contains(a + b)) vocab[a + b] = next++;
-    pairs.push_back({a, b});
-  }
-  return {{"version", "1.0"},
-          {"truncation", nullptr},
-          {"padding", nullptr},
-          {"added_tokens", json::array()},
-          {"normalizer", nullptr},
-          {"pre_tokenizer",
-           {{"type", "ByteLevel"},
-            {"add_prefix_space", false},
-            {"trim_offsets", true},
-            {"use_regex", true}}},
-          {"post_processor", nullptr},
-          {"decoder",
-           {{"type", "ByteLevel"},
-            {"add_prefix_space", true},
-            {"trim_offsets", true},
-            {"use_regex", true}}},
-          {"model",
-           {{"type", "BPE"},
-            {"dropout", nullptr},
-            {"unk_token", nullptr},
-            {"continuing_subword_prefix", nullptr},
-            {"end_of_word_suffix", nullptr},
-            {"fuse_unk", false},
-            {"byte_fallback", false},
-            {"ignore_merges", false},
-            {"vocab", vocab},
-            {"merges", pairs}}}};
-}
-
-// Merges that spell " the", "he" and "th".
-const std::vector<std::pair<std::string, std::string>> kTheMerges = {
-    {"t", "h"}, {"th", "e"}, {"\xC4\xA0", "the"}, {"h", "e"}};  // "Ġ" is U+0120
-
-json added(int id, const std::string& content, bool special, json flags = json::object()) {
-  json t = {{"id", id},        {"content", content},     {"single_word", false}, {"lstrip", false},
-            {"rstrip", false}, {"normalized", !special}, {"special", special}};
-  for (const auto& [k, v] : flags.items()) t[k] = v;
-  return t;
-}
 
 std::unique_ptr<data::Tokenizer> load(const TempDir& tmp, const json& j,
                                       const std::string& name = "tok.json") {
@@ -309,35 +261,4 @@ TEST_CASE("tokenizer.json: what tetra does not implement is refused, naming the 
     j["model"][c.field] = c.value;
     CHECK(test::error_of([&] { load(tmp, j); }).find(c.message) != std::string::npos);
   }
-  // On the command line: one error line, exit status 2.
-  json j = byte_level(kTheMerges);
-  j["normalizer"] = {{"type", "NFKC"}};
-  std::ofstream(tmp / "nfkc.json") << j.dump();
-  const auto r =
-      spawn(tetra_bin() + " tokenize --tokenizer " + (tmp / "nfkc.json") + " </dev/null");
-  CHECK(r.status == 2);
-  CHECK(r.err == "tetra: error: tokenizer '" + (tmp / "nfkc.json") +
-                     "': normalizer type 'NFKC' is not supported\n");
-}
-
-TEST_CASE("tokenizer.json: tetra tokenize writes ids, a document's, and decodes them") {
-  const TempDir tmp;
-  json j = byte_level(kTheMerges);
-  j["added_tokens"] = {added(260, "<|endoftext|>", true)};
-  std::ofstream(tmp / "tok.json") << j.dump();
-  std::ofstream(tmp / "in.txt") << "the<|endoftext|>";
-  const std::string cmd = tetra_bin() + " tokenize --tokenizer " + (tmp / "tok.json");
-  CHECK(spawn(cmd + " < " + (tmp / "in.txt")).out == "257 260\n");
-  CHECK(spawn(cmd + " --document < " + (tmp / "in.txt")).out ==
-        "257 60 124 101 110 100 111 102 116 101 120 116 124 62 260\n");
-  std::ofstream(tmp / "ids.txt") << "257 258 260";
-  CHECK(spawn(cmd + " --decode < " + (tmp / "ids.txt")).out == "the the<|endoftext|>");
-  std::ofstream(tmp / "bad.txt") << "257 x";
-  const auto r = spawn(cmd + " --decode < " + (tmp / "bad.txt"));
-  CHECK(r.status == 2);
-  CHECK(r.err.find("'x' is not a token id of the tokenizer (0 to 260)") != std::string::npos);
-  // Text that is not UTF-8 is refused, not read another way.
-  std::ofstream(tmp / "latin1.txt") << "caf\xE9";
-  CHECK(spawn(cmd + " < " + (tmp / "latin1.txt")).err.find("not UTF-8 (at byte 3)") !=
-        std::string::npos);
 }
