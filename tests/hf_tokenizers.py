@@ -18,10 +18,11 @@ import json
 import os
 import random
 import re
-import struct
 import subprocess
 import sys
 import tempfile
+
+from llmc_shard import bin_tokens
 
 try:
     import transformers
@@ -139,15 +140,6 @@ def check(label, ok):
     print(f"{label}: {'yes' if ok else 'NO'}")
     if not ok:
         failures.append(label)
-
-
-def bin_tokens(path):
-    """An llm.c shard's tokens: 256 int32 header words (magic, version, count), then uint16s."""
-    with open(path, "rb") as f:
-        data = f.read()
-    magic, version, count = struct.unpack("<3i", data[:12])
-    assert (magic, version) == (20240520, 1), path
-    return list(struct.unpack(f"<{count}H", data[1024:1024 + 2 * count]))
 
 
 with tempfile.TemporaryDirectory() as tmp:

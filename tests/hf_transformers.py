@@ -12,10 +12,11 @@ import json
 import math
 import os
 import re
-import struct
 import subprocess
 import sys
 import tempfile
+
+from llmc_shard import bin_tokens
 
 try:
     import sentencepiece  # noqa: F401 (AutoTokenizer converts the export's tokenizer.model)
@@ -64,15 +65,6 @@ def compare_loss(label, model, tokens, tetra_loss):
           f"{tetra_loss:.6f}, relative difference {rel:.2e}")
     if not (rel < 1e-4 and math.isfinite(loss)):
         failures.append(f"{label}: loss")
-
-
-def bin_tokens(path):
-    """An llm.c shard's tokens: 256 int32 header words (magic, version, count), then uint16s."""
-    with open(path, "rb") as f:
-        data = f.read()
-    magic, version, count = struct.unpack("<3i", data[:12])
-    assert (magic, version) == (20240520, 1), path
-    return list(struct.unpack(f"<{count}H", data[1024:1024 + 2 * count]))
 
 
 with tempfile.TemporaryDirectory() as tmp:
