@@ -2,7 +2,6 @@
 // that maps a step's batch positions to sequences (docs/design.md, "Sequence order").
 #include "data/dataset.hpp"
 
-#include <glob.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,7 +10,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <numeric>
 #include <sstream>
