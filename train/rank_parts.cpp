@@ -61,6 +61,13 @@ void load_tokenizer(RankParts& p, bool report) {
   p.config.model.vocab_rows = padded_vocab(vocab);
 }
 
+// What became of a token cache: "reused", "tokenized now", or why it was made again.
+std::string cache_status(const data::CachedShard& s) {
+  return s.reused            ? "reused"
+         : s.rebuilt.empty() ? "tokenized now"
+                             : "rebuilt: the cache there " + s.rebuilt;
+}
+
 // The data as tokens, made now where they are not cached: text under a tokenizer becomes its
 // shard (which --data then names), documents theirs (which open_dataset reads).
 void tokenize_data(RankParts& p, bool report) {
@@ -78,19 +85,13 @@ void tokenize_data(RankParts& p, bool report) {
                     " skipped" +
                     (s.first_skipped.empty() ? "" : " (first: " + s.first_skipped + ")");
         std::printf("documents: %s -> %s (%s; %lld documents%s)\n", file.c_str(), s.bin.c_str(),
-                    s.reused            ? "reused"
-                    : s.rebuilt.empty() ? "tokenized now"
-                                        : ("rebuilt: the cache there " + s.rebuilt).c_str(),
-                    static_cast<long long>(s.documents), skipped.c_str());
+                    cache_status(s).c_str(), static_cast<long long>(s.documents), skipped.c_str());
       }
     } else if (!d.tokenizer.empty()) {
       const data::CachedShard shard = data::tokenize_cached(*source, *p.tokenizer);
       if (report)
         std::printf("tokens: %s -> %s (%s)\n", source->c_str(), shard.bin.c_str(),
-                    shard.reused ? "reused"
-                    : shard.rebuilt.empty()
-                        ? "tokenized now"
-                        : ("rebuilt: the cache there " + shard.rebuilt).c_str());
+                    cache_status(shard).c_str());
       *source = shard.bin;
     }
   }
