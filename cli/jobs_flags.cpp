@@ -66,19 +66,29 @@ void add_launch_options(CLI::App& app, LaunchOptions& o) {
 void add_lab_options(CLI::App& app, LabOptions& o) {
   app.add_option("LESSON", o.lesson, "a lesson's name or number (default: every lesson in order)")
       ->type_name("");
-  add(app, "--answer", o.answer, "X",
-      "answer the lesson's question with X instead of asking (for scripts and tests)");
+  app.add_option("--answer", o.answers,
+                 "answer the lesson's question with X instead of asking (for scripts and tests); "
+                 "given twice, the second is the second try after a wrong first")
+      ->type_name("X")
+      ->allow_extra_args(false);
+  add_choice(app, "--lang", o.lang, {"en", "zh"},
+             "the lessons' language (default: zh where LC_ALL, LC_MESSAGES or LANG starts with "
+             "zh, else en)")
+      ->default_str("locale");
   add_switch(app, "--list", o.list, "list the lessons");
   add(app, "--out", o.out, "DIR",
       "keep every run's log and metrics here (default: a temporary directory, removed)");
   add_job_options(app, o.job);
   app.footer(
-      "tetra lab [LESSON] [--answer X]: each lesson explains one idea of 4D parallelism with\n"
-      "its formula, asks you to predict a number, runs the layout on this machine's cores and\n"
-      "shows your answer beside the formula's and the measured one. Examples:\n"
+      "tetra lab [LESSON] [--answer X [--answer Y]] [--lang en|zh]: each lesson explains one\n"
+      "idea of 4D parallelism with its formula and asks you to predict a number; a wrong answer\n"
+      "is diagnosed (or gets a hint) and tried once more. Then it runs the layout on this\n"
+      "machine's cores and shows your answer beside the formula's and the measured one, the\n"
+      "working and the code that does it. Examples:\n"
       "  tetra lab --list\n"
       "  tetra lab dp\n"
-      "  tetra lab pp --answer 27%");
+      "  tetra lab pp --answer 25% --answer 20%\n"
+      "  tetra lab 6nd --lang zh");
 }
 
 void finish_lab_options(const CLI::App& app, LabOptions& o) {
@@ -86,7 +96,11 @@ void finish_lab_options(const CLI::App& app, LabOptions& o) {
   if (!o.lesson.empty()) lab::find_lesson(lab::lessons(train_args()), o.lesson);
   if (app.count("--answer") == 0) return;
   check(!o.lesson.empty(), "--answer needs a LESSON: one lesson's question to answer");
-  check(parse_answer(o.answer, o.answer_value), "--answer takes a number (got '", o.answer, "')");
+  check(o.answers.size() <= 2, "--answer is given at most twice: a first try and a second");
+  for (const std::string& a : o.answers) {
+    double value = 0;
+    check(parse_answer(a, value), "--answer takes a number (got '", a, "')");
+  }
 }
 
 void add_sweep_options(CLI::App& app, SweepOptions& o) {
