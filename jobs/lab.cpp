@@ -47,6 +47,7 @@ struct Words {
   Text seconds{"{s} s", "{s} 秒"};
   Text computed{"computed, no run: {source}", "直接计算，不需要运行：{source}"};
   Text row_answer{"  your answer   ", "  你的答案     "};
+  Text row_second{"  second answer ", "  第二次答案   "};
   Text row_formula{"  the formula   ", "  公式         "};
   Text row_measured{"  measured      ", "  测量值       "};
   Text row_computed{"  tetra plan    ", "  tetra plan   "};
@@ -114,6 +115,9 @@ std::string wrapped(const std::string& text, size_t width = 88, const std::strin
   };
   for (size_t at = 0; at <= text.size();) {
     const size_t nl = std::min(text.find('\n', at), text.size());
+    // A line's own indent is kept (the lessons' tables).
+    const size_t lead = std::min(text.find_first_not_of(' ', at), nl) - at;
+    line = std::string(lead, ' '), used = lead;
     std::istringstream words(text.substr(at, nl - at));
     for (std::string w; words >> w;) {
       // The word's pieces: each wide character alone, the runs of others together.
@@ -123,11 +127,12 @@ std::string wrapped(const std::string& text, size_t width = 88, const std::strin
         if (!wide(w[i]))
           while (j < w.size() && !wide(w[j])) ++j;
         const std::string piece = w.substr(i, j - i);
-        const bool space = k == 0 && !line.empty();
+        const bool space = k == 0 && used > lead;
         const size_t room = width - (out.empty() ? 0 : indent.size());
-        if (!line.empty() && used + space + columns(piece) > room) {
-          flush();
-          line = piece, used = columns(piece);
+        if (used > lead && used + space + columns(piece) > room) {
+          flush();  // an indented row goes on two columns further in
+          const size_t in = lead > 0 ? lead + 2 : 0;
+          line = std::string(in, ' ') + piece, used = in + columns(piece);
         } else {
           line += (space ? " " : "") + piece, used += space + columns(piece);
         }
@@ -141,8 +146,8 @@ std::string wrapped(const std::string& text, size_t width = 88, const std::strin
 }
 
 // One line of the lab's words, printed.
-void say(const Text& t, Lang lang, const lab::Values& v = {}, const char* end = "\n") {
-  std::printf("%s%s", wrapped(lab::fill(t, lang, v), 88, "").c_str(), end);
+void say(const Text& t, Lang lang, const lab::Values& v = {}) {
+  std::printf("%s\n", wrapped(lab::fill(t, lang, v), 88, "").c_str());
 }
 
 std::string percent_off(double value, double reference) {
@@ -158,7 +163,7 @@ std::optional<double> next_answer(const lab::Lesson& l, const LabOptions& o, siz
   const bool scripted = !o.answers.empty();
   if (scripted && attempt >= o.answers.size()) return std::nullopt;
   for (;;) {
-    say(kWords.your_answer, lang, {}, "");
+    std::printf("%s", lab::fill(kWords.your_answer, lang, {}).c_str());
     std::string line;
     if (scripted) {
       line = o.answers[attempt];
@@ -202,8 +207,10 @@ std::vector<lab::RunOutput> run_lesson(const lab::Lesson& l, const LabOptions& o
     if (run.supervised) c.checkpoint.ckpt_dir = ckpt, keys.insert("checkpoint.ckpt_dir");
     const std::vector<std::string> args = train.args(c, keys);
     cmd.insert(cmd.end(), args.begin(), args.end());
-    say(kWords.running, lang,
-        {{"label", lab::fill(run.label, lang, l.values)}, {"ranks", std::to_string(run.ranks)}}, "");
+    std::printf("%s", lab::fill(kWords.running, lang,
+                                {{"label", lab::fill(run.label, lang, l.values)},
+                                 {"ranks", std::to_string(run.ranks)}})
+                          .c_str());
     std::fflush(stdout);
     const JobResult job = run_job(cmd, log, o.job.run_timeout);
     char s[32];
@@ -234,10 +241,7 @@ void teach(const lab::Lesson& l, size_t index, size_t count, const LabOptions& o
   std::string mistake = "-";
   for (size_t attempt = 0; attempt < 2; ++attempt) {
     const std::optional<double> a = next_answer(l, o, attempt, lang);
-    if (!a) {
-      say(kWords.no_second, lang);
-      break;
-    }
+    if (!a) break;
     tries.push_back(*a);
     if (l.right(*a)) break;
     const lab::Mistake* m = l.diagnose(*a);
@@ -245,6 +249,10 @@ void teach(const lab::Lesson& l, size_t index, size_t count, const LabOptions& o
     if (attempt == 0) {
       const Text& t = m ? kWords.mistake : kWords.hint;
       say(t, lang, {{"says", m ? lab::fill(m->says, lang, v) : ""}, {"hint", lab::fill(l.hint, lang, v)}});
+      if (o.answers.size() == 1) {
+        say(kWords.no_second, lang);
+        break;
+      }
       say(kWords.again, lang);
     } else if (m) {
       say(kWords.mistake, lang, {{"says", lab::fill(m->says, lang, v)}});
@@ -263,7 +271,9 @@ void teach(const lab::Lesson& l, size_t index, size_t count, const LabOptions& o
   mv.insert(m.values.begin(), m.values.end());
   const std::string source = lab::fill(m.source, lang, mv);
   if (l.runs.empty()) say(kWords.computed, lang, {{"source", source}});
-  for (double t : tries) std::printf("%s%s\n", lab::fill(kWords.row_answer, lang, {}).c_str(), lab::show(l.unit, t, lang).c_str());
+  for (size_t t = 0; t < tries.size(); ++t)
+    std::printf("%s%s\n", lab::fill(t == 0 ? kWords.row_answer : kWords.row_second, lang, {}).c_str(),
+                lab::show(l.unit, tries[t], lang).c_str());
   std::printf("%s%s\n", lab::fill(kWords.row_formula, lang, {}).c_str(), formula.c_str());
   std::printf("%s%s%s\n",
               lab::fill(l.runs.empty() ? kWords.row_computed : kWords.row_measured, lang, {}).c_str(),
@@ -277,7 +287,7 @@ void teach(const lab::Lesson& l, size_t index, size_t count, const LabOptions& o
   else
     say(kWords.wrong, lang, g);
   if (!l.runs.empty()) {
-    if (m.value == l.formula)
+    if (std::abs(m.value - l.formula) <= 1e-9 * std::abs(l.formula))
       say(kWords.same, lang);
     else
       say(kWords.differs, lang, {{"off", percent_off(m.value, l.formula)}});
@@ -285,8 +295,12 @@ void teach(const lab::Lesson& l, size_t index, size_t count, const LabOptions& o
   for (const Text& note : m.notes) say(note, lang, mv);
   if (m.ring_bytes) say(lab::kRingBytes, lang);
   std::printf("%s\n", wrapped(lab::fill(kWords.working, lang, {{"working", lab::fill(l.working, lang, mv)}})).c_str());
+  // "file: f, g; file2: h", the functions of one file together.
   std::string code;
-  for (const lab::CodeRef& c : l.code) code += (code.empty() ? "" : "; ") + c.file + ": " + c.function;
+  for (size_t i = 0; i < l.code.size(); ++i) {
+    const bool same = i > 0 && l.code[i - 1].file == l.code[i].file;
+    code += (same ? ", " : (i > 0 ? "; " : "") + l.code[i].file + ": ") + l.code[i].function;
+  }
   std::printf("%s\n", wrapped(lab::fill(kWords.code, lang, {{"code", code}})).c_str());
   // One line for scripts and tests.
   std::printf("lab %s: answer %.10g | formula %.10g | measured %.10g | %s | tries %zu | mistake %s\n",

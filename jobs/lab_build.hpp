@@ -31,9 +31,11 @@ double stage0_params(const plan::Setup& s);
 
 // A group's bytes in the last record (ring-counted).
 Measured group_bytes(const std::vector<json>& records, const std::string& group);
-// The most of `key` over the records, and its mean over the steps after the first.
+// The most of `key` over the records, and its mean and median over the steps after the
+// first (the median for times, which a busy machine's one slow step would skew).
 double most(const std::vector<json>& records, const char* key);
 double mean_after_first(const std::vector<json>& records, const char* key);
+double median_after_first(const std::vector<json>& records, const char* key);
 
 // Numbers as the texts show them: with commas, or one printf conversion.
 std::string num(const char* format, double x);

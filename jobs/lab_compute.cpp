@@ -119,7 +119,7 @@ Lesson six_nd() {
 }
 
 Lesson mfu_hfu(const TrainArgs& train) {
-  TrainConfig c = tiny(2, 64, 4, 4, 128, 16, 8, 3);
+  TrainConfig c = tiny(2, 64, 4, 4, 128, 16, 8, 5);
   const Setup plain = setup(train, c, 1);
   c.optimizer.recompute = true;
   const Setup s = setup(train, c, 1);
@@ -184,8 +184,8 @@ Lesson mfu_hfu(const TrainArgs& train) {
     Measured m;
     m.value = mean_after_first(r[0].metrics, "hfu") / mean_after_first(r[0].metrics, "mfu");
     m.source = {"hfu / mfu in the run's metrics", "运行指标里的 hfu / mfu"};
-    const double t1 = mean_after_first(r[0].metrics, "step_ms"),
-                 t0 = mean_after_first(r[1].metrics, "step_ms");
+    const double t1 = median_after_first(r[0].metrics, "step_ms"),
+                 t0 = median_after_first(r[1].metrics, "step_ms");
     m.values = {{"mfu1", pct(mean_after_first(r[0].metrics, "mfu"))},
                 {"hfu1", pct(mean_after_first(r[0].metrics, "hfu"))},
                 {"t0", num("%.1f", t0)}, {"t1", num("%.1f", t1)},
@@ -257,8 +257,8 @@ Lesson barrier(const TrainArgs& train) {
   l.runs = {run_of(s, {"DP 2, rank 1 slow", "DP 2，rank 1 偏慢"}),
             run_of(plain, {"DP 2, no straggler", "DP 2，没有落后者"})};
   l.measure = [](const std::vector<RunOutput>& r) {
-    const double slow = mean_after_first(r[0].metrics, "step_ms"),
-                 fast = mean_after_first(r[1].metrics, "step_ms");
+    const double slow = median_after_first(r[0].metrics, "step_ms"),
+                 fast = median_after_first(r[1].metrics, "step_ms");
     // Rank 0's wait per step, the time it spent blocked while rank 1 slept.
     double wait = 0;
     int n = 0;
@@ -267,8 +267,8 @@ Lesson barrier(const TrainArgs& train) {
     check(n > 0, "the run wrote too few steps");
     Measured m;
     m.value = slow - fast;
-    m.source = {"step_ms with the straggler less without, steps after the first",
-                "有落后者时的 step_ms 减去没有时的（第一步之后各步的平均）"};
+    m.source = {"step_ms with the straggler less without (medians of the steps after the first)",
+                "有落后者时的 step_ms 减去没有时的（第一步之后各步的中位数）"};
     m.values = {{"with", num("%.1f", slow)}, {"without", num("%.1f", fast)},
                 {"wait", num("%.1f", wait / n)}, {"share", pct((slow - fast) / fast)}};
     m.notes = {{"A step took {with} ms with the straggler and {without} ms without ({share} "
@@ -306,7 +306,8 @@ Lesson llama405b() {
               {"net", num("%.2f", ring * grads / h100.network_Bps)},
               {"nvl", num("%.3f", ring * grads / h100.nvlink_Bps)},
               {"b16", bubble(16)}, {"b64", bubble(64)}, {"b128", bubble(128)},
-              {"days", num("%.1f", 6 * r.N * r.D / (r.gpus * r.rate) / 86400)}};
+              {"days", num("%.1f", 6 * r.N * r.D / (r.gpus * r.rate) / 86400)},
+              {"point", commas(6 * r.N * r.D / r.peak / 3600 * (1 / 0.41 - 1 / 0.42))}};
   l.title = {"Llama 3 405B on paper: tetra plan against the seeds", "纸上的 Llama 3 405B：tetra plan 对照种子文档"};
   l.idea = {
       "tetra plan --preset llama3-405b computes the paper's run from its shapes. Its numbers "
@@ -318,7 +319,8 @@ Lesson llama405b() {
       "  ring all-reduce over DP {dp}: 2(N-1)/N = {ring}; 10 GB of gradients: {sent} GB sent by "
       "each GPU, {net} s at 50 GB/s of network, {nvl} s at 450 GB/s of NVLink\n"
       "  GPipe's bubble at PP 16: {b16} at m = 16, {b64} at m = 64, {b128} at m = 128\n"
-      "  6ND at 400 TFLOP/s a GPU: {days} days (the 6nd lesson)",
+      "  6ND at 400 TFLOP/s a GPU: {days} days; one MFU point, 41 % to 42 %: {point} GPU-hours "
+      "(the 6nd lesson)",
       "tetra plan --preset llama3-405b 从模型的形状算出论文里的那次训练。它的数与种子文档对照：\n"
       "  参数 N = {N}（模型卡写 4 050 亿）；bf16 权重 2N = {weights} GB：光放权重就要十块多 "
       "{mem} GB 的 GPU\n"
@@ -327,7 +329,8 @@ Lesson llama405b() {
       "  DP {dp} 上的环形全归约：2(N-1)/N = {ring}；10 GB 梯度：每块 GPU 发出 {sent} GB，网络 "
       "50 GB/s 要 {net} 秒，NVLink 450 GB/s 要 {nvl} 秒\n"
       "  PP 16 下 GPipe 的气泡：m = 16 时 {b16}，m = 64 时 {b64}，m = 128 时 {b128}\n"
-      "  按每块 400 TFLOP/s 的 6ND：{days} 天（见 6nd 一课）"};
+      "  按每块 400 TFLOP/s 的 6ND：{days} 天；MFU 从 41 % 到 42 % 的一个百分点：{point} GPU 小时"
+      "（见 6nd 一课）"};
   l.values["dp"] = std::to_string(r.dp);
   l.question = {"At least how many GPUs of {mem} GB does the training state alone take, at 16 "
                 "bytes a parameter?",

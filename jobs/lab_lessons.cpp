@@ -178,6 +178,17 @@ double mean_after_first(const std::vector<json>& records, const char* key) {
   return sum / n;
 }
 
+double median_after_first(const std::vector<json>& records, const char* key) {
+  std::vector<double> v;
+  for (size_t i = records.size() > 1 ? 1 : 0; i < records.size(); ++i) {
+    check(records[i].contains(key) && records[i][key].is_number(), "the metrics have no ", key);
+    v.push_back(records[i][key].get<double>());
+  }
+  check(!v.empty(), "the run wrote no metrics");
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
 std::string num(const char* format, double x) {
   return format_number(format, x);
 }

@@ -115,12 +115,13 @@ Lesson sp(const TrainArgs& train) {
   const ModelConfig& c = s.config.model;
   const double N = 4, L = c.layers, d = c.dim, T = double(s.plan.tokens());
   const double kept = (2 * L + 1) * (T * d + T) * 4;  // residual-stream tensors and norm stats
-  const double planned =
-      plan::peak_memory(plain.plan).memory.peak() - plan::peak_memory(s.plan).memory.peak();
+  const plan::Memory with = plan::peak_memory(s.plan).memory,
+                     without = plan::peak_memory(plain.plan).memory;
   Lesson l;
   l.name = "sp";
   l.values = {{"T", commas(T)},          {"kept", commas(kept)},
-              {"saved", commas((N - 1) / N * kept)}, {"planned", commas(planned)},
+              {"saved", commas((N - 1) / N * kept)}, {"planned", commas(without.peak() - with.peak())},
+              {"kept_planned", commas(without.activations - with.activations)},
               {"Td", commas(T * d * 4)}};
   l.title = {"sequence parallelism: the memory it saves", "序列并行：省下的显存"};
   l.idea = {
@@ -166,10 +167,12 @@ Lesson sp(const TrainArgs& train) {
       "(N-1)/N x (2L + 1) x (T d + T) x 4 B = 3/4 x 5 x ({Td} + {T} x 4) = {saved} B. The peak "
       "falls by more: the temporaries alive at the moment of the peak (the gradient flowing "
       "back, a norm's output) are [T/N, d] under SP too. tetra plan's memory walk, which "
-      "allocates each of them, predicts a drop of {planned} B.",
+      "allocates each of them, counts the kept activations' drop at {kept_planned} B and "
+      "predicts the peak's at {planned} B.",
       "(N-1)/N × (2L + 1) × (T d + T) × 4 B = 3/4 × 5 × ({Td} + {T} × 4) = {saved} B。峰值降"
       "得更多：峰值那一刻还活着的临时张量（反向传回的梯度、归一化的输出）在 SP 下也是 "
-      "[T/N, d]。tetra plan 的显存模型逐个分配它们，预测峰值降低 {planned} B。"};
+      "[T/N, d]。tetra plan 的显存模型逐个分配它们，算出保留的激活值降低 {kept_planned} B，"
+      "预测峰值降低 {planned} B。"};
   l.code = {{"parallel/tp.cpp", "gather_tokens"},
             {"parallel/tp.cpp", "reduce_tokens"},
             {"plan/memory.cpp", "stage_memory"}};

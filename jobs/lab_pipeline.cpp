@@ -189,8 +189,13 @@ Lesson interleaved(const TrainArgs& train) {
     m.value = idle_share(r[0].metrics, s.plan);
     m.source = kBubbleSource;
     m.values = {{"measured_1f1b", pct(idle_share(r[1].metrics, plain.plan))}};
-    m.notes = {{"1F1B at the same m measured {measured_1f1b} (formula {plain}).",
-                "相同 m 的 1F1B 测得 {measured_1f1b}（公式 {plain}）。"},
+    m.notes = {{"1F1B at the same m measured {measured_1f1b} (formula {plain}). Interleaving "
+                "sends V times as many messages between stages; on a CPU whose ranks share cores "
+                "their latency and the waits for a core can eat its gain, where GPUs with fast "
+                "links keep it.",
+                "相同 m 的 1F1B 测得 {measured_1f1b}（公式 {plain}）。交错调度在段与段之间多发 V "
+                "倍的消息；在各 rank 共用 CPU 核的机器上，消息的延迟和等 CPU 核的时间可能吃掉它的"
+                "好处，而有高速互联的 GPU 能保住。"},
                kBubbleNote};
     return m;
   };

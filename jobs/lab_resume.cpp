@@ -106,10 +106,13 @@ Lesson resume(const TrainArgs& train) {
                   {"goodput", g >= 0 ? pct(g) : "?"}};
       m.notes = {{"Trained twice: step {which}. Step {from}'s loss: {before} before the "
                   "failure, {after} after the restart: {same}. tetra launch's goodput (kept "
-                  "steps' time over the wall time): {goodput}.",
+                  "steps' time over the wall time): {goodput}, low here because a step takes milliseconds "
+                  "and a restart seconds (MPI's start-up, the checkpoint's load); a real run's steps "
+                  "take seconds and its checkpoints come every few hundred steps.",
                   "训练了两遍的步：{which}。第 {from} 步的损失：故障前 {before}，重启后 "
                   "{after}：{same_zh}。tetra launch 的有效训练比例（保留下来的步的时间除以总时间）："
-                  "{goodput}。"}};
+                  "{goodput}；这里很低，因为一步只要几毫秒，而重启要几秒（MPI 启动、载入检查点）；"
+                  "真实训练一步要几秒，检查点每隔几百步才存一次。"}};
       return m;
     }
     fail("the metrics show no restart");
