@@ -210,10 +210,10 @@ Lesson zero_traffic(const TrainArgs& train) {
       {"values", 3 * pass / 4,
        {"that counts values, not bytes: each fp32 value is 4 bytes.",
         "这是数值的个数，不是字节数：每个 fp32 数占 4 字节。"}},
-      {"whole", 3 * 4 * P,
-       {"an all-gather or a reduce-scatter sends (N-1)/N of the tensor, the pieces the others "
-        "lack, not the whole of it.",
-        "全收集和归约散射只发张量的 (N-1)/N，也就是别人缺的那几份，而不是整个张量。"}},
+      {"all-reduces", 3 * 2 * pass,
+       {"an all-gather or a reduce-scatter sends (N-1)/N of the tensor, half of what an "
+        "all-reduce sends: three passes, not three all-reduces.",
+        "全收集和归约散射只发张量的 (N-1)/N，是全归约的一半：是三趟，不是三次全归约。"}},
   };
   l.hint = {"count the passes over the whole model, each (N-1)/N x 4P bytes: the gathers "
             "before the forward and before the backward, and the gradients' reduce-scatter.",

@@ -152,9 +152,10 @@ Lesson sp(const TrainArgs& train) {
       {"one-n", kept / N,
        {"that is what a rank still keeps, 1/N; it saves the other (N-1)/N.",
         "这是每个 rank 仍然保留的 1/N；省下的是其余的 (N-1)/N。"}},
-      {"no-stats", (N - 1) / N * (2 * L + 1) * T * d * 4,
-       {"the norms' statistics, one float a token each, are split too.",
-        "归一化的统计量（每个词元一个数）也被切开了。"}},
+      {"blocks-only", (N - 1) / N * 2 * L * (T * d + T) * 4,
+       {"the embedding's output, the first block's input, lies outside the TP region too: "
+        "2L + 1 tensors, not 2L.",
+        "词嵌入的输出（第一个块的输入）也在 TP 区域之外：是 2L + 1 个张量，不是 2L 个。"}},
       {"zero", 0,
        {"SP moves the same bytes as the all-reduces (the tp lesson), but it does save memory.",
         "SP 的通信量和全归约一样（见 tp 一课），但它确实省显存。"}},
