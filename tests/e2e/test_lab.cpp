@@ -118,10 +118,12 @@ TEST_CASE("lab: every lesson, with mistakes, hints and second tries, in both lan
     CAPTURE(c.lesson);
     const bool terminal = c.answers.rfind("--", 0) != 0;
     std::string input = c.answers;
-    for (size_t at = 0; (at = input.find('\n', at)) != std::string::npos;) input.replace(at, 1, "\\n"), at += 2;
+    // printf's format, in the double quotes of spawn's sh -c '...': "\n" for a newline, "%%".
+    for (size_t at = 0; (at = input.find_first_of("\n%", at)) != std::string::npos; at += 2)
+      input.replace(at, 1, input[at] == '\n' ? "\\n" : "%%");
     const std::string lab = tetra_bin() + " lab " + c.lesson + " --out " + dir.path.string() +
                             (c.zh ? " --lang zh" : " --lang en");
-    const Spawned r = spawn(terminal ? "printf '" + input + "' | " + lab : lab + " " + c.answers, 300);
+    const Spawned r = spawn(terminal ? "printf \"" + input + "\" | " + lab : lab + " " + c.answers, 300);
     CAPTURE(r.out);
     CAPTURE(r.err);
     REQUIRE(r.status == 0);
@@ -175,7 +177,7 @@ TEST_CASE("lab: --list in the locale's language, and bad input is one error line
       {"lab dp --answer twelve", "--answer takes a number (got 'twelve')"},
       {"lab dp --answer 12%%%", "--answer takes a number"},
       {"lab dp --answer 0x10", "--answer takes a number (got '0x10')"},
-      {"lab dp --answer '1 2'", "--answer takes a number (got '1 2')"},
+      {"lab dp --answer \"1 2\"", "--answer takes a number (got '1 2')"},
       {"lab pp --answer 150", "'150' is not a share of a whole"},
       {"lab dp --answer 1 --answer 2 --answer 3", "--answer is given at most twice"},
       {"lab --answer 3", "--answer needs a LESSON"},
