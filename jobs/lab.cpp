@@ -28,22 +28,26 @@ namespace {
 
 // The lab's own words, in both languages; {x} as in the lessons' texts.
 struct Words {
-  Text lesson{"== lesson {i} of {n}: {name}, {title} ==", "== 第 {i} 课（共 {n} 课）：{name}，{title} =="};
+  Text lesson{"== lesson {i} of {n}: {name}, {title} ==",
+              "== 第 {i} 课（共 {n} 课）：{name}，{title} =="};
   Text your_answer{"your answer: ", "你的答案："};
-  Text not_number{"'{text}' is not a number; a number, please (3,099,520 or 3.1e6; a share as 0.2, 20% or 1/5)",
-                  "“{text}”不是数字；请输入一个数（3,099,520 或 3.1e6；比例可写 0.2、20% 或 1/5）"};
+  Text not_number{
+      "'{text}' is not a number; a number, please (3,099,520 or 3.1e6; a share as 0.2, 20% or 1/5)",
+      "“{text}”不是数字；请输入一个数（3,099,520 或 3.1e6；比例可写 0.2、20% 或 1/5）"};
   Text not_share{"'{text}' is not a share of a whole: between 0 and 1, or 0 % and 100 %",
                  "“{text}”不是一个占比：应在 0 到 1 之间，或 0 % 到 100 %"};
   Text as_percent{"(read {text} as {text} %)", "（把 {text} 读作 {text} %）"};
-  Text no_answer{"no answer to lesson {name} (the input ended; --answer X answers without a terminal)",
-                 "第 {name} 课没有答案（输入已结束；不用终端时可用 --answer X 作答）"};
+  Text no_answer{
+      "no answer to lesson {name} (the input ended; --answer X answers without a terminal)",
+      "第 {name} 课没有答案（输入已结束；不用终端时可用 --answer X 作答）"};
   Text off{"{off} off the formula's answer", "与公式的答案相差 {off}"};
   Text mistake{"wrong, and a known mistake: {says}", "不对，这是一个常见错误：{says}"};
   Text hint{"not yet. A hint: {hint}", "还不对。提示：{hint}"};
   Text again{"try once more.", "再试一次。"};
   Text no_second{"(one --answer given: no second try; --answer X --answer Y gives one)",
                  "（只给了一个 --answer，没有第二次机会；--answer X --answer Y 可以给两次）"};
-  Text running{"running {label}: tetra train on {ranks} rank(s) ... ", "运行 {label}：tetra train，{ranks} 个 rank …… "};
+  Text running{"running {label}: tetra train on {ranks} rank(s) ... ",
+               "运行 {label}：tetra train，{ranks} 个 rank …… "};
   Text seconds{"{s} s", "{s} 秒"};
   Text computed{"computed, no run: {source}", "直接计算，不需要运行：{source}"};
   Text row_answer{"  your answer   ", "  你的答案     "};
@@ -57,7 +61,8 @@ struct Words {
   Text second_try{" on the second try", "（第二次）"};
   Text wrong{"wrong: the formula's answer is {formula}", "答错了：公式的答案是 {formula}"};
   Text same{"The run measured exactly what the formula says.", "运行测得的数与公式完全一致。"};
-  Text differs{"The run measured {off} from the formula's answer.", "运行测得的数与公式相差 {off}。"};
+  Text differs{"The run measured {off} from the formula's answer.",
+               "运行测得的数与公式相差 {off}。"};
   Text working{"the working: {working}", "推导：{working}"};
   Text code{"the code: {code}", "代码：{code}"};
 };
@@ -152,7 +157,8 @@ void say(const Text& t, Lang lang, const lab::Values& v = {}) {
 
 std::string percent_off(double value, double reference) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f %%", 100 * std::abs(value - reference) / std::abs(reference));
+  std::snprintf(buf, sizeof buf, "%.1f %%",
+                100 * std::abs(value - reference) / std::abs(reference));
   return buf;
 }
 
@@ -169,7 +175,8 @@ std::optional<double> next_answer(const lab::Lesson& l, const LabOptions& o, siz
       line = o.answers[attempt];
     } else {
       std::fflush(stdout);
-      check(bool(std::getline(std::cin, line)), lab::fill(kWords.no_answer, Lang::En, {{"name", l.name}}));
+      check(bool(std::getline(std::cin, line)),
+            lab::fill(kWords.no_answer, Lang::En, {{"name", l.name}}));
     }
     if (scripted || !::isatty(0)) std::printf("%s\n", line.c_str());  // a terminal echoes it
     double value = 0;
@@ -232,7 +239,10 @@ void teach(const lab::Lesson& l, size_t index, size_t count, const LabOptions& o
   const std::string title = lab::fill(l.title, lang, v);
   std::printf("\n");
   say(kWords.lesson, lang,
-      {{"i", std::to_string(index + 1)}, {"n", std::to_string(count)}, {"name", l.name}, {"title", title}});
+      {{"i", std::to_string(index + 1)},
+       {"n", std::to_string(count)},
+       {"name", l.name},
+       {"title", title}});
   std::printf("%s\n\n", wrapped(lab::fill(l.idea, lang, v), 88, "").c_str());
   say(l.question, lang, v);
   const std::string formula = lab::show(l.unit, l.formula, lang);
@@ -248,7 +258,8 @@ void teach(const lab::Lesson& l, size_t index, size_t count, const LabOptions& o
     if (m) mistake = m->id;
     if (attempt == 0) {
       const Text& t = m ? kWords.mistake : kWords.hint;
-      say(t, lang, {{"says", m ? lab::fill(m->says, lang, v) : ""}, {"hint", lab::fill(l.hint, lang, v)}});
+      say(t, lang,
+          {{"says", m ? lab::fill(m->says, lang, v) : ""}, {"hint", lab::fill(l.hint, lang, v)}});
       if (o.answers.size() == 1) {
         say(kWords.no_second, lang);
         break;
@@ -272,12 +283,15 @@ void teach(const lab::Lesson& l, size_t index, size_t count, const LabOptions& o
   const std::string source = lab::fill(m.source, lang, mv);
   if (l.runs.empty()) say(kWords.computed, lang, {{"source", source}});
   for (size_t t = 0; t < tries.size(); ++t)
-    std::printf("%s%s\n", lab::fill(t == 0 ? kWords.row_answer : kWords.row_second, lang, {}).c_str(),
+    std::printf("%s%s\n",
+                lab::fill(t == 0 ? kWords.row_answer : kWords.row_second, lang, {}).c_str(),
                 lab::show(l.unit, tries[t], lang).c_str());
   std::printf("%s%s\n", lab::fill(kWords.row_formula, lang, {}).c_str(), formula.c_str());
-  std::printf("%s%s%s\n",
-              lab::fill(l.runs.empty() ? kWords.row_computed : kWords.row_measured, lang, {}).c_str(),
-              lab::show(l.unit, m.value, lang).c_str(), l.runs.empty() ? "" : ("   (" + source + ")").c_str());
+  std::printf(
+      "%s%s%s\n",
+      lab::fill(l.runs.empty() ? kWords.row_computed : kWords.row_measured, lang, {}).c_str(),
+      lab::show(l.unit, m.value, lang).c_str(),
+      l.runs.empty() ? "" : ("   (" + source + ")").c_str());
   const bool right = l.right(answer);
   const lab::Values g{{"off", percent_off(answer, l.formula)},
                       {"formula", formula},
@@ -294,7 +308,9 @@ void teach(const lab::Lesson& l, size_t index, size_t count, const LabOptions& o
   }
   for (const Text& note : m.notes) say(note, lang, mv);
   if (m.ring_bytes) say(lab::kRingBytes, lang);
-  std::printf("%s\n", wrapped(lab::fill(kWords.working, lang, {{"working", lab::fill(l.working, lang, mv)}})).c_str());
+  std::printf("%s\n", wrapped(lab::fill(kWords.working, lang,
+                                        {{"working", lab::fill(l.working, lang, mv)}}))
+                          .c_str());
   // "file: f, g; file2: h", the functions of one file together.
   std::string code;
   for (size_t i = 0; i < l.code.size(); ++i) {
@@ -303,9 +319,10 @@ void teach(const lab::Lesson& l, size_t index, size_t count, const LabOptions& o
   }
   std::printf("%s\n", wrapped(lab::fill(kWords.code, lang, {{"code", code}})).c_str());
   // One line for scripts and tests.
-  std::printf("lab %s: answer %.10g | formula %.10g | measured %.10g | %s | tries %zu | mistake %s\n",
-              l.name.c_str(), answer, l.formula, m.value, right ? "right" : "wrong", tries.size(),
-              mistake.c_str());
+  std::printf(
+      "lab %s: answer %.10g | formula %.10g | measured %.10g | %s | tries %zu | mistake %s\n",
+      l.name.c_str(), answer, l.formula, m.value, right ? "right" : "wrong", tries.size(),
+      mistake.c_str());
   std::fflush(stdout);
 }
 
@@ -329,7 +346,8 @@ bool plain_number(const std::string& s, std::string& clean) {
   if (grouped && group != 3) return false;
   int fraction = 0;
   if (i < s.size() && s[i] == '.')
-    for (clean += s[i++]; i < s.size() && std::isdigit(uint8_t(s[i])); ++i) clean += s[i], ++fraction;
+    for (clean += s[i++]; i < s.size() && std::isdigit(uint8_t(s[i])); ++i)
+      clean += s[i], ++fraction;
   if (whole + fraction == 0) return false;
   if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
     clean += s[i++];

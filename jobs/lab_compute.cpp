@@ -5,9 +5,9 @@
 #include <cmath>
 
 #include "jobs/lab_build.hpp"
+#include "parallel/schedule.hpp"
 #include "plan/machine.hpp"
 #include "plan/preset.hpp"
-#include "parallel/schedule.hpp"
 #include "util/error.hpp"
 #include "util/format.hpp"
 
@@ -24,8 +24,15 @@ Run405 llama3_405b() {
   const plan::Preset p = plan::preset_named("llama3-405b");
   const plan::Machine h100 = plan::machine_named(p.gpu);
   const LayoutConfig& l = p.layout;
-  return {p.card_params, p.tokens, p.achieved_tflops * 1e12, double(l.tp * l.cp * l.pp * l.dp),
-          h100.peak_flops, h100.memory_bytes, l.tp, l.pp, l.dp};
+  return {p.card_params,
+          p.tokens,
+          p.achieved_tflops * 1e12,
+          double(l.tp * l.cp * l.pp * l.dp),
+          h100.peak_flops,
+          h100.memory_bytes,
+          l.tp,
+          l.pp,
+          l.dp};
 }
 
 std::string sci(double x) {
@@ -50,17 +57,21 @@ Lesson six_nd() {
   Lesson l;
   l.name = "6nd";
   l.unit = Unit::Days;
-  l.values = {{"N", sci(r.N)},          {"D", sci(r.D)},
-              {"flops", sci(flops)},    {"gpus", commas(r.gpus)},
+  l.values = {{"N", sci(r.N)},
+              {"D", sci(r.D)},
+              {"flops", sci(flops)},
+              {"gpus", commas(r.gpus)},
               {"rate", num("%.0f", r.rate / 1e12)},
               {"peak", num("%.0f", r.peak / 1e12)},
               {"mfu", pct(r.rate / r.peak)},
-              {"seconds", sci(seconds)}, {"days", num("%.1f", days)},
+              {"seconds", sci(seconds)},
+              {"days", num("%.1f", days)},
               {"years", commas(flops / r.rate / (365.25 * 86400))},
-              {"hours100", sci(hours100)}, {"point", commas(point)},
-              {"cluster", num("%.0f", point / r.gpus)}, {"dollars", num("%.2g", point * 2 / 1e6)}};
-  l.title = {"6ND: the arithmetic of a training run, and its days",
-             "6ND：一次训练的运算量和天数"};
+              {"hours100", sci(hours100)},
+              {"point", commas(point)},
+              {"cluster", num("%.0f", point / r.gpus)},
+              {"dollars", num("%.2g", point * 2 / 1e6)}};
+  l.title = {"6ND: the arithmetic of a training run, and its days", "6ND：一次训练的运算量和天数"};
   l.idea = {
       "A weight does one multiply-add per token in the forward, 2 FLOPs, and the backward does "
       "two products of the same size (the gradient for the layer below, the gradient for the "
@@ -80,22 +91,28 @@ Lesson six_nd() {
                 "这次训练的纯步进时间是多少天？（天）"};
   l.formula = days;
   l.mistakes = {
-      {"forward-only", days / 3,
+      {"forward-only",
+       days / 3,
        {"2ND counts the forward only; the backward does twice the forward's work: 6ND.",
         "2ND 只算了前向；反向的工作量是前向的两倍：6ND。"}},
-      {"recompute", days * 4 / 3,
+      {"recompute",
+       days * 4 / 3,
        {"8ND counts the forward recomputed under activation checkpointing: what the hardware "
         "runs (HFU), not what the model needs (the mfu lesson).",
         "8ND 把激活检查点下重算的前向也算了进去：那是硬件执行的量（HFU），不是模型需要的量"
         "（见 mfu 一课）。"}},
-      {"peak", days * r.rate / r.peak,
+      {"peak",
+       days * r.rate / r.peak,
        {"that is at the GPU's peak, 100 % MFU; Meta's GPUs delivered {rate} TFLOP/s each.",
         "这是按 GPU 峰值、即 100 % MFU 算的；Meta 的 GPU 每块实际只交付 {rate} TFLOP/s。"}},
-      {"one-gpu", days * r.gpus,
+      {"one-gpu",
+       days * r.gpus,
        {"that is one GPU alone; {gpus} of them share the work.",
         "这是一块 GPU 单干的时间；实际有 {gpus} 块分担。"}},
-      {"seconds", seconds,
-       {"that is the time in seconds; a day is 86,400 of them.", "这是以秒计的时间；一天是 86,400 秒。"}},
+      {"seconds",
+       seconds,
+       {"that is the time in seconds; a day is 86,400 of them.",
+        "这是以秒计的时间；一天是 86,400 秒。"}},
       {"hours", days * 24, {"that is the time in hours.", "这是以小时计的时间。"}},
   };
   l.hint = {"FLOPs = 6 x N x D; the cluster delivers G x R FLOP/s; seconds / 86,400 = days.",
@@ -153,22 +170,27 @@ Lesson mfu_hfu(const TrainArgs& train) {
                 "开启 --recompute full 的运行里，HFU / MFU 是多少？（一个比值，比如 1.5）"};
   l.formula = (F + R) / F;
   l.mistakes = {
-      {"same", 1,
+      {"same",
+       1,
        {"MFU ignores the recomputed forward, HFU counts it: they differ by it.",
         "MFU 不计重算的前向，HFU 计入：两者正差在这里。"}},
-      {"backward-too", 2,
+      {"backward-too",
+       2,
        {"recompute runs the forward again (2N), not the backward: 8N/6N, not 12N/6N.",
         "重算只再跑一遍前向（2N），不是反向：8N/6N，不是 12N/6N。"}},
-      {"inverse", F / (F + R),
+      {"inverse",
+       F / (F + R),
        {"that is MFU / HFU; HFU is the larger, since it counts more work in the same time.",
         "这是 MFU / HFU；HFU 更大，因为同样的时间里它计入了更多工作。"}},
-      {"backward-cost", 10.0 / 6,
+      {"backward-cost",
+       10.0 / 6,
        {"the recomputed forward costs a forward's 2N, not a backward's 4N: (6N + 2N) / 6N.",
         "重算的前向花的是前向的 2N，不是反向的 4N：(6N + 2N) / 6N。"}},
   };
-  l.hint = {"per token the model needs 6N; under recompute the hardware runs one more forward. "
-            "HFU / MFU is (what ran) / (what was needed).",
-            "每个词元模型需要 6N；重算时硬件多跑一次前向。HFU / MFU = 执行的量 / 需要的量。"};
+  l.hint = {
+      "per token the model needs 6N; under recompute the hardware runs one more forward. "
+      "HFU / MFU is (what ran) / (what was needed).",
+      "每个词元模型需要 6N；重算时硬件多跑一次前向。HFU / MFU = 执行的量 / 需要的量。"};
   l.working = {
       "(F + R) / F = ({F} + {R}) / {F} = {ratio}: about 8N/6N = 4/3, a little less here because "
       "the LM head (not recomputed) is part of N. HFU is the honest measure of how busy the "
@@ -188,14 +210,16 @@ Lesson mfu_hfu(const TrainArgs& train) {
                  t0 = median_after_first(r[1].metrics, "step_ms");
     m.values = {{"mfu1", pct(mean_after_first(r[0].metrics, "mfu"))},
                 {"hfu1", pct(mean_after_first(r[0].metrics, "hfu"))},
-                {"t0", num("%.1f", t0)}, {"t1", num("%.1f", t1)},
+                {"t0", num("%.1f", t0)},
+                {"t1", num("%.1f", t1)},
                 {"p0", commas(most(r[1].metrics, "peak_memory_bytes"))},
                 {"p1", commas(most(r[0].metrics, "peak_memory_bytes"))}};
-    m.notes = {{"With recompute: MFU {mfu1}, HFU {hfu1} (against a fixed --peak-tflops 1). A step "
-                "took {t1} ms with recompute, {t0} ms without; peak memory {p1} B with, {p0} B "
-                "without: compute traded for memory.",
-                "重算时：MFU {mfu1}，HFU {hfu1}（相对于固定的 --peak-tflops 1）。一步用时：重算 "
-                "{t1} ms，不重算 {t0} ms；显存峰值：重算 {p1} B，不重算 {p0} B：用计算换显存。"}};
+    m.notes = {
+        {"With recompute: MFU {mfu1}, HFU {hfu1} (against a fixed --peak-tflops 1). A step "
+         "took {t1} ms with recompute, {t0} ms without; peak memory {p1} B with, {p0} B "
+         "without: compute traded for memory.",
+         "重算时：MFU {mfu1}，HFU {hfu1}（相对于固定的 --peak-tflops 1）。一步用时：重算 "
+         "{t1} ms，不重算 {t0} ms；显存峰值：重算 {p1} B，不重算 {p0} B：用计算换显存。"}};
     return m;
   };
   return l;
@@ -231,13 +255,16 @@ Lesson barrier(const TrainArgs& train) {
   l.question = {"By how many milliseconds does each step grow? (ms)", "每一步变长多少毫秒？（ms）"};
   l.formula = slow_ms;
   l.mistakes = {
-      {"mean", slow_ms / 2.0,
+      {"mean",
+       slow_ms / 2.0,
        {"that averages the sleep over the 2 ranks; a step lasts as long as its slowest rank.",
         "这是把睡眠时间平摊到 2 个 rank 上；一步的长度由最慢的 rank 决定。"}},
-      {"none", 0,
+      {"none",
+       0,
        {"rank 0 cannot go on alone: the all-reduce needs rank 1's gradients.",
         "rank 0 不能自己先走：全归约需要 rank 1 的梯度。"}},
-      {"sum", 2.0 * slow_ms,
+      {"sum",
+       2.0 * slow_ms,
        {"only rank 1 sleeps; rank 0 waits alongside it, it does not add a sleep of its own.",
         "只有 rank 1 在睡；rank 0 是在旁边等它，并不会再加一段自己的睡眠。"}},
   };
@@ -269,12 +296,15 @@ Lesson barrier(const TrainArgs& train) {
     m.value = slow - fast;
     m.source = {"step_ms with the straggler less without (medians of the steps after the first)",
                 "有落后者时的 step_ms 减去没有时的（第一步之后各步的中位数）"};
-    m.values = {{"with", num("%.1f", slow)}, {"without", num("%.1f", fast)},
-                {"wait", num("%.1f", wait / n)}, {"share", pct((slow - fast) / fast)}};
-    m.notes = {{"A step took {with} ms with the straggler and {without} ms without ({share} "
-                "longer); rank 0 waited {wait} ms a step (wait_ms).",
-                "有落后者时一步 {with} ms，没有时 {without} ms（长了 {share}）；rank 0 每步等待 "
-                "{wait} ms（wait_ms）。"}};
+    m.values = {{"with", num("%.1f", slow)},
+                {"without", num("%.1f", fast)},
+                {"wait", num("%.1f", wait / n)},
+                {"share", pct((slow - fast) / fast)}};
+    m.notes = {
+        {"A step took {with} ms with the straggler and {without} ms without ({share} "
+         "longer); rank 0 waited {wait} ms a step (wait_ms).",
+         "有落后者时一步 {with} ms，没有时 {without} ms（长了 {share}）；rank 0 每步等待 "
+         "{wait} ms（wait_ms）。"}};
     return m;
   };
   return l;
@@ -297,18 +327,21 @@ Lesson llama405b() {
               {"state", num("%.2f", state / 1e12)},
               {"mem", num("%.0f", r.memory / 1e9)},
               {"gpus", num("%.0f", gpus)},
-              {"layout", "TP " + std::to_string(r.tp) + " x PP " + std::to_string(r.pp) +
-                             " x DP " + std::to_string(r.dp)},
+              {"layout", "TP " + std::to_string(r.tp) + " x PP " + std::to_string(r.pp) + " x DP " +
+                             std::to_string(r.dp)},
               {"world", commas(r.gpus)},
               {"replica", std::to_string(r.tp * r.pp)},
               {"ring", num("%.2f", ring)},
               {"sent", num("%.1f", ring * grads / 1e9)},
               {"net", num("%.2f", ring * grads / h100.network_Bps)},
               {"nvl", num("%.3f", ring * grads / h100.nvlink_Bps)},
-              {"b16", bubble(16)}, {"b64", bubble(64)}, {"b128", bubble(128)},
+              {"b16", bubble(16)},
+              {"b64", bubble(64)},
+              {"b128", bubble(128)},
               {"days", num("%.1f", 6 * r.N * r.D / (r.gpus * r.rate) / 86400)},
               {"point", commas(6 * r.N * r.D / r.peak / 3600 * (1 / 0.41 - 1 / 0.42))}};
-  l.title = {"Llama 3 405B on paper: tetra plan against the seeds", "纸上的 Llama 3 405B：tetra plan 对照种子文档"};
+  l.title = {"Llama 3 405B on paper: tetra plan against the seeds",
+             "纸上的 Llama 3 405B：tetra plan 对照种子文档"};
   l.idea = {
       "tetra plan --preset llama3-405b computes the paper's run from its shapes. Its numbers "
       "against the seeds':\n"
@@ -332,25 +365,31 @@ Lesson llama405b() {
       "  按每块 400 TFLOP/s 的 6ND：{days} 天；MFU 从 41 % 到 42 % 的一个百分点：{point} GPU 小时"
       "（见 6nd 一课）"};
   l.values["dp"] = std::to_string(r.dp);
-  l.question = {"At least how many GPUs of {mem} GB does the training state alone take, at 16 "
-                "bytes a parameter?",
-                "只算训练状态、按每个参数 16 字节，至少要几块 {mem} GB 的 GPU？"};
+  l.question = {
+      "At least how many GPUs of {mem} GB does the training state alone take, at 16 "
+      "bytes a parameter?",
+      "只算训练状态、按每个参数 16 字节，至少要几块 {mem} GB 的 GPU？"};
   l.formula = gpus;
   l.mistakes = {
-      {"weights-only", need(2),
+      {"weights-only",
+       need(2),
        {"that holds the bf16 weights (2 B); training also keeps the gradients (2 B) and the fp32 "
         "master weights and Adam's moments (12 B).",
         "这只放得下 bf16 权重（2 字节）；训练还要存梯度（2 字节）以及 fp32 主权重和 Adam 的两个"
         "矩（12 字节）。"}},
-      {"fp32-weights", need(4),
+      {"fp32-weights",
+       need(4),
        {"that holds fp32 weights (4 B); the state is 16 B a parameter.",
         "这只放得下 fp32 权重（4 字节）；训练状态是每个参数 16 字节。"}},
-      {"adam-only", need(12),
+      {"adam-only",
+       need(12),
        {"12 B is the optimizer's part (fp32 master weights, m and v); the bf16 weights and "
         "gradients add 4 B.",
         "12 字节只是优化器那部分（fp32 主权重、m 和 v）；bf16 权重和梯度还要 4 字节。"}},
-      {"rounded-down", gpus - 1,
-       {"round up: {state} TB does not fit in fewer GPUs.", "要向上取整：{state} TB 放不进更少的 GPU。"}},
+      {"rounded-down",
+       gpus - 1,
+       {"round up: {state} TB does not fit in fewer GPUs.",
+        "要向上取整：{state} TB 放不进更少的 GPU。"}},
   };
   l.hint = {"16 bytes x N, divided by the memory of one GPU, rounded up.",
             "16 字节 × N，除以一块 GPU 的显存，向上取整。"};

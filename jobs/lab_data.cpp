@@ -37,26 +37,31 @@ Lesson dp(const TrainArgs& train) {
                 "一步之内，一个 rank 在它的数据并行组里发出多少字节？"};
   l.formula = ring * 4 * P;
   l.mistakes = {
-      {"values", ring * P,
+      {"values",
+       ring * P,
        {"that counts values, not bytes: each fp32 value is 4 bytes.",
         "这是数值的个数，不是字节数：每个 fp32 数占 4 字节。"}},
-      {"limit", 8 * P,
+      {"limit",
+       8 * P,
        {"\"twice the gradients\" is the ring's limit as N grows; at N = 4 a rank sends 2(N-1)/N "
         "= 1.5 times them.",
         "“梯度的两倍”是 N 趋于无穷时的极限；N = 4 时一个 rank 发出的是 2(N-1)/N = 1.5 倍。"}},
-      {"one-pass", ring / 2 * 4 * P,
+      {"one-pass",
+       ring / 2 * 4 * P,
        {"that is one pass, the gradients' reduce-scatter; the all-gather of the updated weights "
         "sends as much again.",
         "这只是一趟，即梯度的归约散射；更新后权重的全收集还要再发同样多。"}},
-      {"naive", (N - 1) * 4 * P,
+      {"naive",
+       (N - 1) * 4 * P,
        {"that sends the whole gradient to each of the N-1 others; the ring sends each rank only "
         "pieces of 1/N.",
         "这是把整份梯度分别发给其余 N-1 个 rank；环形算法每次只发 1/N 的一份。"}},
   };
-  l.hint = {"a ring all-reduce is two passes (reduce-scatter, then all-gather); each sends N-1 "
-            "pieces of 1/N of the tensor. Count in bytes.",
-            "环形全归约是两趟（先归约散射，再全收集），每趟发出 N-1 份、每份是张量的 1/N。"
-            "按字节计。"};
+  l.hint = {
+      "a ring all-reduce is two passes (reduce-scatter, then all-gather); each sends N-1 "
+      "pieces of 1/N of the tensor. Count in bytes.",
+      "环形全归约是两趟（先归约散射，再全收集），每趟发出 N-1 份、每份是张量的 1/N。"
+      "按字节计。"};
   l.working = {
       "2(N-1)/N x 4 B x P = 2 x 3/4 x 4 x {P} = {bytes} B: (N-1)/N x 4P for the gradients' "
       "reduce-scatter and as much for the weights' all-gather. \"Twice the gradients\" ({twice} "
@@ -93,8 +98,10 @@ Lesson zero(const TrainArgs& train) {
   const double A = mem.activations, shards = 16 * P / N;
   Lesson l;
   l.name = "zero";
-  l.values = {{"P", commas(P)},          {"unit", commas(unit)},
-              {"A", commas(A)},          {"shards", commas(shards)},
+  l.values = {{"P", commas(P)},
+              {"unit", commas(unit)},
+              {"A", commas(A)},
+              {"shards", commas(shards)},
               {"peak", commas(shards + 8 * unit + A)},
               {"zero1", commas(8 * P + 12 * P / N + A)},
               {"planned", commas(mem.peak())}};
@@ -124,25 +131,30 @@ Lesson zero(const TrainArgs& train) {
                 "一步之中，一个 rank 的显存峰值是多少字节？"};
   l.formula = shards + 8 * unit + A;
   l.mistakes = {
-      {"shards-only", shards + A,
+      {"shards-only",
+       shards + A,
        {"that is the shards and the activations, without the unit being gathered: its full "
         "weights and full gradient, 8 bytes a parameter, are there while it works.",
         "这是分片加激活值，漏了正在收集的那个单元：它工作时，完整的权重和完整的梯度每个参数"
         "共占 8 字节。"}},
-      {"state-only", shards,
+      {"state-only",
+       shards,
        {"that is the sharded state alone: the gathered unit and the activations come on top.",
         "这只是分片后的状态：收集来的单元和激活值还要另加。"}},
-      {"unit-weights", shards + 4 * unit + A,
+      {"unit-weights",
+       shards + 4 * unit + A,
        {"the gathered unit's weights are there, but so is its full gradient until the "
         "reduce-scatter: 4 + 4 bytes a parameter.",
         "收集来的单元除了权重，完整的梯度也要留到归约散射为止：每个参数 4 + 4 字节。"}},
-      {"zero1", 8 * P + 12 * P / N + A,
+      {"zero1",
+       8 * P + 12 * P / N + A,
        {"that is ZeRO-1's peak: whole weights and gradients on every rank. ZeRO-3 shards them too.",
         "这是 ZeRO-1 的峰值：每个 rank 都有完整的权重和梯度。ZeRO-3 把它们也分了片。"}},
   };
-  l.hint = {"three parts: every parameter's state in shards, the one unit at work whole (its "
-            "weights and its gradient), and the activations.",
-            "三部分：所有参数状态的分片，正在工作的那一个完整单元（权重和梯度），以及激活值。"};
+  l.hint = {
+      "three parts: every parameter's state in shards, the one unit at work whole (its "
+      "weights and its gradient), and the activations.",
+      "三部分：所有参数状态的分片，正在工作的那一个完整单元（权重和梯度），以及激活值。"};
   l.working = {
       "16P/N + 8 x P_unit + A = 16 x {P} / 4 + 8 x {unit} + {A} = {peak} B. The shards alone "
       "({shards} B) leave out the unit being gathered. Without ZeRO-3's sharding of the weights "
@@ -172,8 +184,8 @@ Lesson zero_traffic(const TrainArgs& train) {
   const double P = stage0_params(s3.plan), N = 4, pass = (N - 1) / N * 4 * P;
   Lesson l;
   l.name = "zero-traffic";
-  l.values = {{"P", commas(P)}, {"pass", commas(pass)}, {"z1", commas(2 * pass)},
-              {"z3", commas(3 * pass)}};
+  l.values = {
+      {"P", commas(P)}, {"pass", commas(pass)}, {"z1", commas(2 * pass)}, {"z3", commas(3 * pass)}};
   l.title = {"ZeRO 1, 2 and 3: what each sends", "ZeRO 1、2、3：各发多少"};
   l.idea = {
       "Each stage of ZeRO shards more of the training state, and pays for it in traffic or not. "
@@ -192,33 +204,39 @@ Lesson zero_traffic(const TrainArgs& train) {
       "更新后的分片留在原地，不再收集。\n"
       "本课：DP 4，fp32，每步一个微批次，P = {P} 个参数；同一个运行分别用 ZeRO-1、ZeRO-2、"
       "ZeRO-3。"};
-  l.question = {"Under ZeRO-3, how many bytes does one rank send in its data-parallel group in "
-                "one step?",
-                "ZeRO-3 下，一步之内一个 rank 在数据并行组里发出多少字节？"};
+  l.question = {
+      "Under ZeRO-3, how many bytes does one rank send in its data-parallel group in "
+      "one step?",
+      "ZeRO-3 下，一步之内一个 rank 在数据并行组里发出多少字节？"};
   l.formula = 3 * pass;
   l.mistakes = {
-      {"zero1", 2 * pass,
+      {"zero1",
+       2 * pass,
        {"that is ZeRO-1's and ZeRO-2's traffic. ZeRO-3 freed each unit's weights after its "
         "forward, so it gathers them again for the backward: a third pass.",
         "这是 ZeRO-1 和 ZeRO-2 的通信量。ZeRO-3 在前向之后释放了每个单元的权重，反向之前还要"
         "再收集一次：多出第三趟。"}},
-      {"four-passes", 4 * pass,
+      {"four-passes",
+       4 * pass,
        {"ZeRO-3 does not all-gather the updated weights after Adam: each rank keeps its shard, "
         "and the next forward's gather fetches them.",
         "ZeRO-3 在 Adam 之后不全收集更新后的权重：每个 rank 留着自己的分片，下一步前向的收集"
         "会取走它们。"}},
-      {"values", 3 * pass / 4,
+      {"values",
+       3 * pass / 4,
        {"that counts values, not bytes: each fp32 value is 4 bytes.",
         "这是数值的个数，不是字节数：每个 fp32 数占 4 字节。"}},
-      {"all-reduces", 3 * 2 * pass,
+      {"all-reduces",
+       3 * 2 * pass,
        {"an all-gather or a reduce-scatter sends (N-1)/N of the tensor, half of what an "
         "all-reduce sends: three passes, not three all-reduces.",
         "全收集和归约散射只发张量的 (N-1)/N，是全归约的一半：是三趟，不是三次全归约。"}},
   };
-  l.hint = {"count the passes over the whole model, each (N-1)/N x 4P bytes: the gathers "
-            "before the forward and before the backward, and the gradients' reduce-scatter.",
-            "数一数对整个模型走了几趟，每趟 (N-1)/N × 4P 字节：前向之前的收集、反向之前的收集，"
-            "以及梯度的归约散射。"};
+  l.hint = {
+      "count the passes over the whole model, each (N-1)/N x 4P bytes: the gathers "
+      "before the forward and before the backward, and the gradients' reduce-scatter.",
+      "数一数对整个模型走了几趟，每趟 (N-1)/N × 4P 字节：前向之前的收集、反向之前的收集，"
+      "以及梯度的归约散射。"};
   l.working = {
       "3 x (N-1)/N x 4 B x P = 3 x 3/4 x 4 x {P} = {z3} B, 1.5 times ZeRO-1's 2 x {pass} = {z1} "
       "B. ZeRO-3 trades a third pass for holding 1/N of the weights; with m micro-batches it "
@@ -230,7 +248,8 @@ Lesson zero_traffic(const TrainArgs& train) {
   l.code = {{"parallel/zero.cpp", "ZeroParams::acquire"},
             {"parallel/zero.cpp", "ZeroParams::reduce_scatter_grads"},
             {"plan/traffic.cpp", "step_traffic"}};
-  l.runs = {run_of(s1, {"DP 4, ZeRO-1", "DP 4，ZeRO-1"}), run_of(s2, {"DP 4, ZeRO-2", "DP 4，ZeRO-2"}),
+  l.runs = {run_of(s1, {"DP 4, ZeRO-1", "DP 4，ZeRO-1"}),
+            run_of(s2, {"DP 4, ZeRO-2", "DP 4，ZeRO-2"}),
             run_of(s3, {"DP 4, ZeRO-3", "DP 4，ZeRO-3"})};
   l.measure = [](const std::vector<RunOutput>& r) {
     Measured m = group_bytes(r[2].metrics, "dp_cp");
@@ -291,26 +310,31 @@ Lesson four_d(const TrainArgs& train) {
                 "一步之内，rank 0 在它的 dp_cp 组里发出多少字节？"};
   l.formula = 2 * (N - 1) / N * 4 * P0;
   l.mistakes = {
-      {"dp-only", 4 * P0,
+      {"dp-only",
+       4 * P0,
        {"that counts DP = 2 alone: CP's ranks hold the same weights and take part in the same "
         "reduce-scatter, so N = CP x DP = 4.",
         "这只算了 DP = 2：CP 的各 rank 持有相同的权重，也参加同一次归约散射，所以 N = CP × DP "
         "= 4。"}},
-      {"world", 2 * 15.0 / 16 * 4 * P0,
+      {"world",
+       2 * 15.0 / 16 * 4 * P0,
        {"TP and PP ranks hold other parameters than rank 0: only its CP x DP = 4 ranks share "
         "them.",
         "TP 和 PP 的各 rank 持有的参数和 rank 0 不同：只有 CP × DP = 4 个 rank 与它共享。"}},
-      {"whole-model", 2 * (N - 1) / N * 4 * all,
+      {"whole-model",
+       2 * (N - 1) / N * 4 * all,
        {"rank 0 holds only stage 0's units, and of each matrix its TP half.",
         "rank 0 只持有第 0 段的单元，而且每个矩阵只有 TP 的一半。"}},
-      {"values", 2 * (N - 1) / N * P0,
+      {"values",
+       2 * (N - 1) / N * P0,
        {"that counts values, not bytes: each fp32 value is 4 bytes.",
         "这是数值的个数，不是字节数：每个 fp32 数占 4 字节。"}},
   };
-  l.hint = {"which ranks hold the same parameters as rank 0? They form its dp_cp group, and it "
-            "all-reduces over them as the dp lesson does.",
-            "哪些 rank 持有和 rank 0 相同的参数？它们组成 dp_cp 组，在组里像数据并行那一课一样做"
-            "全归约。"};
+  l.hint = {
+      "which ranks hold the same parameters as rank 0? They form its dp_cp group, and it "
+      "all-reduces over them as the dp lesson does.",
+      "哪些 rank 持有和 rank 0 相同的参数？它们组成 dp_cp 组，在组里像数据并行那一课一样做"
+      "全归约。"};
   l.working = {
       "N = CP x DP = 4 ranks share rank 0's weights: 2(N-1)/N x 4 B x P0 = 1.5 x 4 x {P0} = "
       "{bytes} B. Counting DP = 2 alone gives 1 x 4 x {P0} = {dp2} B.",

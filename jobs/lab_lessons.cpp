@@ -141,8 +141,7 @@ double stage0_params(const plan::Setup& s) {
 
 Measured group_bytes(const std::vector<json>& records, const std::string& group) {
   Measured m;
-  m.source = {"comm_bytes." + group + " in the run's metrics",
-              "运行指标里的 comm_bytes." + group};
+  m.source = {"comm_bytes." + group + " in the run's metrics", "运行指标里的 comm_bytes." + group};
   m.ring_bytes = true;
   bool first = true;
   for (const json& r : records) {
@@ -161,7 +160,8 @@ double most(const std::vector<json>& records, const char* key) {
   double v = 0;
   bool any = false;
   for (const json& r : records)
-    if (r.contains(key) && r[key].is_number()) v = any ? std::max(v, r[key].get<double>()) : r[key].get<double>(), any = true;
+    if (r.contains(key) && r[key].is_number())
+      v = any ? std::max(v, r[key].get<double>()) : r[key].get<double>(), any = true;
   check(any, "the metrics have no ", key);
   return v;
 }

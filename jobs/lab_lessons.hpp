@@ -75,10 +75,10 @@ struct RunOutput {
 // What the runs measured that the lesson is about.
 struct Measured {
   double value = 0;
-  Text source;                 // where the number comes from
-  std::vector<Text> notes;     // what else the runs measured, beside it
-  Values values;               // numbers the source and notes name
-  bool ring_bytes = false;     // bytes from comm_bytes: counted per call at ring volumes
+  Text source;              // where the number comes from
+  std::vector<Text> notes;  // what else the runs measured, beside it
+  Values values;            // numbers the source and notes name
+  bool ring_bytes = false;  // bytes from comm_bytes: counted per call at ring volumes
 };
 
 struct Lesson {

@@ -30,8 +30,11 @@ Lesson tp(const TrainArgs& train) {
   const double without = ring * ((4 * L + 2) * x + loss);
   Lesson l;
   l.name = "tp";
-  l.values = {{"T", commas(T)},         {"x", commas(x)},         {"loss", commas(loss)},
-              {"norms", commas(norms)}, {"without", commas(without)},
+  l.values = {{"T", commas(T)},
+              {"x", commas(x)},
+              {"loss", commas(loss)},
+              {"norms", commas(norms)},
+              {"without", commas(without)},
               {"bytes", commas(without + ring * norms)}};
   l.title = {"tensor parallelism and its four all-reduces, with SP",
              "张量并行和它的四次全归约（开启 SP）"};
@@ -61,32 +64,38 @@ Lesson tp(const TrainArgs& train) {
                 "开启 --sp 时，一步之内一个 rank 在张量并行组里发出多少字节？"};
   l.formula = without + ring * norms;
   l.mistakes = {
-      {"blocks-only", ring * 4 * L * x,
+      {"blocks-only",
+       ring * 4 * L * x,
        {"those are the four all-reduces per block alone; the embedding's output, the LM head's "
         "input gradient, the loss's 3 floats a token and SP's norm gradients come on top.",
         "这只算了每个块的四次全归约；词嵌入的输出、输出头的输入梯度、损失每个词元的 3 个数和 "
         "SP 的归一化梯度都还要另加。"}},
-      {"forward-only", ring * ((2 * L + 1) * x + loss),
+      {"forward-only",
+       ring * ((2 * L + 1) * x + loss),
        {"that is the forward's all-reduces; the backward all-reduces as many [T, d] gradients.",
         "这只是前向的全归约；反向对 [T, d] 的梯度还要做同样多次。"}},
-      {"no-ring", (4 * L + 2) * x + loss + norms,
+      {"no-ring",
+       (4 * L + 2) * x + loss + norms,
        {"that counts each tensor once; a ring all-reduce sends 2(N-1)/N = 1.5 times it.",
         "这把每个张量只算了一遍；环形全归约要发它的 2(N-1)/N = 1.5 倍。"}},
-      {"sp-doubles", 2 * without + ring * norms,
+      {"sp-doubles",
+       2 * without + ring * norms,
        {"SP splits each all-reduce into a reduce-scatter and an all-gather; it does not add "
         "one: the same bytes, plus the norms.",
         "SP 把每次全归约拆成一次归约散射和一次全收集，并没有多出一次：字节数不变，只多了归一化"
         "层的梯度。"}},
-      {"values", (without + ring * norms) / 4,
+      {"values",
+       (without + ring * norms) / 4,
        {"that counts values, not bytes: each fp32 value is 4 bytes.",
         "这是数值的个数，不是字节数：每个 fp32 数占 4 字节。"}},
   };
-  l.hint = {"count the [T, d] tensors all-reduced in a step: four per block, the embedding's "
-            "output and the head's input gradient; add the loss's 3 floats a token and the "
-            "2L+1 norm gradients of d floats; each costs 2(N-1)/N of its bytes.",
-            "数一数一步中全归约了几个 [T, d] 张量：每块四个，加上词嵌入的输出和输出头的输入"
-            "梯度；再加损失每个词元 3 个数、2L+1 个长度为 d 的归一化梯度；每个都要发自身字节数"
-            "的 2(N-1)/N 倍。"};
+  l.hint = {
+      "count the [T, d] tensors all-reduced in a step: four per block, the embedding's "
+      "output and the head's input gradient; add the loss's 3 floats a token and the "
+      "2L+1 norm gradients of d floats; each costs 2(N-1)/N of its bytes.",
+      "数一数一步中全归约了几个 [T, d] 张量：每块四个，加上词嵌入的输出和输出头的输入"
+      "梯度；再加损失每个词元 3 个数、2L+1 个长度为 d 的归一化梯度；每个都要发自身字节数"
+      "的 2(N-1)/N 倍。"};
   l.working = {
       "2(N-1)/N x [(4L + 2) x T d x 4 B + 3T x 4 B + (2L + 1) x d x 4 B] = 1.5 x [10 x {x} + "
       "{loss} + {norms}] = {bytes} B. An all-reduce is a reduce-scatter plus an all-gather, so "
@@ -104,7 +113,8 @@ Lesson tp(const TrainArgs& train) {
   l.measure = [](const std::vector<RunOutput>& r) {
     Measured m = group_bytes(r[0].metrics, "tp");
     m.values = {{"plain", commas(group_bytes(r[1].metrics, "tp").value)}};
-    m.notes = {{"Without SP the same run sent {plain} B.", "不开 SP 时，同一个运行发出 {plain} B。"}};
+    m.notes = {
+        {"Without SP the same run sent {plain} B.", "不开 SP 时，同一个运行发出 {plain} B。"}};
     return m;
   };
   return l;
@@ -119,8 +129,10 @@ Lesson sp(const TrainArgs& train) {
                      without = plan::peak_memory(plain.plan).memory;
   Lesson l;
   l.name = "sp";
-  l.values = {{"T", commas(T)},          {"kept", commas(kept)},
-              {"saved", commas((N - 1) / N * kept)}, {"planned", commas(without.peak() - with.peak())},
+  l.values = {{"T", commas(T)},
+              {"kept", commas(kept)},
+              {"saved", commas((N - 1) / N * kept)},
+              {"planned", commas(without.peak() - with.peak())},
               {"kept_planned", commas(without.activations - with.activations)},
               {"Td", commas(T * d * 4)}};
   l.title = {"sequence parallelism: the memory it saves", "序列并行：省下的显存"};
@@ -141,29 +153,35 @@ Lesson sp(const TrainArgs& train) {
       "域里、矩阵需要时才全收集成完整的 [T, d]。一步为反向保留 2L+1 个这样的 [T, d] 张量（词"
       "嵌入的输出和每块两个归一化层的输入）以及 2L+1 个归一化层的统计量，每个 T 个数。\n"
       "本课：与 tp 一课相同的运行，TP 4，L = 2，d = 64，T = {T} 个词元，fp32，开与不开 --sp。"};
-  l.question = {"How many bytes of the activations kept for the backward does --sp save on one "
-                "rank?",
-                "开启 --sp 后，一个 rank 为反向保留的激活值省下多少字节？"};
+  l.question = {
+      "How many bytes of the activations kept for the backward does --sp save on one "
+      "rank?",
+      "开启 --sp 后，一个 rank 为反向保留的激活值省下多少字节？"};
   l.formula = (N - 1) / N * kept;
   l.mistakes = {
-      {"all", kept,
+      {"all",
+       kept,
        {"a rank still keeps its own 1/N of each tensor: SP saves (N-1)/N of them.",
         "每个 rank 仍要保留每个张量的 1/N：SP 省下的是 (N-1)/N。"}},
-      {"one-n", kept / N,
+      {"one-n",
+       kept / N,
        {"that is what a rank still keeps, 1/N; it saves the other (N-1)/N.",
         "这是每个 rank 仍然保留的 1/N；省下的是其余的 (N-1)/N。"}},
-      {"blocks-only", (N - 1) / N * 2 * L * (T * d + T) * 4,
+      {"blocks-only",
+       (N - 1) / N * 2 * L * (T * d + T) * 4,
        {"the embedding's output, the first block's input, lies outside the TP region too: "
         "2L + 1 tensors, not 2L.",
         "词嵌入的输出（第一个块的输入）也在 TP 区域之外：是 2L + 1 个张量，不是 2L 个。"}},
-      {"zero", 0,
+      {"zero",
+       0,
        {"SP moves the same bytes as the all-reduces (the tp lesson), but it does save memory.",
         "SP 的通信量和全归约一样（见 tp 一课），但它确实省显存。"}},
   };
-  l.hint = {"count the [T, d] tensors kept outside the TP region (2L+1 of them) and the norms' "
-            "T-float statistics (2L+1); SP leaves a rank 1/N of each.",
-            "数一数 TP 区域之外保留的 [T, d] 张量（2L+1 个）和归一化的统计量（2L+1 个，每个 T "
-            "个数）；SP 让每个 rank 只留各自的 1/N。"};
+  l.hint = {
+      "count the [T, d] tensors kept outside the TP region (2L+1 of them) and the norms' "
+      "T-float statistics (2L+1); SP leaves a rank 1/N of each.",
+      "数一数 TP 区域之外保留的 [T, d] 张量（2L+1 个）和归一化的统计量（2L+1 个，每个 T "
+      "个数）；SP 让每个 rank 只留各自的 1/N。"};
   l.working = {
       "(N-1)/N x (2L + 1) x (T d + T) x 4 B = 3/4 x 5 x ({Td} + {T} x 4) = {saved} B. The peak "
       "falls by more: the temporaries alive at the moment of the peak (the gradient flowing "
@@ -187,10 +205,11 @@ Lesson sp(const TrainArgs& train) {
     m.source = {"the peaks' difference, peak_memory_bytes without SP less with it",
                 "两次运行 peak_memory_bytes 之差（不开 SP 减去开 SP）"};
     m.values = {{"with", commas(with)}, {"without", commas(without)}};
-    m.notes = {{"Peak memory: {without} B without SP, {with} B with it. The peak holds more than "
-                "the kept activations: see the working.",
-                "显存峰值：不开 SP {without} B，开 SP {with} B。峰值里不只是保留的激活值：见推导。"},
-               kAllocatorPeak};
+    m.notes = {
+        {"Peak memory: {without} B without SP, {with} B with it. The peak holds more than "
+         "the kept activations: see the working.",
+         "显存峰值：不开 SP {without} B，开 SP {with} B。峰值里不只是保留的激活值：见推导。"},
+        kAllocatorPeak};
     return m;
   };
   return l;
@@ -219,8 +238,10 @@ Lesson cp(const TrainArgs& train) {
   std::vector<int32_t> lower, upper;
   for (int t = 0; t < c.seq_len; ++t) (t < c.seq_len / 2 ? lower : upper).push_back(t);
   Lesson l;
-  l.values = {{"tensor", commas(tensor)},     {"bytes", commas(4 * L * m * (N - 1) / N * tensor)},
-              {"lower", commas(pairs(lower))}, {"upper", commas(pairs(upper))}};
+  l.values = {{"tensor", commas(tensor)},
+              {"bytes", commas(4 * L * m * (N - 1) / N * tensor)},
+              {"lower", commas(pairs(lower))},
+              {"upper", commas(pairs(upper))}};
   for (int r = 0; r < 2; ++r) {
     const std::vector<int32_t> pos = cp_positions(c.seq_len, 2, r);
     const std::string k = std::to_string(r);
@@ -259,30 +280,36 @@ Lesson cp(const TrainArgs& train) {
                 "一步之内，一个 rank 在上下文并行组里发出多少字节？"};
   l.formula = 4 * L * m * (N - 1) / N * tensor;
   l.mistakes = {
-      {"forward-only", l.formula / 2,
+      {"forward-only",
+       l.formula / 2,
        {"that is the forward's all-gathers of K and V; the backward reduce-scatters dK and dV, "
         "as many bytes again.",
         "这只是前向对 K、V 的全收集；反向还要归约散射 dK 和 dV，字节数一样多。"}},
-      {"whole-tensor", l.formula * N / (N - 1),
+      {"whole-tensor",
+       l.formula * N / (N - 1),
        {"an all-gather sends the N-1 pieces the others lack, (N-1)/N of the tensor, not the "
         "whole of it.",
         "全收集只发别人缺的 N-1 份，即张量的 (N-1)/N，而不是整个张量。"}},
-      {"all-heads", l.formula * c.heads / c.kv_heads,
+      {"all-heads",
+       l.formula * c.heads / c.kv_heads,
        {"K and V have kv_heads heads, not the query's heads: grouped-query attention makes "
         "them 4 times smaller here.",
         "K、V 只有 kv_heads 个头，不是查询的头数：这里分组查询注意力让它们小了 4 倍。"}},
-      {"with-q", l.formula * 1.5,
+      {"with-q",
+       l.formula * 1.5,
        {"the queries stay where they are: a rank computes attention for its own tokens.",
         "查询不动：每个 rank 只为自己的词元算注意力。"}},
-      {"values", l.formula / 4,
+      {"values",
+       l.formula / 4,
        {"that counts values, not bytes: each fp32 value is 4 bytes.",
         "这是数值的个数，不是字节数：每个 fp32 数占 4 字节。"}},
   };
-  l.hint = {"per block and micro-batch: K and V are all-gathered before attention, dK and dV "
-            "reduce-scattered after its backward; each call sends (N-1)/N of a full [b S, kv] "
-            "tensor.",
-            "每个块、每个微批次：注意力之前全收集 K 和 V，反向之后归约散射 dK 和 dV；每次调用发出"
-            "完整 [b S, kv] 张量的 (N-1)/N。"};
+  l.hint = {
+      "per block and micro-batch: K and V are all-gathered before attention, dK and dV "
+      "reduce-scattered after its backward; each call sends (N-1)/N of a full [b S, kv] "
+      "tensor.",
+      "每个块、每个微批次：注意力之前全收集 K 和 V，反向之后归约散射 dK 和 dV；每次调用发出"
+      "完整 [b S, kv] 张量的 (N-1)/N。"};
   l.working = {
       "Per block and micro-batch four calls (K, V all-gathered; dK, dV reduce-scattered) of "
       "(N-1)/N x b S kv x 4 B: 4 x L x (N-1)/N x b S kv x 4 B = 4 x 2 x 1/2 x {tensor} = {bytes} "
@@ -303,10 +330,11 @@ Lesson cp(const TrainArgs& train) {
       for (size_t q = 0; q < 2; ++q) ms[q] += recs[i]["compute_ms"].at(q).get<double>();
     check(n > 0, "the run wrote no metrics");
     m.values = {{"c0", num("%.1f", ms[0] / n)}, {"c1", num("%.1f", ms[1] / n)}};
-    m.notes = {{"Compute per step (compute_ms): CP rank 0 {c0} ms, CP rank 1 {c1} ms; equal work, "
-                "and on a shared CPU about equal time.",
-                "每步计算时间（compute_ms）：CP rank 0 {c0} ms，CP rank 1 {c1} ms；工作量相等，在共享"
-                "的 CPU 上时间也大致相等。"}};
+    m.notes = {
+        {"Compute per step (compute_ms): CP rank 0 {c0} ms, CP rank 1 {c1} ms; equal work, "
+         "and on a shared CPU about equal time.",
+         "每步计算时间（compute_ms）：CP rank 0 {c0} ms，CP rank 1 {c1} ms；工作量相等，在共享"
+         "的 CPU 上时间也大致相等。"}};
     return m;
   };
   return l;

@@ -25,12 +25,12 @@ Setup bubble_run(const TrainArgs& train, int layers, const std::string& schedule
 // The bubble of the metrics' steps after the first, averaged, as a share of the step. A
 // record whose bubble_formula is the ratio form (idle / compute) is converted: b / (1 + b).
 double idle_share(const std::vector<json>& records, const plan::Setup& s) {
-  const BubbleForms f = bubble_forms(s.run.schedule, s.layout().pp, s.spec.layout.vpp,
-                                     s.run.micro_batches);
+  const BubbleForms f =
+      bubble_forms(s.run.schedule, s.layout().pp, s.spec.layout.vpp, s.run.micro_batches);
   const double b = mean_after_first(records, "bubble");
   const double formula = records.back().value("bubble_formula", f.of_step);
-  const bool ratio = f.of_compute != f.of_step &&
-                     std::abs(formula - f.of_compute) < std::abs(formula - f.of_step);
+  const bool ratio =
+      f.of_compute != f.of_step && std::abs(formula - f.of_compute) < std::abs(formula - f.of_step);
   return ratio ? b / (1 + b) : b;
 }
 
@@ -54,8 +54,10 @@ Lesson pp(const TrainArgs& train) {
   Lesson l;
   l.name = "pp";
   l.unit = Unit::Share;
-  l.values = {{"m", num("%.0f", m)}, {"slots", num("%.0f", m + p - 1)},
-              {"share", num("%.3g", (p - 1) / (m + p - 1))}, {"ratio", num("%.3g", (p - 1) / m)}};
+  l.values = {{"m", num("%.0f", m)},
+              {"slots", num("%.0f", m + p - 1)},
+              {"share", num("%.3g", (p - 1) / (m + p - 1))},
+              {"ratio", num("%.3g", (p - 1) / m)}};
   l.title = {"pipeline schedules and the bubble", "流水线调度与气泡"};
   l.idea = {
       "Pipeline parallelism cuts the blocks into p stages on p ranks, and a step's m "
@@ -74,32 +76,38 @@ Lesson pp(const TrainArgs& train) {
       "但同时在途的微批次是 p 个而不是 m 个（见 pp-memory 一课）；每个 rank 放 V 个模型块的交错"
       "调度能把气泡缩小（见 interleaved 一课）。\n"
       "本课：PP 2（每段一个块），GPipe，m = {m} 个微批次，每个一条序列。"};
-  l.question = {"What share of the step is a stage idle? (a fraction like 0.2 or 1/5, or a "
-                "percentage like 20%)",
-                "每一段空闲的时间占一步的多少？（写成 0.2 或 1/5 这样的小数、分数，或 20% 这样的"
-                "百分数）"};
+  l.question = {
+      "What share of the step is a stage idle? (a fraction like 0.2 or 1/5, or a "
+      "percentage like 20%)",
+      "每一段空闲的时间占一步的多少？（写成 0.2 或 1/5 这样的小数、分数，或 20% 这样的"
+      "百分数）"};
   l.formula = (p - 1) / (m + p - 1);
   l.mistakes = {
-      {"ratio", (p - 1) / m,
+      {"ratio",
+       (p - 1) / m,
        {"(p-1)/m is the idle time over the compute time, the ratio form seed 000 quotes for "
         "interleaving; of the step it is (p-1)/(m+p-1).",
         "(p-1)/m 是空闲时间与计算时间之比，种子文档 000 讲交错调度时用的是这种写法；占一步的比例"
         "是 (p-1)/(m+p-1)。"}},
-      {"one-micro-batch", (p - 1) / p,
+      {"one-micro-batch",
+       (p - 1) / p,
        {"that is the idle share with a single micro-batch; m of them fill the pipeline's slots.",
         "这是只有一个微批次时的空闲比例；m 个微批次会把流水线的时隙填满。"}},
-      {"busy", m / (m + p - 1),
+      {"busy",
+       m / (m + p - 1),
        {"that is the busy share; the bubble is the idle one, 1 minus it.",
         "这是忙碌的比例；气泡是空闲的比例，等于 1 减去它。"}},
-      {"none", 0,
+      {"none",
+       0,
        {"each stage waits p - 1 slots in a step: at the start for the first forward to reach "
         "it, at the end for the last backward.",
         "每一段在一步中都要等 p - 1 个时隙：开头等第一个前向传到，结尾等最后一个反向。"}},
   };
-  l.hint = {"count slots: a step takes m + p - 1 slots of one micro-batch's work, and each "
-            "stage works in m of them.",
-            "数时隙：一步共 m + p - 1 个时隙（每个是一个微批次的工作量），每段只在其中 m 个里"
-            "干活。"};
+  l.hint = {
+      "count slots: a step takes m + p - 1 slots of one micro-batch's work, and each "
+      "stage works in m of them.",
+      "数时隙：一步共 m + p - 1 个时隙（每个是一个微批次的工作量），每段只在其中 m 个里"
+      "干活。"};
   l.working = {
       "(p-1)/(m+p-1) = 1/{slots} = {share}. (p-1)/m = {ratio} divides the idle time by the "
       "compute time (the form interleaved schedules are often quoted in), not by the step. "
@@ -129,8 +137,11 @@ Lesson interleaved(const TrainArgs& train) {
   Lesson l;
   l.name = "interleaved";
   l.unit = Unit::Share;
-  l.values = {{"m", num("%.0f", m)}, {"slots", num("%.0f", V * m + p - 1)},
-              {"share", pct(f.of_step)}, {"ratio", pct(f.of_compute)}, {"plain", pct(g.of_step)}};
+  l.values = {{"m", num("%.0f", m)},
+              {"slots", num("%.0f", V * m + p - 1)},
+              {"share", pct(f.of_step)},
+              {"ratio", pct(f.of_compute)},
+              {"plain", pct(g.of_step)}};
   l.title = {"the interleaved schedule against 1F1B", "交错调度与 1F1B 的比较"};
   l.idea = {
       "The bubble shrinks with more micro-batches, but a step's batch is fixed. The interleaved "
@@ -148,30 +159,36 @@ Lesson interleaved(const TrainArgs& train) {
       "和排空仍是 p - 1 个时隙，但时隙小了 V 倍，而每个 rank 在 V m 个时隙里干活：空闲占一步的"
       "比例是 (p-1)/(V m + p - 1)，与计算之比是 (p-1)/(V m)。代价是段与段之间的消息多了 V 倍。\n"
       "本课：PP 2，4 个块，m = {m} 个微批次，V = 2 的交错调度，与相同 m 的 1F1B 并排比较。"};
-  l.question = {"Under the interleaved schedule with V = 2, what share of the step is a rank "
-                "idle? (0.2, 20% or 1/5)",
-                "V = 2 的交错调度下，每个 rank 空闲的时间占一步的多少？（0.2、20% 或 1/5）"};
+  l.question = {
+      "Under the interleaved schedule with V = 2, what share of the step is a rank "
+      "idle? (0.2, 20% or 1/5)",
+      "V = 2 的交错调度下，每个 rank 空闲的时间占一步的多少？（0.2、20% 或 1/5）"};
   l.formula = f.of_step;
   l.mistakes = {
-      {"1f1b", g.of_step,
+      {"1f1b",
+       g.of_step,
        {"that is 1F1B's bubble at the same m: interleaving makes the slots V times smaller and "
         "V times as many.",
         "这是相同 m 下 1F1B 的气泡：交错调度让时隙小了 V 倍、多了 V 倍。"}},
-      {"ratio", f.of_compute,
+      {"ratio",
+       f.of_compute,
        {"(p-1)/(V m) is the idle time over the compute time; of the step it is "
         "(p-1)/(V m + p - 1).",
         "(p-1)/(V m) 是空闲时间与计算时间之比；占一步的比例是 (p-1)/(V m + p - 1)。"}},
-      {"divided", g.of_step / V,
+      {"divided",
+       g.of_step / V,
        {"dividing 1F1B's share by V divides the idle time, but the step shrinks with it: "
         "(p-1)/(V m + p - 1).",
         "把 1F1B 的比例除以 V，除掉的是空闲时间，但一步也随之变短了：应为 (p-1)/(V m + p - 1)。"}},
-      {"gpipe-one", (p - 1) / p,
+      {"gpipe-one",
+       (p - 1) / p,
        {"that is the bubble of one micro-batch; here m micro-batches fill V m slots.",
         "这是只有一个微批次时的气泡；这里 m 个微批次填满 V m 个时隙。"}},
   };
-  l.hint = {"count in slots of 1/V of a micro-batch's work: how many does a rank work in, and "
-            "how many more does the step take?",
-            "以一个微批次工作量的 1/V 为一个时隙来数：每个 rank 干活的有几个，一步又多出几个？"};
+  l.hint = {
+      "count in slots of 1/V of a micro-batch's work: how many does a rank work in, and "
+      "how many more does the step take?",
+      "以一个微批次工作量的 1/V 为一个时隙来数：每个 rank 干活的有几个，一步又多出几个？"};
   l.working = {
       "(p-1)/(V m + p - 1) = 1/{slots} = {share}; the ratio form (p-1)/(V m) = {ratio}; 1F1B at "
       "the same m: {plain}. Draw both: tetra plot --schedule interleaved --pp 2 --vpp 2 "
@@ -238,26 +255,32 @@ Lesson pp_memory(const TrainArgs& train) {
       "留 p 个。两者气泡一样，显存不一样。\n"
       "本课：PP 2，第 0 段有词嵌入和 2 个块，m = {m} 个微批次，每个一条序列；第 0 段一个微批次"
       "的激活值 A = {A} B（按 tetra plan 的算法）。"};
-  l.question = {"How many bytes more does the first stage hold at its peak under GPipe than "
-                "under 1F1B?",
-                "第一段的显存峰值，GPipe 比 1F1B 多多少字节？"};
+  l.question = {
+      "How many bytes more does the first stage hold at its peak under GPipe than "
+      "under 1F1B?",
+      "第一段的显存峰值，GPipe 比 1F1B 多多少字节？"};
   l.formula = (m - p) * A;
   l.mistakes = {
-      {"all-m", m * A,
+      {"all-m",
+       m * A,
        {"1F1B's first stage still holds p micro-batches at once; GPipe holds m - p more.",
         "1F1B 的第一段仍然同时留着 p 个微批次；GPipe 比它多 m - p 个。"}},
-      {"one", (m - 1) * A,
+      {"one",
+       (m - 1) * A,
        {"1F1B holds one micro-batch only on the last stage; the first holds p.",
         "1F1B 只有最后一段才只留一个微批次；第一段留 p 个。"}},
-      {"p-only", p * A,
+      {"p-only",
+       p * A,
        {"that is what 1F1B holds; GPipe holds m, so the difference is m - p micro-batches.",
         "这是 1F1B 留的量；GPipe 留 m 个，差是 m - p 个微批次。"}},
-      {"same", 0,
+      {"same",
+       0,
        {"the two have the same bubble, not the same memory.", "两者气泡相同，显存不同。"}},
   };
-  l.hint = {"how many micro-batches has the first stage run forward but not yet backward, at "
-            "most, under each schedule?",
-            "在两种调度下，第一段最多有几个微批次做完了前向、还没做反向？"};
+  l.hint = {
+      "how many micro-batches has the first stage run forward but not yet backward, at "
+      "most, under each schedule?",
+      "在两种调度下，第一段最多有几个微批次做完了前向、还没做反向？"};
   l.working = {
       "(m - p) x A = ({m} - 2) x {A} = {bytes} B: GPipe keeps {in_g} micro-batches in flight on "
       "stage 0, 1F1B {in_o}. This is why 1F1B replaced GPipe, and why a plan that "

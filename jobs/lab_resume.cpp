@@ -53,24 +53,29 @@ Lesson resume(const TrainArgs& train) {
                 "重启后的运行从第几步开始重新训练？"};
   l.formula = 6;
   l.mistakes = {
-      {"failed-step", 7,
+      {"failed-step",
+       7,
        {"step 7 died before any checkpoint held it: the run goes back to the newest checkpoint, "
         "not to the step that failed.",
         "第 7 步在写进任何检查点之前就死了：运行回到最新的检查点，而不是出错的那一步。"}},
-      {"last-saved", 5,
+      {"last-saved",
+       5,
        {"step_6 holds steps 0-5; the run resumes at the next step to train, 6.",
         "step_6 包含第 0-5 步；运行从下一个要训练的步，也就是第 6 步接着走。"}},
-      {"next-checkpoint", 9,
+      {"next-checkpoint",
+       9,
        {"checkpoints are written after the steps they hold, so the newest when step 7 fails is "
         "step_6.",
         "检查点写在它所包含的步之后，所以第 7 步出错时最新的是 step_6。"}},
-      {"start-over", 0,
+      {"start-over",
+       0,
        {"the run keeps its checkpoints: it does not start over.",
         "运行保留了检查点：不会从头开始。"}},
   };
-  l.hint = {"which checkpoints exist when step 7 fails, and at which step does the newest one "
-            "resume?",
-            "第 7 步出错时已经有哪些检查点？最新的那个从第几步接着训练？"};
+  l.hint = {
+      "which checkpoints exist when step 7 fails, and at which step does the newest one "
+      "resume?",
+      "第 7 步出错时已经有哪些检查点？最新的那个从第几步接着训练？"};
   l.working = {
       "Checkpoints come after every 3 steps: step_3 (steps 0-2) and step_6 (steps 0-5) exist "
       "when step 7 fails. The restart loads step_6 and trains from step 6: floor(7/3) x 3 = 6. "
@@ -104,15 +109,16 @@ Lesson resume(const TrainArgs& train) {
                   {"same", before == after ? "the same bits" : "NOT the same"},
                   {"same_zh", before == after ? "逐位相同" : "不相同"},
                   {"goodput", g >= 0 ? pct(g) : "?"}};
-      m.notes = {{"Trained twice: step {which}. Step {from}'s loss: {before} before the "
-                  "failure, {after} after the restart: {same}. tetra launch's goodput (kept "
-                  "steps' time over the wall time): {goodput}, low here because a step takes milliseconds "
-                  "and a restart seconds (MPI's start-up, the checkpoint's load); a real run's steps "
-                  "take seconds and its checkpoints come every few hundred steps.",
-                  "训练了两遍的步：{which}。第 {from} 步的损失：故障前 {before}，重启后 "
-                  "{after}：{same_zh}。tetra launch 的有效训练比例（保留下来的步的时间除以总时间）："
-                  "{goodput}；这里很低，因为一步只要几毫秒，而重启要几秒（MPI 启动、载入检查点）；"
-                  "真实训练一步要几秒，检查点每隔几百步才存一次。"}};
+      m.notes = {
+          {"Trained twice: step {which}. Step {from}'s loss: {before} before the "
+           "failure, {after} after the restart: {same}. tetra launch's goodput (kept "
+           "steps' time over the wall time): {goodput}, low here because a step takes milliseconds "
+           "and a restart seconds (MPI's start-up, the checkpoint's load); a real run's steps "
+           "take seconds and its checkpoints come every few hundred steps.",
+           "训练了两遍的步：{which}。第 {from} 步的损失：故障前 {before}，重启后 "
+           "{after}：{same_zh}。tetra launch 的有效训练比例（保留下来的步的时间除以总时间）："
+           "{goodput}；这里很低，因为一步只要几毫秒，而重启要几秒（MPI 启动、载入检查点）；"
+           "真实训练一步要几秒，检查点每隔几百步才存一次。"}};
       return m;
     }
     fail("the metrics show no restart");

@@ -51,8 +51,8 @@ struct Case {
   std::string lesson, answers;  // the flags or the terminal's input (stdin)
   bool zh, right;
   int tries;
-  std::string mistake;  // the first wrong answer's, or "-"
-  bool exact;           // the run measures the formula's number exactly
+  std::string mistake;              // the first wrong answer's, or "-"
+  bool exact;                       // the run measures the formula's number exactly
   double (*measured)(const Runs&);  // from the runs' metrics; null: none (no run, or noisy)
 };
 
@@ -66,7 +66,8 @@ const Case kCases[] = {
      }},
     {"dp", "--answer 172,512", false, false, 1, "values", true,
      [](const Runs& r) { return last(r[0], "dp_cp"); }},
-    {"zero", "--answer 3099520", true, true, 1, "-", false, [](const Runs& r) { return peak(r[0]); }},
+    {"zero", "--answer 3099520", true, true, 1, "-", false,
+     [](const Runs& r) { return peak(r[0]); }},
     {"zero-traffic", "--answer 3348864 --answer 5023296", false, true, 2, "zero1", true,
      [](const Runs& r) { return last(r[2], "dp_cp"); }},
     {"tp", "--answer 196608 --answer 248832", true, true, 2, "blocks-only", true,
@@ -123,7 +124,8 @@ TEST_CASE("lab: every lesson, with mistakes, hints and second tries, in both lan
       input.replace(at, 1, input[at] == '\n' ? "\\n" : "%%");
     const std::string lab = tetra_bin() + " lab " + c.lesson + " --out " + dir.path.string() +
                             (c.zh ? " --lang zh" : " --lang en");
-    const Spawned r = spawn(terminal ? "printf \"" + input + "\" | " + lab : lab + " " + c.answers, 300);
+    const Spawned r =
+        spawn(terminal ? "printf \"" + input + "\" | " + lab : lab + " " + c.answers, 300);
     CAPTURE(r.out);
     CAPTURE(r.err);
     REQUIRE(r.status == 0);
@@ -152,7 +154,8 @@ TEST_CASE("lab: every lesson, with mistakes, hints and second tries, in both lan
       continue;
     }
     Runs runs;
-    for (int k = 1; std::filesystem::exists(dir.path / (c.lesson + "-" + std::to_string(k) + ".jsonl")); ++k)
+    for (int k = 1;
+         std::filesystem::exists(dir.path / (c.lesson + "-" + std::to_string(k) + ".jsonl")); ++k)
       runs.push_back(jsonl_records(dir.path / (c.lesson + "-" + std::to_string(k) + ".jsonl")));
     REQUIRE(!runs.empty());
     CHECK(s.measured == doctest::Approx(c.measured(runs)).epsilon(1e-9));
@@ -167,7 +170,8 @@ TEST_CASE("lab: --list in the locale's language, and bad input is one error line
   CHECK(list.status == 0);
   for (const char* name : {" 1. 6nd ", " 4. dp ", " 9. pp ", "14. resume ", "15. 405b "})
     CHECK(list.out.find(name) != std::string::npos);
-  const Spawned zh = spawn("env LC_ALL= LC_MESSAGES= LANG=zh_CN.UTF-8 " + tetra_bin() + " lab --list", 60);
+  const Spawned zh =
+      spawn("env LC_ALL= LC_MESSAGES= LANG=zh_CN.UTF-8 " + tetra_bin() + " lab --list", 60);
   CHECK(zh.out.find("数据并行与环形全归约") != std::string::npos);
   const Spawned en = spawn("env LC_ALL=C LANG=zh_CN.UTF-8 " + tetra_bin() + " lab --list", 60);
   CHECK(en.out.find("data parallelism and the ring all-reduce") != std::string::npos);

@@ -65,7 +65,8 @@ TEST_CASE("lab lessons: the formulas, from each lesson's sizes") {
   const double P2 = double(model(8, 64, 4, 4, 256, 8).total_params());
   CHECK(named("zero-traffic").formula == doctest::Approx(3 * 0.75 * 4 * P2));
   // tp: 4 all-reduces a block, the embedding's and the head's, the loss, 2L+1 norms (SP).
-  CHECK(named("tp").formula == doctest::Approx(1.5 * (10 * 64 * 64 * 4.0 + 3 * 64 * 4.0 + 5 * 64 * 4.0)));
+  CHECK(named("tp").formula ==
+        doctest::Approx(1.5 * (10 * 64 * 64 * 4.0 + 3 * 64 * 4.0 + 5 * 64 * 4.0)));
   // sp: 3/4 of 2L+1 [T, d] tensors and their norm statistics, T = 64 tokens, d = 64.
   CHECK(named("sp").formula == doctest::Approx(0.75 * 5 * (64 * 64 + 64) * 4.0));
   // cp: K and V of 4 x 16 tokens x 16 (one K/V head) gathered, their gradients scattered.
@@ -98,8 +99,10 @@ TEST_CASE("lab lessons: both languages, every mistake diagnosed, a hint otherwis
       std::vector<std::string> out;
       for (const tetra::lab::Text* t : {&l.title, &l.idea, &l.question, &l.hint, &l.working})
         out.push_back(tetra::lab::fill(*t, lang, l.values));
-      for (const tetra::lab::Mistake& m : l.mistakes) out.push_back(tetra::lab::fill(m.says, lang, l.values));
-      for (const tetra::lab::LessonRun& r : l.runs) out.push_back(tetra::lab::fill(r.label, lang, l.values));
+      for (const tetra::lab::Mistake& m : l.mistakes)
+        out.push_back(tetra::lab::fill(m.says, lang, l.values));
+      for (const tetra::lab::LessonRun& r : l.runs)
+        out.push_back(tetra::lab::fill(r.label, lang, l.values));
       return out;
     };
     for (const std::string& t : texts(Lang::En)) {
@@ -137,12 +140,13 @@ TEST_CASE("lab lessons: every file and function a lesson names is in the tree") 
       REQUIRE(std::filesystem::is_regular_file(root / c.file));
       const std::string text = slurp(root / c.file);
       const size_t colons = c.function.rfind("::");
-      const std::string name = colons == std::string::npos ? c.function : c.function.substr(colons + 2);
+      const std::string name =
+          colons == std::string::npos ? c.function : c.function.substr(colons + 2);
       // Defined as "Class::name(", or inside its class as " name(".
       const bool defined = text.find(" " + c.function + "(") != std::string::npos ||
                            (text.find(" " + name + "(") != std::string::npos &&
-                            text.find(c.function.substr(0, colons == std::string::npos ? 0 : colons)) !=
-                                std::string::npos);
+                            text.find(c.function.substr(
+                                0, colons == std::string::npos ? 0 : colons)) != std::string::npos);
       CHECK(defined);
     }
 }
@@ -199,5 +203,6 @@ TEST_CASE("lab: the language from --lang, else the locale") {
   CHECK(with("", nullptr, "zh_CN.UTF-8") == Lang::Zh);   // an empty one is unset
   CHECK(with(nullptr, nullptr, nullptr) == Lang::En);
   CHECK(language("en") == Lang::En);
-  for (const auto& [name, v] : saved) v ? setenv(name.c_str(), v->c_str(), 1) : unsetenv(name.c_str());
+  for (const auto& [name, v] : saved)
+    v ? setenv(name.c_str(), v->c_str(), 1) : unsetenv(name.c_str());
 }
