@@ -37,6 +37,10 @@ double most(const std::vector<json>& records, const char* key);
 double mean_after_first(const std::vector<json>& records, const char* key);
 double median_after_first(const std::vector<json>& records, const char* key);
 
+// How much less the second run's peak memory is than the first's (peak_memory_bytes), with
+// `note` naming both peaks as {more} and {less}.
+Measured peak_drop(const std::vector<json>& more, const std::vector<json>& less, Text note);
+
 // Numbers as the texts show them: with commas, or one printf conversion.
 std::string num(const char* format, double x);
 std::string pct(double share);  // "20.0 %"

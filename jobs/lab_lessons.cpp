@@ -189,6 +189,17 @@ double median_after_first(const std::vector<json>& records, const char* key) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
+Measured peak_drop(const std::vector<json>& more, const std::vector<json>& less, Text note) {
+  const double a = most(more, "peak_memory_bytes"), b = most(less, "peak_memory_bytes");
+  Measured m;
+  m.value = a - b;
+  m.source = {"the difference of the two runs' peak_memory_bytes",
+              "两次运行的 peak_memory_bytes 之差"};
+  m.values = {{"more", commas(a)}, {"less", commas(b)}};
+  m.notes = {std::move(note), kAllocatorPeak};
+  return m;
+}
+
 std::string num(const char* format, double x) {
   return format_number(format, x);
 }

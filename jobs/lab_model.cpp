@@ -197,20 +197,13 @@ Lesson sp(const TrainArgs& train) {
             {"plan/memory.cpp", "stage_memory"}};
   l.runs = {run_of(s, {"TP 4 with --sp", "TP 4，开启 --sp"}),
             run_of(plain, {"TP 4 without SP", "TP 4，不开 SP"})};
+  // Run 2's peak (without SP) less run 1's.
   l.measure = [](const std::vector<RunOutput>& r) {
-    const double with = most(r[0].metrics, "peak_memory_bytes"),
-                 without = most(r[1].metrics, "peak_memory_bytes");
-    Measured m;
-    m.value = without - with;
-    m.source = {"the peaks' difference, peak_memory_bytes without SP less with it",
-                "两次运行 peak_memory_bytes 之差（不开 SP 减去开 SP）"};
-    m.values = {{"with", commas(with)}, {"without", commas(without)}};
-    m.notes = {
-        {"Peak memory: {without} B without SP, {with} B with it. The peak holds more than "
-         "the kept activations: see the working.",
-         "显存峰值：不开 SP {without} B，开 SP {with} B。峰值里不只是保留的激活值：见推导。"},
-        kAllocatorPeak};
-    return m;
+    return peak_drop(
+        r[1].metrics, r[0].metrics,
+        {"Peak memory: {more} B without SP, {less} B with it. The peak holds more "
+         "than the kept activations: see the working.",
+         "显存峰值：不开 SP {more} B，开 SP {less} B。峰值里不只是保留的激活值：见推导。"});
   };
   return l;
 }

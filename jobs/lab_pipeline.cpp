@@ -293,16 +293,9 @@ Lesson pp_memory(const TrainArgs& train) {
             {"plan/memory.cpp", "stage_memory"}};
   l.runs = {run_of(g, {"PP 2, GPipe", "PP 2，GPipe"}), run_of(o, {"PP 2, 1F1B", "PP 2，1F1B"})};
   l.measure = [](const std::vector<RunOutput>& r) {
-    const double gp = most(r[0].metrics, "peak_memory_bytes"),
-                 ob = most(r[1].metrics, "peak_memory_bytes");
-    Measured m;
-    m.value = gp - ob;
-    m.source = {"peak_memory_bytes of the GPipe run less the 1F1B run's",
-                "GPipe 运行的 peak_memory_bytes 减去 1F1B 运行的"};
-    m.values = {{"gp", commas(gp)}, {"ob", commas(ob)}};
-    m.notes = {{"Peak memory: GPipe {gp} B, 1F1B {ob} B.", "显存峰值：GPipe {gp} B，1F1B {ob} B。"},
-               kAllocatorPeak};
-    return m;
+    return peak_drop(r[0].metrics, r[1].metrics,
+                     {"Peak memory: GPipe {more} B, 1F1B {less} B.",
+                      "显存峰值：GPipe {more} B，1F1B {less} B。"});
   };
   return l;
 }
