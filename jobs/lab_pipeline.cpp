@@ -13,8 +13,9 @@ namespace {
 
 // Blocks wide enough that a micro-batch's compute outweighs a message's latency, and one rank
 // per stage: the measured bubble then comes near the formula on a 2-core laptop.
-Setup bubble_run(const TrainArgs& train, int layers, const std::string& schedule, int vpp) {
-  TrainConfig c = tiny(layers, 256, 4, 4, 1024, 64, 4, 4);
+Setup bubble_run(const TrainArgs& train, int layers, int dim, const std::string& schedule,
+                 int vpp) {
+  TrainConfig c = tiny(layers, dim, 4, 4, 4 * dim, 64, 4, 4);
   c.batch.micro_batch = 1;
   c.layout.pp = 2;
   c.layout.schedule = schedule;
@@ -49,7 +50,7 @@ const Text kBubbleNote{
 }  // namespace
 
 Lesson pp(const TrainArgs& train) {
-  const Setup s = bubble_run(train, 2, "gpipe", 1);
+  const Setup s = bubble_run(train, 2, 256, "gpipe", 1);
   const double p = 2, m = s.plan.run.micro_batches;
   Lesson l;
   l.name = "pp";
@@ -130,7 +131,8 @@ Lesson pp(const TrainArgs& train) {
 }
 
 Lesson interleaved(const TrainArgs& train) {
-  const Setup s = bubble_run(train, 4, "interleaved", 2), plain = bubble_run(train, 4, "1f1b", 1);
+  const Setup s = bubble_run(train, 4, 256, "interleaved", 2),
+              plain = bubble_run(train, 4, 256, "1f1b", 1);
   const double p = 2, V = 2, m = s.plan.run.micro_batches;
   const BubbleForms f = bubble_forms(ScheduleKind::Interleaved, 2, 2, int(m));
   const BubbleForms g = bubble_forms(ScheduleKind::OneFOneB, 2, 1, int(m));
