@@ -70,7 +70,9 @@ void add_lab_options(CLI::App& app, LabOptions& o) {
                  "answer the lesson's question with X instead of asking (for scripts and tests); "
                  "given twice, the second is the second try after a wrong first")
       ->type_name("X")
-      ->allow_extra_args(false);
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->default_str("\"\"");
   add_choice(app, "--lang", o.lang, {"en", "zh"},
              "the lessons' language (default: zh where LC_ALL, LC_MESSAGES or LANG starts with "
              "zh, else en)")

@@ -125,12 +125,22 @@ std::string wrapped(const std::string& text, size_t width = 88, const std::strin
     line = std::string(lead, ' '), used = lead;
     std::istringstream words(text.substr(at, nl - at));
     for (std::string w; words >> w;) {
-      // The word's pieces: each wide character alone, the runs of others together.
-      for (size_t i = 0, k = 0; i < w.size(); ++k) {
+      // The word's pieces: each wide character alone, the runs of others together; an opening
+      // bracket stays with what follows it, closing punctuation with what precedes it.
+      const auto next = [&](size_t i) {
         size_t j = i + 1;
         while (j < w.size() && (w[j] & 0xC0) == 0x80) ++j;
         if (!wide(w[i]))
           while (j < w.size() && !wide(w[j])) ++j;
+        return j;
+      };
+      const auto is = [&](size_t i, size_t j, const char* set) {
+        return wide(w[i]) && std::string(set).find(w.substr(i, j - i)) != std::string::npos;
+      };
+      for (size_t i = 0, k = 0; i < w.size(); ++k) {
+        size_t j = next(i);
+        while (j < w.size() && is(i, j, "（《「“") && next(j) - i < 40) j = next(j);
+        while (j < w.size() && is(j, next(j), "。，、；：！？）》」”")) j = next(j);
         const std::string piece = w.substr(i, j - i);
         const bool space = k == 0 && used > lead;
         const size_t room = width - (out.empty() ? 0 : indent.size());
