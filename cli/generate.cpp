@@ -9,7 +9,7 @@
 
 #include "checkpoint/hf_io.hpp"
 #include "data/tokenizer.hpp"
-#include "train/generate.hpp"
+#include "transformer/generator.hpp"
 #include "util/error.hpp"
 
 namespace tetra {

@@ -159,11 +159,12 @@ void check_memory_fits(const TrainConfig& c, const ModelConfig& model, int world
         "(--cp, --tp, --pp) or use --recompute full");
 }
 
-// The training data, and the validation data: --val-data, or the last --val-split of --data.
-void open_data(RankParts& p) {
+// The training data, and the validation data: --val-data, or the last --val-split of --data;
+// tokens of the data's vocabulary (the flags', which the model's may exceed under --init-from).
+void open_data(RankParts& p, int64_t data_vocab) {
   const DataConfig& d = p.config.data;
-  const int vocab = int(p.config.model.vocab);
-  const int S = p.model.seq_len;
+  const int vocab = int(data_vocab);
+  const int S = p.config.model.seq_len;
   const uint64_t seed = p.config.optimizer.seed;
   const data::Portion train{d.val_split > 0 ? data::Portion::Train : data::Portion::All,
                             d.val_split};
@@ -273,13 +274,13 @@ void make_pipeline(RankParts& p) {
     std::vector<int> local;
     for (int g : c.units) local.push_back(w.place.local_unit[g]);
     p.chunks.push_back(std::make_unique<ModelChunk>(
-        be, tp, cp, p.model, *p.params, std::move(local), p.config.optimizer.recompute));
+        be, tp, cp, p.config.model, *p.params, std::move(local), p.config.optimizer.recompute));
   }
   std::vector<PipelineStage*> stages;
   for (auto& c : p.chunks) stages.push_back(c.get());
   const int64_t rows = tp.local_rows(w.local_tokens());
   p.executor = std::make_unique<PipelineExecutor>(be, *p.grid.pp, std::move(stages), w.schedule,
-                                                  w.micro_batches, rows * p.model.dim,
+                                                  w.micro_batches, rows * p.config.model.dim,
                                                   compute_dtype(p.config.device));
 
   std::vector<int32_t> tokens;
@@ -332,27 +333,31 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
           "configured)");
 #endif
     const TrainConfig& o = p.config;
+    // The model trained replaces the flags' in the configuration; their vocabulary is the
+    // data's.
+    const int64_t data_vocab = o.model.vocab;
     std::unique_ptr<HfModel> file;
-    p.model = o.model;
     if (!o.data.init_from.empty()) {
       file = std::make_unique<HfModel>(o.data.init_from);
-      p.model = config_from_model(*file, o.model, o.given);
-      check(o.model.vocab <= p.model.vocab, "the data's vocabulary ", o.model.vocab,
-            " is larger than the init model's ", p.model.vocab);
+      const ModelConfig model = config_from_model(*file, o.model, o.given);
+      check(data_vocab <= model.vocab, "the data's vocabulary ", data_vocab,
+            " is larger than the init model's ", model.vocab);
       // A SentencePiece tokenizer (the directory's own or --tokenizer's) must be the model's:
       // an export would carry it, and tetra generate refuses the pair.
       if (!p.tokenizer->model_file().empty())
-        check_tokenizer_matches(o.data.init_from, p.model, *p.tokenizer);
+        check_tokenizer_matches(o.data.init_from, model, *p.tokenizer);
+      p.config.model = model;
     }
-    p.model.validate();
-    p.work = rank_work(o.layout, o.batch, p.model, world_size, rank);
+    const ModelConfig& model = o.model;
+    model.validate();
+    p.work = rank_work(o.layout, o.batch, model, world_size, rank);
     // The run's tokens (step * G * S: tokens seen, the data order's s * G + j) in 64 bits.
-    check(checked_product({o.optimizer.steps, o.batch.global_batch, p.model.seq_len}).has_value(),
+    check(checked_product({o.optimizer.steps, o.batch.global_batch, model.seq_len}).has_value(),
           "--steps ", o.optimizer.steps, " of --global-batch ", o.batch.global_batch,
-          " x --seq-len ", p.model.seq_len, " tokens are more tokens than 64 bits count");
+          " x --seq-len ", model.seq_len, " tokens are more tokens than 64 bits count");
     const NodeRank node = node_rank(world);
-    check_memory_fits(o, p.model, world_size, node.size, threads_per_rank(sharing_cores, false));
-    open_data(p);
+    check_memory_fits(o, model, world_size, node.size, threads_per_rank(sharing_cores, false));
+    open_data(p, data_vocab);
     if (!o.checkpoint.inject_failure.empty()) {
       p.fault = FaultPlan::parse(o.checkpoint.inject_failure);
       check(p.fault.rank < world_size, "--inject-failure names rank ", p.fault.rank, " of ",
@@ -362,13 +367,13 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
     }
     if (rank == 0) check_outputs(p);
     // The user's configuration (text data, not its shards), as it runs.
-    p.record = record_of(c, p.model, p.work.layout);
+    p.record = record_of(c, model, p.work.layout);
     if (rank == 0) resume_path = ckpt::resume_path(o.checkpoint);
     // This rank's units (its pipeline stage's, its TP slice), initialized or read.
-    std::vector<UnitLayout> all = make_units(p.model, p.work.layout.tp, p.work.coord.tp);
+    std::vector<UnitLayout> all = make_units(model, p.work.layout.tp, p.work.coord.tp);
     for (size_t g = 0; g < all.size(); ++g) {
       if (p.work.place.local_unit[g] < 0) continue;
-      init.push_back(file ? read_unit(*file, p.model, all[g], p.work.coord.tp)
+      init.push_back(file ? read_unit(*file, model, all[g], p.work.coord.tp)
                           : init_unit(all[g], o.optimizer.seed, p.work.coord.tp));
       units.push_back(std::move(all[g]));
     }

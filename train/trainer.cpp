@@ -32,78 +32,58 @@ void stop_if_diverged(int64_t step, double loss, double grad_norm) {
 }  // namespace
 
 Trainer::Trainer(const TrainConfig& config, MPI_Comm world)
-    : Trainer(build_rank(config, world), world) {}
-
-Trainer::Trainer(RankParts p, MPI_Comm world)
-    : opt_(std::move(p.config)),
+    : parts_(build_rank(config, world)),
       world_(world),
-      record_(std::move(p.record)),
-      cfg_(p.model),
-      tokenizer_(std::move(p.tokenizer)),
-      data_(std::move(p.data)),
-      val_(std::move(p.val)),
-      work_(std::move(p.work)),
-      fault_(p.fault),
-      lock_(std::move(p.lock)),
-      resumed_from_(p.resume.path),
-      line_head_(p.resume.line),
-      resume_seconds_(p.resume.seconds),
-      threads_(p.threads),
-      be_(std::move(p.backend)),
-      grid_(std::move(p.grid)),
-      params_(std::move(p.params)),
-      chunks_(std::move(p.chunks)),
-      executor_(std::move(p.executor)),
-      token_pos_(std::move(p.token_pos)),
-      seq_pos_(std::move(p.seq_pos)),
-      key_pos_(std::move(p.key_pos)),
-      peak_flops_(p.peak.flops),
-      peak_source_(p.peak.source),
-      step_(p.resume.step) {}
+      step_(parts_.resume.step),
+      line_head_(parts_.resume.line) {}
 
 Trainer::~Trainer() = default;
 
-MicroBatch Trainer::make_micro_batch(const data::Dataset& source, int64_t step, int j,
-                                     Buffer& tokens, Buffer& targets) {
-  const int S = cfg_.seq_len, b = work_.micro_batch;
-  const int per_dp = opt_.batch.global_batch / grid_.layout.dp;
-  std::vector<int32_t> seqs(size_t(b) * (S + 1));
-  data::fill_batch(source, step, opt_.batch.global_batch, grid_.coord.dp * per_dp + j * b, b, S,
-                   seqs.data());
-  const int64_t local = work_.local_tokens();
-  std::vector<int32_t> in(static_cast<size_t>(local)), out(in.size());
-  cp_slice(seqs.data(), b, S, work_.seq_pos, in.data(), out.data());
-  tokens = Buffer(*be_, local, DType::I32);
-  targets = Buffer(*be_, local, DType::I32);
-  be_->upload(tokens.flat(), in.data());
-  be_->upload(targets.flat(), out.data());
-  MicroBatch mb;
-  mb.tokens = tokens.flat();
-  mb.targets = targets.flat();
-  mb.pos.batch = b;
-  mb.pos.seq = int64_t(work_.seq_pos.size());
-  mb.pos.token_pos = token_pos_.flat();
-  mb.pos.seq_pos = seq_pos_.flat();
-  mb.pos.key_pos = key_pos_.flat();
-  return mb;
+Trainer::Batch Trainer::batch_of(const data::Dataset& source, int64_t index) {
+  const RankWork& w = parts_.work;
+  const int S = model().seq_len, b = w.micro_batch, G = config().batch.global_batch;
+  const int per_dp = G / parts_.grid.layout.dp;
+  const int64_t local = w.local_tokens();
+  Batch batch;
+  batch.buffers.reserve(2 * size_t(w.micro_batches));  // references below stay valid
+  for (int j = 0; j < w.micro_batches; ++j) {
+    // Micro-batch j: b sequences of this DP rank's share, this CP rank's tokens of each.
+    std::vector<int32_t> seqs(size_t(b) * (S + 1));
+    data::fill_batch(source, index, G, parts_.grid.coord.dp * per_dp + j * b, b, S, seqs.data());
+    std::vector<int32_t> in(static_cast<size_t>(local)), out(in.size());
+    cp_slice(seqs.data(), b, S, w.seq_pos, in.data(), out.data());
+    Buffer& tokens = batch.buffers.emplace_back(*parts_.backend, local, DType::I32);
+    Buffer& targets = batch.buffers.emplace_back(*parts_.backend, local, DType::I32);
+    parts_.backend->upload(tokens.flat(), in.data());
+    parts_.backend->upload(targets.flat(), out.data());
+    MicroBatch& mb = batch.micro.emplace_back();
+    mb.tokens = tokens.flat();
+    mb.targets = targets.flat();
+    mb.pos.batch = b;
+    mb.pos.seq = int64_t(w.seq_pos.size());
+    mb.pos.token_pos = parts_.token_pos.flat();
+    mb.pos.seq_pos = parts_.seq_pos.flat();
+    mb.pos.key_pos = parts_.key_pos.flat();
+  }
+  return batch;
 }
 
 std::vector<CommStats*> Trainer::comm_stats() {
-  return {&grid_.tp->stats, &grid_.cp->stats,    &grid_.pp->stats,
-          &grid_.dp->stats, &grid_.dp_cp->stats, &grid_.world->stats};
+  const Grid& g = parts_.grid;
+  return {&g.tp->stats, &g.cp->stats, &g.pp->stats, &g.dp->stats, &g.dp_cp->stats, &g.world->stats};
 }
 
-// One step, in the phases of the seed.
+// One step, its phases in order.
 StepResult Trainer::step() {
   for (CommStats* s : comm_stats()) s->clear();
-  be_->alloc_stats.reset_peak();
+  parts_.backend->alloc_stats.reset_peak();
   const auto t0 = Clock::now();
   trace::Span span(trace::Lane::Step, [&](trace::Event& e) {
     e.name = "step " + std::to_string(step_);
     e.arg("step", step_);
   });
   const PipelineStats pipe = forward_backward();
-  fault_.during_step(grid_.rank, step_);
+  parts_.fault.during_step(parts_.grid.rank, step_);
   const StepTotals totals = reduce_totals(pipe);
   stop_if_diverged(step_, totals.loss, totals.grad_norm);
   const double lr = update(totals.grad_norm);
@@ -117,12 +97,9 @@ StepResult Trainer::step() {
 // (ModelChunk::backward hands them over to ZeroParams). The loss is pre-divided by the
 // global token count, so the reduced gradients are the mean's.
 PipelineStats Trainer::forward_backward() {
-  params_->begin_step(work_.micro_batches);
-  std::vector<Buffer> data(2 * work_.micro_batches);
-  std::vector<MicroBatch> mbs;
-  for (int j = 0; j < work_.micro_batches; ++j)
-    mbs.push_back(make_micro_batch(*data_, step_, j, data[2 * j], data[2 * j + 1]));
-  return executor_->run(mbs, float(1.0 / tokens_per_step()));
+  parts_.params->begin_step(parts_.work.micro_batches);
+  const Batch batch = batch_of(*parts_.data, step_);
+  return parts_.executor->train_step(batch.micro, float(1.0 / tokens_per_step()));
 }
 
 // The loss, the global gradient norm and the bubble, in one all-reduce over the world:
@@ -132,61 +109,61 @@ Trainer::StepTotals Trainer::reduce_totals(const PipelineStats& pipe) {
   // This rank's bubble in the form the schedule's formula uses: of the step for gpipe and
   // 1f1b, of the compute for interleaved.
   const double busy = pipe.seconds - pipe.wait_seconds;
-  const double bubble = work_.schedule == ScheduleKind::Interleaved
+  const double bubble = parts_.work.schedule == ScheduleKind::Interleaved
                             ? (busy > 0 ? pipe.wait_seconds / busy : 0.0)
                             : (pipe.seconds > 0 ? pipe.wait_seconds / pipe.seconds : 0.0);
-  const bool tp0 = grid_.coord.tp == 0;
-  const bool last_stage = grid_.coord.pp == grid_.layout.pp - 1;
   double grad_sq = 0;
   {
     trace::Span norm(trace::Lane::Compute, [](trace::Event& e) { e.name = "grad-norm"; });
-    grad_sq = local_grad_sum_squares(*params_, *be_, tp0);
+    grad_sq = local_grad_sum_squares(*parts_.params, *parts_.backend, parts_.grid.coord.tp == 0);
   }
-  double sums[3] = {grad_sq, (tp0 && last_stage) ? pipe.loss_sum : 0.0, bubble};
-  grid_.world->all_reduce_host(sums, 3);
-  return {sums[1] / tokens_per_step(), std::sqrt(sums[0]), sums[2] / grid_.world->size()};
+  double sums[3] = {grad_sq, counts_loss() ? pipe.loss_sum : 0.0, bubble};
+  parts_.grid.world->all_reduce_host(sums, 3);
+  return {sums[1] / tokens_per_step(), std::sqrt(sums[0]), sums[2] / parts_.grid.world->size()};
 }
 
 double Trainer::update(double grad_norm) {
-  const OptimizerConfig& o = opt_.optimizer;
+  const OptimizerConfig& o = config().optimizer;
   const double lr = LrSchedule{o.lr, o.min_lr, o.warmup, o.steps}.at(step_);
   trace::Span adam(trace::Lane::Compute, [](trace::Event& e) { e.name = "adam"; });
   const AdamWConfig adamw{lr, 0.9, 0.95, 1e-8, o.weight_decay};
-  adamw_step(*params_, *be_, adamw, clip_scale(grad_norm, o.clip), step_ + 1);
+  adamw_step(*parts_.params, *parts_.backend, adamw, clip_scale(grad_norm, o.clip), step_ + 1);
   return lr;
 }
 
 // ZeRO-3 gathers at each use instead (a no-op there). The step's device work ends here.
 void Trainer::regather() {
-  params_->all_gather_weights();
-  be_->synchronize();
+  parts_.params->all_gather_weights();
+  parts_.backend->synchronize();
 }
 
 StepResult Trainer::measure(const StepTotals& totals, const PipelineStats& pipe, double seconds,
                             double lr) {
+  const Grid& g = parts_.grid;
+  const RankWork& w = parts_.work;
   StepResult r;
   r.step = step_;
   r.loss = totals.loss;
   r.lr = lr;
   r.grad_norm = totals.grad_norm;
   r.bubble = totals.bubble;
-  r.bubble_formula =
-      bubble_formula(work_.schedule, grid_.layout.pp, opt_.layout.vpp, work_.micro_batches);
+  r.bubble_formula = bubble_formula(w.schedule, g.layout.pp, config().layout.vpp, w.micro_batches);
   r.step_ms = seconds * 1e3;
   r.tokens_per_s = tokens_per_step() / seconds;
-  const double world = grid_.world->size();
-  r.mfu = r.tokens_per_s * model_flops_per_token(cfg_) / (world * peak_flops_);
-  r.hfu = opt_.optimizer.recompute
-              ? r.tokens_per_s * (model_flops_per_token(cfg_) + recompute_flops_per_token(cfg_)) /
-                    (world * peak_flops_)
+  const double world = g.world->size();
+  r.mfu = r.tokens_per_s * model_flops_per_token(model()) / (world * parts_.peak.flops);
+  r.hfu = config().optimizer.recompute
+              ? r.tokens_per_s *
+                    (model_flops_per_token(model()) + recompute_flops_per_token(model())) /
+                    (world * parts_.peak.flops)
               : r.mfu;
   double wait_s = 0;  // inside communication calls, pipeline receives (the bubble) included
-  for (Comm* c : {grid_.tp.get(), grid_.cp.get(), grid_.pp.get(), grid_.dp_cp.get()}) {
+  for (Comm* c : {g.tp.get(), g.cp.get(), g.pp.get(), g.dp_cp.get()}) {
     r.comm[c->name()] = c->stats;
     wait_s += c->stats.seconds;
   }
-  r.comm["world"] = grid_.world->stats;
-  wait_s += grid_.world->stats.seconds;
+  r.comm["world"] = g.world->stats;
+  wait_s += g.world->stats.seconds;
   r.comm_share = (wait_s - pipe.wait_seconds) / seconds;  // the bubble is shown on its own
 
   // One small all-reduce over the world at the step's end, after the counters above were
@@ -195,13 +172,13 @@ StepResult Trainer::measure(const StepTotals& totals, const PipelineStats& pipe,
   // gradients, Adam state, activations), of which the step reports the largest.
   // The last slot counts the ranks that received a pre-emption signal: summed in the same
   // call, so every rank agrees on the step at which the run stops.
-  const int world_size = grid_.world->size(), me = grid_.world->rank();
+  const int world_size = g.world->size(), me = g.world->rank();
   std::vector<double> slots(3 * size_t(world_size) + 1, 0.0);
   slots[3 * me] = seconds - wait_s;
   slots[3 * me + 1] = wait_s;
-  slots[3 * me + 2] = double(be_->alloc_stats.peak);
+  slots[3 * me + 2] = double(parts_.backend->alloc_stats.peak);
   slots.back() = PreemptSignals::received() != 0 ? 1 : 0;
-  grid_.world->all_reduce_host(slots.data(), int(slots.size()));
+  g.world->all_reduce_host(slots.data(), int(slots.size()));
   r.preempted = int(slots.back());
   for (int q = 0; q < world_size; ++q) {
     r.compute_ms.push_back(1e3 * slots[3 * q]);

@@ -53,9 +53,7 @@ StageOutput ModelChunk::forward(int id, const MicroBatch& mb, const Tensor* x_in
     const UnitLayout& l = params_.layout(u);
     const Tensor w = params_.acquire(u);
     if (l.kind == UnitLayout::Kind::Embedding) {
-      // x [Tl, d] = the rows of the tokens, from the TP ranks' vocabulary shards.
-      const VocabParallelEmbedding embed(be_, tp_, param_view(w, l.params[0]));
-      s.xs.push_back(embed.forward(mb.tokens));
+      s.xs.push_back(embed_forward(be_, tp_, l, w, mb.tokens));
     } else if (l.kind == UnitLayout::Kind::Block) {
       s.acts.emplace_back();
       Buffer out(be_, Tl * d, s.xs.back().dtype());
@@ -64,14 +62,7 @@ StageOutput ModelChunk::forward(int id, const MicroBatch& mb, const Tensor* x_in
       s.xs.push_back(std::move(out));
     } else {  // final norm, LM head, vocab-parallel cross-entropy
       const int64_t V = l.params[kLmHead].local_shape[0];
-      // n [Tl, d] = rmsnorm(x) * w_final.
-      Buffer n(be_, Tl * d, s.xs.back().dtype());
-      s.head_rstd = Buffer(be_, Tl);
-      be_.rmsnorm_forward(n.view({Tl, d}), s.head_rstd.flat(), s.xs.back().view({Tl, d}),
-                          param_view(w, l.params[kFinalNorm]), cfg_.norm_eps);
-      // logits [T, V/TP] = n W_head^T: this rank's vocabulary shard, never gathered.
-      const ColumnParallelLinear lm_head(be_, tp_, param_view(w, l.params[kLmHead]));
-      s.head_n = lm_head.forward(std::move(n), s.logits);
+      s.logits = head_forward(be_, tp_, cfg_, l, w, s.xs.back().view({Tl, d}), s.head);
       s.row_max = Buffer(be_, T);
       s.ce_stats = Buffer(be_, 2 * T);
       // The loss statistics; at TP 1 in training also dlogits, in the same pass (the fused
@@ -121,15 +112,10 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
         check(s.dlogits_scale == loss_scale, "ModelChunk: micro-batch ", id,
               "'s forward computed dlogits at loss scale ", s.dlogits_scale, ", backward asks ",
               loss_scale);
-      // dn [Tl, d] = dlogits W_head, summed over TP; dW_head += dlogits^T n.
-      const ColumnParallelLinear lm_head(be_, tp_, param_view(w, l.params[kLmHead]),
-                                         param_view(dw, l.params[kLmHead]), fresh);
-      const Buffer dn = lm_head.backward(dlogits, s.head_n.view({T, d}));
-      be_.rmsnorm_backward(grad.view({Tl, d}), param_view(dw, l.params[kFinalNorm]),
-                           dn.view({Tl, d}), s.xs.back().view({Tl, d}),
-                           param_view(w, l.params[kFinalNorm]), s.head_rstd.flat());
+      head_backward(be_, tp_, l, w, dw, s.xs.back().view({Tl, d}), dlogits, grad.view({Tl, d}),
+                    s.head, fresh);
       s.logits.reset();
-      s.head_n.reset();
+      s.head.n.reset();
     } else if (l.kind == UnitLayout::Kind::Block) {
       --block;
       const Tensor x = s.xs[block].view({Tl, d});
@@ -143,9 +129,7 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
       a.clear();
       grad = std::move(dx);
     } else {
-      const VocabParallelEmbedding embed(be_, tp_, param_view(w, l.params[0]),
-                                         param_view(dw, l.params[0]));
-      embed.backward(std::move(grad), mb.tokens);
+      embed_backward(be_, tp_, l, w, dw, std::move(grad), mb.tokens);
     }
     params_.release(u);
     params_.hand_over_grads(u);

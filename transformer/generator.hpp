@@ -1,9 +1,10 @@
 // Text from a model, one sequence on one rank: the prompt's tokens in one forward, then a
-// token at a time with the keys and values of earlier positions kept (a KV cache). Each
-// block is the training block's forward (transformer/block.hpp) at TP = CP = 1 with the
-// cache in its context, so generation and training share one implementation. Used by
-// `tetra generate` (cli/generate.cpp) and by --sample-every during training (on rank 0,
-// from whole weights).
+// token at a time with the keys and values of earlier positions kept (a KV cache). The
+// embedding and the head are training's (transformer/ends.hpp), the head on the last row
+// only, and each block is the training block's forward (transformer/block.hpp), all at
+// TP = CP = 1 with the cache in the blocks' context, so generation and training share one
+// implementation. Used by `tetra generate` (cli/generate.cpp) and by --sample-every during
+// training (on rank 0, from whole weights).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -48,9 +49,5 @@ class Generator {
   std::vector<KvCache> caches_;    // per layer, [max_len, kv_heads * head_dim] each
   Buffer positions_;               // 0 .. max_len-1 (i32)
 };
-
-// Text on one line, in quotes: newlines, other control characters, quotes and backslashes
-// escaped.
-std::string printable(const std::string& text);
 
 }  // namespace tetra
