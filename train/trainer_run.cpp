@@ -98,8 +98,8 @@ std::string Trainer::attention_path() const {
 }
 
 std::string Trainer::startup_report() const {
-  const data::Dataset &train = *parts_.data, *val = parts_.val.get();
-  std::string data = train.describe();
+  const data::Dataset* val = parts_.val.get();
+  std::string data = parts_.data->describe();
   if (val) {
     // The evaluation takes B global batches; a smaller validation set wraps around.
     const int64_t taken = int64_t(config().data.eval_batches) * config().batch.global_batch;
