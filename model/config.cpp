@@ -9,23 +9,24 @@
 namespace tetra {
 
 void ModelConfig::validate() const {
-  check(layers > 0, "--layers must be positive (got ", layers, ")");
-  check(dim > 0, "--dim must be positive (got ", dim, ")");
-  check(heads > 0, "--heads must be positive (got ", heads, ")");
-  check(kv_heads > 0, "--kv-heads must be positive (got ", kv_heads, ")");
-  check(ffn_dim > 0, "--ffn-dim must be positive (got ", ffn_dim, ")");
-  check(seq_len > 0, "--seq-len must be positive (got ", seq_len, ")");
-  check(vocab > 0, "--vocab must be positive (got ", vocab, ")");
-  check(layers <= kMaxLayers, "--layers ", layers, " is more than tetra's limit of ", kMaxLayers,
-        " blocks");
-  check(seq_len <= kMaxSeqLen, "--seq-len ", seq_len, " is more than tetra's limit of ", kMaxSeqLen,
-        " tokens per sequence");
+  check(layers > 0, "`model.layers` must be positive (got ", layers, ")");
+  check(dim > 0, "`model.dim` must be positive (got ", dim, ")");
+  check(heads > 0, "`model.heads` must be positive (got ", heads, ")");
+  check(kv_heads > 0, "`model.kv_heads` must be positive (got ", kv_heads, ")");
+  check(ffn_dim > 0, "`model.ffn_dim` must be positive (got ", ffn_dim, ")");
+  check(seq_len > 0, "`model.seq_len` must be positive (got ", seq_len, ")");
+  check(vocab > 0, "`model.vocab` must be positive (got ", vocab, ")");
+  check(layers <= kMaxLayers, "`model.layers` ", layers, " is more than tetra's limit of ",
+        kMaxLayers, " blocks");
+  check(seq_len <= kMaxSeqLen, "`model.seq_len` ", seq_len, " is more than tetra's limit of ",
+        kMaxSeqLen, " tokens per sequence");
   check(rows() <= kMaxVocab, "the vocabulary of ", vocab, " tokens is more than tetra's ",
         "limit of ", kMaxVocab);
   check(vocab <= rows(), "the vocabulary ", vocab, " is larger than the model's ", rows(), " rows");
-  check(rope_theta > 0, "--rope-theta must be positive (got ", rope_theta, ")");
-  check(dim % heads == 0, "--dim ", dim, " is not divisible by --heads ", heads);
-  check(heads % kv_heads == 0, "--heads ", heads, " is not divisible by --kv-heads ", kv_heads);
+  check(rope_theta > 0, "`model.rope_theta` must be positive (got ", rope_theta, ")");
+  check(dim % heads == 0, "`model.dim` ", dim, " is not divisible by `model.heads` ", heads);
+  check(heads % kv_heads == 0, "`model.heads` ", heads, " is not divisible by `model.kv_heads` ",
+        kv_heads);
   check(head_dim() % 2 == 0, "head_dim = dim/heads = ", head_dim(),
         " must be even for rotate-half RoPE");
   // Every term of total_params(), each product checked: a shape past the limit is refused
@@ -111,9 +112,9 @@ void add(UnitLayout& u, std::string name, std::vector<int64_t> shape, int tp_dim
 }  // namespace
 
 std::vector<UnitLayout> make_units(const ModelConfig& c, int tp, int tp_rank) {
-  check(c.heads % tp == 0, "--heads ", c.heads, " is not divisible by TP ", tp);
-  check(c.kv_heads % tp == 0, "--kv-heads ", c.kv_heads, " is not divisible by TP ", tp);
-  check(c.ffn_dim % tp == 0, "--ffn-dim ", c.ffn_dim, " is not divisible by TP ", tp);
+  check(c.heads % tp == 0, "`model.heads` ", c.heads, " is not divisible by TP ", tp);
+  check(c.kv_heads % tp == 0, "`model.kv_heads` ", c.kv_heads, " is not divisible by TP ", tp);
+  check(c.ffn_dim % tp == 0, "`model.ffn_dim` ", c.ffn_dim, " is not divisible by TP ", tp);
   check(c.rows() % tp == 0, "the vocabulary ", c.rows(), " is not divisible by TP ", tp);
   const int64_t d = c.dim, q = int64_t(c.heads) * c.head_dim(),
                 kv = int64_t(c.kv_heads) * c.head_dim(), f = c.ffn_dim;

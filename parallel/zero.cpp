@@ -15,7 +15,7 @@ ZeroParams::ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> units, 
       compute_(compute),
       alias_(aliases_grads(dp_cp.size())),
       fresh_writes_(fused(Fusion::WgradBeta0)) {
-  check(zero_ >= 1 && zero_ <= 3, "--zero must be 1, 2 or 3 (got ", zero_, ")");
+  check(zero_ >= 1 && zero_ <= 3, "`optimizer.zero` must be 1, 2 or 3 (got ", zero_, ")");
   check(compute_ == DType::F32 || compute_ == DType::BF16, "ZeroParams: compute dtype ",
         dtype_name(compute_));
   const int N = comm_.size();

@@ -15,9 +15,12 @@ void Trainer::point_latest_here() {
 }
 
 void Trainer::finish_already_done() {
-  if (grid_.rank == 0)
-    std::printf("run finished: %s is at step %lld, the last of --steps %lld; nothing to train\n",
-                resumed_from_.c_str(), (long long)step_, (long long)opt_.optimizer.steps);
+  if (grid_.rank == 0) {
+    const std::string line = "run finished: " + resumed_from_ + " is at step " +
+                             std::to_string(step_) + ", the last of `optimizer.steps` " +
+                             std::to_string(opt_.optimizer.steps) + "; nothing to train";
+    std::printf("%s\n", settings::worded(line, opt_.origin).c_str());
+  }
   if (opt_.output.export_.empty()) return;
   export_weights(opt_.output.export_);
   if (grid_.rank == 0)

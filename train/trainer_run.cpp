@@ -105,9 +105,10 @@ std::string Trainer::startup_report() const {
     if (val_->num_sequences() < taken)
       data += ", so some twice or more (" + std::to_string(val_->num_sequences()) + " distinct)";
   }
-  return tetra::startup_report(
-      opt_, cfg_, work_,
-      {data, be_->name(), grid_.comm_kinds(), peak_source_, attention_path(), peak_flops_});
+  return settings::worded(tetra::startup_report(opt_, cfg_, work_,
+                                                {data, be_->name(), grid_.comm_kinds(),
+                                                 peak_source_, attention_path(), peak_flops_}),
+                          opt_.origin);
 }
 
 int Trainer::run() {
@@ -178,13 +179,15 @@ int Trainer::run() {
       lock_.reset();  // released before exit: the resumed job may start at once, anywhere
       if (!root) return exit_status::kPreempted;
       report->summary(first_step, step_ - 1, seconds_since(t0), seconds_since(started_));
-      std::printf(
-          "pre-empted: a signal reached %d of %d ranks; stopped after step %lld%s; exit "
-          "status %d: resume with --resume auto\n",
-          r.preempted, grid_.world->size(), (long long)step_ - 1,
-          opt_.checkpoint.ckpt_dir.empty() ? " with no --ckpt-dir, so nothing was saved"
-                                           : ", checkpointed",
-          exit_status::kPreempted);
+      const std::string line =
+          "pre-empted: a signal reached " + std::to_string(r.preempted) + " of " +
+          std::to_string(grid_.world->size()) + " ranks; stopped after step " +
+          std::to_string(step_ - 1) +
+          (opt_.checkpoint.ckpt_dir.empty() ? " with no `checkpoint.ckpt_dir`, so nothing was saved"
+                                            : ", checkpointed") +
+          "; exit status " + std::to_string(exit_status::kPreempted) +
+          ": resume with `checkpoint.resume` auto";
+      std::printf("%s\n", settings::worded(line, opt_.origin).c_str());
       std::fflush(stdout);
       return exit_status::kPreempted;
     }
