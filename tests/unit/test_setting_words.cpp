@@ -1,67 +1,25 @@
 // How messages name settings: the layers below cli/ name a setting by its key between
 // backquotes ("`model.heads`"), never by its flag, and whoever prints a message words each one
 // as the user gave it (settings::worded): its flag for the command line or a default, its key
-// and the --config file for the file's. And the settings' traits (util/settings.hpp), which the
-// resume comparison, --allow-change and tetra sweep derive from.
+// and the --config file for the file's (tetra's own words: tests/e2e/test_setting_words_run.cpp).
+// And the settings' traits (util/settings.hpp), which the resume comparison, --allow-change and
+// tetra sweep derive from.
 #include <doctest/doctest.h>
 
 #include <CLI/CLI.hpp>
-#include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "../test_util.hpp"
+#include "../support/test_util.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "cli/options.hpp"
-#include "spawn.hpp"
 
 using namespace tetra::test;
 using tetra::TrainConfig;
 namespace settings = tetra::settings;
-
-namespace {
-
-// Every setting's key ("model.heads") with its flag ("--heads").
-std::map<std::string, std::string> schema_flags() {
-  std::map<std::string, std::string> out;
-  TrainConfig c;
-  tetra::for_each_section(c, [&](const auto&, const auto& table) {
-    for (const auto& k : table.keys) out[table.name + "." + k.name] = k.flag();
-  });
-  return out;
-}
-
-// The string literals of a C++ source, comments left out; raw strings are not looked into.
-std::vector<std::string> string_literals(const std::string& src) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < src.size(); ++i) {
-    if (src.compare(i, 2, "//") == 0) {
-      i = src.find('\n', i);
-      if (i == std::string::npos) break;
-    } else if (src.compare(i, 2, "/*") == 0) {
-      i = src.find("*/", i + 2);
-      if (i == std::string::npos) break;
-      ++i;
-    } else if (src[i] == '\'') {  // a character literal: '"' is not a string
-      i += src[i + 1] == '\\' ? 3 : 2;
-    } else if (src[i] == '"' && (i == 0 || src[i - 1] != 'R')) {
-      std::string lit;
-      for (++i; i < src.size() && src[i] != '"'; ++i) {
-        if (src[i] == '\\') lit += src[i++];
-        lit += src[i];
-      }
-      out.push_back(lit);
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 TEST_CASE("setting words: a setting is its flag from the command line, its key from a file") {
   CHECK(settings::worded("`model.heads` must be positive (got 0)") ==
@@ -80,36 +38,6 @@ TEST_CASE("setting words: a setting is its flag from the command line, its key f
   CHECK(settings::worded("a `quoted` word, `a.b.c`, `` and `model.heads`") ==
         "a `quoted` word, `a.b.c`, `` and --heads");
   CHECK(settings::worded("an unmatched ` quote") == "an unmatched ` quote");
-}
-
-TEST_CASE("setting words: the layers below cli/ name settings by key, never by flag") {
-  // The flags of settings, and the keys: a literal in these layers may name a key only.
-  const std::map<std::string, std::string> keys = schema_flags();
-  std::set<std::string> flags;
-  for (const auto& [key, flag] : keys) flags.insert(flag);
-  const std::regex flag_like("--([a-z][a-z0-9-]*)"), key_like("`([^`]*)`");
-  int files = 0, named = 0;
-  for (const char* layer : {"backend", "model", "parallel", "transformer", "optim", "data",
-                            "checkpoint", "plan", "train"}) {
-    for (const auto& entry : std::filesystem::recursive_directory_iterator(
-             std::string(TETRA_SOURCE_DIR) + "/" + layer)) {
-      const std::string ext = entry.path().extension().string();
-      if (ext != ".cpp" && ext != ".hpp" && ext != ".cu" && ext != ".cuh") continue;
-      ++files;
-      for (const std::string& lit : string_literals(slurp(entry.path().string()))) {
-        CAPTURE(entry.path().string());
-        CAPTURE(lit);
-        for (std::sregex_iterator m(lit.begin(), lit.end(), flag_like), end; m != end; ++m)
-          CHECK(flags.count((*m)[0].str()) == 0);
-        for (std::sregex_iterator m(lit.begin(), lit.end(), key_like), end; m != end; ++m) {
-          CHECK(keys.count((*m)[1].str()) == 1);
-          ++named;
-        }
-      }
-    }
-  }
-  CHECK(files > 100);
-  CHECK(named > 60);
 }
 
 TEST_CASE("setting words: --help words the settings a help text names as flags") {
@@ -145,10 +73,10 @@ TEST_CASE("setting traits: resume, --allow-change and sweep derive from the tabl
         in_compared_tables.push_back(table.name + "." + k.name);
   });
   CHECK(in_compared_tables == compared);
-  CHECK(compared == std::vector<std::string>{"batch.global_batch", "optimizer.steps",
-                                             "optimizer.lr", "optimizer.min_lr", "optimizer.warmup",
-                                             "optimizer.weight_decay", "optimizer.clip",
-                                             "optimizer.seed", "data.data", "device.dtype"});
+  CHECK(compared == std::vector<std::string>{
+                        "batch.global_batch", "optimizer.steps", "optimizer.lr", "optimizer.min_lr",
+                        "optimizer.warmup", "optimizer.weight_decay", "optimizer.clip",
+                        "optimizer.seed", "data.data", "data.data_field", "device.dtype"});
 
   // tetra sweep takes tetra train's swept settings as flags, and its own.
   tetra::CommandLine cli;
