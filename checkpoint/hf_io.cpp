@@ -138,7 +138,7 @@ double config_rope_theta(const HfModel& m) {
 // layers than the file holds, or a file with biases, is refused rather than cut short.
 void check_all_used(const HfModel& m, const ModelConfig& c) {
   std::set<std::string> used;
-  for (const UnitLayout& u : make_units(c, 1, 0))
+  for (const UnitSpec& u : make_units(c, 1, 0))
     for (const ParamInfo& p : u.params) used.insert(p.name);
   for (const std::string& name : m.names())
     check(used.count(name) || name.ends_with(".rotary_emb.inv_freq"), "init model '", m.path(),
@@ -226,7 +226,7 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& asked,
   return c;
 }
 
-std::vector<float> read_unit(const HfModel& m, const ModelConfig& cfg, const UnitLayout& unit,
+std::vector<float> read_unit(const HfModel& m, const ModelConfig& cfg, const UnitSpec& unit,
                              int tp_rank) {
   std::vector<float> out(unit.numel);
   for (const ParamInfo& p : unit.params) {
@@ -312,7 +312,7 @@ json hf_config_json(const ModelConfig& cfg, const data::Tokenizer& tok, bool bf1
 void write_export(const std::string& path, const std::map<std::string, std::vector<float>>& full,
                   const ModelConfig& cfg, const data::Tokenizer& tok, bool bf16) {
   st::Writer w;
-  for (const UnitLayout& u : make_units(cfg, 1, 0))
+  for (const UnitSpec& u : make_units(cfg, 1, 0))
     for (const ParamInfo& p : u.params) {
       std::vector<int64_t> shape = p.shape;
       if (is_vocab_tensor(p.name)) shape[0] = cfg.vocab;  // rows are [vocab, dim]

@@ -29,7 +29,7 @@ ModelConfig config_from_model(const HfModel& model, const ModelConfig& asked,
 // The TP-local values of one unit (as make_units lays it out for tp_rank), read from the
 // model, vocabulary rows past cfg.vocab zero. Throws tetra::Error naming the model
 // and tensor for a missing tensor, a wrong shape or an unsupported dtype.
-std::vector<float> read_unit(const HfModel& model, const ModelConfig& cfg, const UnitLayout& unit,
+std::vector<float> read_unit(const HfModel& model, const ModelConfig& cfg, const UnitSpec& unit,
                              int tp_rank);
 
 // A model and its tokenizer must have as many tokens as pieces: a prompt's ids, the ones drawn

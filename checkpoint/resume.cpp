@@ -115,7 +115,7 @@ void check_resumable(const RunState& saved, const RunState& now,
 
 void restore(const Reader& r, ZeroParams& params, int tp_rank) {
   for (int u = 0; u < params.size(); ++u) {
-    const UnitLayout& l = params.layout(u);
+    const UnitSpec& l = params.layout(u);
     std::vector<float> w(l.numel), m(l.numel), v(l.numel);
     for (const ParamInfo& p : l.params) {
       const auto whole_w = r.tensor(p.name, Reader::Kind::Param);

@@ -93,7 +93,7 @@ int64_t ParamInfo::global_index(int64_t i, int tp_rank) const {
 
 namespace {
 
-void add(UnitLayout& u, std::string name, std::vector<int64_t> shape, int tp_dim, int tp) {
+void add(UnitSpec& u, std::string name, std::vector<int64_t> shape, int tp_dim, int tp) {
   ParamInfo p;
   p.name = std::move(name);
   p.shape = shape;
@@ -111,22 +111,22 @@ void add(UnitLayout& u, std::string name, std::vector<int64_t> shape, int tp_dim
 
 }  // namespace
 
-std::vector<UnitLayout> make_units(const ModelConfig& c, int tp, int tp_rank) {
+std::vector<UnitSpec> make_units(const ModelConfig& c, int tp, int tp_rank) {
   check(c.heads % tp == 0, "`model.heads` ", c.heads, " is not divisible by TP ", tp);
   check(c.kv_heads % tp == 0, "`model.kv_heads` ", c.kv_heads, " is not divisible by TP ", tp);
   check(c.ffn_dim % tp == 0, "`model.ffn_dim` ", c.ffn_dim, " is not divisible by TP ", tp);
   check(c.rows() % tp == 0, "the vocabulary ", c.rows(), " is not divisible by TP ", tp);
   const int64_t d = c.dim, q = int64_t(c.heads) * c.head_dim(),
                 kv = int64_t(c.kv_heads) * c.head_dim(), f = c.ffn_dim;
-  std::vector<UnitLayout> units;
+  std::vector<UnitSpec> units;
 
-  UnitLayout emb{UnitLayout::Kind::Embedding, -1, "embed", {}, 0};
+  UnitSpec emb{UnitSpec::Kind::Embedding, -1, "embed", {}, 0};
   add(emb, "model.embed_tokens.weight", {c.rows(), d}, 0, tp);
   units.push_back(std::move(emb));
 
   for (int l = 0; l < c.layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    UnitLayout b{UnitLayout::Kind::Block, l, "layers." + std::to_string(l), {}, 0};
+    UnitSpec b{UnitSpec::Kind::Block, l, "layers." + std::to_string(l), {}, 0};
     add(b, p + "input_layernorm.weight", {d}, -1, tp);
     add(b, p + "self_attn.q_proj.weight", {q, d}, 0, tp);
     add(b, p + "self_attn.k_proj.weight", {kv, d}, 0, tp);
@@ -139,7 +139,7 @@ std::vector<UnitLayout> make_units(const ModelConfig& c, int tp, int tp_rank) {
     units.push_back(std::move(b));
   }
 
-  UnitLayout head{UnitLayout::Kind::Head, -1, "head", {}, 0};
+  UnitSpec head{UnitSpec::Kind::Head, -1, "head", {}, 0};
   add(head, "model.norm.weight", {d}, -1, tp);
   add(head, "lm_head.weight", {c.rows(), d}, 0, tp);
   units.push_back(std::move(head));

@@ -100,7 +100,7 @@ struct ParamInfo {
 
 // A unit is the set of parameters that live in one flat buffer, are sharded together by
 // ZeRO and gathered together by ZeRO-3: the embedding, one block, or the final norm + head.
-struct UnitLayout {
+struct UnitSpec {
   enum class Kind { Embedding, Block, Head };
   Kind kind;
   int layer = -1;  // for blocks
@@ -114,6 +114,6 @@ enum BlockParam { kInputNorm, kQ, kK, kV, kO, kPostNorm, kGate, kUp, kDown, kBlo
 enum HeadParam { kFinalNorm, kLmHead };
 
 // Units in model order: embedding, blocks 0..L-1, head; shards for TP rank tp_rank of tp.
-std::vector<UnitLayout> make_units(const ModelConfig& c, int tp, int tp_rank);
+std::vector<UnitSpec> make_units(const ModelConfig& c, int tp, int tp_rank);
 
 }  // namespace tetra

@@ -6,7 +6,7 @@
 
 namespace tetra {
 
-ZeroParams::ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> units, int zero_stage,
+ZeroParams::ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitSpec> units, int zero_stage,
                        Comm* sequence_parallel, DType compute)
     : be_(be),
       comm_(dp_cp),
@@ -19,7 +19,7 @@ ZeroParams::ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> units, 
   check(compute_ == DType::F32 || compute_ == DType::BF16, "ZeroParams: compute dtype ",
         dtype_name(compute_));
   const int N = comm_.size();
-  for (UnitLayout& l : units) {
+  for (UnitSpec& l : units) {
     Unit u;
     u.layout = std::move(l);
     u.padded = (u.layout.numel + N - 1) / N * N;

@@ -328,7 +328,7 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
 
   // Everything that can reject the input runs first, on every rank, before any collective;
   // agree() then makes every rank stop together with rank 0's (or the first) message.
-  std::vector<UnitLayout> units;
+  std::vector<UnitSpec> units;
   std::vector<std::vector<float>> init;
   std::string resume_path;
   agree(world, [&] {
@@ -372,7 +372,7 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
     p.record = record_of(c, p.model, p.work.layout);
     if (rank == 0) resume_path = ckpt::resume_path(o.checkpoint);
     // This rank's units (its pipeline stage's, its TP slice), initialized or read.
-    std::vector<UnitLayout> all = make_units(p.model, p.work.layout.tp, p.work.coord.tp);
+    std::vector<UnitSpec> all = make_units(p.model, p.work.layout.tp, p.work.coord.tp);
     for (size_t g = 0; g < all.size(); ++g) {
       if (p.work.place.local_unit[g] < 0) continue;
       init.push_back(file ? read_unit(*file, p.model, all[g], p.work.coord.tp)

@@ -178,7 +178,7 @@ TEST_CASE("resume check: restore() cuts a TP 2 x DP 2 checkpoint for other layou
           }
         }
         int64_t local = 0;
-        for (const UnitLayout& u : make_units(cfg, tp, tp_rank)) local += u.numel;
+        for (const UnitSpec& u : make_units(cfg, tp, tp_rank)) local += u.numel;
         CHECK(checked == local);
       }
     }
