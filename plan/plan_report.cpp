@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "parallel/chunks.hpp"
 #include "parallel/cp.hpp"
-#include "parallel/pipeline_layout.hpp"
 #include "parallel/schedule.hpp"
 #include "plan/estimate.hpp"
 #include "plan/memory.hpp"

@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "backend/fusions.hpp"
+#include "parallel/chunks.hpp"
 #include "parallel/cp.hpp"
-#include "parallel/pipeline_layout.hpp"
 #include "util/json.hpp"
 
 namespace tetra {

@@ -1,4 +1,4 @@
-#include "parallel/pipeline_layout.hpp"
+#include "parallel/chunks.hpp"
 
 #include "util/checked.hpp"
 #include "util/error.hpp"
