@@ -9,8 +9,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "cli/apply_preset.hpp"
 #include "cli/cli_flags.hpp"
-#include "cli/preset.hpp"
 #include "util/error.hpp"
 
 namespace tetra {
