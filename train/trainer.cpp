@@ -93,7 +93,9 @@ std::vector<CommStats*> Trainer::comm_stats() {
           &grid_.dp->stats, &grid_.dp_cp->stats, &grid_.world->stats};
 }
 
-// One step, in the phases of the seed.
+// One step, in the four phases of a training step: forward and backward over the
+// micro-batches, the synchronisation of the gradients (reduce-scattered over dp_cp as each
+// unit's backward ends, then the step's totals), the optimizer's update, and the measurements.
 StepResult Trainer::step() {
   for (CommStats* s : comm_stats()) s->clear();
   be_->alloc_stats.reset_peak();
