@@ -138,7 +138,7 @@ double config_rope_theta(const HfModel& m) {
 // layers than the file holds, or a file with biases, is refused rather than cut short.
 void check_all_used(const HfModel& m, const ModelConfig& c) {
   std::set<std::string> used;
-  for (const UnitLayout& u : make_units(c, 1, 0))
+  for (const UnitSpec& u : make_units(c, 1, 0))
     for (const ParamInfo& p : u.params) used.insert(p.name);
   for (const std::string& name : m.names())
     check(used.count(name) || name.ends_with(".rotary_emb.inv_freq"), "init model '", m.path(),
@@ -148,9 +148,9 @@ void check_all_used(const HfModel& m, const ModelConfig& c) {
 
 }  // namespace
 
-ModelConfig config_from_model(const HfModel& m, const ModelConfig& flags,
+ModelConfig config_from_model(const HfModel& m, const ModelConfig& asked,
                               const std::set<std::string>& given) {
-  ModelConfig c = flags;
+  ModelConfig c = asked;
   for (const std::string& name : m.names()) {
     const std::string& t = m.info(name).dtype;
     check(t == "F32" || t == "BF16" || t == "F16", "init model '", m.path(), "': tensor '", name,
@@ -163,7 +163,7 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& flags,
   c.vocab = emb.shape[0];
   c.vocab_rows = padded_vocab(emb.shape[0]);
   c.dim = model_int(m, "model.embed_tokens.weight's width", emb.shape[1]);
-  c.rope_theta = flags.rope_theta;
+  c.rope_theta = asked.rope_theta;
   if (m.config().is_object()) {
     check_architecture(m);
     check(config_int(m, "vocab_size") == c.vocab, "init model '", m.path(),
@@ -181,9 +181,6 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& flags,
           " is not divisible by ", c.heads, " heads");
     check(config_int(m, "head_dim", c.head_dim()) == c.head_dim(), "init model '", m.path(),
           "': head_dim ", config_int(m, "head_dim"), " is not hidden_size / heads");
-    check(!given.count("model.rope_theta") || c.rope_theta == flags.rope_theta, "--rope-theta ",
-          flags.rope_theta, " disagrees with the init model '", m.path(), "', which has ",
-          c.rope_theta);
   } else {
     int layers = 0;
     while (m.has("model.layers." + std::to_string(layers) + ".input_layernorm.weight")) ++layers;
@@ -193,19 +190,17 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& flags,
     c.ffn_dim = model_int(m, "model.layers.0.mlp.gate_proj.weight's rows",
                           need(m, "model.layers.0.mlp.gate_proj.weight").shape[0]);
     // Shapes do not tell the head count (q_proj is [heads*head_dim, dim] either way): tetra's
-    // exports say it in the metadata; for other files (transformers writes none) --heads must.
+    // exports say it in the metadata; for other files (transformers writes none) the heads
+    // setting must.
     check(m.metadata().count("heads") || given.count("model.heads"), "init model '", m.path(),
-          "' does not say how many attention heads the model has: pass --heads");
-    c.heads = meta_int(m, "heads", flags.heads);
+          "' does not say how many attention heads the model has: pass `model.heads`");
+    c.heads = meta_int(m, "heads", asked.heads);
     if (m.metadata().count("rope_theta")) {
       const std::string& text = m.metadata().at("rope_theta");
       char* end = nullptr;
       c.rope_theta = std::strtod(text.c_str(), &end);
       check(!text.empty() && *end == '\0' && c.rope_theta > 0, "init model '", m.path(),
             "': metadata rope_theta = '", text, "' is not a positive number");
-      check(!given.count("model.rope_theta") || c.rope_theta == flags.rope_theta, "--rope-theta ",
-            flags.rope_theta, " disagrees with the init model '", m.path(), "', which has ",
-            c.rope_theta);
     }
     check(c.heads > 0 && c.dim % c.heads == 0, "init model '", m.path(), "': dim ", c.dim,
           " is not divisible by ", c.heads, " heads");
@@ -215,22 +210,23 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& flags,
     c.kv_heads = model_int(m, "the k_proj heads", kv_rows / c.head_dim());
   }
 
-  // A shape setting given beside --init-from must be the model's own.
-  auto check_given = [&](const char* name, int64_t file_value, int64_t flag_value) {
-    check(!given.count(std::string("model.") + name) || file_value == flag_value,
-          settings::flag_of(name), " ", flag_value, " disagrees with the init model '", m.path(),
-          "', which has ", file_value);
+  // A shape setting given beside init_from must be the model's own.
+  auto check_given = [&](const std::string& name, auto file_value, auto asked_value) {
+    const std::string key = "model." + name;
+    check(!given.count(key) || file_value == asked_value, "`", key, "` ", asked_value,
+          " disagrees with the init model '", m.path(), "', which has ", file_value);
   };
-  check_given("layers", c.layers, flags.layers);
-  check_given("dim", c.dim, flags.dim);
-  check_given("heads", c.heads, flags.heads);
-  check_given("kv_heads", c.kv_heads, flags.kv_heads);
-  check_given("ffn_dim", c.ffn_dim, flags.ffn_dim);
+  check_given("layers", c.layers, asked.layers);
+  check_given("dim", c.dim, asked.dim);
+  check_given("heads", c.heads, asked.heads);
+  check_given("kv_heads", c.kv_heads, asked.kv_heads);
+  check_given("ffn_dim", c.ffn_dim, asked.ffn_dim);
+  check_given("rope_theta", c.rope_theta, asked.rope_theta);
   check_all_used(m, c);
   return c;
 }
 
-std::vector<float> read_unit(const HfModel& m, const ModelConfig& cfg, const UnitLayout& unit,
+std::vector<float> read_unit(const HfModel& m, const ModelConfig& cfg, const UnitSpec& unit,
                              int tp_rank) {
   std::vector<float> out(unit.numel);
   for (const ParamInfo& p : unit.params) {
@@ -316,7 +312,7 @@ json hf_config_json(const ModelConfig& cfg, const data::Tokenizer& tok, bool bf1
 void write_export(const std::string& path, const std::map<std::string, std::vector<float>>& full,
                   const ModelConfig& cfg, const data::Tokenizer& tok, bool bf16) {
   st::Writer w;
-  for (const UnitLayout& u : make_units(cfg, 1, 0))
+  for (const UnitSpec& u : make_units(cfg, 1, 0))
     for (const ParamInfo& p : u.params) {
       std::vector<int64_t> shape = p.shape;
       if (is_vocab_tensor(p.name)) shape[0] = cfg.vocab;  // rows are [vocab, dim]
@@ -334,7 +330,7 @@ void write_export(const std::string& path, const std::map<std::string, std::vect
     w.write(path);
     return;
   }
-  const std::string context = "--export '" + path + "'";
+  const std::string context = "`output.export` '" + path + "'";
   std::error_code ec;
   fs::create_directory(path, ec);
   check(!ec, context, ": cannot create the directory: ", ec.message());

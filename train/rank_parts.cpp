@@ -45,10 +45,10 @@ std::string broadcast_string(MPI_Comm comm, std::string s) {
 // model's vocabulary becomes its pieces. `report` prints what it did.
 void load_tokenizer(RankParts& p, bool report) {
   DataConfig& d = p.config.data;
-  check(d.data != "synthetic", "--tokenizer needs text data: give --data FILE");
-  check(d.tokenizer.rfind("bpe:", 0) != 0 || !data::is_documents(d.data), "--tokenizer ",
+  check(d.data != "synthetic", "`data.tokenizer` needs text data: give `data.data` FILE");
+  check(d.tokenizer.rfind("bpe:", 0) != 0 || !data::is_documents(d.data), "`data.tokenizer` ",
         d.tokenizer,
-        " trains on a text file, and --data names JSONL documents: give a tokenizer file (a "
+        " trains on a text file, and `data.data` names JSONL documents: give a tokenizer file (a "
         "tokenizer.json or a SentencePiece .model)");
   bool trained = false;
   const std::string model = data::tokenizer_model(d.tokenizer, d.data, &trained);
@@ -83,7 +83,9 @@ void tokenize_data(RankParts& p, bool report) {
         if (s.skipped > 0)
           skipped = ", " + std::to_string(s.skipped) + " bad line" + (s.skipped > 1 ? "s" : "") +
                     " skipped" +
-                    (s.first_skipped.empty() ? "" : " (first: " + s.first_skipped + ")");
+                    (s.first_skipped.empty()
+                         ? ""
+                         : " (first: " + settings::worded(s.first_skipped, p.config.origin) + ")");
         std::printf("documents: %s -> %s (%s; %lld documents%s)\n", file.c_str(), s.bin.c_str(),
                     cache_status(s).c_str(), static_cast<long long>(s.documents), skipped.c_str());
       }
@@ -111,7 +113,7 @@ bool is_text(const std::string& data) {
 void choose_tokenizer(RankParts& p, MPI_Comm world, int rank) {
   DataConfig& d = p.config.data;
   p.tokenizer = data::byte_tokenizer();
-  const std::string own = data::model_dir_tokenizer(d.init_from);
+  const std::string own = data::model_dir_tokenizer(p.config.model.init_from);
   if (d.tokenizer.empty() && !own.empty()) {
     bool text = false;
     agree(world, [&] { text = is_text(d.data); });
@@ -155,8 +157,9 @@ void check_memory_fits(const TrainConfig& c, const ModelConfig& model, int world
         ", activations and buffers ", gb(peak.memory.step_peak), ", attention scores ", gb(scratch),
         " for ", threads, " thread", threads > 1 ? "s" : "", "), ", gb(need), " for the ",
         local_ranks, " rank", local_ranks > 1 ? "s" : "", " on this machine, which has ", gb(avail),
-        " available; shorten --seq-len, lower --micro-batch, split the work over more ranks "
-        "(--cp, --tp, --pp) or use --recompute full");
+        " available; shorten `model.seq_len`, lower `batch.micro_batch`, split the work over more "
+        "ranks "
+        "(`layout.cp`, `layout.tp`, `layout.pp`) or use `optimizer.recompute` full");
 }
 
 // The training data, and the validation data: --val-data, or the last --val-split of --data;
@@ -194,10 +197,11 @@ void check_outputs(RankParts& p) {
   const OutputConfig& o = p.config.output;
   if (!o.export_.empty()) {
     const std::string problem = export_problem(o.export_);
-    check(problem.empty(), "cannot write --export ",
+    check(problem.empty(), "cannot write `output.export` ",
           export_is_file(o.export_) ? "file" : "directory", " '", o.export_, "': ", problem);
   }
-  for (const auto& [flag, path] : {std::pair{"--trace", &o.trace}, {"--metrics", &o.metrics}}) {
+  for (const auto& [flag, path] :
+       {std::pair{"`output.trace`", &o.trace}, {"`output.metrics`", &o.metrics}}) {
     if (path->empty()) continue;
     const std::string problem = output_file_problem(*path);
     check(problem.empty(), "cannot write ", flag, " file '", *path, "': ", problem);
@@ -227,9 +231,9 @@ void make_backend_and_grid(RankParts& p, MPI_Comm world, int sharing_cores) {
   agree(world, [&] { p.backend = make_backend(d.device, p.threads, node.rank); });
   if (d.dtype == "bf16") {
     agree(world, [&] {
-      check(
-          p.backend->has_bf16(), "--dtype bf16: ", p.backend->name(),
-          " has no bf16 support (a GPU of compute capability 8.0 or later has); use --dtype fp32");
+      check(p.backend->has_bf16(), "`device.dtype` bf16: ", p.backend->name(),
+            " has no bf16 support (a GPU of compute capability 8.0 or later has); use "
+            "`device.dtype` fp32");
     });
     // A backend with bf16 kernels of its own (CUDA) takes bf16 tensors as they are; the CPU's
     // bf16 is its fp32 ops under the mixed-precision wrapper, the reference.
@@ -237,12 +241,14 @@ void make_backend_and_grid(RankParts& p, MPI_Comm world, int sharing_cores) {
   }
   const bool shared = shares_device(world, *p.backend);
   agree(world, [&] {
-    check(d.comm != "nccl" || have_nccl(),
-          "--comm nccl: this build has no NCCL (it was not found when tetra was configured); "
-          "use --comm mpi");
-    check(d.comm != "nccl" || !shared, "--comm nccl: ", p.work.layout.world(),
+    check(
+        d.comm != "nccl" || have_nccl(),
+        "`device.comm` nccl: this build has no NCCL (it was not found when tetra was configured); "
+        "use `device.comm` mpi");
+    check(d.comm != "nccl" || !shared, "`device.comm` nccl: ", p.work.layout.world(),
           " ranks share this machine's GPUs, and NCCL needs a GPU of its own for every rank; "
-          "use --comm mpi (or auto, which takes NCCL only for groups whose ranks each have one)");
+          "use `device.comm` mpi (or auto, which takes NCCL only for groups whose ranks each have "
+          "one)");
   });
   p.grid = make_grid(world, p.work.layout, *p.backend, comm_choice(d.comm));
 }
@@ -323,13 +329,13 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
 
   // Everything that can reject the input runs first, on every rank, before any collective;
   // agree() then makes every rank stop together with rank 0's (or the first) message.
-  std::vector<UnitLayout> units;
+  std::vector<UnitSpec> units;
   std::vector<std::vector<float>> init;
   std::string resume_path;
   agree(world, [&] {
 #ifndef TETRA_HAVE_CUDA
     check(c.device.device != "cuda",
-          "--device cuda: this build has no CUDA backend (nvcc was not found when it was "
+          "`device.device` cuda: this build has no CUDA backend (nvcc was not found when it was "
           "configured)");
 #endif
     const TrainConfig& o = p.config;
@@ -337,15 +343,15 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
     // data's.
     const int64_t data_vocab = o.model.vocab;
     std::unique_ptr<HfModel> file;
-    if (!o.data.init_from.empty()) {
-      file = std::make_unique<HfModel>(o.data.init_from);
+    if (!o.model.init_from.empty()) {
+      file = std::make_unique<HfModel>(o.model.init_from);
       const ModelConfig model = config_from_model(*file, o.model, o.given);
       check(data_vocab <= model.vocab, "the data's vocabulary ", data_vocab,
             " is larger than the init model's ", model.vocab);
       // A SentencePiece tokenizer (the directory's own or --tokenizer's) must be the model's:
       // an export would carry it, and tetra generate refuses the pair.
       if (!p.tokenizer->model_file().empty())
-        check_tokenizer_matches(o.data.init_from, model, *p.tokenizer);
+        check_tokenizer_matches(o.model.init_from, model, *p.tokenizer);
       p.config.model = model;
     }
     const ModelConfig& model = o.model;
@@ -353,16 +359,17 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
     p.work = rank_work(o.layout, o.batch, model, world_size, rank);
     // The run's tokens (step * G * S: tokens seen, the data order's s * G + j) in 64 bits.
     check(checked_product({o.optimizer.steps, o.batch.global_batch, model.seq_len}).has_value(),
-          "--steps ", o.optimizer.steps, " of --global-batch ", o.batch.global_batch,
-          " x --seq-len ", model.seq_len, " tokens are more tokens than 64 bits count");
+          "`optimizer.steps` ", o.optimizer.steps, " of `batch.global_batch` ",
+          o.batch.global_batch, " x `model.seq_len` ", model.seq_len,
+          " tokens are more tokens than 64 bits count");
     const NodeRank node = node_rank(world);
     check_memory_fits(o, model, world_size, node.size, threads_per_rank(sharing_cores, false));
     open_data(p, data_vocab);
     if (!o.checkpoint.inject_failure.empty()) {
       p.fault = FaultPlan::parse(o.checkpoint.inject_failure);
-      check(p.fault.rank < world_size, "--inject-failure names rank ", p.fault.rank, " of ",
-            world_size);
-      check(p.fault.step < o.optimizer.steps, "--inject-failure at step ", p.fault.step,
+      check(p.fault.rank < world_size, "`checkpoint.inject_failure` names rank ", p.fault.rank,
+            " of ", world_size);
+      check(p.fault.step < o.optimizer.steps, "`checkpoint.inject_failure` at step ", p.fault.step,
             ", after the last step (", o.optimizer.steps - 1, ")");
     }
     if (rank == 0) check_outputs(p);
@@ -370,7 +377,7 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
     p.record = record_of(c, model, p.work.layout);
     if (rank == 0) resume_path = ckpt::resume_path(o.checkpoint);
     // This rank's units (its pipeline stage's, its TP slice), initialized or read.
-    std::vector<UnitLayout> all = make_units(model, p.work.layout.tp, p.work.coord.tp);
+    std::vector<UnitSpec> all = make_units(model, p.work.layout.tp, p.work.coord.tp);
     for (size_t g = 0; g < all.size(); ++g) {
       if (p.work.place.local_unit[g] < 0) continue;
       init.push_back(file ? read_unit(*file, model, all[g], p.work.coord.tp)
@@ -384,11 +391,13 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
   // TP all-reduces activations four times per block and micro-batch, meant for a machine's
   // fast links: a TP group over several hosts computes the same, slowly.
   if (const std::string group = hosts.spanning_group(p.work.layout.tp); rank == 0 && !group.empty())
-    std::fprintf(stderr,
-                 "tetra: warning: a TP group spans hosts: %s; its all-reduces (four per block "
-                 "and micro-batch) cross the network; give every host a multiple of --tp "
-                 "ranks, in rank order\n",
-                 group.c_str());
+    std::fprintf(stderr, "tetra: warning: %s\n",
+                 settings::worded("a TP group spans hosts: " + group +
+                                      "; its all-reduces (four per block and micro-batch) cross "
+                                      "the network; give every host a multiple of `layout.tp` "
+                                      "ranks, in rank order",
+                                  c.origin)
+                     .c_str());
 
   make_backend_and_grid(p, world, sharing_cores);
   p.params = std::make_unique<ZeroParams>(*p.backend, *p.grid.dp_cp, std::move(units),

@@ -73,7 +73,9 @@ std::vector<CommStats*> Trainer::comm_stats() {
   return {&g.tp->stats, &g.cp->stats, &g.pp->stats, &g.dp->stats, &g.dp_cp->stats, &g.world->stats};
 }
 
-// One step, its phases in order.
+// One step, in the four phases of a training step: forward and backward over the
+// micro-batches, the synchronisation of the gradients (reduce-scattered over dp_cp as each
+// unit's backward ends, then the step's totals), the optimizer's update, and the measurements.
 StepResult Trainer::step() {
   for (CommStats* s : comm_stats()) s->clear();
   parts_.backend->alloc_stats.reset_peak();

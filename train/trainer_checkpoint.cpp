@@ -16,9 +16,12 @@ void Trainer::point_latest_here() {
 
 int Trainer::finish_already_done() {
   const std::string& out = config().output.export_;
-  if (parts_.grid.rank == 0)
-    std::printf("run finished: %s is at step %lld, the last of --steps %lld; nothing to train\n",
-                parts_.resume.path.c_str(), (long long)step_, (long long)config().optimizer.steps);
+  if (parts_.grid.rank == 0) {
+    const std::string line = "run finished: " + parts_.resume.path + " is at step " +
+                             std::to_string(step_) + ", the last of `optimizer.steps` " +
+                             std::to_string(config().optimizer.steps) + "; nothing to train";
+    std::printf("%s\n", settings::worded(line, config().origin).c_str());
+  }
   if (out.empty()) return 0;
   export_weights(out);
   if (parts_.grid.rank == 0)

@@ -108,9 +108,11 @@ std::string Trainer::startup_report() const {
     if (val->num_sequences() < taken)
       data += ", so some twice or more (" + std::to_string(val->num_sequences()) + " distinct)";
   }
-  return tetra::startup_report(config(), model(), parts_.work,
-                               {data, parts_.backend->name(), parts_.grid.comm_kinds(),
-                                parts_.peak.source, attention_path(), parts_.peak.flops});
+  return settings::worded(
+      tetra::startup_report(config(), model(), parts_.work,
+                            {data, parts_.backend->name(), parts_.grid.comm_kinds(),
+                             parts_.peak.source, attention_path(), parts_.peak.flops}),
+      config().origin);
 }
 
 // The run, in its phases: the start-up report; the loop of steps, each followed at its
@@ -207,13 +209,15 @@ int Trainer::stop(const StepResult& r) {
   if (parts_.grid.rank != 0) return exit_status::kPreempted;
   report_->summary(parts_.resume.step, step_ - 1, seconds_since(loop_started_),
                    seconds_since(started_));
-  std::printf(
-      "pre-empted: a signal reached %d of %d ranks; stopped after step %lld%s; exit "
-      "status %d: resume with --resume auto\n",
-      r.preempted, parts_.grid.world->size(), (long long)step_ - 1,
-      config().checkpoint.ckpt_dir.empty() ? " with no --ckpt-dir, so nothing was saved"
-                                           : ", checkpointed",
-      exit_status::kPreempted);
+  const std::string line =
+      "pre-empted: a signal reached " + std::to_string(r.preempted) + " of " +
+      std::to_string(parts_.grid.world->size()) + " ranks; stopped after step " +
+      std::to_string(step_ - 1) +
+      (config().checkpoint.ckpt_dir.empty() ? " with no `checkpoint.ckpt_dir`, so nothing was saved"
+                                            : ", checkpointed") +
+      "; exit status " + std::to_string(exit_status::kPreempted) +
+      ": resume with `checkpoint.resume` auto";
+  std::printf("%s\n", settings::worded(line, config().origin).c_str());
   std::fflush(stdout);
   return exit_status::kPreempted;
 }

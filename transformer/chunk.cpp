@@ -6,9 +6,9 @@ namespace {
 // A unit's first backward of a step, whose gradients hold nothing of it yet (grads_fresh):
 // the weight-gradient GEMMs write their parts, so only what other ops accumulate is zeroed
 // first: the embedding's rows and the norms' weights (the unit's 1-D parameters).
-void zero_accumulated_grads(Backend& be, const UnitLayout& l, const Tensor& dw) {
+void zero_accumulated_grads(Backend& be, const UnitSpec& l, const Tensor& dw) {
   for (const ParamInfo& p : l.params)
-    if (l.kind == UnitLayout::Kind::Embedding || p.local_shape.size() == 1)
+    if (l.kind == UnitSpec::Kind::Embedding || p.local_shape.size() == 1)
       be.fill(dw.flat(p.offset, p.numel()), 0.f);
 }
 
@@ -26,11 +26,11 @@ ModelChunk::ModelChunk(Backend& be, const TensorParallel& tp, const ContextParal
       recompute_(recompute) {}
 
 bool ModelChunk::has_embedding() const {
-  return params_.layout(units_.front()).kind == UnitLayout::Kind::Embedding;
+  return params_.layout(units_.front()).kind == UnitSpec::Kind::Embedding;
 }
 
 bool ModelChunk::has_head() const {
-  return params_.layout(units_.back()).kind == UnitLayout::Kind::Head;
+  return params_.layout(units_.back()).kind == UnitSpec::Kind::Head;
 }
 
 BlockContext ModelChunk::block_ctx(const MicroBatch& mb) const {
@@ -50,11 +50,11 @@ StageOutput ModelChunk::forward(int id, const MicroBatch& mb, const Tensor* x_in
     be_.copy(s.xs[0].flat(), *x_in);
   }
   for (int u : units_) {
-    const UnitLayout& l = params_.layout(u);
+    const UnitSpec& l = params_.layout(u);
     const Tensor w = params_.acquire(u);
-    if (l.kind == UnitLayout::Kind::Embedding) {
+    if (l.kind == UnitSpec::Kind::Embedding) {
       s.xs.push_back(embed_forward(be_, tp_, l, w, mb.tokens));
-    } else if (l.kind == UnitLayout::Kind::Block) {
+    } else if (l.kind == UnitSpec::Kind::Block) {
       s.acts.emplace_back();
       Buffer out(be_, Tl * d, s.xs.back().dtype());
       block_forward(ctx, l, w, s.xs.back().view({Tl, d}), out.view({Tl, d}), s.acts.back());
@@ -96,11 +96,11 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
   int block = int(s.acts.size());
   for (auto u_it = units_.rbegin(); u_it != units_.rend(); ++u_it) {
     const int u = *u_it;
-    const UnitLayout& l = params_.layout(u);
+    const UnitSpec& l = params_.layout(u);
     const Tensor w = params_.acquire(u), dw = params_.grads(u);
     const bool fresh = params_.grads_fresh(u);
     if (fresh) zero_accumulated_grads(be_, l, dw);
-    if (l.kind == UnitLayout::Kind::Head) {
+    if (l.kind == UnitSpec::Kind::Head) {
       const int64_t V = l.params[kLmHead].local_shape[0];
       // dlogits [T, V/TP] = loss_scale * (softmax - onehot(target)), over the logits (already,
       // when the forward fused the classifier).
@@ -116,7 +116,7 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
                     s.head, fresh);
       s.logits.reset();
       s.head.n.reset();
-    } else if (l.kind == UnitLayout::Kind::Block) {
+    } else if (l.kind == UnitSpec::Kind::Block) {
       --block;
       const Tensor x = s.xs[block].view({Tl, d});
       BlockActs& a = s.acts[block];

@@ -4,19 +4,19 @@
 
 namespace tetra {
 
-Buffer embed_forward(Backend& be, const TensorParallel& tp, const UnitLayout& u, const Tensor& w,
+Buffer embed_forward(Backend& be, const TensorParallel& tp, const UnitSpec& u, const Tensor& w,
                      const Tensor& tokens) {
   return VocabParallelEmbedding(be, tp, param_view(w, u.params[0])).forward(tokens);
 }
 
-void embed_backward(Backend& be, const TensorParallel& tp, const UnitLayout& u, const Tensor& w,
+void embed_backward(Backend& be, const TensorParallel& tp, const UnitSpec& u, const Tensor& w,
                     const Tensor& dw, Buffer dx, const Tensor& tokens) {
   VocabParallelEmbedding(be, tp, param_view(w, u.params[0]), param_view(dw, u.params[0]))
       .backward(std::move(dx), tokens);
 }
 
 Buffer head_forward(Backend& be, const TensorParallel& tp, const ModelConfig& cfg,
-                    const UnitLayout& u, const Tensor& w, const Tensor& x, HeadActs& a) {
+                    const UnitSpec& u, const Tensor& w, const Tensor& x, HeadActs& a) {
   const int64_t Tl = x.rows(), d = x.cols();
   // n [Tl, d] = rmsnorm(x) * w_final.
   Buffer n(be, Tl * d, x.dtype);
@@ -30,7 +30,7 @@ Buffer head_forward(Backend& be, const TensorParallel& tp, const ModelConfig& cf
   return logits;
 }
 
-void head_backward(Backend& be, const TensorParallel& tp, const UnitLayout& u, const Tensor& w,
+void head_backward(Backend& be, const TensorParallel& tp, const UnitSpec& u, const Tensor& w,
                    const Tensor& dw, const Tensor& x, const Tensor& dlogits, Tensor dx,
                    const HeadActs& a, bool dw_fresh) {
   const int64_t Tl = x.rows(), d = x.cols(), T = dlogits.rows();
@@ -43,7 +43,7 @@ void head_backward(Backend& be, const TensorParallel& tp, const UnitLayout& u, c
 }
 
 Buffer head_last_row(Backend& be, const TensorParallel& tp, const ModelConfig& cfg,
-                     const UnitLayout& u, const Tensor& w, const Tensor& x) {
+                     const UnitSpec& u, const Tensor& w, const Tensor& x) {
   check(tp.size() == 1,
         "head_last_row: at TP 1 only (the last row of a TP rank's rows is not "
         "the last token under --sp)");

@@ -6,7 +6,7 @@
 //   head       x [Tl, d] -> logits [T, V/TP] = n W_head^T, n = rmsnorm(x) * w_final (the LM
 //              head a ColumnParallelLinear over the shard). The loss on the logits is the
 //              chunk's (VocabParallelCrossEntropy).
-// u is the end's unit (UnitLayout::Kind::Embedding or Head), w and dw its weights and their
+// u is the end's unit (UnitSpec::Kind::Embedding or Head), w and dw its weights and their
 // gradient (flat, TP-local).
 #pragma once
 #include "backend/backend.hpp"
@@ -16,11 +16,11 @@
 namespace tetra {
 
 // x [Tl, d], a new buffer in the table's dtype.
-Buffer embed_forward(Backend& be, const TensorParallel& tp, const UnitLayout& u, const Tensor& w,
+Buffer embed_forward(Backend& be, const TensorParallel& tp, const UnitSpec& u, const Tensor& w,
                      const Tensor& tokens);
 // dw += the rows of dx [Tl, d] (the gradient of the forward's x) at the tokens of this
 // rank's shard.
-void embed_backward(Backend& be, const TensorParallel& tp, const UnitLayout& u, const Tensor& w,
+void embed_backward(Backend& be, const TensorParallel& tp, const UnitSpec& u, const Tensor& w,
                     const Tensor& dw, Buffer dx, const Tensor& tokens);
 
 // What the head's forward keeps for its backward (x, its input, is kept by the caller).
@@ -30,15 +30,15 @@ struct HeadActs {
 };
 // logits [T, V/TP], a new buffer in x's dtype.
 Buffer head_forward(Backend& be, const TensorParallel& tp, const ModelConfig& cfg,
-                    const UnitLayout& u, const Tensor& w, const Tensor& x, HeadActs& a);
+                    const UnitSpec& u, const Tensor& w, const Tensor& x, HeadActs& a);
 // dx [Tl, d] = dL/dx (overwritten) from dlogits [T, V/TP]; dw += dL/dw (the LM head's part
 // written instead under dw_fresh, as block_backward's GEMMs).
-void head_backward(Backend& be, const TensorParallel& tp, const UnitLayout& u, const Tensor& w,
+void head_backward(Backend& be, const TensorParallel& tp, const UnitSpec& u, const Tensor& w,
                    const Tensor& dw, const Tensor& x, const Tensor& dlogits, Tensor dx,
                    const HeadActs& a, bool dw_fresh);
 // The logits of x's last row alone [1, V] (decoding's next token, at TP 1): the head on that
 // row.
 Buffer head_last_row(Backend& be, const TensorParallel& tp, const ModelConfig& cfg,
-                     const UnitLayout& u, const Tensor& w, const Tensor& x);
+                     const UnitSpec& u, const Tensor& w, const Tensor& x);
 
 }  // namespace tetra

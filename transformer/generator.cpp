@@ -19,7 +19,7 @@ Generator::Generator(Backend& be, const ModelConfig& cfg,
       units_(make_units(cfg, 1, 0)),
       self_(make_mpi_comm(MPI_COMM_SELF, "generate")) {
   self_->bind_backend(&be_);
-  for (const UnitLayout& u : units_) {
+  for (const UnitSpec& u : units_) {
     std::vector<float> flat(u.numel);
     for (const ParamInfo& p : u.params) {
       const auto it = weights.find(p.name);
@@ -48,11 +48,11 @@ std::vector<float> Generator::forward(const std::vector<int>& tokens, int64_t p0
   Buffer x;  // [n, d]: the residual stream of the new tokens
   std::vector<float> out;
   for (size_t i = 0; i < units_.size(); ++i) {
-    const UnitLayout& u = units_[i];
+    const UnitSpec& u = units_[i];
     const Tensor w = weights_[i].flat();
-    if (u.kind == UnitLayout::Kind::Embedding) {
+    if (u.kind == UnitSpec::Kind::Embedding) {
       x = embed_forward(be_, tp, u, w, ids.flat());
-    } else if (u.kind == UnitLayout::Kind::Block) {
+    } else if (u.kind == UnitSpec::Kind::Block) {
       const BlockContext ctx{be_, tp, cp, cfg_, pos, &caches_[u.layer]};
       BlockActs acts;  // what a backward would read; dropped
       Buffer y(be_, n * d);

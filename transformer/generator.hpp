@@ -43,11 +43,11 @@ class Generator {
 
   Backend& be_;
   ModelConfig cfg_;
-  std::vector<UnitLayout> units_;  // embedding, blocks, head (make_units at TP = 1)
-  std::vector<Buffer> weights_;    // one flat buffer per unit
-  std::unique_ptr<Comm> self_;     // a group of one rank: the blocks' TP and CP
-  std::vector<KvCache> caches_;    // per layer, [max_len, kv_heads * head_dim] each
-  Buffer positions_;               // 0 .. max_len-1 (i32)
+  std::vector<UnitSpec> units_;  // embedding, blocks, head (make_units at TP = 1)
+  std::vector<Buffer> weights_;  // one flat buffer per unit
+  std::unique_ptr<Comm> self_;   // a group of one rank: the blocks' TP and CP
+  std::vector<KvCache> caches_;  // per layer, [max_len, kv_heads * head_dim] each
+  Buffer positions_;             // 0 .. max_len-1 (i32)
 };
 
 }  // namespace tetra

@@ -491,7 +491,7 @@ std::unique_ptr<Backend> make_cuda_backend(int local_rank) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) cudaGetLastError();
-  check(err == cudaSuccess && count > 0, "--device cuda: no GPU is visible (",
+  check(err == cudaSuccess && count > 0, "`device.device` cuda: no GPU is visible (",
         err == cudaSuccess ? "none found" : cudaGetErrorString(err), ")");
   return std::make_unique<CudaBackend>(local_rank % count);
 }

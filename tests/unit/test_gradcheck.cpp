@@ -533,7 +533,7 @@ namespace {
 struct Tiny {
   ModelConfig cfg;
   int micro_batches = 2, b = 2;
-  std::vector<UnitLayout> units;
+  std::vector<UnitSpec> units;
   std::vector<Floats> weights;  // per unit, flat as ZeroParams::load takes them
   I32 tokens, targets;          // [G*S]
   Tiny() {
@@ -543,10 +543,10 @@ struct Tiny {
     units = make_units(cfg, 1, 0);
     // O(1) activations: norm weights ~1, embedding N(0,1), matrices N(0, 1/in).
     std::mt19937 rng(7);
-    for (const UnitLayout& u : units) {
+    for (const UnitSpec& u : units) {
       Floats w;
       for (const ParamInfo& p : u.params) {
-        const bool norm = p.shape.size() == 1, embed = u.kind == UnitLayout::Kind::Embedding;
+        const bool norm = p.shape.size() == 1, embed = u.kind == UnitSpec::Kind::Embedding;
         const Floats v = norm    ? randn(rng, p.numel(), 0.2, 1.0)
                          : embed ? randn(rng, p.numel())
                                  : randn(rng, p.numel(), 1.0 / std::sqrt(double(p.shape[1])));
