@@ -46,7 +46,7 @@ Buffer head_last_row(Backend& be, const TensorParallel& tp, const ModelConfig& c
                      const UnitSpec& u, const Tensor& w, const Tensor& x) {
   check(tp.size() == 1,
         "head_last_row: at TP 1 only (the last row of a TP rank's rows is not "
-        "the last token under --sp)");
+        "the last token under `layout.sp`)");
   HeadActs a;
   return head_forward(be, tp, cfg, u, w, x.rows_view(x.rows() - 1, 1), a);
 }
