@@ -177,7 +177,8 @@ void memory_section(std::ostream& os, const json& p) {
        << "\n";
   if (!m["fits"].get<bool>()) {
     if (m["fixes"].empty())
-      os << "  no one change of the schedule, --recompute, --zero or --sp fits it: more pipeline "
+      os << "  no one change of the schedule, `optimizer.recompute`, `optimizer.zero` or "
+            "`layout.sp` fits it: more pipeline "
             "stages or TP ranks, or a smaller micro-batch\n";
     for (const json& f : m["fixes"])
       os << "  it fits with " << flag_of(f["key"], f["value"]) << ": peak "
@@ -196,7 +197,7 @@ void memory_section(std::ostream& os, const json& p) {
     os << line;
   }
   os << "  (activations: the most the micro-batches in flight keep for backward, without and "
-        "with --recompute full; peak without / with)\n";
+        "with `optimizer.recompute` full; peak without / with)\n";
 }
 
 void traffic_section(std::ostream& os, const json& p) {
@@ -263,7 +264,7 @@ void time_section(std::ostream& os, const json& p) {
   }
   const json& s = p["step"];
   if (!s["known"].get<bool>()) {
-    os << "time: give --peak-tflops (or a --gpu) to estimate it\n";
+    os << "time: give `output.peak_tflops` (or a --gpu) to estimate it\n";
     return;
   }
   const double peak = num(s["peak_flops"]);
