@@ -137,8 +137,7 @@ BubbleForms bubble_forms(ScheduleKind kind, int pp, int vpp, int m) {
 }
 
 double bubble_formula(ScheduleKind kind, int pp, int vpp, int m) {
-  const BubbleForms b = bubble_forms(kind, pp, vpp, m);
-  return kind == ScheduleKind::Interleaved ? b.of_compute : b.of_step;
+  return bubble_forms(kind, pp, vpp, m).of_step;
 }
 
 std::string to_string(const std::vector<Action>& actions) {

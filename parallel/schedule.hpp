@@ -77,8 +77,8 @@ struct BubbleForms {
 };
 BubbleForms bubble_forms(ScheduleKind kind, int pp, int vpp, int micro_batches);
 
-// The form the step line reports: gpipe and 1f1b: of_step, (p - 1) / (m + p - 1);
-// interleaved: of_compute, (p - 1) / (V m).
+// The bubble as tetra reports it everywhere (plan, plot, step line, metrics, sweep, lab):
+// the idle share of the step, of_step.
 double bubble_formula(ScheduleKind kind, int pp, int vpp, int micro_batches);
 
 struct TimedAction {

@@ -108,12 +108,8 @@ PipelineStats Trainer::forward_backward() {
 // gradient shards are disjoint over dp_cp and pipeline stages; the loss counts on the last
 // stage's TP rank 0 only.
 Trainer::StepTotals Trainer::reduce_totals(const PipelineStats& pipe) {
-  // This rank's bubble in the form the schedule's formula uses: of the step for gpipe and
-  // 1f1b, of the compute for interleaved.
-  const double busy = pipe.seconds - pipe.wait_seconds;
-  const double bubble = parts_.work.schedule == ScheduleKind::Interleaved
-                            ? (busy > 0 ? pipe.wait_seconds / busy : 0.0)
-                            : (pipe.seconds > 0 ? pipe.wait_seconds / pipe.seconds : 0.0);
+  // This rank's bubble: the idle share of its pipeline's time, for every schedule.
+  const double bubble = pipe.seconds > 0 ? pipe.wait_seconds / pipe.seconds : 0.0;
   double grad_sq = 0;
   {
     trace::Span norm(trace::Lane::Compute, [](trace::Event& e) { e.name = "grad-norm"; });
@@ -149,7 +145,10 @@ StepResult Trainer::measure(const StepTotals& totals, const PipelineStats& pipe,
   r.lr = lr;
   r.grad_norm = totals.grad_norm;
   r.bubble = totals.bubble;
-  r.bubble_formula = bubble_formula(w.schedule, g.layout.pp, config().layout.vpp, w.micro_batches);
+  const BubbleForms forms =
+      bubble_forms(w.schedule, g.layout.pp, config().layout.vpp, w.micro_batches);
+  r.bubble_formula = forms.of_step;
+  r.bubble_formula_of_compute = forms.of_compute;
   r.step_ms = seconds * 1e3;
   r.tokens_per_s = tokens_per_step() / seconds;
   const double world = g.world->size();

@@ -156,7 +156,8 @@ void Trainer::start_run() {
         c.output.tensorboard.empty() ? "" : config_markdown(startup_report(), recorded);
     report_ = std::make_unique<RunReport>(
         c.output, ReportStart{step_, c.optimizer.steps, parts_.data->entropy_floor(),
-                              std::log(double(model().vocab)), text, attention_path()});
+                              std::log(double(model().vocab)), text, attention_path(),
+                              parts_.work.schedule == ScheduleKind::Interleaved});
   });
   loop_started_ = Clock::now();
   if (!c.output.trace.empty()) trace::start(world_);
