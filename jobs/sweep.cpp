@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include "jobs/job.hpp"
 #include "plan/compare.hpp"
@@ -39,9 +40,11 @@ struct Run {
   std::vector<double> losses;
   double loss_gap = 0;
   double tokens_per_s = 0, mfu = 0, step_ms = 0;
-  double bubble = 0, bubble_formula = 0;  // as the metrics give them
-  // The step split, averaged over the ranks: compute, the bubble (of the step, any schedule)
-  // and the exposed communication besides (the rest of the ranks' wait); they sum to 1.
+  double probe_flops = 0;  // per rank: the peak the run's own MFU was counted against
+  // The bubble, the idle share of the step, as the metrics give it, and by the formula.
+  double bubble = 0, bubble_formula = 0;
+  // The step split, averaged over the ranks: compute, the bubble and the exposed
+  // communication besides (the rest of the ranks' wait); they sum to 1.
   double compute_share = 0, bubble_of_step = 0, comm_share = 0;
   double peak_measured = 0, peak_planned = 0;
   std::map<std::string, double> bytes_planned;  // per step, each rank of pipeline stage 0
@@ -101,16 +104,16 @@ double compute_share(const json& record) {
   return sum / double(record["compute_ms"].size()) / record["step_ms"].get<double>();
 }
 
-// What a finished run's metrics say, and the plan's step time at the run's own peak when the
-// machine has none.
-void measure(Run& r, const std::string& metrics, const plan::Machine& mc) {
+// What a finished run's metrics say. MFU, and the plan's step time when the machine has no
+// peak, count against the sweep's one peak per rank, `peak` (0: the run's own, for the
+// reference that sets it), so that MFU ranks the layouts as tokens/s does.
+void measure(Run& r, const std::string& metrics, const plan::Machine& mc, double peak) {
   const std::vector<json> records = read_metrics(metrics);
   const size_t first = records.size() > 1 ? 1 : 0;
   const double timed = double(records.size() - first);
   const auto num = [](const json& j, const char* key) {
     return j.contains(key) && j[key].is_number() ? j[key].get<double>() : std::nan("");
   };
-  double peak = 0;  // per rank, as the run's MFU counted it: tokens/s F / (ranks MFU)
   const double F = model_flops_per_token(r.setup.cfg), ranks = r.setup.world();
   for (size_t i = 0; i < records.size(); ++i) {
     const json& j = records[i];
@@ -121,21 +124,19 @@ void measure(Run& r, const std::string& metrics, const plan::Machine& mc) {
     r.compute_share += compute_share(j) / timed;
     r.bubble += num(j, "bubble") / timed;
     r.bubble_formula = num(j, "bubble_formula");
-    peak = num(j, "tokens_per_s") * F / (ranks * num(j, "mfu"));
+    r.probe_flops = num(j, "tokens_per_s") * F / (ranks * num(j, "mfu"));  // its MFU's peak
   }
+  if (peak <= 0) peak = r.probe_flops;
   // Throughput over the mean step time, so that tokens/s ranks the runs as their step times do.
   r.tokens_per_s = double(r.setup.spec.batch.global_batch) * r.setup.cfg.seq_len / r.step_ms * 1e3;
   r.mfu = r.tokens_per_s * F / (ranks * peak);
   for (const char* g : kGroups)
     if (records.back().contains("comm_bytes") && records.back()["comm_bytes"].contains(g))
       r.bytes_measured[g] = json_int(records.back()["comm_bytes"][g]).value_or(-1);
-  // Interleaved reports its bubble over the compute (b = idle / busy): idle / step = b / (1 + b).
-  r.bubble_of_step =
-      r.setup.run.schedule == ScheduleKind::Interleaved ? r.bubble / (1 + r.bubble) : r.bubble;
-  r.bubble_of_step = std::min(r.bubble_of_step, 1 - r.compute_share);
+  r.bubble_of_step = std::min(r.bubble, 1 - r.compute_share);
   r.comm_share = 1 - r.compute_share - r.bubble_of_step;
   r.plan_matches = plan::compare_metrics(r.setup, metrics).match;
-  if (mc.peak_flops <= 0 && std::isfinite(peak) && peak > 0) {  // a CPU: the run's own probe
+  if (mc.peak_flops <= 0 && std::isfinite(peak) && peak > 0) {  // a CPU: the sweep's peak
     plan::Machine probed = mc;
     probed.peak_flops = peak;
     r.estimate = plan::estimate_step(r.setup, probed);
@@ -144,7 +145,7 @@ void measure(Run& r, const std::string& metrics, const plan::Machine& mc) {
 
 // Runs the layout and reads its metrics. ref: the one-rank losses (empty for the reference).
 void run_layout(Run& r, const SweepOptions& o, const TrainArgs& train, const plan::Machine& mc,
-                const std::vector<double>& ref) {
+                const std::vector<double>& ref, double peak) {
   const std::string base = o.out + "/runs/" + r.id;
   const std::string metrics = base + ".jsonl", log = base + ".log";
   std::remove(metrics.c_str());  // metrics append: an earlier sweep's must not count
@@ -159,7 +160,7 @@ void run_layout(Run& r, const SweepOptions& o, const TrainArgs& train, const pla
     return;
   }
   try {
-    measure(r, metrics, mc);
+    measure(r, metrics, mc, peak);
   } catch (const std::exception& e) {  // a run that exits 0 without its records
     r.status = "failed";
     r.error = std::string("its metrics: ") + e.what();
@@ -219,9 +220,31 @@ std::vector<const Run*> ranked(const std::vector<Run>& runs) {
   return order;
 }
 
-void print_ranked_table(const std::vector<const Run*>& order) {
-  std::printf("%4s  %-44s %9s %7s %8s %6s %7s %16s %7s  %s\n", "rank", "layout", "tok/s", "MFU",
-              "step ms", "comm", "bubble", "peak MB (plan)", "bytes", "one rank");
+// One row: the layout's rate, its speed-up over one rank, MFU at the sweep's one peak, the
+// step and its split, the bubble beside its formula (the idle share of the step), memory and
+// bytes against the plan, and whether it matched one rank.
+void print_row(const std::string& rank, const Run& r, const Run& ref) {
+  char peak[40], match[64], formula[16] = "-";
+  std::snprintf(peak, sizeof peak, "%s (%s)", mb(r.peak_measured).c_str(),
+                mb(r.peak_planned).c_str());
+  if (&r == &ref)
+    std::snprintf(match, sizeof match, "reference");
+  else
+    std::snprintf(match, sizeof match, "%s (%.1e)%s", r.status == "ok" ? "matches" : "MISMATCH",
+                  r.loss_gap, r.fits ? "" : ", does not fit");
+  if (r.setup.layout().pp > 1)
+    std::snprintf(formula, sizeof formula, "%.1f%%", 100 * r.bubble_formula);
+  std::printf("%4s  %-44s %9.0f %6.2fx %6.2f%% %8.1f %5.1f%% %6.1f%% %7s %16s %7s  %s\n",
+              rank.c_str(), r.title.c_str(), r.tokens_per_s, r.tokens_per_s / ref.tokens_per_s,
+              100 * r.mfu, r.step_ms, 100 * r.comm_share, 100 * r.bubble_of_step, formula, peak,
+              r.plan_matches ? "= plan" : "!= plan", match);
+}
+
+void print_ranked_table(const std::vector<const Run*>& order, const Run& ref) {
+  std::printf("%4s  %-44s %9s %7s %7s %8s %6s %7s %7s %16s %7s  %s\n", "rank", "layout", "tok/s",
+              "speedup", "MFU", "step ms", "comm", "bubble", "formula", "peak MB (plan)", "bytes",
+              "one rank");
+  print_row("ref", ref, ref);
   int n = 0;
   for (const Run* r : order) {
     if (!r->ran()) {
@@ -229,14 +252,7 @@ void print_ranked_table(const std::vector<const Run*>& order) {
                   r->status == "timeout" ? "TIMEOUT" : "FAILED", r->exit_code, r->error.c_str());
       continue;
     }
-    char peak[40], match[64];
-    std::snprintf(peak, sizeof peak, "%s (%s)", mb(r->peak_measured).c_str(),
-                  mb(r->peak_planned).c_str());
-    std::snprintf(match, sizeof match, "%s (%.1e)%s", r->status == "ok" ? "matches" : "MISMATCH",
-                  r->loss_gap, r->fits ? "" : ", does not fit");
-    std::printf("%4d  %-44s %9.0f %6.2f%% %8.1f %5.1f%% %6.1f%% %16s %7s  %s\n", ++n,
-                r->title.c_str(), r->tokens_per_s, 100 * r->mfu, r->step_ms, 100 * r->comm_share,
-                100 * r->bubble_of_step, peak, r->plan_matches ? "= plan" : "!= plan", match);
+    print_row(std::to_string(++n), *r, ref);
   }
 }
 
@@ -361,7 +377,7 @@ int run_sweep(const SweepOptions& o, const TrainArgs& train) {
   ref.setup = plan::make_setup(one, o.train.model, 1);
   plan_run(ref, o, mc);
   ref.id = "reference";
-  run_layout(ref, o, train, mc, {});
+  run_layout(ref, o, train, mc, {}, 0);
   write(record(ref, true));
   if (!ref.ran()) {
     std::fprintf(stderr, "tetra: error: the one-rank reference run %s: %s (its log: %s)\n",
@@ -372,10 +388,15 @@ int run_sweep(const SweepOptions& o, const TrainArgs& train) {
   std::printf("one rank: losses");
   for (double l : ref.losses) std::printf(" %.6f", l);
   std::printf(" (%.1f s)\n", ref.seconds);
+  // One peak per rank for every layout's MFU: --peak-tflops, else the reference's probe.
+  const double peak =
+      o.train.output.peak_tflops > 0 ? o.train.output.peak_tflops * 1e12 : ref.probe_flops;
+  const std::string peak_source =
+      o.train.output.peak_tflops > 0 ? "--peak-tflops" : "the one-rank reference's GEMM probe";
 
   for (size_t i = 0; i < runs.size(); ++i) {
     Run& r = runs[i];
-    run_layout(r, o, train, mc, ref.losses);
+    run_layout(r, o, train, mc, ref.losses, peak);
     write(record(r, false));
     std::printf("[%zu/%zu] %s: ", i + 1, runs.size(), r.title.c_str());
     if (r.ran())
@@ -388,12 +409,26 @@ int run_sweep(const SweepOptions& o, const TrainArgs& train) {
   }
 
   const std::vector<const Run*> order = ranked(runs);
-  std::printf("\n");
-  print_ranked_table(order);
+  // More ranks than cores: a rank that waits for a core is counted as waiting in communication.
+  const unsigned cores = std::thread::hardware_concurrency();
+  const std::string oversubscribed =
+      cores > 0 && unsigned(o.ranks) > cores
+          ? std::to_string(o.ranks) + " ranks on " + std::to_string(cores) +
+                " cores: most of the communication share is waiting for a core, not for the network"
+          : "";
+  std::printf(
+      "\nMFU at one peak for every layout, %s per rank (%s), so it ranks the layouts as "
+      "tok/s does; speedup over the one-rank reference; bubble: the idle share of the "
+      "step, measured and by the schedule's formula\n",
+      (format_number("%.3g", peak / 1e9) + " GFLOP/s").c_str(), peak_source.c_str());
+  if (!oversubscribed.empty()) std::printf("%s\n", oversubscribed.c_str());
+  print_ranked_table(order, ref);
   std::vector<SweepBar> bars;
   for (const Run* r : order) bars.push_back(bar(*r));
-  write_svg(o.out + "/sweep.svg", sweep_svg(bars, "tetra sweep: " + std::to_string(o.ranks) +
-                                                      " ranks, " + o.train.model.str()));
+  write_svg(
+      o.out + "/sweep.svg",
+      sweep_svg(bars, "tetra sweep: " + std::to_string(o.ranks) + " ranks, " + o.train.model.str(),
+                oversubscribed));
   const Run* best = nullptr;
   for (const Run* r : order)
     if (r->status == "ok" && r->fits) {
@@ -404,7 +439,9 @@ int run_sweep(const SweepOptions& o, const TrainArgs& train) {
          {"status", "summary"},
          {"layouts", runs.size()},
          {"skipped", all.skipped.size()},
-         {"fastest", best ? json(best->id) : json(nullptr)}});
+         {"fastest", best ? json(best->id) : json(nullptr)},
+         {"mfu_peak_flops", peak},
+         {"mfu_peak_source", peak_source}});
   std::printf("wrote %s/sweep.jsonl and %s/sweep.svg\n", o.out.c_str(), o.out.c_str());
   if (!best) {
     std::printf("no layout both fits and matches one rank\n");
