@@ -26,7 +26,7 @@ Layouts enumerate_layouts(int ranks, const RunSpec& base, const ModelConfig& cfg
           for (bool sp : choices.sp) {
             if (sp && tp == 1) continue;
             RunSpec spec = base;
-            spec.layout = {tp, cp, pp, dp, sp, 1, "1f1b"};
+            spec.layout = {tp, cp, pp, dp, sp, 1, "1f1b", base.layout.pp_balance};
             spec.optimizer.zero = zero;
             if (pp == 1) {
               consider(spec);
