@@ -98,7 +98,7 @@ void finish_lab_options(const CLI::App& app, LabOptions& o) {
 
 void add_sweep_options(CLI::App& app, SweepOptions& o) {
   o.train.optimizer.steps = 5;  // a sweep's runs are short; --help shows this default
-  add_train_options(app, o.train, nullptr, true);
+  add_train_options(app, o.train, nullptr, TrainFlagsFor::Sweep);
   for (const CLI::Option* opt : app.get_options()) o.train_flags.push_back(opt->get_name());
   app.get_option("--steps")->description(
       "steps of every run (the first warms up and is not timed)");

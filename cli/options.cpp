@@ -94,6 +94,11 @@ std::string refusal(CLI::Option& opt) {
   return {};
 }
 
+// An option's flag, listed in --help or not (CLI11 names an option kept out of --help "").
+std::string flag_name(const CLI::Option& opt) {
+  return opt.get_lnames().empty() ? opt.get_name() : "--" + opt.get_lnames().front();
+}
+
 // CLI11's error in tetra's words, from its type and the options' state rather than its text:
 // "--dim takes an integer (got 'x')", "--dim needs a value (D)", "--dim is given more than
 // once". `args` are the arguments as CLI11 was given them (last first) and `rest` those it
@@ -135,7 +140,7 @@ std::string reworded(CLI::App& app, const CLI::ParseError& e, const std::vector<
     }
     for (const CLI::Option* opt : last.get_options())
       if (opt->get_positional() && opt->count() == 0)
-        return path_of(apps) + " needs " + opt->get_name();
+        return path_of(apps) + " needs " + flag_name(*opt);
   }
   return path_of(apps) + ": " + e.what();
 }
@@ -184,7 +189,8 @@ std::unique_ptr<CLI::App> build_app(CommandLine& into, TrainSettings* settings) 
       "given beside it replaces that part. Examples:\n"
       "  tetra plan --preset llama3-405b             (Llama 3 405B on 16,384 H100s)\n"
       "  tetra plan --preset llama3-405b --dp 64     (the same on 8,192)");
-  add_train_options(*plan, into.plan.train, settings ? &settings->plan : nullptr);
+  add_train_options(*plan, into.plan.train, settings ? &settings->plan : nullptr,
+                    TrainFlagsFor::Plan);
   add_plan_options(*plan, into.plan);
   add_config_options(*plan, into, false);
 
@@ -285,10 +291,10 @@ std::unique_ptr<CLI::App> parse_into(CommandLine& cli, TrainSettings& settings,
     std::set<std::string> from_file;
     for (const std::string& a : file_args) from_file.insert(a.substr(0, a.find('=')));
     const auto subject = [&](const CLI::Option& opt) {
-      if (!from_file.count(opt.get_name())) return opt.get_name();
+      if (!from_file.count(flag_name(opt))) return flag_name(opt);
       for (const Setting& s : cli.command == "plan" ? settings.plan : settings.train)
         if (s.option == &opt) return file + ": " + s.key();
-      return opt.get_name();
+      return flag_name(opt);
     };
     fail(reworded(*app, e, all, rest, subject));
   }
@@ -330,9 +336,9 @@ void finish(CommandLine& cli, TrainSettings& settings, std::unique_ptr<CLI::App>
     // where they are not given: "plan.gpu".
     if (cli.command == "plan")
       for (const CLI::Option* opt : chain(*app)[1]->get_options()) {
-        std::string name = opt->get_name().substr(2);
+        std::string name = flag_name(*opt).substr(2);
         std::replace(name.begin(), name.end(), '-', '_');
-        if (opt->count() > 0 && opt->get_name() != "--config" &&
+        if (opt->count() > 0 && flag_name(*opt) != "--config" &&
             std::none_of(flags.begin(), flags.end(),
                          [&](const Setting& s) { return s.option == opt; }))
           o.given.insert("plan." + name);

@@ -110,12 +110,16 @@ CLI::Option* add_key(CLI::App& app, S& section, const settings::Key<S>& k) {
 
 }  // namespace
 
-void add_train_options(CLI::App& app, TrainConfig& o, Settings* settings, bool swept_only) {
+void add_train_options(CLI::App& app, TrainConfig& o, Settings* settings, TrainFlagsFor for_) {
   for_each_section(o, [&](auto& section, const auto& table) {
     app.option_defaults()->group(table.group);
     for (const auto& k : table.keys) {
-      if (swept_only && !*k.swept) continue;
+      if (for_ == TrainFlagsFor::Sweep && !*k.swept) continue;
       CLI::Option* opt = add_key(app, section, k);
+      const std::string key = table.name + "." + k.name;
+      if (for_ == TrainFlagsFor::Plan && (table.name == "data" || table.name == "checkpoint" ||
+                                          (table.name == "output" && key != "output.peak_tflops")))
+        opt->group("");  // taken, not listed
       if (!settings) continue;
       const auto value = [&section, &k] { return k.get(section); };
       settings->push_back({opt, table.name, k.name,
