@@ -196,7 +196,8 @@ void add_plan_options(CLI::App& app, PlanOptions& p) {
   add(app, "--achieved-tflops", o.achieved_tflops, "X",
       "a rate per GPU to time D tokens at (e.g. a measured one)")
       ->check(kNonNegative);
-  add(app, "--mfu", o.mfu, "PERCENT", "value one MFU point from here (0: the estimated bound)")
+  add(app, "--mfu", o.mfu, "PERCENT",
+      "value one MFU point from here (0: the estimate for this schedule)")
       ->check(rule(CLI::Validator(
                        [](std::string& s) -> std::string {
                          double x = -1;  // below 99 itself: one MFU point above must stay < 100
