@@ -207,7 +207,7 @@ TEST_CASE("plan: the group gradients are reduced over, the TP count, the link, M
   // fix: 1F1B keeps PP micro-batches in flight, not all 32.
   const std::string half = plan_text("--preset llama3-405b --dp 64");
   CHECK(half.find(": does NOT fit\n") != std::string::npos);
-  CHECK(half.find("  it fits with --schedule 1f1b: peak ") != std::string::npos);
+  CHECK(half.find("  it fits with `layout.schedule` 1f1b: peak ") != std::string::npos);
   // Both byte counts per parameter: the headline's 16 and ZeRO-1's 4 + 12/N, and tetra's own
   // bf16 (fp32 gradients), on one rank and at ZeRO-1 over 8.
   const std::string b = plan_text("--dtype bf16 --dp 8 --global-batch 8 --gpu cpu");

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "cli/options.hpp"
+#include "parallel/chunks.hpp"
 #include "parallel/grid.hpp"
-#include "parallel/pipeline_layout.hpp"
 #include "parallel/schedule.hpp"
 #include "plan/plan_report.hpp"
 #include "plot/svg_schedule.hpp"
@@ -132,9 +132,7 @@ TEST_CASE("plan --json: the object parses back to itself, and the text prints it
     check_printed(t, "in flight\\), peak [^ ]+ [a-zA-Z]+ of ", m["capacity_bytes"]);
     CHECK((t.find(": does NOT fit\n") != std::string::npos) == !m["fits"].get<bool>());
     for (const json& f : m["fixes"]) {
-      std::string flag = f["key"].get<std::string>();
-      flag = std::regex_replace(flag.substr(flag.find('.') + 1), std::regex("_"), "-");
-      check_printed(t, "it fits with --" + flag + "[^:]*: peak ", f["peak"]);
+      check_printed(t, "it fits with `" + f["key"].get<std::string>() + "`[^:]*: peak ", f["peak"]);
     }
     // Traffic: each group's bytes exactly, and its time.
     for (const json& g : p["traffic"]["groups"]) {
