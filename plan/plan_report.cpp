@@ -42,12 +42,10 @@ double num(const json& j) {
   return j.get<double>();
 }
 
-// A setting as its flag gives it: layout.schedule 1f1b -> "--schedule 1f1b", a switch bare.
-std::string flag_of(const std::string& key, const std::string& value) {
-  std::string name = key.substr(key.find('.') + 1);
-  for (char& ch : name)
-    if (ch == '_') ch = '-';
-  return "--" + name + (value == "on" ? "" : " " + value);
+// A setting and its value as a message names them (util/settings.hpp: the printer words the
+// key as the user gave settings): "`layout.schedule` 1f1b", a switch bare.
+std::string setting_of(const std::string& key, const std::string& value) {
+  return "`" + key + "`" + (value == "on" ? "" : " " + value);
 }
 
 void header(std::ostream& os, const json& p) {
@@ -177,11 +175,11 @@ void memory_section(std::ostream& os, const json& p) {
        << "\n";
   if (!m["fits"].get<bool>()) {
     if (m["fixes"].empty())
-      os << "  no one change of the schedule, `optimizer.recompute`, `optimizer.zero` or "
+      os << "  no one change of `layout.schedule`, `optimizer.recompute`, `optimizer.zero` or "
             "`layout.sp` fits it: more pipeline "
             "stages or TP ranks, or a smaller micro-batch\n";
     for (const json& f : m["fixes"])
-      os << "  it fits with " << flag_of(f["key"], f["value"]) << ": peak "
+      os << "  it fits with " << setting_of(f["key"], f["value"]) << ": peak "
          << byte_size(num(f["peak"])) << " (" << f["why"].get<std::string>() << ")\n";
   }
   os << "  dtype  ZeRO  weights    grads      Adam       activations  recompute    peak\n";
