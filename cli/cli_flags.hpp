@@ -151,6 +151,7 @@ void add_launch_options(CLI::App& app, LaunchOptions& o);
 void add_lab_options(CLI::App& app, LabOptions& o);
 void finish_lab_options(const CLI::App& app, LabOptions& o);
 void add_sweep_options(CLI::App& app, SweepOptions& o);
+void add_serve_options(CLI::App& app, ServeOptions& o);
 void finish_sweep_options(const CLI::App& app, SweepOptions& o);
 
 }  // namespace tetra::cli

@@ -1,7 +1,7 @@
-// The flags of the commands that start jobs (jobs/): tetra launch's, tetra lab's, and tetra
-// sweep's (tetra train's that a sweep passes on to its runs, as their tables say: not the
-// layout and the ZeRO stage, which the sweep decides, nor one run's own checkpoints, outputs
-// and validation; plus the lists to cross, the machine and how to run).
+// The flags of the commands that start jobs (jobs/): tetra launch's, tetra lab's, tetra serve's,
+// and tetra sweep's (tetra train's that a sweep passes on to its runs, as their tables say: not
+// the layout and the ZeRO stage, which the sweep decides, nor one run's own checkpoints,
+// outputs and validation; plus the lists to cross, the machine and how to run).
 #include <algorithm>
 
 #include "cli/cli_flags.hpp"
@@ -9,6 +9,7 @@
 #include "jobs/lab.hpp"
 #include "jobs/lab_lessons.hpp"
 #include "jobs/launch.hpp"
+#include "jobs/serve.hpp"
 #include "jobs/sweep.hpp"
 #include "util/error.hpp"
 
@@ -94,6 +95,25 @@ void finish_lab_options(const CLI::App& app, LabOptions& o) {
     double value = 0;
     check(parse_answer(a, value), "--answer takes a number (got '", a, "')");
   }
+}
+
+void add_serve_options(CLI::App& app, ServeOptions& o) {
+  add(app, "--port", o.port, "N", "the port to listen on (0: any free one, printed)")
+      ->check(rule(CLI::Range(0, 65535), "must be from 0 to 65535"));
+  add(app, "--host", o.host, "ADDR",
+      "the address to listen on, as the browser names it (requests naming another are "
+      "refused)");
+  add(app, "--max-ranks", o.max_ranks, "N", "the most ranks a run from the page may take")
+      ->check(kAtLeast1);
+  add(app, "--max-steps", o.max_steps, "N", "the most steps a run from the page may take")
+      ->check(kAtLeast1);
+  add_job_options(app, o.job);
+  app.footer(
+      "tetra serve [--port N] [--host ADDR]: prints its address with a token; open it in a\n"
+      "browser. The planner as a calculator (every number tetra plan's), a button that trains\n"
+      "the layout on this machine's CPU ranks and sets the measurement beside the plan, and\n"
+      "tetra lab's lessons. Listens on 127.0.0.1 unless told; a run needs the token.\n"
+      "Example: tetra serve --port 0");
 }
 
 void add_sweep_options(CLI::App& app, SweepOptions& o) {

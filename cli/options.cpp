@@ -260,6 +260,11 @@ std::unique_ptr<CLI::App> build_app(CommandLine& into, TrainSettings* settings) 
       "lab", "lessons in 4D parallelism: predict a number, run the layout, compare");
   configure(*lab);
   add_lab_options(*lab, into.lab);
+
+  CLI::App* serve = app->add_subcommand(
+      "serve", "a local web page: the planner as a calculator, runs of its layout, the lessons");
+  configure(*serve);
+  add_serve_options(*serve, into.serve);
   return app;
 }
 
@@ -357,6 +362,8 @@ void finish(CommandLine& cli, TrainSettings& settings, std::unique_ptr<CLI::App>
     finish_sweep_options(*apps[1], cli.sweep);
   } else if (cli.command == "lab") {
     finish_lab_options(*apps[1], cli.lab);
+  } else if (cli.command == "serve") {
+    check_job_options(cli.serve.job);
   } else if (cli.command == "ckpt") {
     cli.ckpt.action = apps[2]->get_name();
   } else if (cli.command == "plot") {
@@ -434,8 +441,18 @@ TrainArgs train_args() {
   return {parse_train_options, cli::setting_args};
 }
 
+PlanArgs plan_args() {
+  return {[](const std::vector<std::string>& args) {
+    std::vector<std::string> all = {"plan"};
+    all.insert(all.end(), args.begin(), args.end());
+    CommandLine cli = parse_command_line(all);
+    return PlanArgs::Parsed{cli.plan.train, cli.plan.request};
+  }};
+}
+
 bool starts_jobs(const std::vector<std::string>& args) {
-  return !args.empty() && (args[0] == "launch" || args[0] == "sweep" || args[0] == "lab");
+  return !args.empty() && (args[0] == "launch" || args[0] == "sweep" || args[0] == "lab" ||
+                            args[0] == "serve");
 }
 
 int run_job_command(const std::vector<std::string>& args) {
@@ -447,6 +464,7 @@ int run_job_command(const std::vector<std::string>& args) {
     }
     if (cli.command == "launch") return run_launch(cli.launch, train_args());
     if (cli.command == "sweep") return run_sweep(cli.sweep, train_args());
+    if (cli.command == "serve") return run_serve(cli.serve, train_args(), plan_args());
     return run_lab(cli.lab, train_args());
   } catch (const std::exception& e) {
     // The jobs' own flags are all on the command line.

@@ -7,7 +7,9 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -57,6 +59,17 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+std::string mpi_rank_problem(const std::string& command) {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"}) {
+    const char* value = std::getenv(var);
+    const int world = value ? std::atoi(value) : 0;
+    if (world > 1)
+      return command + " starts MPI jobs itself and is not a rank of one (" + var + " is " +
+             std::to_string(world) + "): run it without mpirun or srun";
+  }
+  return "";
+}
+
 std::string tetra_program() {
   char buf[PATH_MAX];
   const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
@@ -83,7 +96,7 @@ void check_job_options(const JobOptions& o) {
 }
 
 JobResult run_job(const std::vector<std::string>& argv, const std::string& log_path,
-                  double timeout_s) {
+                  double timeout_s, const std::function<bool()>& go_on) {
   StopOnSignal stop;
   const auto t0 = std::chrono::steady_clock::now();
   pid_t pid = 0;
@@ -102,8 +115,9 @@ JobResult run_job(const std::vector<std::string>& argv, const std::string& log_p
   double stopped_at = -1;  // when SIGTERM went to the group
   while (!reaped(pid, status)) {
     const double t = seconds_since(t0);
-    if (stopped_at < 0 && (g_signal || (timeout_s > 0 && t > timeout_s))) {
-      r.timed_out = !g_signal;
+    if (stopped_at < 0 && go_on && !go_on()) r.stopped = true;
+    if (stopped_at < 0 && (g_signal || r.stopped || (timeout_s > 0 && t > timeout_s))) {
+      r.timed_out = !g_signal && !r.stopped;
       ::kill(-pid, SIGTERM);
       stopped_at = t;
     }
@@ -119,6 +133,29 @@ JobResult run_job(const std::vector<std::string>& argv, const std::string& log_p
     throw Interrupted(std::string("interrupted by ") + ::strsignal(g_signal) +
                       " (the running job was stopped)");
   return r;
+}
+
+RunDir::RunDir(const std::string& out, const std::string& prefix) {
+  namespace fs = std::filesystem;
+  if (!out.empty()) {
+    std::error_code ec;
+    fs::create_directories(out, ec);
+    check(!ec && fs::is_directory(out), "cannot make --out directory '", out, "'",
+          ec ? ": " + ec.message() : "");
+    path_ = out;
+    return;
+  }
+  const char* tmp = std::getenv("TMPDIR");
+  std::string name = std::string(tmp && *tmp ? tmp : "/tmp") + "/" + prefix + "_XXXXXX";
+  check(::mkdtemp(name.data()) != nullptr, "cannot create a temporary directory in ",
+        tmp && *tmp ? tmp : "/tmp");
+  path_ = name;
+  temporary_ = true;
+}
+
+RunDir::~RunDir() {
+  std::error_code ec;
+  if (temporary_) std::filesystem::remove_all(path_, ec);
 }
 
 std::string log_error(const std::string& log_path) {

@@ -68,38 +68,6 @@ struct Words {
 };
 const Words kWords;
 
-// Where the runs write: --out, or a temporary directory removed at the end.
-class RunDir {
- public:
-  explicit RunDir(const std::string& out) {
-    if (!out.empty()) {
-      std::error_code ec;
-      fs::create_directories(out, ec);
-      check(!ec && fs::is_directory(out), "cannot make --out directory '", out, "'",
-            ec ? ": " + ec.message() : "");
-      path_ = out;
-      return;
-    }
-    const char* tmp = std::getenv("TMPDIR");
-    std::string name = std::string(tmp && *tmp ? tmp : "/tmp") + "/tetra_lab_XXXXXX";
-    check(::mkdtemp(name.data()) != nullptr, "cannot create a temporary directory in ",
-          tmp && *tmp ? tmp : "/tmp");
-    path_ = name;
-    temporary_ = true;
-  }
-  ~RunDir() {
-    std::error_code ec;
-    if (temporary_) fs::remove_all(path_, ec);
-  }
-  RunDir(const RunDir&) = delete;
-  RunDir& operator=(const RunDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-  bool temporary_ = false;
-};
-
 // Text broken into lines of at most `width` columns (its own line breaks kept), each line
 // after the first indented. Lines break at spaces, and between two Chinese characters (two
 // columns wide, three bytes of UTF-8 each).
@@ -200,48 +168,6 @@ std::optional<double> next_answer(const lab::Lesson& l, const LabOptions& o, siz
   }
 }
 
-// Runs the lesson's jobs; what each wrote.
-std::vector<lab::RunOutput> run_lesson(const lab::Lesson& l, const LabOptions& o,
-                                       const TrainArgs& train, const std::string& dir, Lang lang) {
-  std::vector<lab::RunOutput> out;
-  for (size_t k = 0; k < l.runs.size(); ++k) {
-    const lab::LessonRun& run = l.runs[k];
-    const std::string base = dir + "/" + l.name + "-" + std::to_string(k + 1);
-    const std::string jsonl = base + ".jsonl", log = base + ".log", ckpt = base + ".ckpt";
-    std::error_code ec;
-    fs::remove(jsonl, ec);  // metrics append; a checkpoint left would be resumed from
-    fs::remove_all(ckpt, ec);
-    std::vector<std::string> cmd;
-    if (run.supervised) cmd = {tetra_program(), "launch", "--restarts", "1", "--quiet", "--"};
-    const std::vector<std::string> launcher = launcher_words(o.job.launcher, run.ranks);
-    cmd.insert(cmd.end(), launcher.begin(), launcher.end());
-    cmd.insert(cmd.end(), {tetra_program(), "train"});
-    // The lesson's settings with the run's files, as the schema spells them.
-    TrainConfig c = run.config;
-    std::set<std::string> keys = run.keys;
-    c.output.metrics = jsonl;
-    keys.insert("output.metrics");
-    if (run.supervised) c.checkpoint.ckpt_dir = ckpt, keys.insert("checkpoint.ckpt_dir");
-    const std::vector<std::string> args = train.args(c, keys);
-    cmd.insert(cmd.end(), args.begin(), args.end());
-    std::printf("%s", lab::fill(kWords.running, lang,
-                                {{"label", lab::fill(run.label, lang, l.values)},
-                                 {"ranks", std::to_string(run.ranks)}})
-                          .c_str());
-    std::fflush(stdout);
-    const JobResult job = run_job(cmd, log, o.job.run_timeout);
-    char s[32];
-    std::snprintf(s, sizeof s, "%.1f", job.seconds);
-    say(kWords.seconds, lang, {{"s", s}});
-    if (job.timed_out || job.exit_code != 0)
-      throw JobFailed("the run " + std::string(job.timed_out ? "timed out" : "failed") + " (exit " +
-                      std::to_string(job.exit_code) + "): " + log_error(log) + " (log: " + log +
-                      ")");
-    out.push_back({read_metrics(jsonl), log});
-  }
-  return out;
-}
-
 // One lesson from the question to the grade.
 void teach(const lab::Lesson& l, size_t index, size_t count, const LabOptions& o,
            const TrainArgs& train, const std::string& dir, Lang lang) {
@@ -282,7 +208,19 @@ void teach(const lab::Lesson& l, size_t index, size_t count, const LabOptions& o
   const double answer = tries.back();
   lab::Measured m;
   try {
-    m = l.measure(run_lesson(l, o, train, dir, lang));
+    const auto before = [&](size_t k) {
+      std::printf("%s", lab::fill(kWords.running, lang,
+                                  {{"label", lab::fill(l.runs[k].label, lang, l.values)},
+                                   {"ranks", std::to_string(l.runs[k].ranks)}})
+                            .c_str());
+      std::fflush(stdout);
+    };
+    const auto after = [&](size_t, const JobResult& job) {
+      char s[32];
+      std::snprintf(s, sizeof s, "%.1f", job.seconds);
+      say(kWords.seconds, lang, {{"s", s}});
+    };
+    m = l.measure(run_lesson(l, o.job, train, dir, before, after));
   } catch (const Interrupted&) {
     throw;
   } catch (const Error& e) {  // a run that went wrong is not bad input
@@ -383,6 +321,45 @@ std::string trimmed(const std::string& s) {
 
 }  // namespace
 
+std::vector<lab::RunOutput> run_lesson(const lab::Lesson& l, const JobOptions& job_options,
+                                       const TrainArgs& train, const std::string& dir,
+                                       const std::function<void(size_t)>& before,
+                                       const std::function<void(size_t, const JobResult&)>& after,
+                                       const std::function<bool()>& go_on) {
+  std::vector<lab::RunOutput> out;
+  for (size_t k = 0; k < l.runs.size(); ++k) {
+    const lab::LessonRun& run = l.runs[k];
+    const std::string base = dir + "/" + l.name + "-" + std::to_string(k + 1);
+    const std::string jsonl = base + ".jsonl", log = base + ".log", ckpt = base + ".ckpt";
+    std::error_code ec;
+    fs::remove(jsonl, ec);  // metrics append; a checkpoint left would be resumed from
+    fs::remove_all(ckpt, ec);
+    std::vector<std::string> cmd;
+    if (run.supervised) cmd = {tetra_program(), "launch", "--restarts", "1", "--quiet", "--"};
+    const std::vector<std::string> launcher = launcher_words(job_options.launcher, run.ranks);
+    cmd.insert(cmd.end(), launcher.begin(), launcher.end());
+    cmd.insert(cmd.end(), {tetra_program(), "train"});
+    // The lesson's settings with the run's files, as the schema spells them.
+    TrainConfig c = run.config;
+    std::set<std::string> keys = run.keys;
+    c.output.metrics = jsonl;
+    keys.insert("output.metrics");
+    if (run.supervised) c.checkpoint.ckpt_dir = ckpt, keys.insert("checkpoint.ckpt_dir");
+    const std::vector<std::string> args = train.args(c, keys);
+    cmd.insert(cmd.end(), args.begin(), args.end());
+    if (before) before(k);
+    const JobResult job = run_job(cmd, log, job_options.run_timeout, go_on);
+    if (after) after(k, job);
+    if (job.stopped) throw Interrupted("the lesson's run was stopped");
+    if (job.timed_out || job.exit_code != 0)
+      throw JobFailed("the run " + std::string(job.timed_out ? "timed out" : "failed") + " (exit " +
+                      std::to_string(job.exit_code) + "): " + log_error(log) + " (log: " + log +
+                      ")");
+    out.push_back({read_metrics(jsonl), log});
+  }
+  return out;
+}
+
 bool parse_answer(const std::string& text, double& value, bool* percent) {
   std::string s = trimmed(text);
   const bool pc = !s.empty() && s.back() == '%';
@@ -424,7 +401,7 @@ int run_lab(const LabOptions& o, const TrainArgs& train) {
                     lab::fill(all[i].title, lang, all[i].values).c_str());
       return 0;
     }
-    const RunDir dir(o.out);
+    const RunDir dir(o.out, "tetra_lab");
     if (!o.lesson.empty()) {
       const size_t i = lab::find_lesson(all, o.lesson);
       teach(all[i], i, all.size(), o, train, dir.path(), lang);

@@ -1,6 +1,7 @@
 #include "jobs/process.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -60,9 +61,17 @@ pid_t start_process(const ProcessSpec& spec) {
     if (null >= 0) ::close(null);
     throw CannotRun("cannot start '" + program + "': pipe: " + std::strerror(err));
   }
+  // The program starts with no signal blocked and SIGPIPE's default, whatever this process's
+  // threads block or ignore (tetra serve waits for its signals in a thread of its own).
+  sigset_t none;
+  sigemptyset(&none);
+  struct sigaction default_pipe {};
+  default_pipe.sa_handler = SIG_DFL;
   std::fflush(nullptr);  // or the child could repeat what we buffered
   const pid_t pid = ::fork();
   if (pid == 0) {
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::sigaction(SIGPIPE, &default_pipe, nullptr);
     if (spec.own_group) ::setpgid(0, 0);
     if (log >= 0) {
       ::dup2(null, 0);
