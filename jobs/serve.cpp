@@ -82,7 +82,9 @@ const char* content_type(const std::string& name) {
 
 void send(httplib::Response& res, const Reply& r) {
   res.status = r.status;
-  res.set_content(r.body.dump() + "\n", "application/json; charset=utf-8");
+  // A refusal may quote the request's bytes, which need not be UTF-8.
+  res.set_content(r.body.dump(-1, ' ', false, json::error_handler_t::replace) + "\n",
+                  "application/json; charset=utf-8");
 }
 
 // A handler that answers f(req)'s reply, or the refusal it threw, as JSON.

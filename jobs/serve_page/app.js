@@ -283,7 +283,7 @@ function drawPlan(res) {
   $('run-layout').textContent = `${p.run.layout_text}, ZeRO-${p.run.zero}, ${p.run.dtype}: ${commas(p.grid.world)} ranks`;
 }
 
-const MAX_CELLS = 512;
+const MAX_CELLS = 256;
 const PALETTE = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1',
                  '#ff9da7', '#9c755f', '#7f8c8d', '#2f4b7c', '#a05195', '#d45087', '#665191'];
 
@@ -481,7 +481,7 @@ function drawResult(result) {
   const good = result.matches === true;
   v.className = 'verdict ' + (good ? 'good' : 'bad');
   v.textContent = result.matches === undefined ? `${w('failed')}: ${result.error || result.status}`
-    : `${good ? w('matches') : w('not_matches')} (${w('gap', {gap: Number(result.loss_gap).toExponential(1), bound: result.bounds.loss})})`;
+    : `${good ? w('matches') : w('not_matches')} (${w('gap', {gap: Number(result.loss_gap).toExponential(1), bound: Number(result.bounds.loss).toExponential(0)})})`;
   v.dataset.matches = String(good);
 }
 
@@ -659,7 +659,7 @@ async function start() {
     if ($('lesson-list').children.length) loadLessons();
   };
   showTab('planner');
-  await plan(false);
+  await plan(true);
 }
 
 start();
