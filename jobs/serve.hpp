@@ -18,7 +18,7 @@
 
 #include "jobs/job.hpp"
 #include "jobs/train_args.hpp"
-#include "plan/plan_report.hpp"
+#include "plan/plan_json.hpp"
 #include "train/config.hpp"
 
 namespace tetra {

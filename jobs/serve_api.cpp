@@ -9,6 +9,7 @@
 #include "parallel/schedule.hpp"
 #include "plan/machine.hpp"
 #include "plan/memory.hpp"
+#include "plan/plan_report.hpp"
 #include "plot/svg_schedule.hpp"
 #include "util/format.hpp"
 
@@ -19,6 +20,8 @@ namespace {
 constexpr size_t kMaxBody = 64 * 1024;
 // The most boxes the timeline draws (2 m PP V): past that the picture helps nobody.
 constexpr int64_t kMaxTimelineBoxes = 20000;
+// The ranks of the grid the page is sent.
+constexpr size_t kPageRanks = 512;
 // Text values of the page's settings are choices: a short word.
 constexpr size_t kMaxValueText = 64;
 
@@ -145,17 +148,22 @@ std::vector<std::string> plan_arguments(const json& settings) {
   for (const auto& [section, values] : settings.items()) {
     if (!values.is_object())
       throw BadRequest("settings." + section + " takes an object of settings");
-    for (const auto& [name, value] : values.items()) {
-      const std::string key = section + "." + name;
-      const settings::Kind kind = kind_of(key);
-      const std::string flag = settings::flag_of(name);
-      if (kind == settings::Kind::Switch) {
-        if (!value.is_boolean()) throw BadRequest(key + " takes true or false");
-        if (value.get<bool>()) args.push_back(flag);
-        continue;
-      }
-      args.push_back(flag + "=" + text_of(value, key));
+    for (const auto& [name, value] : values.items()) kind_of(section + "." + name);
+  }
+  // In the schema's order, as tetra's own argument lists are.
+  for (const std::string& key : page_setting_keys()) {
+    const size_t dot = key.find('.');
+    const std::string section = key.substr(0, dot), name = key.substr(dot + 1);
+    const json& values = member(settings, section.c_str());
+    if (!values.is_object() || !values.contains(name)) continue;
+    const json& value = values.at(name);
+    const std::string flag = settings::flag_of(name);
+    if (kind_of(key) == settings::Kind::Switch) {
+      if (!value.is_boolean()) throw BadRequest(key + " takes true or false");
+      if (value.get<bool>()) args.push_back(flag);
+      continue;
     }
+    args.push_back(flag + "=" + text_of(value, key));
   }
   return args;
 }
@@ -194,7 +202,12 @@ Reply Api::plan(const std::string& body) const {
   json out;
   try {
     const plan::Setup s = plan::make_setup(p.train.run_spec(), p.train.model);
-    out["report"] = plan::plan_report(p.train.run_spec(), p.train.model, p.request);
+    out["plan"] = plan::plan_json(p.train.run_spec(), p.train.model, p.request);
+    out["report"] = plan::plan_text(out["plan"]);
+    // The page draws the first ranks of the grid; the rest of the listing (16,384 ranks are 2
+    // MB) stays out of an answer sent on every change.
+    json& ranks = out["plan"]["grid"]["ranks"];
+    if (ranks.is_array() && ranks.size() > kPageRanks) ranks.erase(ranks.begin() + kPageRanks, ranks.end());
     out["timeline"] = timeline(s);
   } catch (const Error& e) {
     throw BadRequest(e.what());
