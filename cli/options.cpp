@@ -451,8 +451,8 @@ PlanArgs plan_args() {
 }
 
 bool starts_jobs(const std::vector<std::string>& args) {
-  return !args.empty() && (args[0] == "launch" || args[0] == "sweep" || args[0] == "lab" ||
-                            args[0] == "serve");
+  return !args.empty() &&
+         (args[0] == "launch" || args[0] == "sweep" || args[0] == "lab" || args[0] == "serve");
 }
 
 int run_job_command(const std::vector<std::string>& args) {

@@ -10,8 +10,8 @@
 #include "cli/generate.hpp"
 #include "cli/tokenize.hpp"
 #include "jobs/lab.hpp"
-#include "jobs/serve.hpp"
 #include "jobs/launch.hpp"
+#include "jobs/serve.hpp"
 #include "jobs/sweep.hpp"
 #include "plan/plan_report.hpp"
 #include "plot/plot.hpp"
@@ -86,8 +86,8 @@ TrainArgs train_args();
 // tetra plan's parser, for tetra serve: a page's settings are read as its flags.
 PlanArgs plan_args();
 
-// tetra launch, sweep, lab and serve (args[0]) start MPI jobs and are not one: main runs them before
-// MPI_Init. run_job_command parses the arguments and hands the options to jobs/; returns the
+// tetra launch, sweep, lab and serve (args[0]) start MPI jobs and are not one: main runs them
+// before MPI_Init. run_job_command parses the arguments and hands the options to jobs/; returns the
 // exit status, after one "tetra: error:" line on stderr for a refusal.
 bool starts_jobs(const std::vector<std::string>& args);
 int run_job_command(const std::vector<std::string>& args);

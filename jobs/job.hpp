@@ -1,6 +1,6 @@
-// The training jobs `tetra sweep`, `tetra lab` and `tetra serve` start: `tetra train` on N ranks through a
-// launcher (mpirun by default, or the one the user names), its output into a log file, within
-// a time limit. Like `tetra launch`, the caller is the parent of mpirun, not an MPI process.
+// The training jobs `tetra sweep`, `tetra lab` and `tetra serve` start: `tetra train` on N ranks
+// through a launcher (mpirun by default, or the one the user names), its output into a log file,
+// within a time limit. Like `tetra launch`, the caller is the parent of mpirun, not an MPI process.
 #pragma once
 #include <functional>
 #include <string>

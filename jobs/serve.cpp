@@ -182,19 +182,18 @@ struct Server {
         res.set_content(a.body.data(), a.body.size(), content_type(std::string(a.name)));
       });
     }
-    http.Get("/api/options", json_handler([this](const httplib::Request&) { return api.options(); }));
-    http.Post("/api/plan", json_handler([this](const httplib::Request& req) {
-                return api.plan(req.body);
-              }));
+    http.Get("/api/options",
+             json_handler([this](const httplib::Request&) { return api.options(); }));
+    http.Post("/api/plan",
+              json_handler([this](const httplib::Request& req) { return api.plan(req.body); }));
     http.Get("/api/lessons", json_handler([this](const httplib::Request& req) {
                return api.lessons(req.get_param_value("lang"));
              }));
     http.Get("/api/lesson", json_handler([this](const httplib::Request& req) {
                return api.lesson(req.get_param_value("name"), req.get_param_value("lang"));
              }));
-    http.Post("/api/answer", json_handler([this](const httplib::Request& req) {
-                return api.answer(req.body);
-              }));
+    http.Post("/api/answer",
+              json_handler([this](const httplib::Request& req) { return api.answer(req.body); }));
     http.Get("/api/status", json_handler([this](const httplib::Request&) {
                return Reply{200, {{"run", runs.state()}}};
              }));
@@ -212,9 +211,7 @@ struct Server {
         const serve::Api::LessonRequest r = api.lesson_request(req.body);
         const TrainArgs train = api.train();
         const JobOptions job = o.job;
-        return [r, train, job](serve::EventStream& e) {
-          serve::run_lesson_work(e, r, job, train);
-        };
+        return [r, train, job](serve::EventStream& e) { serve::run_lesson_work(e, r, job, train); };
       });
     });
   }
@@ -262,8 +259,10 @@ struct Server {
 int serve_until_stopped(const ServeOptions& o, const TrainArgs& train, const PlanArgs& plan) {
   const std::string problem = mpi_rank_problem("tetra serve");
   check(problem.empty(), problem);
-  check(o.host != "0.0.0.0" && o.host != "::" && !o.host.empty(), "--host takes the one address "
-        "the page is opened at (the Host check needs it), not '", o.host, "'");
+  check(o.host != "0.0.0.0" && o.host != "::" && !o.host.empty(),
+        "--host takes the one address "
+        "the page is opened at (the Host check needs it), not '",
+        o.host, "'");
   // SIGINT and SIGTERM are waited for by one thread; every other thread, the server's too,
   // blocks them (the jobs' processes start with none blocked: jobs/process.cpp).
   sigset_t signals;

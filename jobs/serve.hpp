@@ -36,9 +36,9 @@ struct PlanArgs {
 
 struct ServeOptions {
   std::string host = "127.0.0.1";
-  int port = 8008;    // 0: any free port (printed)
-  int max_ranks = 16; // a run's ranks, steps and memory (the plan's, all ranks together, at
-  int max_steps = 50; // most half of what this machine has free); run_timeout: per job
+  int port = 8008;     // 0: any free port (printed)
+  int max_ranks = 16;  // a run's ranks, steps and memory (the plan's, all ranks together, at
+  int max_steps = 50;  // most half of what this machine has free); run_timeout: per job
   JobOptions job{.run_timeout = 300};
 };
 

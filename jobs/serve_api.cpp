@@ -73,10 +73,14 @@ const json& member(const json& j, const char* key) {
 
 std::string text_of(const json& v, const std::string& what) {
   std::string s;
-  if (v.is_string()) s = v.get<std::string>();
-  else if (v.is_number_integer()) s = std::to_string(v.get<int64_t>());
-  else if (v.is_number()) s = format_number("%.17g", v.get<double>());
-  else throw BadRequest(what + " takes a number or a word (got " + v.dump() + ")");
+  if (v.is_string())
+    s = v.get<std::string>();
+  else if (v.is_number_integer())
+    s = std::to_string(v.get<int64_t>());
+  else if (v.is_number())
+    s = format_number("%.17g", v.get<double>());
+  else
+    throw BadRequest(what + " takes a number or a word (got " + v.dump() + ")");
   if (s.size() > kMaxValueText) throw BadRequest(what + " is too long");
   return s;
 }
@@ -124,9 +128,8 @@ lab::Lang lang_named(const std::string& lang) {
 
 std::vector<std::string> page_setting_keys() {
   std::vector<std::string> keys;
-  each_page_setting(TrainConfig(), [&](const std::string& k, settings::Kind, const json&) {
-    keys.push_back(k);
-  });
+  each_page_setting(TrainConfig(),
+                    [&](const std::string& k, settings::Kind, const json&) { keys.push_back(k); });
   keys.push_back(kGpuKey);
   return keys;
 }
@@ -207,7 +210,8 @@ Reply Api::plan(const std::string& body) const {
     // The page draws the first ranks of the grid; the rest of the listing (16,384 ranks are 2
     // MB) stays out of an answer sent on every change.
     json& ranks = out["plan"]["grid"]["ranks"];
-    if (ranks.is_array() && ranks.size() > kPageRanks) ranks.erase(ranks.begin() + kPageRanks, ranks.end());
+    if (ranks.is_array() && ranks.size() > kPageRanks)
+      ranks.erase(ranks.begin() + kPageRanks, ranks.end());
     out["timeline"] = timeline(s);
   } catch (const Error& e) {
     throw BadRequest(e.what());
@@ -243,8 +247,8 @@ RunRequest Api::run_request(const std::string& body) const {
     // the ZeRO stage, --steps and --metrics are the run's (layout_run.cpp).
     std::set<std::string> keys;
     for (const std::string& key : page_setting_keys())
-      if (key.rfind("model.", 0) == 0 || key.rfind("batch.", 0) == 0 ||
-          key == "device.dtype" || key == "optimizer.recompute")
+      if (key.rfind("model.", 0) == 0 || key.rfind("batch.", 0) == 0 || key == "device.dtype" ||
+          key == "optimizer.recompute")
         keys.insert(key);
     o.pass = train_.args(c, keys);
     r.machine = plan::machine_of(o.machine, c.device.dtype);
@@ -277,9 +281,8 @@ Reply Api::lessons(const std::string& lang) const {
   const lab::Lang lg = lang_named(lang);
   json list = json::array();
   for (const lab::Lesson& l : lessons_)
-    list.push_back({{"name", l.name},
-                    {"title", lab::fill(l.title, lg, l.values)},
-                    {"runs", l.runs.size()}});
+    list.push_back(
+        {{"name", l.name}, {"title", lab::fill(l.title, lg, l.values)}, {"runs", l.runs.size()}});
   return {200, {{"lessons", list}}};
 }
 
@@ -302,9 +305,8 @@ Reply Api::lesson(const std::string& name, const std::string& lang) const {
 
 Reply Api::answer(const std::string& body) const {
   const json request = parse_body(body);
-  const lab::Lang lg = lang_named(member(request, "lang").is_string()
-                                      ? member(request, "lang").get<std::string>()
-                                      : "");
+  const lab::Lang lg = lang_named(
+      member(request, "lang").is_string() ? member(request, "lang").get<std::string>() : "");
   const json& name = member(request, "lesson");
   const json& text = member(request, "answer");
   if (!name.is_string() || !text.is_string() || text.get<std::string>().size() > kMaxValueText)
@@ -342,10 +344,9 @@ Api::LessonRequest Api::lesson_request(const std::string& body) const {
   r.lesson = &find(name.get<std::string>());
   for (const json& a : answers) {
     double value = 0;
-    const Reading reading =
-        a.is_string() && a.get<std::string>().size() <= kMaxValueText
-            ? read_answer(a.get<std::string>(), r.lesson->unit, value)
-            : Reading::NotNumber;
+    const Reading reading = a.is_string() && a.get<std::string>().size() <= kMaxValueText
+                                ? read_answer(a.get<std::string>(), r.lesson->unit, value)
+                                : Reading::NotNumber;
     if (reading != Reading::Number && reading != Reading::AsPercent)
       throw BadRequest("answers: " + a.dump().substr(0, kMaxValueText) + " is not a number" +
                        (reading == Reading::NotShare ? " between 0 and 100 %" : ""));

@@ -132,7 +132,8 @@ void run_layout_work(EventStream& events, RunRequest r, const TrainArgs& train) 
   result["bounds"] = {{"loss", match_bounds(o.train.device.dtype).loss}};
   events.emit("result", result);
   if (!r.layout.ran())
-    events.emit("error", {{"error", "the layout's run " + r.layout.status + ": " + r.layout.error}});
+    events.emit("error",
+                {{"error", "the layout's run " + r.layout.status + ": " + r.layout.error}});
 }
 
 void run_lesson_work(EventStream& events, Api::LessonRequest r, const JobOptions& job,
@@ -160,22 +161,21 @@ void run_lesson_work(EventStream& events, Api::LessonRequest r, const JobOptions
   json code = json::array();
   for (const lab::CodeRef& c : l.code) code.push_back({{"file", c.file}, {"function", c.function}});
   const double answer = r.answers.back();
-  events.emit(
-      "result",
-      {{"answers", answers},
-       {"right", l.right(answer)},
-       {"exact", l.exact()},
-       {"off", percent_off(answer, l.formula)},
-       {"formula", lab::show(l.unit, l.formula, lang)},
-       {"measured", lab::show(l.unit, m.value, lang)},
-       {"computed", l.runs.empty()},
-       {"same", std::abs(m.value - l.formula) <= 1e-9 * std::abs(l.formula)},
-       {"measured_off", percent_off(m.value, l.formula)},
-       {"source", lab::fill(m.source, lang, mv)},
-       {"notes", notes},
-       {"ring_bytes", m.ring_bytes ? json(lab::fill(lab::kRingBytes, lang, mv)) : json(nullptr)},
-       {"working", lab::fill(l.working, lang, mv)},
-       {"code", code}});
+  events.emit("result", {{"answers", answers},
+                         {"right", l.right(answer)},
+                         {"exact", l.exact()},
+                         {"off", percent_off(answer, l.formula)},
+                         {"formula", lab::show(l.unit, l.formula, lang)},
+                         {"measured", lab::show(l.unit, m.value, lang)},
+                         {"computed", l.runs.empty()},
+                         {"same", std::abs(m.value - l.formula) <= 1e-9 * std::abs(l.formula)},
+                         {"measured_off", percent_off(m.value, l.formula)},
+                         {"source", lab::fill(m.source, lang, mv)},
+                         {"notes", notes},
+                         {"ring_bytes", m.ring_bytes ? json(lab::fill(lab::kRingBytes, lang, mv))
+                                                     : json(nullptr)},
+                         {"working", lab::fill(l.working, lang, mv)},
+                         {"code", code}});
 }
 
 }  // namespace tetra::serve
