@@ -260,8 +260,7 @@ int serve_until_stopped(const ServeOptions& o, const TrainArgs& train, const Pla
   const std::string problem = mpi_rank_problem("tetra serve");
   check(problem.empty(), problem);
   check(o.host != "0.0.0.0" && o.host != "::" && !o.host.empty(),
-        "--host takes the one address "
-        "the page is opened at (the Host check needs it), not '",
+        "--host takes the one address the page is opened at (the Host check needs it), not '",
         o.host, "'");
   // SIGINT and SIGTERM are waited for by one thread; every other thread, the server's too,
   // blocks them (the jobs' processes start with none blocked: jobs/process.cpp).

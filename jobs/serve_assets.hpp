@@ -8,7 +8,7 @@
 namespace tetra::serve {
 
 struct Asset {
-  std::string_view name;  // "index.html", "app.js", ...
+  std::string_view name;  // "index.html", "page.js", ...
   std::string_view body;
 };
 

@@ -136,6 +136,14 @@ def trimmed(plan):
 
 
 def endpoints(api, tmp):
+    # The page's files, compiled into the binary, are the repository's.
+    page = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "jobs", "serve_page")
+    for name in sorted(os.listdir(page)):
+        status, ctype, text = api.request("GET", "/" if name == "index.html" else "/" + name)
+        with open(os.path.join(page, name), encoding="utf-8") as f:
+            check(status == 200 and text == f.read() and "charset=utf-8" in ctype,
+                  f"GET /{name}: the repository's jobs/serve_page/{name} ({ctype})")
+
     status, options = api.json("GET", "/api/options")
     defaults = plan_cli({})
     check(status == 200 and options["settings"]["layout"]["tp"] == defaults["run"]["layout"]["tp"]
@@ -298,7 +306,7 @@ def fuzz(api, n=1000, seed=27):
     """Random requests, each complete (its head ends, its body has its length): every one must
     get a status line within the timeout, none a 5xx, and the server must answer after."""
     rng = random.Random(seed)
-    paths = ["/", "/app.js", "/api/options", "/api/plan", "/api/lessons", "/api/lesson",
+    paths = ["/", "/page.js", "/api/options", "/api/plan", "/api/lessons", "/api/lesson",
              "/api/answer", "/api/run", "/api/lesson/run", "/api/status", "/nope", "/api/plan/x"]
     keys = ["run", "layout", "model", "batch", "optimizer", "device", "plan", "data", "output"]
     names = ["tp", "cp", "pp", "dp", "sp", "vpp", "schedule", "preset", "layers", "dim", "heads",

@@ -5,8 +5,9 @@ Starts `tetra serve --port 0`, opens the address it prints, sets Llama 3 405B's 
 preset) and reads the memory and bubble the page shows, against `tetra plan --json` for the
 same layout; changes PP and checks that the timeline and the figures follow; starts a 4-rank
 run of a tiny model from the page, waits for its final record, and checks that the measured
-bytes shown equal the plan's and that "matches one rank" is shown. Saves a screenshot of the
-planner (PNG) for the README.
+bytes shown equal the plan's and that "matches one rank" is shown; then, in Chinese, a lesson of
+tetra lab: its list, idea and question, a wrong answer given the lab's hint, a second try and
+its result. Saves a screenshot of the planner (PNG) for the README.
 
 Exit status 77 (ctest: skipped) where selenium, chromium or chromedriver is missing, unless
 TETRA_REQUIRE_PYTHON_TESTS is set (as CI sets it): then 1.
@@ -60,6 +61,12 @@ def plan_cli(*args):
     r = subprocess.run([TETRA, "plan", "--json", *args], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
+
+
+def lab_cli(*args):
+    r = subprocess.run([TETRA, "lab", *args], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
 
 
 def main():
@@ -173,6 +180,38 @@ def run_page(driver, url):
     splits = driver.find_elements(By.CSS_SELECTOR, "#run-split .split-compute")
     check(len(losses) == 2 and len(splits) == 3,
           f"the loss curves ({len(losses)}) and the step split ({len(splits)} steps) are drawn")
+
+    # A lesson in Chinese: tetra lab's list and texts, an answer diagnosed, a second try, the
+    # result beside the formula.
+    Select(find("#lang")).select_by_value("zh")
+    find('[data-tab="lessons"]').click()
+    listed = [": ".join(re.match(r"\s*\d+\. (\S+)\s+(.*)", l).groups())
+              for l in lab_cli("--list", "--lang", "zh").splitlines()]
+    buttons = lambda: [b.text for b in driver.find_elements(By.CSS_SELECTOR, "#lesson-list button")]
+    wait.until(lambda d: len(buttons()) == len(listed))
+    check(buttons() == listed, f"lessons: tetra lab --list --lang zh's {len(listed)} lessons")
+    find('[data-lesson="6nd"]').click()
+    wait.until(lambda d: find("#lesson-question").text)
+    lab = lab_cli("6nd", "--answer", "1", "--answer", "66.9", "--lang", "zh")
+    flat = "".join(lab.split())
+    check("".join(find("#lesson-question").text.split()) in flat
+          and "".join(find("#lesson-idea").text.split()) in flat,
+          f"lesson 6nd: the idea and question are tetra lab's ({find('#lesson-question').text})")
+    find("#lesson-answer").send_keys("1")
+    find("#lesson-submit").click()
+    wait.until(lambda d: find("#lesson-feedback").get_attribute("data-right") == "false")
+    hint = re.search(r"提示：(\S+)", lab).group(1)
+    check(hint in find("#lesson-feedback").text,
+          f"lesson 6nd: a wrong answer gets tetra lab's hint ({find('#lesson-feedback').text})")
+    find("#lesson-answer").send_keys("66.9")
+    find("#lesson-submit").click()
+    wait.until(lambda d: find("#lesson-run").is_displayed())
+    find("#lesson-run").click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#lesson-table"))
+    formula = re.search(r"公式\s+(.+)", lab).group(1).strip()
+    rows = [r.text for r in driver.find_elements(By.CSS_SELECTOR, "#lesson-table tr")]
+    check(any(formula in r for r in rows) and "good" in find("#lesson-result .verdict")
+          .get_attribute("class"), f"lesson 6nd: right at the second try, the formula {formula}")
 
 
 if __name__ == "__main__":
