@@ -78,7 +78,7 @@ def main():
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1280,1200", "--lang=en-US"):
+                "--window-size=1280,1100", "--lang=en-US"):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(DRIVER), options=options)
     try:
@@ -129,6 +129,15 @@ def run_page(driver, url):
     stages16 = len(driver.find_elements(By.CSS_SELECTOR, "#memory .bar"))
     check(boxes16 == 16 * want["batch"]["micro_batches"] and stages16 == 16,
           f"405B: the timeline has {boxes16} forward boxes, the memory {stages16} stages")
+    # A rank of the grid shows its coordinates, layers, token positions and groups (each named
+    # by its first member), as the plan's grid has them.
+    find('#grid [data-rank="200"]').click()
+    info, r200 = find("#rank-info").text, want["grid"]["ranks"][200]
+    stage = want["grid"]["stages"][r200["pp"]]["label"]
+    firsts = [f"{d} {{{r200['groups'][d]}," for d in ("tp", "pp", "dp")]
+    check(f"tp {r200['tp']}, cp {r200['cp']}, pp {r200['pp']}, dp {r200['dp']}" in info
+          and stage in info and want["grid"]["cp_ranks"][0]["label"] in info
+          and all(f in info for f in firsts), f"405B: rank 200 shows {info}")
     driver.save_screenshot(SHOT)
     check(os.path.getsize(SHOT) > 10000, f"screenshot saved: {SHOT} ({os.path.getsize(SHOT)} B)")
 

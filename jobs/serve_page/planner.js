@@ -130,9 +130,11 @@ function drawGrid(grid) {
   $('grid-note').textContent = grid.world > n ? w('grid_first', {n: commas(n), world: commas(grid.world)}) : '';
   const box = $('grid');
   box.replaceChildren();
-  const node = grid.node_ranks;
+  // Two nodes a row (16 ranks where a node has one), a gap between the nodes.
+  const node = grid.node_ranks, row = node > 1 ? 2 * node : 16;
   for (let r = 0; r < n; r++) {
-    if (r > 0 && node > 1 && r % node === 0) box.append(el('span', {className: 'node-gap'}));
+    if (r > 0 && r % row === 0) box.append(el('span', {className: 'row-end'}));
+    else if (r > 0 && node > 1 && r % node === 0) box.append(el('span', {className: 'node-gap'}));
     const first = groupMembers(grid, r, by)[0];
     // Ranks of one group share a colour: the group's index among the groups of that dimension.
     const d = grid.dims.find((x) => x.name === by);
