@@ -168,6 +168,8 @@ def run_page(driver, url):
                         "--ffn-dim", "64", "--seq-len", "16", "--global-batch", "4", "--tp", "2",
                         "--pp", "2", "--gpu", "cpu")
     find('[data-tab="run"]').click()
+    check(find("#run").is_displayed() and not find("#planner").is_displayed(),
+          "the Run tab shows its page alone")
     steps = find("#run-steps")
     steps.clear()
     steps.send_keys("3")
@@ -198,6 +200,8 @@ def run_page(driver, url):
               for l in lab_cli("--list", "--lang", "zh").splitlines()]
     buttons = lambda: [b.text for b in driver.find_elements(By.CSS_SELECTOR, "#lesson-list button")]
     wait.until(lambda d: len(buttons()) == len(listed))
+    check(not find("#run").is_displayed() and not find("#planner").is_displayed(),
+          "the Lessons tab shows its page alone")
     check(buttons() == listed, f"lessons: tetra lab --list --lang zh's {len(listed)} lessons")
     find('[data-lesson="6nd"]').click()
     wait.until(lambda d: find("#lesson-question").text)
