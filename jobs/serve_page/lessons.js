@@ -49,7 +49,7 @@ async function submitAnswer() {
   const done = a.right || tries.length === 2;
   if (!done) says += ' ' + w('again');
   else says += ' ' + w('run_now');
-  fb.textContent = `${w('your_answer')}: ${a.shown}${read}. ${says}`;
+  fb.textContent = w('feedback', {label: w('your_answer'), shown: a.shown, read, says});
   fb.dataset.right = String(a.right);
   if (done) {
     $('lesson-submit').disabled = true;

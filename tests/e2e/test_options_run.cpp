@@ -55,7 +55,7 @@ TEST_CASE("options: each subcommand's --help lists every flag it defines, with i
   for (const auto& [path, sub] : commands) paths.insert(path);
   CHECK(paths == std::set<std::string>{"train", "plan", "launch", "ckpt", "ckpt inspect",
                                        "ckpt verify", "ckpt config", "plot", "generate", "tokenize",
-                                       "sweep", "lab"});
+                                       "sweep", "lab", "serve"});
 
   std::set<std::string> train_flags;
   for (const auto& [path, sub] : commands) {
