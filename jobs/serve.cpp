@@ -17,6 +17,7 @@
 #include "jobs/serve_api.hpp"
 #include "jobs/serve_assets.hpp"
 #include "jobs/serve_runs.hpp"
+#include "util/settings.hpp"
 
 namespace tetra {
 namespace {
@@ -96,7 +97,7 @@ httplib::Server::Handler json_handler(std::function<Reply(const httplib::Request
     } catch (const serve::BadRequest& e) {
       r = serve::refusal(e.what(), e.http);
     } catch (const Error& e) {
-      r = serve::refusal(e.what());
+      r = serve::refusal(settings::worded(e.what()));
     }
     send(res, r);
   };
@@ -147,7 +148,7 @@ struct Server {
     } catch (const serve::BadRequest& e) {
       return send(res, serve::refusal(e.what(), e.http));
     } catch (const Error& e) {
-      return send(res, serve::refusal(e.what()));
+      return send(res, serve::refusal(settings::worded(e.what())));
     }
     const std::shared_ptr<serve::EventStream> events = runs.start(std::move(w));
     if (!events)
@@ -256,7 +257,9 @@ struct Server {
   }
 };
 
-int serve_until_stopped(const ServeOptions& o, const TrainArgs& train, const PlanArgs& plan) {
+}  // namespace
+
+int run_serve(const ServeOptions& o, const TrainArgs& train, const PlanArgs& plan) {
   const std::string problem = mpi_rank_problem("tetra serve");
   check(problem.empty(), problem);
   check(o.host != "0.0.0.0" && o.host != "::" && !o.host.empty(),
@@ -296,18 +299,6 @@ int serve_until_stopped(const ServeOptions& o, const TrainArgs& train, const Pla
   s.runs.stop();
   std::printf("tetra serve: stopped\n");
   return 0;
-}
-
-}  // namespace
-
-int run_serve(const ServeOptions& o, const TrainArgs& train, const PlanArgs& plan) {
-  try {
-    return serve_until_stopped(o, train, plan);
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "tetra: error: %s\n", error_text(e).c_str());
-    return exit_status_of(e);
-  }
 }
 
 }  // namespace tetra

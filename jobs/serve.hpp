@@ -42,8 +42,8 @@ struct ServeOptions {
   JobOptions job{.run_timeout = 300};
 };
 
-// Serves until SIGINT or SIGTERM. Returns the exit status: 0 after a signal, 2 for bad input
-// (one "tetra: error:" line: an address it cannot listen on, a rank of an MPI job).
+// Serves until SIGINT or SIGTERM, then returns 0. Throws tetra::Error for bad input: an
+// address it cannot listen on, a rank of an MPI job.
 int run_serve(const ServeOptions& o, const TrainArgs& train, const PlanArgs& plan);
 
 }  // namespace tetra

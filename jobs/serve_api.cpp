@@ -12,6 +12,7 @@
 #include "plan/plan_report.hpp"
 #include "plot/svg_schedule.hpp"
 #include "util/format.hpp"
+#include "util/settings.hpp"
 
 namespace tetra::serve {
 namespace {
@@ -200,13 +201,16 @@ Reply Api::plan(const std::string& body) const {
   try {
     p = plan_.parse(args);
   } catch (const Error& e) {
-    throw BadRequest(e.what());
+    throw BadRequest(settings::worded(e.what()));
   }
   json out;
   try {
     const plan::Setup s = plan::make_setup(p.train.run_spec(), p.train.model);
-    out["plan"] = plan::plan_json(p.train.run_spec(), p.train.model, p.request);
-    out["report"] = plan::plan_text(out["plan"]);
+    // As tetra plan prints them: each setting a text names worded as its flag.
+    const json plan = plan::plan_json(p.train.run_spec(), p.train.model, p.request);
+    const std::string problem = parse_json(settings::worded(plan.dump()), out["plan"]);
+    check(problem.empty(), "the plan's JSON, worded: ", problem);
+    out["report"] = settings::worded(plan::plan_text(plan));
     // The page draws the first ranks of the grid; the rest of the listing (16,384 ranks are 2
     // MB) stays out of an answer sent on every change.
     json& ranks = out["plan"]["grid"]["ranks"];
@@ -214,7 +218,7 @@ Reply Api::plan(const std::string& body) const {
       ranks.erase(ranks.begin() + kPageRanks, ranks.end());
     out["timeline"] = timeline(s);
   } catch (const Error& e) {
-    throw BadRequest(e.what());
+    throw BadRequest(settings::worded(e.what()));
   }
   out["settings"] = page_settings(p.train, p.request);
   out["command"] = shell_line(words(args));
@@ -257,7 +261,7 @@ RunRequest Api::run_request(const std::string& body) const {
   } catch (const BadRequest&) {
     throw;
   } catch (const Error& e) {
-    throw BadRequest(e.what());
+    throw BadRequest(settings::worded(e.what()));
   }
   // The ranks share this machine's memory: the plan's peak of every rank together may take
   // half of what is free now.

@@ -2,7 +2,7 @@
 // to a status and a JSON body, over the code the CLI runs. A request's settings are the
 // page's form, by section as a configuration file has them ({"layout": {"tp": 2}, "plan":
 // {"gpu": "h100"}}); they become tetra plan's flags and go through its parser, so that every
-// check and every message is the CLI's.
+// check and every message is the CLI's (a setting a message names worded as its flag).
 #pragma once
 #include <string>
 #include <vector>
