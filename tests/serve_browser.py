@@ -124,7 +124,9 @@ def run_page(driver, url):
     check(bubble == want["bubble"]["of_step"],
           f"405B: bubble shown {find('#fig-bubble').text} = tetra plan's {want['bubble']['of_step']}")
     check(find('[data-key="layout.pp"]').get_attribute("value") == "16"
-          and find("#fig-ranks").text == "16,384", "405B: the preset's layout, 16,384 ranks")
+          and find('[data-key="layout.pp_balance"]').get_attribute("value") == "ends"
+          and find("#fig-ranks").text == "16,384",
+          "405B: the preset's layout (PP 16, its ends a layer lighter), 16,384 ranks")
     boxes16 = len(driver.find_elements(By.CSS_SELECTOR, "#timeline svg .F"))
     stages16 = len(driver.find_elements(By.CSS_SELECTOR, "#memory .bar"))
     check(boxes16 == 16 * want["batch"]["micro_batches"] and stages16 == 16,

@@ -9,7 +9,7 @@ const WORDS = {
   en: {
     tab_planner: 'Planner', tab_run: 'Run', tab_lessons: 'Lessons',
     model: 'Model', preset: 'preset', custom: '(none)', layout: 'Layout [TP, CP, PP, DP]',
-    schedule: 'schedule', batch: 'Batch', global_batch: 'global batch', micro_batch: 'micro-batch (0: auto)',
+    schedule: 'schedule', pp_balance: 'PP balance', batch: 'Batch', global_batch: 'global batch', micro_batch: 'micro-batch (0: auto)',
     training: 'Training and machine', recompute: 'recompute', gpu: 'device',
     fig_memory: 'memory per rank (peak)', fig_bubble: 'pipeline bubble', fig_step: 'step time',
     fig_mfu: 'MFU', fig_ranks: 'ranks',
@@ -51,7 +51,7 @@ const WORDS = {
   zh: {
     tab_planner: '规划', tab_run: '运行', tab_lessons: '课程',
     model: '模型', preset: '预设', custom: '（无）', layout: '布局 [TP, CP, PP, DP]',
-    schedule: '调度', batch: '批', global_batch: '全局批', micro_batch: '微批（0：自动）',
+    schedule: '调度', pp_balance: 'PP 层的分配', batch: '批', global_batch: '全局批', micro_batch: '微批（0：自动）',
     training: '训练与机器', recompute: '重计算', gpu: '设备',
     fig_memory: '每个 rank 的内存（峰值）', fig_bubble: '流水线气泡', fig_step: '每步时间',
     fig_mfu: 'MFU', fig_ranks: 'rank 数',
