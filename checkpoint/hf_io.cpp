@@ -80,8 +80,7 @@ int model_int(const HfModel& m, const std::string& what, int64_t v) {
 
 // config.json's integer `key` as an int (required unless fallback >= 0), at most `limit`
 // (tetra's for that size, model/config.hpp): checked before anything is made of it.
-int config_size(const HfModel& m, const char* key, int64_t fallback = -1,
-                int64_t limit = INT_MAX) {
+int config_size(const HfModel& m, const char* key, int64_t fallback = -1, int64_t limit = INT_MAX) {
   const int64_t v = config_int(m, key, fallback);
   check(v <= limit, "init model '", m.path(), "': config.json's \"", key, "\" is ", v,
         ", more than tetra's limit of ", limit);

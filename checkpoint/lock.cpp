@@ -116,10 +116,12 @@ std::optional<Holder> parse_holder(const std::string& text) {
   const auto pid = json_int(v.at("pid"));
   const auto start = json_int(v.at("start_time"));
   if (!pid || !start || *pid <= 0) return std::nullopt;
-  const auto attempt = v.contains("attempt") ? json_int(v.at("attempt")) : std::optional<int64_t>(0);
+  const auto attempt =
+      v.contains("attempt") ? json_int(v.at("attempt")) : std::optional<int64_t>(0);
   if (!attempt || *attempt < 0) return std::nullopt;
   return Holder{str("job"),    str("host"), str("boot_id"),
-                str("pid_ns"), *pid,        (unsigned long long)*start, *attempt};
+                str("pid_ns"), *pid,        (unsigned long long)*start,
+                *attempt};
 }
 
 // Whether a checkable holder still runs: the same process (not a later one that got its
@@ -303,7 +305,7 @@ void DirLock::check_held() const {
   const std::optional<Holder> holder = text ? parse_holder(*text) : std::nullopt;
   const std::string dir = std::filesystem::path(path_).parent_path().string();
   throw LockedError("checkpoint directory '" + dir + "' is no longer this job's: its lock " +
-                    (holder   ? "was taken over by " + holder->describe()
+                    (holder ? "was taken over by " + holder->describe()
                      : text ? "was replaced"
                             : "was removed") +
                     "; stopping without saving this checkpoint, so that two jobs do not write "

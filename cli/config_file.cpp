@@ -116,10 +116,11 @@ class LineReader {
     for (;;) {
       skip_space();
       const size_t from = i_;
-      while (i_ < s_.size() && (std::isalnum((unsigned char)s_[i_]) || s_[i_] == '_' ||
-                                s_[i_] == '-'))
+      while (i_ < s_.size() &&
+             (std::isalnum((unsigned char)s_[i_]) || s_[i_] == '_' || s_[i_] == '-'))
         ++i_;
-      if (i_ == from) refuse("expected a key (letters, digits, '_' and '-') at '" + s_.substr(i_) + "'");
+      if (i_ == from)
+        refuse("expected a key (letters, digits, '_' and '-') at '" + s_.substr(i_) + "'");
       parts.push_back(s_.substr(from, i_ - from));
       skip_space();
       if (i_ >= s_.size() || s_[i_] != '.') return parts;
@@ -176,16 +177,33 @@ class LineReader {
       }
       if (++i_ >= s_.size()) break;
       switch (s_[i_]) {
-        case 'b': out += '\b'; break;
-        case 't': out += '\t'; break;
-        case 'n': out += '\n'; break;
-        case 'f': out += '\f'; break;
-        case 'r': out += '\r'; break;
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
+        case 'b':
+          out += '\b';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
         case 'u':
-        case 'U': out += code_point(s_[i_] == 'u' ? 4 : 8); break;
-        default: refuse(std::string("unknown escape '\\") + s_[i_] + "' in a string");
+        case 'U':
+          out += code_point(s_[i_] == 'u' ? 4 : 8);
+          break;
+        default:
+          refuse(std::string("unknown escape '\\") + s_[i_] + "' in a string");
       }
     }
     refuse("a string without its closing quote");
@@ -269,10 +287,11 @@ std::vector<std::string> config_file_args(const std::string& file, const Setting
     check(value.type != Value::Type::List, file, ": ", s->key(), " takes one value, not a list");
     check(value.type != Value::Type::Table, file, ": ", s->key(), " takes one value, not a table");
     using settings::Kind;
-    const bool numeric = s->kind == Kind::Integer || s->kind == Kind::Unsigned || s->kind == Kind::Number;
+    const bool numeric =
+        s->kind == Kind::Integer || s->kind == Kind::Unsigned || s->kind == Kind::Number;
     if (s->kind == Kind::Switch) {
-      check(value.type == Value::Type::Boolean, file, ": ", s->key(),
-            " takes true or false (got '", value.text, "')");
+      check(value.type == Value::Type::Boolean, file, ": ", s->key(), " takes true or false (got '",
+            value.text, "')");
     } else if (numeric) {
       check(value.type == Value::Type::Number, file, ": ", s->key(), " takes ",
             s->kind == Kind::Number ? "a number" : "an integer", ", not ",

@@ -4,8 +4,8 @@
 // and validation; plus the lists to cross, the machine and how to run).
 #include <algorithm>
 
-#include "cli/cli_flags.hpp"
 #include "cli/apply_preset.hpp"
+#include "cli/cli_flags.hpp"
 #include "jobs/job.hpp"
 #include "jobs/lab.hpp"
 #include "jobs/lab_lessons.hpp"
@@ -107,9 +107,9 @@ void add_sweep_options(CLI::App& app, SweepOptions& o) {
 
   app.option_defaults()->group("Layouts");
   add(app, "--ranks", o.ranks, "N", "ranks: every TP x CP x PP x DP = N that tetra accepts")
-      ->check(rule(CLI::Range(int64_t(1), plan::kMaxPlanRanks),
-                   "must be from 1 to " + std::to_string(plan::kMaxPlanRanks) +
-                       ", the ranks tetra plans"))
+      ->check(rule(
+          CLI::Range(int64_t(1), plan::kMaxPlanRanks),
+          "must be from 1 to " + std::to_string(plan::kMaxPlanRanks) + ", the ranks tetra plans"))
       ->required();
   add(app, "--zero", o.zero, "LIST", "ZeRO stages to try, comma-separated (1,2,3)")
       ->check(list_of(is_zero, "1, 2 and 3"));
@@ -167,8 +167,8 @@ void finish_sweep_options(const CLI::App& app, SweepOptions& o) {
   o.choices.zero.clear();
   for (const std::string& z : split_commas(o.zero)) o.choices.zero.push_back(std::stoi(z));
   o.choices.schedules = split_commas(o.schedules);
-  check(app.count("--vpp") == 0 || std::count(o.choices.schedules.begin(),
-                                              o.choices.schedules.end(), "interleaved") > 0,
+  check(app.count("--vpp") == 0 ||
+            std::count(o.choices.schedules.begin(), o.choices.schedules.end(), "interleaved") > 0,
         "--vpp goes with --schedule interleaved (V is the interleaved schedule's)");
   o.choices.vpp.clear();
   for (const std::string& v : split_commas(o.vpp)) o.choices.vpp.push_back(std::stoi(v));

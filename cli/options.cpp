@@ -313,7 +313,7 @@ void finish(CommandLine& cli, TrainSettings& settings, std::unique_ptr<CLI::App>
             const std::vector<std::string>& args, bool separated) {
   const std::vector<CLI::App*> apps = chain(*app);
   if (cli.command == "train" || cli.command == "plan") {
-    std::set<std::string> file_flags;  // the flags given by the --config file's keys
+    std::set<std::string> file_flags;      // the flags given by the --config file's keys
     if (apps[1]->count("--config") > 0) {  // --config "" too: refused
       // The file's keys for the flags the command line left out, read again with it.
       const std::string file = cli.config_file;

@@ -60,11 +60,13 @@ void InterruptScope::check(const std::string& what) {
 }
 
 std::string job_failure(const JobResult& job, const std::string& log_path, double timeout_s) {
-  if (job.timed_out) return "timed out after " + format_number("%g", timeout_s) + " s (--run-timeout)";
+  if (job.timed_out)
+    return "timed out after " + format_number("%g", timeout_s) + " s (--run-timeout)";
   if (std::string error = log_error(log_path); !error.empty()) return error;
-  std::string how = job.exit_code > 128 ? "killed by signal " + std::to_string(job.exit_code - 128) +
-                                              " (" + ::strsignal(job.exit_code - 128) + ")"
-                                        : "exit " + std::to_string(job.exit_code);
+  std::string how = job.exit_code > 128
+                        ? "killed by signal " + std::to_string(job.exit_code - 128) + " (" +
+                              ::strsignal(job.exit_code - 128) + ")"
+                        : "exit " + std::to_string(job.exit_code);
   std::error_code ec;
   if (std::filesystem::file_size(log_path, ec) == 0) how += " (its log is empty)";
   return how;

@@ -354,17 +354,17 @@ int run_sweep(const SweepOptions& o, const TrainArgs& train) {
               o.ranks > 1 ? "s" : "", o.train.model.str().c_str(), o.train.device.dtype.c_str(),
               (long long)o.train.optimizer.steps);
   // What the plan is for and what each run is given: every flag the sweep took shows here.
-  std::printf("machine: %s, %.4g GB %s, %.4g TFLOPS peak, NVLink %.4g GB/s, network %.4g "
-              "GB/s, %d GPUs per node\n",
-              mc.name.c_str(), mc.memory_bytes / 1e9,
-              o.machine.gpu == "cpu" ? "for all ranks" : "per GPU", mc.peak_flops / 1e12,
-              mc.nvlink_Bps / 1e9, mc.network_Bps / 1e9, mc.gpus_per_node);
-  std::printf("each run: %s tetra train %s, the layout's flags and --metrics %s/runs/LAYOUT.jsonl%s\n",
-              o.job.launcher.c_str(), shell_line(o.pass).c_str(),
-              o.out.empty() ? "OUT" : o.out.c_str(),
-              o.job.run_timeout > 0
-                  ? (", stopped after " + format_number("%g", o.job.run_timeout) + " s").c_str()
-                  : "");
+  std::printf(
+      "machine: %s, %.4g GB %s, %.4g TFLOPS peak, NVLink %.4g GB/s, network %.4g "
+      "GB/s, %d GPUs per node\n",
+      mc.name.c_str(), mc.memory_bytes / 1e9, o.machine.gpu == "cpu" ? "for all ranks" : "per GPU",
+      mc.peak_flops / 1e12, mc.nvlink_Bps / 1e9, mc.network_Bps / 1e9, mc.gpus_per_node);
+  std::printf(
+      "each run: %s tetra train %s, the layout's flags and --metrics %s/runs/LAYOUT.jsonl%s\n",
+      o.job.launcher.c_str(), shell_line(o.pass).c_str(), o.out.empty() ? "OUT" : o.out.c_str(),
+      o.job.run_timeout > 0
+          ? (", stopped after " + format_number("%g", o.job.run_timeout) + " s").c_str()
+          : "");
   std::printf("%zu layout%s to run, %zu skipped%s\n%s", runs.size(), runs.size() == 1 ? "" : "s",
               all.skipped.size(), all.skipped.empty() ? "" : ", as tetra train would refuse them:",
               skipped_summary(all.skipped).c_str());

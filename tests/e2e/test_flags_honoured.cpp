@@ -94,18 +94,22 @@ TEST_CASE("flags honoured: every flag of tetra plan changes its output or is ref
   CHECK(plan_text({"--config", d / "c.toml"}) != base);
 }
 
-TEST_CASE("flags honoured: tetra plan --init-from plans the init model, and refuses a missing one") {
+TEST_CASE(
+    "flags honoured: tetra plan --init-from plans the init model, and refuses a missing one") {
   TempDir d;
   const std::string m = d / "m";
-  REQUIRE(spawn(tetra_bin() + " train" + tiny_model_flags({.layers = 3, .steps = 1}) +
-                " --export " + m)
-              .status == 0);
+  REQUIRE(
+      spawn(tetra_bin() + " train" + tiny_model_flags({.layers = 3, .steps = 1}) + " --export " + m)
+          .status == 0);
   // The init model's shape, as the flags for it give it (less the line of flags that change
   // nothing).
-  const auto report = [](const std::string& text) { return text.substr(0, text.find("given, and no part")); };
+  const auto report = [](const std::string& text) {
+    return text.substr(0, text.find("given, and no part"));
+  };
   const std::string init = plan_text({"--init-from", m});
-  CHECK(report(init) == report(plan_text({"--layers", "3", "--dim", "32", "--heads", "4",
-                                          "--kv-heads", "2", "--ffn-dim", "64", "--vocab", "256"})));
+  CHECK(report(init) ==
+        report(plan_text({"--layers", "3", "--dim", "32", "--heads", "4", "--kv-heads", "2",
+                          "--ffn-dim", "64", "--vocab", "256"})));
   CHECK(init != plan_text({}));
   expect_refusal(tetra_bin() + " plan --init-from " + (d / "missing"), d / "missing");
   // The flags' own shape, where it disagrees, is refused as tetra train refuses it.

@@ -37,18 +37,19 @@ TEST_CASE("job ranks: started as several ranks, a command that starts jobs refus
         {"PMIX_RANK=0 SLURM_STEP_NUM_TASKS=4", "rank 0 of 4 (SLURM_STEP_NUM_TASKS=4)"},
         {"PMI_RANK=0 PMI_SIZE=3", "rank 0 of 3 (PMI_SIZE=3)"},
     };
-    for (const auto& [env, words] : envs) expect_refusal(env + " " + tetra_bin() + " " + command, words);
+    for (const auto& [env, words] : envs)
+      expect_refusal(env + " " + tetra_bin() + " " + command, words);
     // A rank other than 0 is refused without a word.
     const TempDir cwd;
-    const Spawned r = spawn("cd " + cwd.path.string() + " && PMIX_RANK=3 " + tetra_bin() + " " +
-                            command);
+    const Spawned r =
+        spawn("cd " + cwd.path.string() + " && PMIX_RANK=3 " + tetra_bin() + " " + command);
     CAPTURE(r.err);
     CHECK(r.status == 2);
     CHECK(r.err.empty());
     CHECK(std::filesystem::is_empty(cwd.path));
   }
   // One rank of one is no MPI job of several: it runs.
-  const Spawned one = spawn("OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=1 " + tetra_bin() +
-                            " lab --list");
+  const Spawned one =
+      spawn("OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=1 " + tetra_bin() + " lab --list");
   CHECK(one.status == 0);
 }

@@ -63,12 +63,12 @@ TEST_CASE("messages: tetra ckpt on a missing path or a FIFO says so") {
   for (const char* action : {"inspect", "verify", "config"}) {
     CAPTURE(action);
     const std::string ckpt = tetra_bin() + " ckpt " + action + " ";
-    expect_refusal(ckpt + (d / "missing"),
-                   "'" + (d / "missing") +
-                       "' is not a checkpoint or a checkpoint directory: not found");
-    expect_refusal(ckpt + fifo,
-                   "'" + fifo + "' is not a checkpoint or a checkpoint directory: it is not a "
-                                "directory");
+    expect_refusal(
+        ckpt + (d / "missing"),
+        "'" + (d / "missing") + "' is not a checkpoint or a checkpoint directory: not found");
+    expect_refusal(ckpt + fifo, "'" + fifo +
+                                    "' is not a checkpoint or a checkpoint directory: it is not a "
+                                    "directory");
   }
 }
 

@@ -18,10 +18,10 @@ using namespace tetra::test;
 
 TEST_CASE("number sources: tetra sweep's --ranks is bounded; its layouts come from divisors") {
   for (const char* ranks : {"2147483647", "2147483646", "16777217", "0"})
-    expect_refusal(tetra_bin() + " sweep --dry-run --ranks " + std::string(ranks) +
-                       tiny_model_flags(),
-                   "--ranks must be from 1 to 16777216, the ranks tetra plans (got " +
-                       std::string(ranks) + ")");
+    expect_refusal(
+        tetra_bin() + " sweep --dry-run --ranks " + std::string(ranks) + tiny_model_flags(),
+        "--ranks must be from 1 to 16777216, the ranks tetra plans (got " + std::string(ranks) +
+            ")");
   // The largest prime the limit allows: 4 factorizations, found by trial division up to its
   // square root (4096 candidates), not up to itself.
   tetra::TrainConfig c;
@@ -36,8 +36,9 @@ TEST_CASE("number sources: tetra sweep's --ranks is bounded; its layouts come fr
 TEST_CASE("number sources: a config.json past tetra's limits is refused before the model is made") {
   TempDir d;
   const std::string m = d / "m";
-  REQUIRE(spawn(tetra_bin() + " train" + tiny_model_flags({.steps = 1}) + " --export " + m).status ==
-          0);
+  REQUIRE(
+      spawn(tetra_bin() + " train" + tiny_model_flags({.steps = 1}) + " --export " + m).status ==
+      0);
   tetra::json config = parsed_json(slurp(m + "/config.json"));
   config["num_hidden_layers"] = 2147483647;
   std::ofstream(m + "/config.json", std::ios::trunc) << config.dump(2);

@@ -43,12 +43,12 @@ TEST_CASE("signals: tetra lab waiting for an answer stops with one line and leav
     fs::create_directory(tmp);
     // stdin a FIFO that stays open and says nothing: the lab waits at "your answer: ".
     const std::string fifo = d / "stdin";
-    const Spawned r = spawn("mkfifo " + fifo + "; sleep 60 > " + fifo + " & s=$!; " +
-                                signalled("TMPDIR=" + tmp + " " + tetra_bin() + " lab dp < " +
-                                              fifo + " > " + out,
-                                          out, "your answer", signal) +
-                                "; kill $s",
-                            60);
+    const Spawned r =
+        spawn("mkfifo " + fifo + "; sleep 60 > " + fifo + " & s=$!; " +
+                  signalled("TMPDIR=" + tmp + " " + tetra_bin() + " lab dp < " + fifo + " > " + out,
+                            out, "your answer", signal) +
+                  "; kill $s",
+              60);
     CAPTURE(r.out);
     CAPTURE(r.err);
     CHECK(r.out.find("exit 130") != std::string::npos);

@@ -18,7 +18,8 @@
 using namespace tetra::test;
 namespace fs = std::filesystem;
 
-TEST_CASE("split brain: the first holder stops at its next checkpoint, exit 73; nothing abandoned") {
+TEST_CASE(
+    "split brain: the first holder stops at its next checkpoint, exit 73; nothing abandoned") {
   if (spawn("unshare --pid --fork --mount-proc true", 20).status != 0) {
     MESSAGE("skipped: unshare cannot make a PID namespace here");
     return;
@@ -35,10 +36,10 @@ TEST_CASE("split brain: the first holder stops at its next checkpoint, exit 73; 
   const std::string second = "TETRA_JOB=split TETRA_RESTART=1 unshare --pid --fork --mount-proc " +
                              tetra_bin() + " train " + args + " --resume auto";
   // The first in the background; the second once the first has a checkpoint.
-  const Spawned r = spawn("(" + first + ") & for i in $(seq 600); do [ -s " + ck +
-                              "/latest ] && grep -q step_ " + ck + "/latest && break; sleep 0.1; " +
-                              "done; " + second + "; echo second $?; wait",
-                          180);
+  const Spawned r =
+      spawn("(" + first + ") & for i in $(seq 600); do [ -s " + ck + "/latest ] && grep -q step_ " +
+                ck + "/latest && break; sleep 0.1; " + "done; " + second + "; echo second $?; wait",
+            180);
   CAPTURE(r.out);
   CAPTURE(r.err);
   const std::string a_err = slurp(d / "a.err");

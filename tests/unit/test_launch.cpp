@@ -304,7 +304,8 @@ TEST_CASE("launch: SIGTERM goes to the attempt and stops the restarts") {
   CHECK(lines(log).size() == 1);
   CHECK(wall < 10);
   CHECK(contains(r.err, "not restarting"));
-  CHECK(contains(r.err, "tetra: error: interrupted by Terminated (the running command was stopped)"));
+  CHECK(
+      contains(r.err, "tetra: error: interrupted by Terminated (the running command was stopped)"));
 }
 
 TEST_CASE("launch: steps a restart discards count as lost even when no attempt redoes them") {

@@ -183,12 +183,14 @@ TEST_CASE("lock: a restart of the same job takes the lock over from another host
   CHECK_FALSE(std::filesystem::exists(lock));
 }
 
-TEST_CASE("lock: an attempt takes over only an earlier attempt's lock, and says what it could not "
-          "check") {
+TEST_CASE(
+    "lock: an attempt takes over only an earlier attempt's lock, and says what it could not "
+    "check") {
   TempDir tmp;
   const std::string dir = tmp.path.string(), lock = tmp.file("lock");
   // Attempt 2 of the job holds it, in another PID namespace: attempts 0 to 2 are refused.
-  write_text(lock, holder_text({{"pid_ns", "pid:[1]"}, {"job", "launch:abc"}, {"attempt", 2}}, 4242));
+  write_text(lock,
+             holder_text({{"pid_ns", "pid:[1]"}, {"job", "launch:abc"}, {"attempt", 2}}, 4242));
   for (int attempt : {0, 1, 2}) {
     CAPTURE(attempt);
     const auto [status, err] = refusal(dir, {"launch:abc", true, 0, attempt});
