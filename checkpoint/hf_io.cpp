@@ -78,9 +78,13 @@ int model_int(const HfModel& m, const std::string& what, int64_t v) {
   return *i;
 }
 
-// config.json's integer `key` as an int (required unless fallback >= 0).
-int config_size(const HfModel& m, const char* key, int64_t fallback = -1) {
-  return model_int(m, std::string("config.json's \"") + key + "\"", config_int(m, key, fallback));
+// config.json's integer `key` as an int (required unless fallback >= 0), at most `limit`
+// (tetra's for that size, model/config.hpp): checked before anything is made of it.
+int config_size(const HfModel& m, const char* key, int64_t fallback = -1, int64_t limit = INT_MAX) {
+  const int64_t v = config_int(m, key, fallback);
+  check(v <= limit, "init model '", m.path(), "': config.json's \"", key, "\" is ", v,
+        ", more than tetra's limit of ", limit);
+  return model_int(m, std::string("config.json's \"") + key + "\"", v);
 }
 
 double config_number(const HfModel& m, const char* key, double fallback) {
@@ -171,7 +175,7 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& asked,
           " disagrees with model.embed_tokens.weight's ", c.vocab, " rows");
     check(config_int(m, "hidden_size") == c.dim, "init model '", m.path(),
           "': config.json's hidden_size disagrees with model.embed_tokens.weight");
-    c.layers = config_size(m, "num_hidden_layers");
+    c.layers = config_size(m, "num_hidden_layers", -1, kMaxLayers);
     c.heads = config_size(m, "num_attention_heads");
     c.kv_heads = config_size(m, "num_key_value_heads", c.heads);
     c.ffn_dim = config_size(m, "intermediate_size");
@@ -222,6 +226,12 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& asked,
   check_given("kv_heads", c.kv_heads, asked.kv_heads);
   check_given("ffn_dim", c.ffn_dim, asked.ffn_dim);
   check_given("rope_theta", c.rope_theta, asked.rope_theta);
+  // Every size within tetra's limits before the model's tensors are listed.
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    fail("init model '", m.path(), "': ", e.what());
+  }
   check_all_used(m, c);
   return c;
 }

@@ -4,6 +4,7 @@
 // outputs and validation; plus the lists to cross, the machine and how to run).
 #include <algorithm>
 
+#include "cli/apply_preset.hpp"
 #include "cli/cli_flags.hpp"
 #include "jobs/job.hpp"
 #include "jobs/lab.hpp"
@@ -11,6 +12,7 @@
 #include "jobs/launch.hpp"
 #include "jobs/serve.hpp"
 #include "jobs/sweep.hpp"
+#include "plan/setup.hpp"
 #include "util/error.hpp"
 
 namespace tetra::cli {
@@ -125,7 +127,9 @@ void add_sweep_options(CLI::App& app, SweepOptions& o) {
 
   app.option_defaults()->group("Layouts");
   add(app, "--ranks", o.ranks, "N", "ranks: every TP x CP x PP x DP = N that tetra accepts")
-      ->check(kAtLeast1)
+      ->check(rule(
+          CLI::Range(int64_t(1), plan::kMaxPlanRanks),
+          "must be from 1 to " + std::to_string(plan::kMaxPlanRanks) + ", the ranks tetra plans"))
       ->required();
   add(app, "--zero", o.zero, "LIST", "ZeRO stages to try, comma-separated (1,2,3)")
       ->check(list_of(is_zero, "1, 2 and 3"));
@@ -173,6 +177,8 @@ void finish_sweep_options(const CLI::App& app, SweepOptions& o) {
           app.count(k.flag()) > 0)
         t.given.insert(table.name + "." + k.name);
   });
+  // The sweep plans and measures the preset's model and batch, as each run trains them.
+  if (!t.run.preset.empty()) apply_preset(t, nullptr);
   resolve(t);
   std::set<std::string> passed = t.given;
   passed.erase("optimizer.steps");
@@ -181,6 +187,9 @@ void finish_sweep_options(const CLI::App& app, SweepOptions& o) {
   o.choices.zero.clear();
   for (const std::string& z : split_commas(o.zero)) o.choices.zero.push_back(std::stoi(z));
   o.choices.schedules = split_commas(o.schedules);
+  check(app.count("--vpp") == 0 ||
+            std::count(o.choices.schedules.begin(), o.choices.schedules.end(), "interleaved") > 0,
+        "--vpp goes with --schedule interleaved (V is the interleaved schedule's)");
   o.choices.vpp.clear();
   for (const std::string& v : split_commas(o.vpp)) o.choices.vpp.push_back(std::stoi(v));
   o.choices.sp = o.sp == "both" ? std::vector<bool>{false, true} : std::vector<bool>{o.sp == "on"};

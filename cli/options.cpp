@@ -11,6 +11,7 @@
 
 #include "cli/apply_preset.hpp"
 #include "cli/cli_flags.hpp"
+#include "parallel/placement.hpp"
 #include "util/error.hpp"
 
 namespace tetra {
@@ -317,8 +318,8 @@ void finish(CommandLine& cli, TrainSettings& settings, std::unique_ptr<CLI::App>
             const std::vector<std::string>& args, bool separated) {
   const std::vector<CLI::App*> apps = chain(*app);
   if (cli.command == "train" || cli.command == "plan") {
-    std::set<std::string> file_flags;  // the flags given by the --config file's keys
-    if (!cli.config_file.empty()) {
+    std::set<std::string> file_flags;      // the flags given by the --config file's keys
+    if (apps[1]->count("--config") > 0) {  // --config "" too: refused
       // The file's keys for the flags the command line left out, read again with it.
       const std::string file = cli.config_file;
       const std::vector<std::string> file_args =
@@ -352,6 +353,10 @@ void finish(CommandLine& cli, TrainSettings& settings, std::unique_ptr<CLI::App>
     if (cli.command == "plan") {
       if (o.layout.dp == 0) o.layout.dp = 1;
       cli.plan.request.peak_tflops = o.output.peak_tflops;
+      // Both price D tokens: without them they would change nothing.
+      for (const char* flag : {"--achieved-tflops", "--mfu"})
+        check(chain(*app)[1]->count(flag) == 0 || cli.plan.request.tokens > 0, flag,
+              " goes with --tokens D (the time and the cost of D tokens)");
     }
     resolve(o);
     if (cli.print_config) cli.printed_config = config_toml(flags, o.given);
@@ -457,6 +462,7 @@ bool starts_jobs(const std::vector<std::string>& args) {
 
 int run_job_command(const std::vector<std::string>& args) {
   try {
+    check_not_a_rank("tetra " + args[0]);
     const CommandLine cli = parse_command_line(args);
     if (!cli.help.empty()) {
       std::printf("%s", cli.help.c_str());
@@ -467,9 +473,11 @@ int run_job_command(const std::vector<std::string>& args) {
     if (cli.command == "serve") return run_serve(cli.serve, train_args(), plan_args());
     return run_lab(cli.lab, train_args());
   } catch (const std::exception& e) {
-    // The jobs' own flags are all on the command line.
+    // The jobs' own flags are all on the command line. Started as several ranks (refused):
+    // one of them speaks.
     std::fflush(stdout);
-    std::fprintf(stderr, "tetra: error: %s\n", settings::worded(error_text(e)).c_str());
+    if (launcher_rank().rank == 0)
+      std::fprintf(stderr, "tetra: error: %s\n", settings::worded(error_text(e)).c_str());
     return exit_status_of(e);
   }
 }

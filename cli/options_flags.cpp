@@ -123,8 +123,7 @@ void add_train_options(CLI::App& app, TrainConfig& o, Settings* settings, TrainF
       if (!settings) continue;
       const auto value = [&section, &k] { return k.get(section); };
       settings->push_back({opt, table.name, k.name,
-                           [value, kind = k.kind] { return toml_text(kind, value()); },
-                           k.kind == Kind::Switch});
+                           [value, kind = k.kind] { return toml_text(kind, value()); }, k.kind});
     }
   });
 }

@@ -15,7 +15,9 @@
 #include <thread>
 
 #include "jobs/process.hpp"
+#include "parallel/placement.hpp"
 #include "util/error.hpp"
+#include "util/format.hpp"
 
 namespace tetra {
 namespace {
@@ -23,35 +25,14 @@ namespace {
 // The running job's process group and the signal that interrupted us, for the handler.
 volatile sig_atomic_t g_group = 0;
 volatile sig_atomic_t g_signal = 0;
+int g_scopes = 0;  // InterruptScopes alive
+constexpr int kStopSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+struct sigaction g_old[3];  // the handlers before the outermost scope
 
 void stop_job(int sig) {
   g_signal = sig;
   if (g_group > 0) ::kill(-g_group, SIGTERM);
 }
-
-// SIGINT and SIGTERM stop the running job instead of leaving its ranks behind, for the
-// lifetime of this object.
-class StopOnSignal {
- public:
-  StopOnSignal() {
-    g_signal = 0;
-    struct sigaction sa {};
-    sa.sa_handler = stop_job;
-    sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGINT, &sa, &old_int_);
-    ::sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~StopOnSignal() {
-    ::sigaction(SIGINT, &old_int_, nullptr);
-    ::sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  StopOnSignal(const StopOnSignal&) = delete;
-  StopOnSignal& operator=(const StopOnSignal&) = delete;
-
- private:
-  struct sigaction old_int_ {};
-  struct sigaction old_term_ {};
-};
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -59,15 +40,43 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-std::string mpi_rank_problem(const std::string& command) {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"}) {
-    const char* value = std::getenv(var);
-    const int world = value ? std::atoi(value) : 0;
-    if (world > 1)
-      return command + " starts MPI jobs itself and is not a rank of one (" + var + " is " +
-             std::to_string(world) + "): run it without mpirun or srun";
-  }
-  return "";
+InterruptScope::InterruptScope() {
+  if (g_scopes++ > 0) return;
+  g_signal = 0;
+  struct sigaction sa {};
+  sa.sa_handler = stop_job;
+  sigemptyset(&sa.sa_mask);  // no SA_RESTART: a read waiting for a terminal returns
+  for (int i = 0; i < 3; ++i) ::sigaction(kStopSignals[i], &sa, &g_old[i]);
+}
+
+InterruptScope::~InterruptScope() {
+  if (--g_scopes > 0) return;
+  for (int i = 0; i < 3; ++i) ::sigaction(kStopSignals[i], &g_old[i], nullptr);
+}
+
+void InterruptScope::check(const std::string& what) {
+  if (g_signal)
+    throw Interrupted(std::string("interrupted by ") + ::strsignal(g_signal) +
+                      (what.empty() ? "" : " " + what));
+}
+
+std::string job_failure(const JobResult& job, const std::string& log_path, double timeout_s) {
+  if (job.timed_out)
+    return "timed out after " + format_number("%g", timeout_s) + " s (--run-timeout)";
+  if (std::string error = log_error(log_path); !error.empty()) return error;
+  std::string how = job.exit_code > 128
+                        ? "killed by signal " + std::to_string(job.exit_code - 128) + " (" +
+                              ::strsignal(job.exit_code - 128) + ")"
+                        : "exit " + std::to_string(job.exit_code);
+  std::error_code ec;
+  if (std::filesystem::file_size(log_path, ec) == 0) how += " (its log is empty)";
+  return how;
+}
+
+void check_not_a_rank(const std::string& command) {
+  const LauncherRank me = launcher_rank();
+  check(me.size <= 1, command, " was started as rank ", me.rank, " of ", me.size, " (", me.source,
+        "); it starts its own MPI jobs and runs as one process: run it without mpirun or srun");
 }
 
 std::string tetra_program() {
@@ -97,7 +106,8 @@ void check_job_options(const JobOptions& o) {
 
 JobResult run_job(const std::vector<std::string>& argv, const std::string& log_path,
                   double timeout_s, const std::function<bool()>& go_on) {
-  StopOnSignal stop;
+  const InterruptScope stop;
+  InterruptScope::check("(no job was started)");
   const auto t0 = std::chrono::steady_clock::now();
   pid_t pid = 0;
   try {
@@ -129,9 +139,7 @@ JobResult run_job(const std::vector<std::string>& argv, const std::string& log_p
   g_group = 0;
   r.seconds = seconds_since(t0);
   r.exit_code = exit_code(status);
-  if (g_signal)
-    throw Interrupted(std::string("interrupted by ") + ::strsignal(g_signal) +
-                      " (the running job was stopped)");
+  InterruptScope::check("(the running job was stopped)");
   return r;
 }
 

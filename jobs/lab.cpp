@@ -153,8 +153,9 @@ std::optional<double> next_answer(const lab::Lesson& l, const LabOptions& o, siz
       line = o.answers[attempt];
     } else {
       std::fflush(stdout);
-      check(bool(std::getline(std::cin, line)),
-            lab::fill(kWords.no_answer, Lang::En, {{"name", l.name}}));
+      const bool read = bool(std::getline(std::cin, line));
+      InterruptScope::check("while waiting for an answer");
+      check(read, lab::fill(kWords.no_answer, Lang::En, {{"name", l.name}}));
     }
     if (scripted || !::isatty(0)) std::printf("%s\n", line.c_str());  // a terminal echoes it
     double value = 0;
@@ -171,6 +172,7 @@ std::optional<double> next_answer(const lab::Lesson& l, const LabOptions& o, siz
 // One lesson from the question to the grade.
 void teach(const lab::Lesson& l, size_t index, size_t count, const LabOptions& o,
            const TrainArgs& train, const std::string& dir, Lang lang) {
+  InterruptScope::check();  // between lessons: a signal after the last job is not lost
   const lab::Values& v = l.values;
   const std::string title = lab::fill(l.title, lang, v);
   std::printf("\n");
@@ -352,9 +354,8 @@ std::vector<lab::RunOutput> run_lesson(const lab::Lesson& l, const JobOptions& j
     if (after) after(k, job);
     if (job.stopped) throw Interrupted("the lesson's run was stopped");
     if (job.timed_out || job.exit_code != 0)
-      throw JobFailed("the run " + std::string(job.timed_out ? "timed out" : "failed") + " (exit " +
-                      std::to_string(job.exit_code) + "): " + log_error(log) + " (log: " + log +
-                      ")");
+      throw JobFailed("the run " + std::string(job.timed_out ? "" : "failed: ") +
+                      job_failure(job, log, job_options.run_timeout) + " (log: " + log + ")");
     out.push_back({read_metrics(jsonl), log});
   }
   return out;
@@ -393,6 +394,7 @@ Reading read_answer(const std::string& text, lab::Unit unit, double& value) {
 
 int run_lab(const LabOptions& o, const TrainArgs& train) {
   try {
+    const InterruptScope interrupts;
     const Lang lang = lab::language(o.lang);
     const std::vector<lab::Lesson> all = lab::lessons(train);
     if (o.list) {
@@ -401,13 +403,18 @@ int run_lab(const LabOptions& o, const TrainArgs& train) {
                     lab::fill(all[i].title, lang, all[i].values).c_str());
       return 0;
     }
-    const RunDir dir(o.out, "tetra_lab");
-    if (!o.lesson.empty()) {
-      const size_t i = lab::find_lesson(all, o.lesson);
-      teach(all[i], i, all.size(), o, train, dir.path(), lang);
-    } else {
-      for (size_t i = 0; i < all.size(); ++i)
+    RunDir dir(o.out, "tetra_lab");
+    try {
+      if (!o.lesson.empty()) {
+        const size_t i = lab::find_lesson(all, o.lesson);
         teach(all[i], i, all.size(), o, train, dir.path(), lang);
+      } else {
+        for (size_t i = 0; i < all.size(); ++i)
+          teach(all[i], i, all.size(), o, train, dir.path(), lang);
+      }
+    } catch (const JobFailed&) {
+      dir.keep();
+      throw;
     }
   } catch (const std::exception& e) {
     std::fflush(stdout);

@@ -122,8 +122,7 @@ void run_layout(LayoutRun& r, const SweepOptions& o, const TrainArgs& train,
   }
   if (job.timed_out || job.exit_code != 0) {
     r.status = job.timed_out ? "timeout" : "failed";
-    r.error = job.timed_out ? "stopped after " + std::to_string(int(o.job.run_timeout)) + " s"
-                            : log_error(log);
+    r.error = job_failure(job, log, o.job.run_timeout);
     return;
   }
   try {

@@ -260,8 +260,6 @@ struct Server {
 }  // namespace
 
 int run_serve(const ServeOptions& o, const TrainArgs& train, const PlanArgs& plan) {
-  const std::string problem = mpi_rank_problem("tetra serve");
-  check(problem.empty(), problem);
   check(o.host != "0.0.0.0" && o.host != "::" && !o.host.empty(),
         "--host takes the one address the page is opened at (the Host check needs it), not '",
         o.host, "'");

@@ -119,7 +119,7 @@ SweepBar bar(const LayoutRun& r) {
     b.bubble_ms = r.step_ms * r.bubble_of_step;
     b.compute_ms = r.step_ms * r.compute_share;
   } else {
-    b.note = (r.status == "timeout" ? "timed out: " : "failed: ") + r.error;
+    b.note = r.status == "timeout" ? r.error : "failed: " + r.error;
   }
   b.estimate_ms = r.estimate.known ? 1e3 * r.estimate.step : -1;
   return b;
@@ -141,6 +141,7 @@ void prepare_out(const std::string& dir) {
 }  // namespace
 
 int run_sweep(const SweepOptions& o, const TrainArgs& train) {
+  const InterruptScope interrupts;
   const plan::RunSpec base = o.train.run_spec();
   plan::Layouts all = plan::enumerate_layouts(o.ranks, base, o.train.model, o.choices);
   // Each refusal as tetra train words it to a user of flags, which a sweep's are.
@@ -157,6 +158,18 @@ int run_sweep(const SweepOptions& o, const TrainArgs& train) {
   std::printf("tetra sweep: %d rank%s, %s, %s, %lld steps per run\n", o.ranks,
               o.ranks > 1 ? "s" : "", o.train.model.str().c_str(), o.train.device.dtype.c_str(),
               (long long)o.train.optimizer.steps);
+  // What the plan is for and what each run is given: every flag the sweep took shows here.
+  std::printf(
+      "machine: %s, %.4g GB %s, %.4g TFLOPS peak, NVLink %.4g GB/s, network %.4g "
+      "GB/s, %d GPUs per node\n",
+      mc.name.c_str(), mc.memory_bytes / 1e9, o.machine.gpu == "cpu" ? "for all ranks" : "per GPU",
+      mc.peak_flops / 1e12, mc.nvlink_Bps / 1e9, mc.network_Bps / 1e9, mc.gpus_per_node);
+  std::printf(
+      "each run: %s tetra train %s, the layout's flags and --metrics %s/runs/LAYOUT.jsonl%s\n",
+      o.job.launcher.c_str(), shell_line(o.pass).c_str(), o.out.empty() ? "OUT" : o.out.c_str(),
+      o.job.run_timeout > 0
+          ? (", stopped after " + format_number("%g", o.job.run_timeout) + " s").c_str()
+          : "");
   std::printf("%zu layout%s to run, %zu skipped%s\n%s", runs.size(), runs.size() == 1 ? "" : "s",
               all.skipped.size(), all.skipped.empty() ? "" : ", as tetra train would refuse them:",
               skipped_summary(all.skipped).c_str());
@@ -178,8 +191,8 @@ int run_sweep(const SweepOptions& o, const TrainArgs& train) {
   run_layout(ref, o, train, mc, {}, 0);
   write(run_record(ref, true));
   if (!ref.ran()) {
-    std::fprintf(stderr, "tetra: error: the one-rank reference run %s: %s (its log: %s)\n",
-                 ref.status == "timeout" ? "timed out" : "failed", ref.error.c_str(),
+    std::fprintf(stderr, "tetra: error: the one-rank reference run %s%s (its log: %s)\n",
+                 ref.status == "timeout" ? "" : "failed: ", ref.error.c_str(),
                  (o.out + "/runs/reference.log").c_str());
     return ref.exit_code == 2 ? 2 : 1;
   }
@@ -204,6 +217,7 @@ int run_sweep(const SweepOptions& o, const TrainArgs& train) {
     std::fflush(stdout);
   }
 
+  InterruptScope::check();  // a signal after the last job is not lost
   const std::vector<const LayoutRun*> order = ranked(runs);
   // More ranks than cores: a rank that waits for a core is counted as waiting in communication.
   const unsigned cores = std::thread::hardware_concurrency();

@@ -16,7 +16,9 @@ std::string fmt(const char* f, double x) {
   return format_number(f, x);
 }
 
+// Past a million, three significant digits: a peak of 1e-300 TFLOPS makes times of 300 digits.
 std::string seconds(double s) {
+  if (s >= 1e6) return fmt("%.3g s", s);
   if (s >= 0.1) return fmt("%.2f s", s);
   if (s >= 1e-4) return fmt("%.3g ms", s * 1e3);
   return fmt("%.3g us", s * 1e6);
@@ -29,13 +31,13 @@ std::string count(double x) {
 
 // A duration in days, hours or seconds, whichever reads best.
 std::string duration(double s) {
-  if (s >= 2 * 86400) return fmt("%.1f days", s / 86400);
+  if (s >= 2 * 86400) return fmt(s >= 1e6 * 86400 ? "%.3g days" : "%.1f days", s / 86400);
   if (s >= 2 * 3600) return fmt("%.1f hours", s / 3600);
   return fmt("%.3g s", s);
 }
 
 std::string pct(double x) {
-  return fmt(x >= 0.1 ? "%.1f%%" : "%.2f%%", 100 * x);
+  return fmt(x >= 1e4 ? "%.3g%%" : x >= 0.1 ? "%.1f%%" : "%.2f%%", 100 * x);
 }
 
 double num(const json& j) {
@@ -107,8 +109,9 @@ void model_section(std::ostream& os, const json& p) {
      << " tokens: " << fmt("%.3g", num(w["flops"])) << " FLOPs\n";
   if (w["achieved_tflops"].is_null()) return;
   os << "    at " << fmt("%g", num(w["achieved_tflops"]))
-     << " TFLOP/s per GPU: " << commas(num(w["device_years"])) << " GPU-years on one GPU, "
-     << fmt("%.1f", num(w["days"])) << " days on " << commas(num(p["run"]["world"])) << "\n";
+     << " TFLOP/s per GPU: " << count(num(w["device_years"])) << " GPU-years on one GPU, "
+     << fmt(num(w["days"]) >= 1e6 ? "%.3g" : "%.1f", num(w["days"])) << " days on "
+     << commas(num(p["run"]["world"])) << "\n";
 }
 
 void batch_section(std::ostream& os, const json& p) {

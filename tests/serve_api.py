@@ -444,7 +444,7 @@ def main():
         sigterm_stops(runs)
         r = subprocess.run([TETRA, "serve", "--port", "0"], capture_output=True, text=True,
                            env=dict(os.environ, OMPI_COMM_WORLD_SIZE="4"))
-        check(r.returncode == 2 and r.stderr.startswith("tetra: error: tetra serve starts MPI jobs"),
+        check(r.returncode == 2 and r.stderr.startswith("tetra: error: tetra serve was started as rank 0 of 4"),
               "a rank of an MPI job of 4 refuses to serve")
         r = subprocess.run([TETRA, "serve", "--host", "0.0.0.0"], capture_output=True, text=True)
         check(r.returncode == 2 and "--host" in r.stderr, "--host 0.0.0.0 is refused")

@@ -213,8 +213,8 @@ void check_outputs(RankParts& p) {
   // down: it waits for them a while.
   const bool restart = !FaultPlan::first_attempt();
   p.lock = std::make_unique<ckpt::DirLock>(
-      dir,
-      ckpt::LockRequest{ckpt::job_identity(), restart, restart ? kRestartLockWaitSeconds : 0.0});
+      dir, ckpt::LockRequest{ckpt::job_identity(), restart, restart ? kRestartLockWaitSeconds : 0.0,
+                             FaultPlan::restart_count()});
 }
 
 // The backend (CPU, guarded CPU or CUDA; mixed precision under --dtype bf16) and the process

@@ -37,7 +37,8 @@ struct StepResult {
   // receives included), up to the step's end; the straggler among them, if any.
   std::vector<double> compute_ms, wait_ms;
   Straggler straggler;
-  int preempted = 0;  // ranks that had received a pre-emption signal by the step's end
+  int preempted = 0;    // ranks that had received a pre-emption signal by the step's end
+  int interrupted = 0;  // ... of which SIGINT (Ctrl-C): the run stops the same way, exit 130
 };
 
 // The start-up table: the run, the model, the batch, the data, the device and its

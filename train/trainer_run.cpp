@@ -207,20 +207,23 @@ bool Trainer::preempted(const StepResult& r) const {
 
 int Trainer::stop(const StepResult& r) {
   parts_.lock.reset();  // released before exit: the resumed job may start at once, anywhere
-  if (parts_.grid.rank != 0) return exit_status::kPreempted;
+  // SIGINT (Ctrl-C) on any rank: a person stopped the run, no supervisor restarts it.
+  const int status = r.interrupted > 0 ? exit_status::kInterrupted : exit_status::kPreempted;
+  if (parts_.grid.rank != 0) return status;
   report_->summary(parts_.resume.step, step_ - 1, seconds_since(loop_started_),
                    seconds_since(started_));
+  const bool saved = !config().checkpoint.ckpt_dir.empty();
   const std::string line =
-      "pre-empted: a signal reached " + std::to_string(r.preempted) + " of " +
+      std::string(r.interrupted > 0 ? "interrupted (SIGINT)" : "pre-empted") +
+      ": a signal reached " + std::to_string(r.preempted) + " of " +
       std::to_string(parts_.grid.world->size()) + " ranks; stopped after step " +
       std::to_string(step_ - 1) +
-      (config().checkpoint.ckpt_dir.empty() ? " with no `checkpoint.ckpt_dir`, so nothing was saved"
-                                            : ", checkpointed") +
-      "; exit status " + std::to_string(exit_status::kPreempted) +
-      ": resume with `checkpoint.resume` auto";
+      (saved ? ", checkpointed" : " with no `checkpoint.ckpt_dir`, so nothing was saved") +
+      "; exit status " + std::to_string(status) +
+      (saved ? ": resume with `checkpoint.resume` auto" : "");
   std::printf("%s\n", settings::worded(line, config().origin).c_str());
   std::fflush(stdout);
-  return exit_status::kPreempted;
+  return status;
 }
 
 int Trainer::finish() {
