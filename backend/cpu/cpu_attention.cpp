@@ -12,6 +12,8 @@
 #include <limits>
 #include <new>
 
+#include "backend/cpu/cpu_parallel.hpp"
+
 namespace tetra {
 namespace {
 
@@ -75,8 +77,9 @@ void cpu_attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor
   check_attn_qkv("attention_forward", s, q, k, v);
   const AttnStrides st = attn_strides(s);
   const float *pq = q.f32() + st.q_col, *pk = k.f32() + st.k_col, *pv = v.f32() + st.v_col;
+  const int64_t work = s.batch * H * s.sq * s.sk * hd;  // multiply-adds of Q K^T
   RegionErrors errors;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (parallel_macs(work))
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t h = 0; h < H; ++h) {
       try {
@@ -113,8 +116,9 @@ void cpu_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout,
   const float *pq = q.f32() + st.q_col, *pk = k.f32() + st.k_col, *pv = v.f32() + st.v_col;
   float *pdq = dq.f32() + st.q_col, *pdk = dk.f32() + st.k_col, *pdv = dv.f32() + st.v_col;
   const Eigen::OuterStride<> qs(st.q), ks(st.kv), os(H * hd);
+  const int64_t work = s.batch * H * s.sq * s.sk * hd;  // multiply-adds of Q K^T
   RegionErrors errors;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (parallel_macs(work))
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t g = 0; g < KV; ++g) {
       try {
