@@ -34,8 +34,8 @@ struct PeakMemory {
 };
 PeakMemory peak_memory(const Setup& s);
 
-// Scratch the CPU backend's attention takes outside its buffers: one [S/CP, S] score matrix
-// per thread forward, two backward (backend/cpu/cpu_backend.cpp).
+// Scratch the CPU backend's attention takes outside its buffers: one [kAttentionBlock, S] score
+// matrix per thread forward, two backward (backend/cpu/cpu_attention.cpp).
 double cpu_attention_scratch(const Setup& s, int threads);
 
 }  // namespace tetra::plan

@@ -25,48 +25,60 @@
 namespace tetra {
 namespace {
 
-// Tiles of C: large enough that a tile's product runs near the BLAS's full speed (it packs a
-// [k, kTileCols] panel of op(B) per tile), small enough that the model's products have a few
-// tiles per thread.
-constexpr int64_t kTileRows = 256, kTileCols = 256;
+// Tiles of C, from C's shape alone: start at kMaxTile x kMaxTile (cut to C) and halve the
+// longer side while C has fewer than kMinTiles tiles and that side is above kMinTile. Large
+// tiles run near the BLAS's full speed: each tile packs its [rows, k] panel of op(A) and
+// [k, cols] panel of op(B) afresh, so 256 x 256 tiles lose about 18 % to whole-matrix calls,
+// 512 x 512 about 9 %, 1024 x 1024 about 4 % (one core, the model's shapes); kMinTiles tiles
+// keep two threads busy (dynamic schedule: a thread slowed by the machine's load takes fewer).
+constexpr int64_t kMaxTile = 1024, kMinTile = 128, kMinTiles = 4;
 
-// One tile: rows [r0, r0 + rn) and columns [c0, c0 + cn) of C; A, B, C row-major with leading
-// dimensions lda, ldb, ldc (their column counts).
-void tile_product(float* C, int64_t ldc, const float* A, int64_t lda, bool ta, const float* B,
-                  int64_t ldb, bool tb, int64_t r0, int64_t rn, int64_t c0, int64_t cn, int64_t k,
-                  float alpha, float beta) {
-  // op(A)'s rows r0.. are A's rows r0.. (A [m, k]) or A's columns r0.. (ta: A [k, m]);
-  // op(B)'s columns c0.. are B's columns c0.. (B [k, n]) or B's rows c0.. (tb: B [n, k]).
-  const float* a = ta ? A + r0 : A + r0 * lda;
-  const float* b = tb ? B + c0 * ldb : B + c0;
-  float* c = C + r0 * ldc + c0;
-#ifdef TETRA_HAVE_OPENBLAS
-  // beta = 0 overwrites C without reading it, as the contract says (NaN in C does not survive).
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              int(rn), int(cn), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
-#else
-  using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  using In = Eigen::Map<const RowMat, 0, Eigen::OuterStride<> >;
-  Eigen::Map<RowMat, 0, Eigen::OuterStride<> > ct(c, rn, cn, Eigen::OuterStride<>(ldc));
-  // op(A)'s rows as an [rn, k] or (ta) [k, rn] block, op(B)'s columns as [k, cn] or (tb) [cn, k].
-  const In ab(a, ta ? k : rn, ta ? rn : k, Eigen::OuterStride<>(lda));
-  const In bb(b, tb ? cn : k, tb ? k : cn, Eigen::OuterStride<>(ldb));
-  if (beta == 0.f)
-    ct.setZero();
-  else if (beta != 1.f)
-    ct *= beta;
-  if (!ta && !tb)
-    ct.noalias() += alpha * (ab * bb);
-  else if (!ta && tb)
-    ct.noalias() += alpha * (ab * bb.transpose());
-  else if (ta && !tb)
-    ct.noalias() += alpha * (ab.transpose() * bb);
-  else
-    ct.noalias() += alpha * (ab.transpose() * bb.transpose());
-#endif
+struct TileShape {
+  int64_t rows, cols;
+};
+int64_t tiles_of(int64_t size, int64_t tile) {
+  return (size + tile - 1) / tile;
+}
+TileShape tile_shape(int64_t m, int64_t n) {
+  TileShape t{std::min(kMaxTile, m), std::min(kMaxTile, n)};
+  while (tiles_of(m, t.rows) * tiles_of(n, t.cols) < kMinTiles) {
+    int64_t& side = t.rows >= t.cols ? t.rows : t.cols;
+    if (side <= kMinTile) break;
+    side = (side + 1) / 2;
+  }
+  return t;
 }
 
 }  // namespace
+
+void gemm_serial(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* A,
+                 int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+#ifdef TETRA_HAVE_OPENBLAS
+  // A leading dimension of 0 (k = 0) is refused by the BLAS although nothing is read: 1 then.
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m),
+              int(n), int(k), alpha, A, int(std::max<int64_t>(1, lda)), B,
+              int(std::max<int64_t>(1, ldb)), beta, C, int(ldc));
+#else
+  using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using In = Eigen::Map<const RowMat, 0, Eigen::OuterStride<> >;
+  Eigen::Map<RowMat, 0, Eigen::OuterStride<> > c(C, m, n, Eigen::OuterStride<>(ldc));
+  // A as stored, [m, k] or (ta) [k, m]; B as stored, [k, n] or (tb) [n, k].
+  const In a(A, ta ? k : m, ta ? m : k, Eigen::OuterStride<>(lda));
+  const In b(B, tb ? n : k, tb ? k : n, Eigen::OuterStride<>(ldb));
+  if (beta == 0.f)
+    c.setZero();
+  else if (beta != 1.f)
+    c *= beta;
+  if (!ta && !tb)
+    c.noalias() += alpha * (a * b);
+  else if (!ta && tb)
+    c.noalias() += alpha * (a * b.transpose());
+  else if (ta && !tb)
+    c.noalias() += alpha * (a.transpose() * b);
+  else
+    c.noalias() += alpha * (a.transpose() * b.transpose());
+#endif
+}
 
 void cpu_gemm_init() {
 #ifdef TETRA_HAVE_OPENBLAS
@@ -85,17 +97,25 @@ void cpu_matmul(Tensor C, const Tensor& A, bool ta, const Tensor& B, bool tb, fl
   // The BLAS takes int dimensions.
   check(std::max({g.m, g.n, g.k, A.cols(), B.cols()}) <= INT_MAX, "matmul ", A.shape_str(), " x ",
         B.shape_str(), ": a dimension over ", INT_MAX);
-  const int64_t tm = (g.m + kTileRows - 1) / kTileRows, tn = (g.n + kTileCols - 1) / kTileCols;
+  if (g.m == 0 || g.n == 0) return;
+  const TileShape t = tile_shape(g.m, g.n);
+  const int64_t tm = tiles_of(g.m, t.rows), tn = tiles_of(g.n, t.cols);
   float* c = C.f32();
   const float *a = A.f32(), *b = B.f32();
   // Dynamic: a thread that the machine's load slows takes fewer tiles (which thread computes a
   // tile changes no bit of it).
+  const int64_t lda = A.cols(), ldb = B.cols();
 #pragma omp parallel for collapse(2) schedule(dynamic) if (parallel_macs(g.m * g.n * g.k))
   for (int64_t i = 0; i < tm; ++i)
-    for (int64_t j = 0; j < tn; ++j)
-      tile_product(c, g.n, a, A.cols(), ta, b, B.cols(), tb, i * kTileRows,
-                   std::min(kTileRows, g.m - i * kTileRows), j * kTileCols,
-                   std::min(kTileCols, g.n - j * kTileCols), g.k, alpha, beta);
+    for (int64_t j = 0; j < tn; ++j) {
+      // Rows [r0, r0 + rn) and columns [c0, c0 + cn) of C: op(A)'s rows r0.. are A's rows
+      // (A [m, k]) or A's columns (ta: A [k, m]), op(B)'s columns c0.. are B's columns (B [k, n])
+      // or B's rows (tb: B [n, k]).
+      const int64_t r0 = i * t.rows, rn = std::min(t.rows, g.m - r0);
+      const int64_t c0 = j * t.cols, cn = std::min(t.cols, g.n - c0);
+      gemm_serial(ta, tb, rn, cn, g.k, alpha, ta ? a + r0 : a + r0 * lda, lda,
+                  tb ? b + c0 * ldb : b + c0, ldb, beta, c + r0 * g.n + c0, g.n);
+    }
 }
 
 }  // namespace tetra
