@@ -25,28 +25,36 @@
 namespace tetra {
 namespace {
 
-// Tiles of C, from C's shape alone: start at kMaxTile x kMaxTile (cut to C) and halve the
-// longer side while C has fewer than kMinTiles tiles and that side is above kMinTile. Large
-// tiles run near the BLAS's full speed: each tile packs its [rows, k] panel of op(A) and
-// [k, cols] panel of op(B) afresh, so 256 x 256 tiles lose about 18 % to whole-matrix calls,
-// 512 x 512 about 9 %, 1024 x 1024 about 4 % (one core, the model's shapes); kMinTiles tiles
-// keep two threads busy (dynamic schedule: a thread slowed by the machine's load takes fewer).
-constexpr int64_t kMaxTile = 1024, kMinTile = 128, kMinTiles = 4;
+// How C [m, n] is cut: into a x b tiles of ceil(m / a) x ceil(n / b), from the shapes alone. One
+// tile for a product too small to thread (cpu_parallel.hpp); otherwise at least kMinTiles, so
+// that two threads share the work evenly, and tiles of at most kMaxTile a side, so that a large
+// product has tiles for many threads. Among those cuts, the one that packs least: each tile's
+// sgemm packs its [rows, k] panel of op(A) and its [k, cols] panel of op(B) afresh, a x b tiles
+// a n k + b m k floats (a whole-matrix sgemm packs each about once), which on one core cost
+// 256 x 256 tiles about 18 % of the whole-matrix rate, 512 x 512 tiles 9 %, 1024 x 1024 4 %.
+constexpr int64_t kMaxTile = 1024, kMinTiles = 4;
 
-struct TileShape {
-  int64_t rows, cols;
+struct Cut {
+  int64_t a, b;  // row parts, column parts
 };
-int64_t tiles_of(int64_t size, int64_t tile) {
-  return (size + tile - 1) / tile;
-}
-TileShape tile_shape(int64_t m, int64_t n) {
-  TileShape t{std::min(kMaxTile, m), std::min(kMaxTile, n)};
-  while (tiles_of(m, t.rows) * tiles_of(n, t.cols) < kMinTiles) {
-    int64_t& side = t.rows >= t.cols ? t.rows : t.cols;
-    if (side <= kMinTile) break;
-    side = (side + 1) / 2;
-  }
-  return t;
+Cut cut(int64_t m, int64_t n, int64_t k) {
+  if (!parallel_macs(m * n * k)) return {1, 1};
+  const int64_t a0 = (m + kMaxTile - 1) / kMaxTile, b0 = (n + kMaxTile - 1) / kMaxTile;
+  Cut best{a0, b0};
+  double best_cost = -1;
+  for (int64_t a = a0; a <= std::min(m, a0 + kMinTiles); ++a)
+    for (int64_t b = b0; b <= std::min(n, b0 + kMinTiles); ++b) {
+      if (a * b < kMinTiles && (a < m || b < n)) continue;
+      const double cost = double(a) * double(n) + double(b) * double(m);
+      // The least packing; then the fewest tiles; then the fewest row parts.
+      if (best_cost < 0 || cost < best_cost ||
+          (cost == best_cost &&
+           (a * b < best.a * best.b || (a * b == best.a * best.b && a < best.a)))) {
+        best = {a, b};
+        best_cost = cost;
+      }
+    }
+  return best;
 }
 
 }  // namespace
@@ -98,8 +106,9 @@ void cpu_matmul(Tensor C, const Tensor& A, bool ta, const Tensor& B, bool tb, fl
   check(std::max({g.m, g.n, g.k, A.cols(), B.cols()}) <= INT_MAX, "matmul ", A.shape_str(), " x ",
         B.shape_str(), ": a dimension over ", INT_MAX);
   if (g.m == 0 || g.n == 0) return;
-  const TileShape t = tile_shape(g.m, g.n);
-  const int64_t tm = tiles_of(g.m, t.rows), tn = tiles_of(g.n, t.cols);
+  const Cut parts = cut(g.m, g.n, g.k);
+  const int64_t rows = (g.m + parts.a - 1) / parts.a, cols = (g.n + parts.b - 1) / parts.b;
+  const int64_t tm = (g.m + rows - 1) / rows, tn = (g.n + cols - 1) / cols;
   float* c = C.f32();
   const float *a = A.f32(), *b = B.f32();
   // Dynamic: a thread that the machine's load slows takes fewer tiles (which thread computes a
@@ -111,8 +120,8 @@ void cpu_matmul(Tensor C, const Tensor& A, bool ta, const Tensor& B, bool tb, fl
       // Rows [r0, r0 + rn) and columns [c0, c0 + cn) of C: op(A)'s rows r0.. are A's rows
       // (A [m, k]) or A's columns (ta: A [k, m]), op(B)'s columns c0.. are B's columns (B [k, n])
       // or B's rows (tb: B [n, k]).
-      const int64_t r0 = i * t.rows, rn = std::min(t.rows, g.m - r0);
-      const int64_t c0 = j * t.cols, cn = std::min(t.cols, g.n - c0);
+      const int64_t r0 = i * rows, rn = std::min(rows, g.m - r0);
+      const int64_t c0 = j * cols, cn = std::min(cols, g.n - c0);
       gemm_serial(ta, tb, rn, cn, g.k, alpha, ta ? a + r0 : a + r0 * lda, lda,
                   tb ? b + c0 * ldb : b + c0, ldb, beta, c + r0 * g.n + c0, g.n);
     }

@@ -25,8 +25,8 @@ std::vector<Floats> run_ops(int threads, bool big) {
   auto be = make_cpu_backend(threads);
   Io io(*be);
   std::vector<Floats> out;
-  // Products: [m, k] x [k, n] with every transpose; big spans ragged tiles both ways.
-  const int64_t m = big ? 1100 : 20, n = big ? 520 : 24, k = big ? 77 : 16;
+  // Products: [m, k] x [k, n] with every transpose; big: 4 tiles of 276 rows, the last 273.
+  const int64_t m = big ? 1101 : 20, n = big ? 520 : 24, k = big ? 77 : 16;
   CHECK(parallel_macs(m * n * k) == big);
   const Floats a = randn(m * k, 1), b = randn(k * n, 2), c0 = randn(m * n, 3);
   for (const bool ta : {false, true})
@@ -159,10 +159,10 @@ TEST_CASE("cpu threads: every op gives the same bits on 1, 2 and 3 threads, larg
 TEST_CASE("cpu matmul: tiles against a double product, every transpose, alpha and beta") {
   auto be = make_cpu_backend(2);
   Io io(*be);
-  // Ragged tiles (backend/cpu/cpu_gemm.cpp cuts C [2100, 70] into rows of 512, the last 52),
-  // and a k of 0.
+  // Ragged tiles (backend/cpu/cpu_gemm.cpp cuts C [2101, 70] into 4 tiles of 526 rows, the last
+  // 523), and a k of 0.
   for (const int64_t k : {int64_t(300), int64_t(0)}) {
-    const int64_t m = 2100, n = 70;
+    const int64_t m = 2101, n = 70;
     const Floats a = randn(m * k, 21), b = randn(k * n, 22);
     Floats c0 = randn(m * n, 23);
     for (const bool ta : {false, true})
