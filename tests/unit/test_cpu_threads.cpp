@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "../support/host_io.hpp"
 #include "backend/backend.hpp"
 #include "backend/cpu/cpu_parallel.hpp"
-#include "host_io.hpp"
 
 using namespace tetra;
 using namespace tetra::test;
