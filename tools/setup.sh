@@ -6,9 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake libopenmpi-dev openmpi-bin libeigen3-dev doctest-dev
-  nlohmann-json3-dev libcli11-dev libsentencepiece-dev libpcre2-dev libcpp-httplib-dev pkg-config
-  python3 "$@")
+packages=(build-essential cmake libopenmpi-dev openmpi-bin libeigen3-dev libopenblas-pthread-dev
+  doctest-dev nlohmann-json3-dev libcli11-dev libsentencepiece-dev libpcre2-dev libcpp-httplib-dev
+  pkg-config python3 "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
