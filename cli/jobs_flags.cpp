@@ -76,7 +76,8 @@ void add_lab_options(CLI::App& app, LabOptions& o) {
   for (const lab::Exercise& e : lab::exercises()) names += (names.empty() ? "" : ", ") + e.name;
   add(app, "--exercise", o.exercise, "NAME",
       "copy tetra's sources into --dir with one function a lesson teaches emptied, for you to "
-      "write: " + names);
+      "write: " +
+          names);
   add_switch(app, "--check", o.check,
              "build the exercise's copy in --dir and grade it against one rank");
   add(app, "--dir", o.dir, "DIR", "where the exercise's copy is");
@@ -97,7 +98,8 @@ void add_lab_options(CLI::App& app, LabOptions& o) {
 void finish_lab_options(const CLI::App& app, LabOptions& o) {
   check_job_options(o.job);
   const bool exercise = app.count("--exercise") > 0;
-  check(!(exercise && o.check), "--exercise makes an exercise's copy and --check grades it: one "
+  check(!(exercise && o.check),
+        "--exercise makes an exercise's copy and --check grades it: one "
         "at a time");
   check(exercise || o.check || app.count("--dir") == 0, "--dir needs --exercise NAME or --check");
   if (exercise || o.check) {

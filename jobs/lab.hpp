@@ -3,7 +3,8 @@
 // mistake, else a hint) and give a second try, run the layout, and grade the prediction beside
 // the formula's answer and the measured value (within 5 %, or exactly for a step or a count),
 // with the worked answer and the code that does it. The lessons are in jobs/lab_*.cpp;
-// `--exercise NAME` and `--check` are exercises in the code (jobs/lab_exercise.hpp). Text only; the parent of its MPI jobs, like tetra launch.
+// `--exercise NAME` and `--check` are exercises in the code (jobs/lab_exercise.hpp). Text
+// only; the parent of its MPI jobs, like tetra launch.
 #pragma once
 #include <string>
 #include <vector>

@@ -23,25 +23,32 @@ namespace fs = std::filesystem;
 namespace {
 
 // Each stub's lines; stubbed() indents them as the begin marker is.
-const char* const kRingStub = R"(// EXERCISE ring_reduce_scatter: a stub to replace. `tetra lab --check` grades what you write.
+const char* const kRingStub =
+    R"(// EXERCISE ring_reduce_scatter: a stub to replace. `tetra lab --check` grades what you write.
 //
 // The data-parallel gradient sync, the first pass of a ring all-reduce. Each of the N ranks of
 // the dp_cp group (comm_) holds the unit's full gradients of its own sequences, u.grads [np]
-// (fp32, np = N s with the padding); rank r must end with
-//   u.grad_shard [s] = the sum over all ranks q of q's u.grads[r s, (r + 1) s),
+// (fp32, np = N s with the padding: part q is u.grads.flat(q * s, s), s = u.shard); rank r
+// must end with
+//   u.grad_shard [s] = the sum over all ranks q of q's part r,
 // its 1/N of the summed gradients, which AdamW then updates; the second pass, the all-gather of
 // the updated weights (publish()), brings every rank the rest.
-// comm_.reduce_scatter(out, in) is that collective (MPI runs its own algorithm inside). To
-// write the ring yourself, with comm_.isend / comm_.irecv / wait() and be_.add: in step
-// t = 0 .. N - 2 rank r sends its running sum of part (r - t - 1) mod N to rank (r + 1) mod N
-// and receives part (r - t - 2) mod N from rank (r - 1) mod N, adding its own part of it; after
-// N - 1 steps it holds part r summed over every rank. Either way a rank sends (N - 1) s floats,
-// (N - 1) / N of its gradients: the check holds the bytes sent to tetra plan's count too.
+// Write the ring: in step t = 0 .. N - 2 rank r sends its running sum of part (r - t - 1) mod N
+// to rank (r + 1) mod N and receives part (r - t - 2) mod N from rank (r - 1) mod N, which it
+// adds to its own: comm_.isend(x, peer, tag) and comm_.irecv(x, peer, tag), then wait() on
+// both; be_.add(y, x) is y += x. Sum in place in u.grads (its parts are free to overwrite)
+// and receive into u.grad_shard, which is s long: no new buffer, as the check holds each
+// rank's peak memory to tetra plan's. After N - 1 steps part r holds the sum over every rank:
+// copy it into u.grad_shard (be_.copy(dst, src)). A rank sends (N - 1) s floats, (N - 1) / N
+// of its gradients, at any N, and the check holds the bytes sent to tetra plan's count too.
+// tetra itself calls the collective, comm_.reduce_scatter(out, in), inside which MPI runs an
+// algorithm of its own.
 // The stub copies this rank's own part, unsummed: one rank's gradients, not the group's.
 be_.copy(u.grad_shard.flat(), u.grads.flat(comm_.rank() * u.shard, u.shard));
 )";
 
-const char* const kZeroStub = R"(// EXERCISE zero2_reduce_scatter: a stub to replace. `tetra lab --check` grades what you
+const char* const kZeroStub =
+    R"(// EXERCISE zero2_reduce_scatter: a stub to replace. `tetra lab --check` grades what you
 // write.
 //
 // Model code calls this after each backward of unit u, one per micro-batch; each backward has
@@ -59,7 +66,8 @@ const char* const kZeroStub = R"(// EXERCISE zero2_reduce_scatter: a stub to rep
 be_.fill(grad_shard(u), 0.f);
 )";
 
-const char* const kTpStub = R"(// EXERCISE tp_column_backward: a stub to replace. `tetra lab --check` grades what you write.
+const char* const kTpStub =
+    R"(// EXERCISE tp_column_backward: a stub to replace. `tetra lab --check` grades what you write.
 //
 // This rank holds out/TP rows of the weight, w_ [out/TP, in]; forward computed
 // y [T, out/TP] = x W^T from the input on all T tokens, x [T, in]. Given dy [T, out/TP]:
@@ -80,7 +88,8 @@ be_.fill(dx.flat(), 0.f);
 return dx;
 )";
 
-const char* const kCpStub = R"(// EXERCISE cp_chunks: a stub to replace. `tetra lab --check` grades what you write.
+const char* const kCpStub =
+    R"(// EXERCISE cp_chunks: a stub to replace. `tetra lab --check` grades what you write.
 //
 // Context parallelism cuts each sequence of S tokens into 2 CP equal chunks; chunk k holds the
 // positions [k S / (2 CP), (k + 1) S / (2 CP)). Under the causal mask the query at position p
@@ -94,7 +103,8 @@ const char* const kCpStub = R"(// EXERCISE cp_chunks: a stub to replace. `tetra 
 for (int64_t p = 0; p < S / cp; ++p) pos.push_back(int32_t(p));
 )";
 
-const char* const kPpStub = R"(// EXERCISE pp_1f1b_order: a stub to replace. `tetra lab --check` grades what you write.
+const char* const kPpStub =
+    R"(// EXERCISE pp_1f1b_order: a stub to replace. `tetra lab --check` grades what you write.
 //
 // Append to out this rank's 2 total actions in the order it runs them: forward(k) is its k-th
 // forward and backward(k) its k-th backward, k = 0 .. total - 1 (with V = 1 both are
@@ -160,7 +170,8 @@ std::vector<fs::path> source_files(const fs::path& source, const fs::path& copy)
     const fs::path p = it->path();
     if (it->is_symlink()) continue;
     if (it->is_directory()) {
-      if (left_out(p, source) || fs::weakly_canonical(p, ec) == copy_abs) it.disable_recursion_pending();
+      if (left_out(p, source) || fs::weakly_canonical(p, ec) == copy_abs)
+        it.disable_recursion_pending();
       continue;
     }
     if (it->is_regular_file() && p.filename().string()[0] != '.' && p.extension() != ".pyc")
@@ -241,8 +252,7 @@ std::string reference_grader(const std::string& state) {
         "') is missing, and so is the build folder tetra was built in ('", build,
         "'): rebuild tetra");
   const JobResult r = step("building the grader of tetra's own build (once)",
-                           {"cmake", "--build", build, "--target", "lab_grader", "-j",
-                            jobs_flag()},
+                           {"cmake", "--build", build, "--target", "lab_grader", "-j", jobs_flag()},
                            state + "/reference_build.log", 0);
   if (r.exit_code != 0)
     throw JobFailed("tetra's own grader does not build (exit " + std::to_string(r.exit_code) +
@@ -337,17 +347,20 @@ int make_exercise(const std::string& name, const std::string& dir) {
     if (l.find("// EXERCISE " + e.name) != std::string::npos) break;
     ++line;
   }
-  std::printf("exercise %s (lesson %s): tetra's sources, copied from %s into %s,\n"
-              "with %s emptied:\n%s/%s, line %d, says what it must do.\n",
-              e.name.c_str(), e.lesson.c_str(), source.c_str(), dir.c_str(), e.function.c_str(),
-              dir.c_str(), e.file.c_str(), line);
+  std::printf(
+      "exercise %s (lesson %s): tetra's sources, copied from %s into %s,\n"
+      "with %s emptied:\n%s/%s, line %d, says what it must do.\n",
+      e.name.c_str(), e.lesson.c_str(), source.c_str(), dir.c_str(), e.function.c_str(),
+      dir.c_str(), e.file.c_str(), line);
   if (!previous.empty())
-    std::printf("It replaces exercise %s there: %d file%s changed, the previous versions in "
-                "%s; the build folder is kept.\n",
-                previous.c_str(), replaced, replaced == 1 ? "" : "s", kept.c_str());
-  std::printf("Write it, then: tetra lab --check --dir %s\n"
-              "(the first check builds the copy, minutes; later ones rebuild what changed)\n",
-              dir.c_str());
+    std::printf(
+        "It replaces exercise %s there: %d file%s changed, the previous versions in "
+        "%s; the build folder is kept.\n",
+        previous.c_str(), replaced, replaced == 1 ? "" : "s", kept.c_str());
+  std::printf(
+      "Write it, then: tetra lab --check --dir %s\n"
+      "(the first check builds the copy, minutes; later ones rebuild what changed)\n",
+      dir.c_str());
   return 0;
 }
 
@@ -362,10 +375,11 @@ int check_exercise(const std::string& dir, const JobOptions& job) {
 
   // The copy's grader and what it links, nothing else.
   if (!fs::exists(build + "/CMakeCache.txt")) {
-    std::vector<std::string> configure = {"cmake", "-S", dir, "-B", build,
-                                          "-DCMAKE_BUILD_TYPE=Release", "-DTETRA_CUDA=OFF"};
+    std::vector<std::string> configure = {
+        "cmake", "-S", dir, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DTETRA_CUDA=OFF"};
     if (!on_path("ccache").empty()) configure.push_back("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache");
-    const JobResult r = step("configuring the copy (cmake)", configure, state + "/configure.log", 0);
+    const JobResult r =
+        step("configuring the copy (cmake)", configure, state + "/configure.log", 0);
     if (r.exit_code != 0)
       throw JobFailed("cmake cannot configure the copy (exit " + std::to_string(r.exit_code) +
                       "): " + log_error(state + "/configure.log") + " (log: " + state +
@@ -385,8 +399,8 @@ int check_exercise(const std::string& dir, const JobOptions& job) {
   const std::string reference = state + "/reference.safetensors";
   std::vector<std::string> argv = launcher_words(job.launcher, 1);
   argv.insert(argv.end(), {reference_grader(state), "reference", e.name, reference});
-  const JobResult ref = step("one rank, from tetra's own sources", argv,
-                             state + "/reference.log", job.run_timeout);
+  const JobResult ref =
+      step("one rank, from tetra's own sources", argv, state + "/reference.log", job.run_timeout);
   if (ref.exit_code != 0 || ref.timed_out)
     throw JobFailed("the one-rank reference " +
                     std::string(ref.timed_out ? "timed out" : "failed") + " (exit " +

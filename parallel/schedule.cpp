@@ -300,8 +300,8 @@ std::string schedule_problem(const std::vector<std::vector<Action>>& ranks, Sche
       if (sim.timeline[r].size() == ranks[r].size()) continue;
       const Action a = ranks[r][sim.timeline[r].size()];
       const int k = a.chunk * pp + r;
-      const bool own_forward_done = std::any_of(
-          sim.timeline[r].begin(), sim.timeline[r].end(), [&](const TimedAction& t) {
+      const bool own_forward_done =
+          std::any_of(sim.timeline[r].begin(), sim.timeline[r].end(), [&](const TimedAction& t) {
             return t.action == Action{Action::Forward, a.micro_batch, a.chunk};
           });
       os << " rank " << r << " stops at " << to_string({a}) << ", waiting for ";

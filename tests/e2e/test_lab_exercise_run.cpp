@@ -2,8 +2,9 @@
 // copy with the function emptied, `tetra lab --check --dir DIR` builds the copy and fails it
 // naming the first tensor that differs from one rank; with the reference body put back it
 // passes. In one copy, so that only its first check builds everything: tp_column_backward and
-// pp_1f1b_order end to end (a deadlocking order too), the other exercises' stubs built and
-// failed. And this build's grader passes every exercise's reference, the cheap check of all.
+// pp_1f1b_order end to end (a deadlocking order too), ring_reduce_scatter with a ring written
+// as its stub says, the other exercises' stubs built and failed. And this build's grader passes
+// every exercise's reference, the cheap check of all.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -65,8 +66,7 @@ TEST_CASE("lab exercise: this build's grader passes every exercise's reference")
     const std::string ref = dir / (e.name + ".safetensors");
     const Spawned r = spawn(mpirun(1) + TETRA_LAB_GRADER + " reference " + e.name + " " + ref);
     CHECK(r.status == 0);
-    const Spawned g =
-        spawn(mpirun(4) + TETRA_LAB_GRADER + " grade " + e.name + " " + ref, 300);
+    const Spawned g = spawn(mpirun(4) + TETRA_LAB_GRADER + " grade " + e.name + " " + ref, 300);
     CAPTURE(g.out);
     CAPTURE(g.err);
     CHECK(g.status == 0);
@@ -75,8 +75,9 @@ TEST_CASE("lab exercise: this build's grader passes every exercise's reference")
   }
 }
 
-TEST_CASE("lab exercise: --check fails each emptied function naming the tensor, passes it "
-          "restored") {
+TEST_CASE(
+    "lab exercise: --check fails each emptied function naming the tensor, passes it "
+    "restored") {
   // In the build folder (ctest runs here), where ccache's base directory maps the copy's
   // paths onto this build's.
   const fs::path copy = fs::absolute("lab_exercise_copy");
@@ -97,7 +98,7 @@ TEST_CASE("lab exercise: --check fails each emptied function naming the tensor, 
   restore(copy, "parallel/tp.cpp");
   r = lab("--check" + dir);
   CHECK(r.status == 0);
-  CHECK(r.out.find("passes: equal to one rank on TP 2, TP 2 x SP, TP 4 x SP, TP 2 x DP 2, "
+  CHECK(r.out.find("passes: equal to one rank on TP 2; TP 2 x SP; TP 4 x SP; TP 2 x DP 2, "
                    "ZeRO-3 (3 steps") != std::string::npos);
 
   // Another exercise in the same copy: its build folder is kept.
@@ -126,24 +127,48 @@ TEST_CASE("lab exercise: --check fails each emptied function naming the tensor, 
   restore(copy, "parallel/schedule.cpp");
   r = lab("--check" + dir);
   CHECK(r.status == 0);
-  CHECK(r.out.find("passes: equal to one rank on PP 2, 1F1B, PP 4, 1F1B, PP 2, GPipe, PP 2, "
+  CHECK(r.out.find("passes: equal to one rank on PP 2, 1F1B; PP 4, 1F1B; PP 2, GPipe; PP 2, "
                    "interleaved V 2") != std::string::npos);
 
-  // The others: each stub builds and fails, naming what differs.
-  for (const auto& [exercise, layout] :
-       {std::pair{"zero2_reduce_scatter", "DP 2, ZeRO-2"}, {"ring_reduce_scatter", "DP 2, ZeRO-1"},
-        {"cp_chunks", "CP 2"}}) {
-    CAPTURE(exercise);
-    REQUIRE(lab(std::string("--exercise ") + exercise + dir).status == 0);
-    r = lab("--check" + dir);
-    CHECK(r.status == 1);
-    if (std::string(exercise) == "cp_chunks")
-      CHECK(r.out.find("fails before running anything: CP 2, S 4: position 0 is held by 2 "
-                       "ranks: each position of the sequence must be held by exactly one") !=
-            std::string::npos);
-    else
-      CHECK(names_a_tensor(r.out, layout));
+  // The ring, written as its stub says (isend / irecv, summing in place, receiving into the
+  // shard): the stub fails naming a tensor, the learner's ring passes.
+  REQUIRE(lab("--exercise ring_reduce_scatter" + dir).status == 0);
+  r = lab("--check" + dir);
+  CHECK(r.status == 1);
+  CHECK(names_a_tensor(r.out, "DP 2, ZeRO-1"));
+  {
+    std::string text = slurp(copy / "parallel/zero.cpp");
+    const std::string stub =
+        "be_.copy(u.grad_shard.flat(), u.grads.flat(comm_.rank() * u.shard, u.shard));";
+    REQUIRE(text.find(stub) != std::string::npos);
+    text.replace(text.find(stub), stub.size(), R"(const int n = comm_.size(), r = comm_.rank();
+  auto part = [&](int q) { return u.grads.flat(int64_t((q % n + n) % n) * u.shard, u.shard); };
+  for (int t = 0; t + 1 < n; ++t) {
+    auto sent = comm_.isend(part(r - t - 1), (r + 1) % n, t);
+    auto got = comm_.irecv(u.grad_shard.flat(), (r + n - 1) % n, t);
+    sent->wait();
+    got->wait();
+    be_.add(part(r - t - 2), u.grad_shard.flat());
   }
+  be_.copy(u.grad_shard.flat(), part(r));)");
+    write_file((copy / "parallel/zero.cpp").string(), text);
+  }
+  r = lab("--check" + dir);
+  CHECK(r.status == 0);
+  CHECK(r.out.find("passes: equal to one rank on DP 2, ZeRO-1; DP 4, ZeRO-1; CP 2 x DP 2, "
+                   "ZeRO-2") != std::string::npos);
+
+  // The others: each stub builds and fails, naming what differs.
+  REQUIRE(lab("--exercise zero2_reduce_scatter" + dir).status == 0);
+  r = lab("--check" + dir);
+  CHECK(r.status == 1);
+  CHECK(names_a_tensor(r.out, "DP 2, ZeRO-2"));
+  REQUIRE(lab("--exercise cp_chunks" + dir).status == 0);
+  r = lab("--check" + dir);
+  CHECK(r.status == 1);
+  CHECK(r.out.find("fails before running anything: CP 2, S 4: position 0 is held by 2 ranks: "
+                   "each position of the sequence must be held by exactly one") !=
+        std::string::npos);
   fs::remove_all(copy);
 }
 

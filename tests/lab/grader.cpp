@@ -46,7 +46,7 @@ struct Layout {
 struct Grading {
   int ranks = 0;
   std::vector<Layout> layouts;
-  bool schedules = false;  // every schedule's lists through the simulator first
+  bool schedules = false;   // every schedule's lists through the simulator first
   bool cp_balance = false;  // every CP rank's positions: all once, equal causal work
 };
 
@@ -191,9 +191,9 @@ std::string first_difference(const st::Reader& ref, int global_batch, const RunR
     const TensorGap g = weight_gap(a, it->second);
     if (!(g.gap <= bound.weight))
       return name + ": its weights after " + std::to_string(kSteps) +
-             " steps differ from one rank's by " + number(g.gap, "%.1e") +
-             " in norm, most at " + element(g.at, shape) + " (one rank " + number(a[g.at]) +
-             ", this layout " + number(it->second[g.at]) + ")";
+             " steps differ from one rank's by " + number(g.gap, "%.1e") + " in norm, most at " +
+             element(g.at, shape) + " (one rank " + number(a[g.at]) + ", this layout " +
+             number(it->second[g.at]) + ")";
   }
   return "";
 }

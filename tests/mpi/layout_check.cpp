@@ -28,8 +28,8 @@ std::string check_plan(const plan::Setup& s, int stage, const StepResult& r, dou
   }
   const double want = plan::stage_memory(s, stage).peak();
   if (!(std::abs(peak - want) <= 0.10 * want))
-    err << "peak memory: predicted " << std::llround(want) << " B, measured "
-        << std::llround(peak) << " B\n";
+    err << "peak memory: predicted " << std::llround(want) << " B, measured " << std::llround(peak)
+        << " B\n";
   return err.str();
 }
 
@@ -97,8 +97,8 @@ RunResult run_on(TrainConfig config, int steps) {
                                                  double(t.backend().alloc_stats.peak));
         CHECK_MESSAGE(plan_diff.empty(), "rank ", rank, " step ", s, ": ", plan_diff);
         if (!plan_diff.empty() && r.plan_diff.empty())
-          r.plan_diff = "rank " + std::to_string(rank) + " step " + std::to_string(s) + ": " +
-                        plan_diff;
+          r.plan_diff =
+              "rank " + std::to_string(rank) + " step " + std::to_string(s) + ": " + plan_diff;
         r.largest_alloc = std::max(r.largest_alloc, t.backend().alloc_stats.largest);
         r.losses.push_back(r.steps.back().loss);
         if (s == 0) r.grads0 = t.full_grads();
@@ -172,8 +172,9 @@ Gaps gaps(const RunResult& ref, const RunResult& run) {
   g.loss = largest_loss_gap(ref.losses, run.losses);
   each_tensor(ref.grads0, run.grads0, ignored, "gradient",
               [&](auto&, auto& a, auto& b) { g.grad = std::max(g.grad, grad_gap(a, b).gap); });
-  each_tensor(ref.weights, run.weights, ignored, "weight",
-              [&](auto&, auto& a, auto& b) { g.weight = std::max(g.weight, weight_gap(a, b).gap); });
+  each_tensor(ref.weights, run.weights, ignored, "weight", [&](auto&, auto& a, auto& b) {
+    g.weight = std::max(g.weight, weight_gap(a, b).gap);
+  });
   return g;
 }
 

@@ -60,8 +60,8 @@ TEST_CASE("lab exercise: each stub replaces its marked lines and nothing else") 
 TEST_CASE("lab exercise: the markers are in the sources once each, in the exercise's file") {
   const fs::path source = tetra::lab::source_dir();
   std::map<std::string, int> seen;  // "file: marker line" -> count
-  for (const char* folder : {"util", "backend", "model", "parallel", "transformer", "optim",
-                             "data", "checkpoint", "plan", "train", "plot", "jobs", "cli"}) {
+  for (const char* folder : {"util", "backend", "model", "parallel", "transformer", "optim", "data",
+                             "checkpoint", "plan", "train", "plot", "jobs", "cli"}) {
     for (const auto& f : fs::recursive_directory_iterator(source / folder)) {
       if (f.path().extension() != ".cpp" && f.path().extension() != ".hpp") continue;
       for (const std::string& line : lines_of(tetra::test::slurp(f.path().string()))) {
