@@ -101,11 +101,14 @@ TEST_CASE(
   CHECK(r.out.find("passes: equal to one rank on TP 2; TP 2 x SP; TP 4 x SP; TP 2 x DP 2, "
                    "ZeRO-3 (3 steps") != std::string::npos);
 
-  // Another exercise in the same copy: its build folder is kept.
+  // Another exercise in the same copy: its build folder is kept, and so is the one file it
+  // changes (tp.cpp is tetra's again).
   r = lab("--exercise pp_1f1b_order" + dir);
   REQUIRE(r.status == 0);
-  CHECK(r.out.find("It replaces exercise tp_column_backward there: 2 files changed") !=
+  CHECK(r.out.find("It replaces exercise tp_column_backward there: 1 file changed") !=
         std::string::npos);
+  CHECK(slurp(copy / ".tetra-exercise/replaced/parallel/schedule.cpp") ==
+        slurp(fs::path(TETRA_SOURCE_DIR) / "parallel/schedule.cpp"));
   r = lab("--check" + dir);
   CHECK(r.status == 1);
   CHECK(r.out.find("fails before running anything: 1f1b PP 1, m 1: simulate: rank 0 runs 0 "
