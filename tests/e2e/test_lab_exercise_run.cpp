@@ -78,8 +78,7 @@ TEST_CASE("lab exercise: this build's grader passes every exercise's reference")
 TEST_CASE(
     "lab exercise: --check fails each emptied function naming the tensor, passes it "
     "restored") {
-  // In the build folder (ctest runs here), where ccache's base directory maps the copy's
-  // paths onto this build's.
+  // In the build folder (ctest runs here), removed at the end.
   const fs::path copy = fs::absolute("lab_exercise_copy");
   fs::remove_all(copy);
   const std::string dir = " --dir " + copy.string();
