@@ -108,7 +108,7 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> backward_order() {
   TrainConfig c = tiny_model(1);
   resolve(c);
   std::vector<std::pair<std::string, std::vector<int64_t>>> out;
-  for (const UnitLayout& u : make_units(c.model, 1, 0))
+  for (const UnitSpec& u : make_units(c.model, 1, 0))
     for (const ParamInfo& p : u.params) out.push_back({p.name, p.shape});
   std::reverse(out.begin(), out.end());
   return out;
