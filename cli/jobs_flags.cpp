@@ -8,6 +8,7 @@
 #include "cli/cli_flags.hpp"
 #include "jobs/job.hpp"
 #include "jobs/lab.hpp"
+#include "jobs/lab_exercise.hpp"
 #include "jobs/lab_lessons.hpp"
 #include "jobs/launch.hpp"
 #include "jobs/serve.hpp"
@@ -74,6 +75,15 @@ void add_lab_options(CLI::App& app, LabOptions& o) {
   add_switch(app, "--list", o.list, "list the lessons");
   add(app, "--out", o.out, "DIR",
       "keep every run's log and metrics here (default: a temporary directory, removed)");
+  std::string names;
+  for (const lab::Exercise& e : lab::exercises()) names += (names.empty() ? "" : ", ") + e.name;
+  add(app, "--exercise", o.exercise, "NAME",
+      "copy tetra's sources into --dir with one function a lesson teaches emptied, for you to "
+      "write: " +
+          names);
+  add_switch(app, "--check", o.check,
+             "build the exercise's copy in --dir and grade it against one rank");
+  add(app, "--dir", o.dir, "DIR", "where the exercise's copy is");
   add_job_options(app, o.job);
   app.footer(
       "tetra lab [LESSON] [--answer X [--answer Y]] [--lang en|zh]: each lesson explains one\n"
@@ -84,11 +94,24 @@ void add_lab_options(CLI::App& app, LabOptions& o) {
       "  tetra lab --list\n"
       "  tetra lab dp\n"
       "  tetra lab pp --answer 25% --answer 20%\n"
-      "  tetra lab 6nd --lang zh");
+      "  tetra lab 6nd --lang zh\n"
+      "  tetra lab --exercise tp_column_backward --dir ex; tetra lab --check --dir ex");
 }
 
 void finish_lab_options(const CLI::App& app, LabOptions& o) {
   check_job_options(o.job);
+  const bool exercise = app.count("--exercise") > 0;
+  check(!(exercise && o.check),
+        "--exercise makes an exercise's copy and --check grades it: one "
+        "at a time");
+  check(exercise || o.check || app.count("--dir") == 0, "--dir needs --exercise NAME or --check");
+  if (exercise || o.check) {
+    check(o.lesson.empty() && app.count("--answer") == 0 && !o.list && app.count("--out") == 0,
+          exercise ? "--exercise" : "--check", " takes no LESSON, --answer, --list or --out");
+    if (exercise) lab::find_exercise(o.exercise);
+    check(!o.dir.empty(), "--dir is empty");
+    return;
+  }
   if (!o.lesson.empty()) lab::find_lesson(lab::lessons(train_args()), o.lesson);
   if (app.count("--answer") == 0) return;
   check(!o.lesson.empty(), "--answer needs a LESSON: one lesson's question to answer");

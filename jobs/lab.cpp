@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "jobs/job.hpp"
+#include "jobs/lab_exercise.hpp"
 #include "jobs/lab_lessons.hpp"
 #include "plot/plot.hpp"
 #include "util/error.hpp"
@@ -395,6 +396,8 @@ Reading read_answer(const std::string& text, lab::Unit unit, double& value) {
 int run_lab(const LabOptions& o, const TrainArgs& train) {
   try {
     const InterruptScope interrupts;
+    if (!o.exercise.empty()) return lab::make_exercise(o.exercise, o.dir);
+    if (o.check) return lab::check_exercise(o.dir, o.job);
     const Lang lang = lab::language(o.lang);
     const std::vector<lab::Lesson> all = lab::lessons(train);
     if (o.list) {

@@ -2,8 +2,9 @@
 // parallelism that ask the learner to predict a number, diagnose a wrong prediction (a known
 // mistake, else a hint) and give a second try, run the layout, and grade the prediction beside
 // the formula's answer and the measured value (within 5 %, or exactly for a step or a count),
-// with the worked answer and the code that does it. The lessons are in jobs/lab_*.cpp.
-// Text only; the parent of its MPI jobs, like tetra launch.
+// with the worked answer and the code that does it. The lessons are in jobs/lab_*.cpp;
+// `--exercise NAME` and `--check` are exercises in the code (jobs/lab_exercise.hpp). Text
+// only; the parent of its MPI jobs, like tetra launch.
 #pragma once
 #include <functional>
 #include <string>
@@ -22,6 +23,10 @@ struct LabOptions {
   bool list = false;
   std::string out;  // keep each run's log and metrics here (default: a temporary directory)
   JobOptions job{.run_timeout = 300};
+  // Exercises in the code (jobs/lab_exercise.hpp): make one's copy in `dir`, or check it.
+  std::string exercise;
+  bool check = false;
+  std::string dir = "tetra-exercise";
 };
 
 // A number as a learner types it: digits, with commas only between groups of three
