@@ -180,6 +180,7 @@ int main(int argc, char** argv) {
     rc = tetra::exit_status_of(e);
     if (world > 1) MPI_Abort(MPI_COMM_WORLD, rc);
   }
+  rc = tetra::checked_stdout(rc);
   MPI_Finalize();
   return rc;
 }
