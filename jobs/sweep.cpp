@@ -376,7 +376,8 @@ int run_sweep(const SweepOptions& o, const TrainArgs& train) {
   check(created.fd >= 0, "cannot write '", jsonl, "': ", created.problem);
   OutputStream records(created.fd);
   const auto write = [&](const json& j) {
-    check(records.write(j.dump() + "\n"), "cannot write '", jsonl, "': ", std::strerror(errno));
+    const bool written = records.write(j.dump() + "\n");  // errno before strerror reads it
+    check(written, "cannot write '", jsonl, "': ", std::strerror(errno));
   };
   for (const plan::Skipped& s : all.skipped)
     write({{"name", plan::layout_id(s.spec)}, {"status", "skipped"}, {"reason", s.reason}});

@@ -48,17 +48,24 @@ std::vector<Named> inputs_of(const TrainConfig& c) {
   source("`data.val_data`", c.data.val_data);
   if (!c.data.tokenizer.empty() && c.data.tokenizer.rfind("bpe:", 0) != 0)
     in.push_back(named("`data.tokenizer`", c.data.tokenizer, false));
-  if (!c.model.init_from.empty()) {
+  if (const std::string& init = c.model.init_from; !init.empty()) {
+    // A model directory: itself and its files (beside which a run may keep its own).
+    in.push_back(named("`model.init_from`", init, false));
     std::error_code ec;
-    in.push_back(named("`model.init_from`", c.model.init_from, fs::is_directory(c.model.init_from, ec)));
+    if (fs::is_directory(init, ec))
+      for (const auto& e : fs::directory_iterator(init, ec))
+        if (e.is_regular_file(ec))
+          in.push_back(named("`model.init_from`'s", e.path().string(), false));
   }
   if (!c.origin.file.empty()) in.push_back(named("--config", c.origin.file, false));
   const CheckpointConfig& k = c.checkpoint;
-  if (k.resume != "auto" && k.resume != "never") in.push_back(named("`checkpoint.resume`", k.resume, true));
+  if (k.resume != "auto" && k.resume != "never")
+    in.push_back(named("`checkpoint.resume`", k.resume, true));
   if (!k.ckpt_dir.empty()) {
     const fs::path dir(k.ckpt_dir);
     in.push_back(named("`checkpoint.ckpt_dir`'s lock", (dir / ckpt::kLockFile).string(), false));
-    in.push_back(named("`checkpoint.ckpt_dir`'s latest", (dir / ckpt::kLatestFile).string(), false));
+    in.push_back(
+        named("`checkpoint.ckpt_dir`'s latest", (dir / ckpt::kLatestFile).string(), false));
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir, ec))
       if (ckpt::parse_step_dir_name(e.path().filename().string()))
@@ -82,11 +89,12 @@ void check_train_outputs(const TrainConfig& c) {
   if (!o.export_.empty()) {
     const std::string problem = export_problem(o.export_);
     const bool file = export_is_file(o.export_);
-    check(problem.empty(), "cannot write `output.export` ", file ? "file" : "directory", " '", o.export_,
-          "': ", problem);
+    check(problem.empty(), "cannot write `output.export` ", file ? "file" : "directory", " '",
+          o.export_, "': ", problem);
     outs.push_back(named("`output.export`", o.export_, !file));
   }
-  for (const auto& [flag, path] : {std::pair{"`output.trace`", &o.trace}, {"`output.metrics`", &o.metrics}}) {
+  for (const auto& [flag, path] :
+       {std::pair{"`output.trace`", &o.trace}, {"`output.metrics`", &o.metrics}}) {
     if (path->empty()) continue;
     std::string problem = output_file_problem(*path);
     // A temporary made and removed beside it, as the write will (a read-only file system).

@@ -378,6 +378,11 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
   });
   resume_path = broadcast_string(world, resume_path);
   const Hosts hosts = gather_hosts(world);
+  // An existing checkpoint directory (rank 0 holds its lock) is checked shared before a resume
+  // reads it; a new one once it is made.
+  int locked = p.lock != nullptr;
+  MPI_Bcast(&locked, 1, MPI_INT, 0, world);
+  if (locked) ckpt::check_shared_dir(world, c.checkpoint.ckpt_dir, hosts);
   // TP all-reduces activations four times per block and micro-batch, meant for a machine's
   // fast links: a TP group over several hosts computes the same, slowly.
   if (const std::string group = hosts.spanning_group(p.work.layout.tp); rank == 0 && !group.empty())
@@ -400,7 +405,8 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
   agree(world, [&] {
     if (rank == 0) lock_checkpoint_dir(p, true);
   });
-  if (!c.checkpoint.ckpt_dir.empty()) ckpt::check_shared_dir(world, c.checkpoint.ckpt_dir, hosts);
+  if (!locked && !c.checkpoint.ckpt_dir.empty())
+    ckpt::check_shared_dir(world, c.checkpoint.ckpt_dir, hosts);
   make_pipeline(p);
   p.peak = find_peak(*p.backend, *p.grid.world, c.output.peak_tflops, p.threads,
                      compute_dtype(c.device));

@@ -159,7 +159,8 @@ void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
   const json j = record(r);
   if (metrics_.is_open()) {
     // A full disk must stop the run, not drop its metrics without a word.
-    check(metrics_.write(j.dump() + "\n"), "cannot write `output.metrics` file '", metrics_path_,
+    const bool written = metrics_.write(j.dump() + "\n");  // errno before strerror reads it
+    check(written, "cannot write `output.metrics` file '", metrics_path_,
           "': ", std::strerror(errno));
   }
   if (tensorboard_) tensorboard_->scalars(r.step, scalar_tags(j));

@@ -165,8 +165,8 @@ void TensorBoardWriter::session_start(int64_t step) {
 
 // Each event is flushed whole: a run killed between steps leaves only complete records.
 void TensorBoardWriter::write_event(const std::string& event) {
-  check(out_.write(tensorboard::tfrecord(event)), "cannot write `output.tensorboard` file '", path_,
-        "': ", std::strerror(errno));
+  const bool written = out_.write(tensorboard::tfrecord(event));  // errno before strerror
+  check(written, "cannot write `output.tensorboard` file '", path_, "': ", std::strerror(errno));
 }
 
 }  // namespace tetra

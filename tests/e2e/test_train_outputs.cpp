@@ -27,8 +27,8 @@ std::string train(const std::string& flags) {
 }
 
 // A directory with a checkpoint directory `ck` whose latest names step 1, a text corpus, a
-// --config file and an exported model; every output flag's bad value beside them: a regular
-// file where --tensorboard wants a directory, a directory where --metrics wants a file, a
+// --config file and an exported model directory; every output flag's bad value beside them: a
+// regular file where --tensorboard wants a directory, a directory where --metrics wants a file, a
 // missing directory for --trace, a directory of the user's for --export.
 struct Workspace {
   TempDir d;
@@ -37,9 +37,8 @@ struct Workspace {
     for (int i = 0; i < 200; ++i) text += "the quick brown fox jumps over the lazy dog. ";
     std::ofstream(d / "corpus.txt") << text;
     std::ofstream(d / "run.toml") << "[optimizer]\nlr = 0.001\n";
-    const Spawned made =
-        spawn("cd " + d.path.string() + " && " + tetra_bin() + " train" +
-              tiny_model_flags({.steps = 1}) + "--ckpt-dir ck --export model.safetensors");
+    const Spawned made = spawn("cd " + d.path.string() + " && " + tetra_bin() + " train" +
+                               tiny_model_flags({.steps = 1}) + "--ckpt-dir ck --export model");
     REQUIRE(made.status == 0);
     REQUIRE(slurp(d / "ck/latest") == "step_00000001\n");
     std::ofstream(d / "tb.txt") << "not a directory\n";
@@ -103,8 +102,11 @@ TEST_CASE("train outputs: no output is an input or another output, by any spelli
       {data + "--trace alias.txt", "--trace 'alias.txt' is --data 'corpus.txt'"},
       {data + "--metrics here/corpus.txt", "--metrics 'here/corpus.txt' is --data 'corpus.txt'"},
       {"--config run.toml --trace run.toml", "--trace 'run.toml' is --config 'run.toml'"},
-      {"--init-from model.safetensors --export model.safetensors",
-       "--export 'model.safetensors' is --init-from 'model.safetensors'"},
+      {"--init-from model --export model", "--export 'model' is --init-from 'model'"},
+      {"--init-from model --export model/model.safetensors",
+       "--export 'model/model.safetensors' is --init-from's 'model/model.safetensors'"},
+      {"--init-from model/model.safetensors --trace model/model.safetensors",
+       "--trace 'model/model.safetensors' is --init-from 'model/model.safetensors'"},
       {"--ckpt-dir ck --metrics ck/latest", "--metrics 'ck/latest' is --ckpt-dir's latest"},
       {"--ckpt-dir ck --trace ck/lock", "--trace 'ck/lock' is --ckpt-dir's lock 'ck/lock'"},
       {"--ckpt-dir ck --metrics ck/step_00000001/manifest.json",
