@@ -106,3 +106,21 @@ TEST_CASE(
     expect_refusal_in(d.path, command, "'" + dir + "' is a symbolic link");
   }
 }
+
+TEST_CASE("output files: every command's named output refuses a symbolic link, changing nothing") {
+  const TempDir d;
+  user_file(d / "victim.txt");
+  fs::create_symlink(d / "victim.txt", d / "link.svg");
+  fs::create_symlink(d / "victim.txt", d / "link.safetensors");
+  fs::create_symlink(d / "victim.txt", d / "link.json");
+  const std::string tetra = tetra_bin(), train = tetra + " train" + tiny_model_flags({.steps = 1});
+  const std::pair<std::string, std::string> cases[] = {
+      {tetra + " plot --schedule 1f1b --pp 2 --micro-batches 4 --out link.svg",
+       "it is a symbolic link"},
+      {tetra + " plan --pp 2 --draw link.svg", "it is a symbolic link"},
+      {train + "--metrics link.json", "cannot write --metrics file 'link.json': it is a symbolic"},
+      {train + "--trace link.json", "cannot write --trace file 'link.json': it is a symbolic"},
+      {train + "--export link.safetensors", "cannot write --export file 'link.safetensors'"},
+  };
+  for (const auto& [command, why] : cases) expect_refusal_in(d.path, command, why);
+}
