@@ -31,6 +31,7 @@
 #include "train/preempt.hpp"
 #include "train/trainer.hpp"
 #include "util/error.hpp"
+#include "util/same_path.hpp"
 
 namespace {
 
@@ -96,6 +97,12 @@ int plan_command(const tetra::PlanOptions& opt, int rank) {
   int rc = 0;
   std::string text;
   tetra::agree(MPI_COMM_WORLD, [&] {
+    // The picture may not replace what the plan reads.
+    for (const auto& [flag, input] :
+         {std::pair{"--compare", &opt.compare}, {"--config", &opt.train.config_file}}) {
+      const std::string clash = tetra::same_file_problem("--draw", opt.draw, flag, *input);
+      tetra::check(clash.empty(), clash);
+    }
     if (!opt.compare.empty()) {
       const tetra::plan::Setup s = tetra::plan::make_setup(opt.train.run_spec(), opt.train.model);
       const tetra::plan::Comparison c = tetra::plan::compare_metrics(s, opt.compare);

@@ -29,4 +29,11 @@ bool within(const PathId& inner, const PathId& outer) {
   return inner.resolved.compare(0, prefix.size(), prefix) == 0;
 }
 
+std::string same_file_problem(const std::string& out_flag, const std::string& out,
+                              const std::string& in_flag, const std::string& in) {
+  if (out.empty() || in.empty() || !same_path(path_id(out), path_id(in))) return "";
+  return out_flag + " '" + out + "' is " + in_flag + " '" + in + "': name another path for " +
+         out_flag;
+}
+
 }  // namespace tetra

@@ -24,4 +24,9 @@ bool same_path(const PathId& a, const PathId& b);
 // `inner` is `outer` or lies inside the directory `outer`, by resolved paths.
 bool within(const PathId& inner, const PathId& outer);
 
+// "" when the output `out` (given as out_flag) is not the input `in` (in_flag; "" for none),
+// else the one line that says so: "--out 'x' is --loss 'x': name another path for --out".
+std::string same_file_problem(const std::string& out_flag, const std::string& out,
+                              const std::string& in_flag, const std::string& in);
+
 }  // namespace tetra

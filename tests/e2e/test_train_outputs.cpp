@@ -5,7 +5,8 @@
 // the newest), no token cache written. An output may not be an input (the --data text, the
 // --config file, --init-from, the checkpoint directory's lock and latest, a checkpoint in it,
 // --resume's checkpoint) nor another output, by any spelling: a hard link, a link in the path.
-// Runs the real `tetra` binary.
+// plot --out and plan --draw may not replace what they read either. Runs the real `tetra`
+// binary.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -119,4 +120,23 @@ TEST_CASE("train outputs: no output is an input or another output, by any spelli
   };
   for (const auto& [flags, why] : cases) expect_refusal_in(w.d.path, train(flags), why);
   CHECK(slurp(w.d / "ck/latest") == "step_00000001\n");
+}
+
+TEST_CASE("outputs against inputs: plot --out and plan --draw may not replace what they read") {
+  const TempDir d;
+  REQUIRE(spawn("cd " + d.path.string() + " && " + tetra_bin() + " train" +
+                tiny_model_flags({.steps = 2}) + "--metrics run.jsonl --trace trace.json")
+              .status == 0);
+  std::ofstream(d / "plan.toml") << "[layout]\npp = 2\n";
+  fs::create_hard_link(d / "run.jsonl", d / "alias.jsonl");
+  const std::string tetra = tetra_bin();
+  const std::pair<std::string, std::string> cases[] = {
+      {" plot --loss run.jsonl --out run.jsonl", "--out 'run.jsonl' is --loss 'run.jsonl'"},
+      {" plot --barrier run.jsonl --out alias.jsonl",
+       "--out 'alias.jsonl' is --barrier 'run.jsonl'"},
+      {" plot --trace trace.json --out ./trace.json", "--out './trace.json' is --trace"},
+      {" plan --compare run.jsonl --draw run.jsonl", "--draw 'run.jsonl' is --compare 'run.jsonl'"},
+      {" plan --config plan.toml --draw plan.toml", "--draw 'plan.toml' is --config 'plan.toml'"},
+  };
+  for (const auto& [args, why] : cases) expect_refusal_in(d.path, tetra + args, why);
 }
