@@ -99,7 +99,7 @@ int plan_command(const tetra::PlanOptions& opt, int rank) {
   tetra::agree(MPI_COMM_WORLD, [&] {
     // The picture may not replace what the plan reads.
     for (const auto& [flag, input] :
-         {std::pair{"--compare", &opt.compare}, {"--config", &opt.train.config_file}}) {
+         {std::pair{"--compare", &opt.compare}, {"--config", &opt.train.origin.file}}) {
       const std::string clash = tetra::same_file_problem("--draw", opt.draw, flag, *input);
       tetra::check(clash.empty(), clash);
     }
