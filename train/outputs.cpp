@@ -110,7 +110,8 @@ void check_train_outputs(const TrainConfig& c) {
   }
   if (const std::string& dir = c.checkpoint.ckpt_dir; !dir.empty()) {
     const std::string problem = dir_output_problem(dir);
-    check(problem.empty(), "cannot write `checkpoint.ckpt_dir` '", dir, "': ", problem);
+    check(problem.empty(), "cannot use `checkpoint.ckpt_dir` '", dir,
+          "' as the checkpoint directory: ", problem);
   }
   for (size_t i = 0; i < outs.size(); ++i) {
     for (size_t j = 0; j < outs.size(); ++j)
