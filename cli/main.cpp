@@ -30,6 +30,7 @@
 #include "train/trainer.hpp"
 #include "util/error.hpp"
 #include "util/input_file.hpp"
+#include "util/same_path.hpp"
 
 namespace {
 
@@ -97,7 +98,15 @@ void ckpt_command(const tetra::CkptOptions& opt, int rank) {
 // (exit 1 when they disagree). Rank 0 prints and draws; the plan needs no other rank.
 int plan_command(const tetra::PlanOptions& opt, int rank) {
   tetra::PlanOutput out;
-  tetra::agree(MPI_COMM_WORLD, [&] { out = tetra::plan_output(opt, rank == 0); });
+  tetra::agree(MPI_COMM_WORLD, [&] {
+    // The picture may not replace what the plan reads.
+    for (const auto& [flag, input] :
+         {std::pair{"--compare", &opt.compare}, {"--config", &opt.train.origin.file}}) {
+      const std::string clash = tetra::same_file_problem("--draw", opt.draw, flag, *input);
+      tetra::check(clash.empty(), clash);
+    }
+    out = tetra::plan_output(opt, rank == 0);
+  });
   if (rank == 0) std::printf("%s", tetra::settings::worded(out.text, opt.train.origin).c_str());
   return out.status;
 }
@@ -165,6 +174,7 @@ int main(int argc, char** argv) {
     rc = tetra::exit_status_of(e);
     if (world > 1) MPI_Abort(MPI_COMM_WORLD, rc);
   }
+  rc = tetra::checked_stdout(rc);
   MPI_Finalize();
   return rc;
 }

@@ -13,6 +13,7 @@
 #include "cli/cli_flags.hpp"
 #include "parallel/placement.hpp"
 #include "util/error.hpp"
+#include "util/output_file.hpp"
 
 namespace tetra {
 
@@ -337,7 +338,8 @@ void finish(CommandLine& cli, TrainSettings& settings, std::unique_ptr<CLI::App>
       o.given.insert(s.key());
       if (file_flags.count(s.flag())) o.origin.keys.insert(s.key());
     }
-    if (!o.origin.keys.empty()) o.origin.file = cli.config_file;
+    // The file is an input too, which no output may replace (train/outputs.hpp).
+    o.origin.file = cli.config_file;
     // tetra plan's own flags (the machine, the tokens, the rate), which a preset fills in
     // where they are not given: "plan.gpu".
     if (cli.command == "plan")
@@ -466,12 +468,13 @@ int run_job_command(const std::vector<std::string>& args) {
     const CommandLine cli = parse_command_line(args);
     if (!cli.help.empty()) {
       std::printf("%s", cli.help.c_str());
-      return 0;
+      return checked_stdout(exit_status::kOk);
     }
-    if (cli.command == "launch") return run_launch(cli.launch, train_args());
-    if (cli.command == "sweep") return run_sweep(cli.sweep, train_args());
-    if (cli.command == "serve") return run_serve(cli.serve, train_args(), plan_args());
-    return run_lab(cli.lab, train_args());
+    if (cli.command == "launch") return checked_stdout(run_launch(cli.launch, train_args()));
+    if (cli.command == "sweep") return checked_stdout(run_sweep(cli.sweep, train_args()));
+    if (cli.command == "serve")
+      return checked_stdout(run_serve(cli.serve, train_args(), plan_args()));
+    return checked_stdout(run_lab(cli.lab, train_args()));
   } catch (const std::exception& e) {
     // The jobs' own flags are all on the command line. Started as several ranks (refused):
     // one of them speaks.
@@ -480,6 +483,14 @@ int run_job_command(const std::vector<std::string>& args) {
       std::fprintf(stderr, "tetra: error: %s\n", settings::worded(error_text(e)).c_str());
     return exit_status_of(e);
   }
+}
+
+int checked_stdout(int status) {
+  if (status != exit_status::kOk) return status;  // its error said already
+  const std::string problem = stdout_problem();
+  if (problem.empty()) return status;
+  std::fprintf(stderr, "tetra: error: %s\n", problem.c_str());
+  return exit_status::kInput;
 }
 
 }  // namespace tetra

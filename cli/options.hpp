@@ -92,6 +92,11 @@ PlanArgs plan_args();
 bool starts_jobs(const std::vector<std::string>& args);
 int run_job_command(const std::vector<std::string>& args);
 
+// A command's exit status once its standard output is checked: output errors are errors, so a
+// command that succeeded but whose output did not all reach standard output (a full disk,
+// /dev/full) says so in one "tetra: error:" line and exits 2. A failed command's status stands.
+int checked_stdout(int status);
+
 // A configuration a checkpoint records (TrainConfig's JSON, layout as laid out; older names
 // read too) as a --config file: the settings that differ from their defaults set, the rest
 // commented out, the preset left out (its values are recorded). Trains the same run.

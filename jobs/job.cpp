@@ -18,6 +18,7 @@
 #include "parallel/placement.hpp"
 #include "util/error.hpp"
 #include "util/format.hpp"
+#include "util/output_file.hpp"
 
 namespace tetra {
 namespace {
@@ -115,7 +116,12 @@ JobResult run_job(const std::vector<std::string>& argv, const std::string& log_p
     pid = start_process(
         {.argv = argv, .log_path = log_path, .own_group = true, .unset_env = {"TETRA_RESTART"}});
   } catch (const CannotRun& e) {  // as a shell reports it: 127, and why in the log
-    std::ofstream(log_path, std::ios::app) << "tetra: error: " << e.what() << "\n";
+    // The log start_process has just made (never created here, nor through a link).
+    if (const Temporary log = open_for_append(log_path, false); log.fd >= 0) {
+      const std::string line = std::string("tetra: error: ") + e.what() + "\n";
+      write_all(log.fd, line.data(), line.size());
+      ::close(log.fd);
+    }
     return {.exit_code = exit_status::kCannotRun, .seconds = seconds_since(t0)};
   }
   g_group = pid;

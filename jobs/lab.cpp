@@ -18,6 +18,7 @@
 #include "jobs/lab_lessons.hpp"
 #include "plot/plot.hpp"
 #include "util/error.hpp"
+#include "util/output_dir.hpp"
 
 namespace tetra {
 
@@ -68,6 +69,28 @@ struct Words {
   Text code{"the code: {code}", "代码：{code}"};
 };
 const Words kWords;
+
+// The files a lesson's run k (from 1) writes in the run directory: its metrics, its log, and
+// a supervised run's checkpoint directory.
+std::string run_base(const lab::Lesson& l, size_t k) {
+  return l.name + "-" + std::to_string(k);
+}
+
+// --out, before the first run: new, empty, or an earlier lab's (util/output_dir.hpp), with
+// every file the lessons' runs will write there checked and the directory marked as the lab's.
+void claim_out(const std::string& out, const std::vector<const lab::Lesson*>& lessons) {
+  OutputDir d{.dir = out, .command = "lab", .files = {}, .dirs = {}};
+  for (const lab::Lesson* l : lessons)
+    for (size_t k = 1; k <= l->runs.size(); ++k) {
+      d.files.push_back(run_base(*l, k) + ".jsonl");
+      d.files.push_back(run_base(*l, k) + ".log");
+      if (l->runs[k - 1].supervised) d.dirs.push_back(run_base(*l, k) + ".ckpt");
+    }
+  const std::string problem = output_dir_problem(d, "--out");
+  check(problem.empty(), problem);
+  const std::string unclaimed = claim_output_dir(d);
+  check(unclaimed.empty(), unclaimed);
+}
 
 // Text broken into lines of at most `width` columns (its own line breaks kept), each line
 // after the first indented. Lines break at spaces, and between two Chinese characters (two
@@ -332,11 +355,13 @@ std::vector<lab::RunOutput> run_lesson(const lab::Lesson& l, const JobOptions& j
   std::vector<lab::RunOutput> out;
   for (size_t k = 0; k < l.runs.size(); ++k) {
     const lab::LessonRun& run = l.runs[k];
-    const std::string base = dir + "/" + l.name + "-" + std::to_string(k + 1);
+    const std::string base = dir + "/" + run_base(l, k + 1);
     const std::string jsonl = base + ".jsonl", log = base + ".log", ckpt = base + ".ckpt";
+    // An earlier lab's, in a directory claim_out checked: metrics append, and a checkpoint
+    // left would be resumed from.
     std::error_code ec;
-    fs::remove(jsonl, ec);  // metrics append; a checkpoint left would be resumed from
-    fs::remove_all(ckpt, ec);
+    fs::remove(jsonl, ec);
+    if (run.supervised) fs::remove_all(ckpt, ec);
     std::vector<std::string> cmd;
     if (run.supervised) cmd = {tetra_program(), "launch", "--restarts", "1", "--quiet", "--"};
     const std::vector<std::string> launcher = launcher_words(job_options.launcher, run.ranks);
@@ -406,15 +431,19 @@ int run_lab(const LabOptions& o, const TrainArgs& train) {
                     lab::fill(all[i].title, lang, all[i].values).c_str());
       return 0;
     }
+    std::vector<size_t> chosen;
+    if (!o.lesson.empty())
+      chosen = {lab::find_lesson(all, o.lesson)};
+    else
+      for (size_t i = 0; i < all.size(); ++i) chosen.push_back(i);
+    if (!o.out.empty()) {
+      std::vector<const lab::Lesson*> taught;
+      for (size_t i : chosen) taught.push_back(&all[i]);
+      claim_out(o.out, taught);
+    }
     RunDir dir(o.out, "tetra_lab");
     try {
-      if (!o.lesson.empty()) {
-        const size_t i = lab::find_lesson(all, o.lesson);
-        teach(all[i], i, all.size(), o, train, dir.path(), lang);
-      } else {
-        for (size_t i = 0; i < all.size(); ++i)
-          teach(all[i], i, all.size(), o, train, dir.path(), lang);
-      }
+      for (size_t i : chosen) teach(all[i], i, all.size(), o, train, dir.path(), lang);
     } catch (const JobFailed&) {
       dir.keep();
       throw;

@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -23,6 +22,7 @@
 #include "util/error.hpp"
 #include "util/input_file.hpp"
 #include "util/json.hpp"
+#include "util/output_file.hpp"
 
 namespace tetra {
 namespace {
@@ -112,7 +112,8 @@ class MetricsTail {
     if (complete < text.size()) {
       // A rank killed mid-write leaves a torn last line. Ending it here keeps the next
       // attempt's first record on a line of its own, where it parses.
-      std::ofstream(path_, std::ios::app) << '\n';
+      if (const Temporary log = open_for_append(path_, false); log.fd >= 0)
+        OutputStream(log.fd).write("\n");
       ++offset_;
     }
     std::vector<StepTime> steps;

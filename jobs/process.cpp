@@ -11,6 +11,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "util/output_file.hpp"
+
 extern char** environ;
 
 namespace tetra {
@@ -50,8 +52,10 @@ pid_t start_process(const ProcessSpec& spec) {
   const std::vector<char*> argv = pointers(argv_words), envp = pointers(env_words);
   int log = -1, null = -1;
   if (!spec.log_path.empty()) {
-    log = ::open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    check(log >= 0, "cannot write '", spec.log_path, "': ", std::strerror(errno));
+    // A fresh file renamed over the name: an earlier log is replaced, a link not written through.
+    const Temporary file = create_replacing(spec.log_path);
+    check(file.fd >= 0, "cannot write '", spec.log_path, "': ", file.problem);
+    log = file.fd;
     null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   }
   int pipe_fds[2];

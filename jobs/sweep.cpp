@@ -2,10 +2,11 @@
 #include "jobs/sweep.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <thread>
 
@@ -15,6 +16,8 @@
 #include "plot/svg_sweep.hpp"
 #include "util/error.hpp"
 #include "util/format.hpp"
+#include "util/output_dir.hpp"
+#include "util/output_file.hpp"
 
 namespace tetra {
 namespace {
@@ -125,17 +128,16 @@ SweepBar bar(const LayoutRun& r) {
   return b;
 }
 
-// DIR: created when missing; an existing one must be empty or hold an earlier sweep, whose
-// files are replaced.
-void prepare_out(const std::string& dir) {
-  std::error_code ec;
-  if (fs::exists(dir, ec)) {
-    check(fs::is_directory(dir, ec), "--out '", dir, "' is not a directory");
-    check(fs::is_empty(dir, ec) || fs::exists(fs::path(dir) / "sweep.jsonl", ec), "--out '", dir,
-          "' is neither empty nor an earlier sweep's; name a new or empty directory");
-  }
-  fs::create_directories(fs::path(dir) / "runs", ec);
-  check(!ec, "cannot create '", dir, "/runs': ", ec.message());
+// --out DIR and what the sweep writes there (util/output_dir.hpp): checked before the first
+// run, claimed (created, marked as a sweep's) once every check has passed.
+OutputDir out_dir(const std::string& dir, const std::vector<LayoutRun>& runs) {
+  OutputDir d{
+      .dir = dir, .command = "sweep", .files = {"sweep.jsonl", "sweep.svg"}, .dirs = {"runs"}};
+  std::vector<std::string> ids = {"reference"};
+  for (const LayoutRun& r : runs) ids.push_back(r.id);
+  for (const std::string& id : ids)
+    for (const char* ext : {".jsonl", ".log"}) d.files.push_back("runs/" + id + ext);
+  return d;
 }
 
 }  // namespace
@@ -177,12 +179,22 @@ int run_sweep(const SweepOptions& o, const TrainArgs& train) {
     print_plan_table(runs);
     return 0;
   }
-  prepare_out(o.out);
-  std::ofstream jsonl(o.out + "/sweep.jsonl", std::ios::trunc);
-  check(bool(jsonl), "cannot write '", o.out, "/sweep.jsonl'");
+  const OutputDir out = out_dir(o.out, runs);
+  const std::string problem = output_dir_problem(out, "--out");
+  check(problem.empty(), problem);
+  const std::string unclaimed = claim_output_dir(out);
+  check(unclaimed.empty(), unclaimed);
+  std::error_code ec;
+  fs::create_directory(o.out + "/runs", ec);
+  check(!ec, "cannot create '", o.out, "/runs': ", ec.message());
+  // sweep.jsonl, a record per line as the runs finish: a fresh file of the sweep's own.
+  const std::string jsonl = o.out + "/sweep.jsonl";
+  const Temporary created = create_replacing(jsonl);
+  check(created.fd >= 0, "cannot write '", jsonl, "': ", created.problem);
+  OutputStream records(created.fd);
   const auto write = [&](const json& j) {
-    jsonl << j.dump() << "\n" << std::flush;
-    check(bool(jsonl), "cannot write '", o.out, "/sweep.jsonl'");
+    const bool written = records.write(j.dump() + "\n");  // errno before strerror reads it
+    check(written, "cannot write '", jsonl, "': ", std::strerror(errno));
   };
   for (const plan::Skipped& s : all.skipped)
     write({{"name", plan::layout_id(s.spec)}, {"status", "skipped"}, {"reason", s.reason}});

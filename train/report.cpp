@@ -69,8 +69,10 @@ RunReport::RunReport(const OutputConfig& out, const ReportStart& start)
       attention_(start.attention),
       interleaved_(start.interleaved) {
   if (!out.metrics.empty()) {
-    metrics_.open(out.metrics, std::ios::app);
-    check(bool(metrics_), "cannot open `output.metrics` file '", out.metrics, "'");
+    // Appended to (a restart continues the file), never through a link (util/output_file.hpp).
+    const Temporary f = open_for_append(out.metrics, true);
+    check(f.fd >= 0, "cannot open `output.metrics` file '", out.metrics, "': ", f.problem);
+    metrics_ = OutputStream(f.fd);
   }
   if (!out.tensorboard.empty()) {
     tensorboard_ = std::make_unique<TensorBoardWriter>(out.tensorboard);
@@ -156,10 +158,9 @@ void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
   if (!metrics_.is_open() && !tensorboard_) return;
   const json j = record(r);
   if (metrics_.is_open()) {
-    metrics_ << j.dump() << "\n";
-    metrics_.flush();
     // A full disk must stop the run, not drop its metrics without a word.
-    check(bool(metrics_), "cannot write `output.metrics` file '", metrics_path_,
+    const bool written = metrics_.write(j.dump() + "\n");  // errno before strerror reads it
+    check(written, "cannot write `output.metrics` file '", metrics_path_,
           "': ", std::strerror(errno));
   }
   if (tensorboard_) tensorboard_->scalars(r.step, scalar_tags(j));

@@ -2,7 +2,6 @@
 // step on stdout and one JSON object per step in --metrics, and the summary line.
 #pragma once
 #include <cstdint>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -17,6 +16,7 @@
 #include "train/tensorboard.hpp"
 #include "util/clock.hpp"
 #include "util/json.hpp"
+#include "util/output_file.hpp"
 
 namespace tetra {
 
@@ -82,7 +82,7 @@ class RunReport {
   json record(const StepResult& r) const;
 
   std::string metrics_path_;
-  std::ofstream metrics_;
+  OutputStream metrics_;
   std::unique_ptr<TensorBoardWriter> tensorboard_;
   int64_t steps_;
   double entropy_floor_, ln_vocab_;

@@ -142,12 +142,10 @@ void Trainer::report_start() const {
 void Trainer::start_run() {
   const bool root = parts_.grid.rank == 0;
   const TrainConfig& c = config();
-  agree(world_, [&] {
-    if (root && !c.checkpoint.ckpt_dir.empty()) point_latest_here();
-  });
+  // The outputs were checked before anything changed (train/outputs.hpp): what is left to fail
+  // here is the file system itself, before `latest` moves.
   agree(world_, [&] {
     if (!root) return;
-    if (!c.output.trace.empty()) trace::check_writable(c.output.trace);
     // The configuration by section, as the checkpoints record it.
     json recorded = parts_.record.config;
     recorded["model"] = parts_.record.model;
@@ -158,6 +156,9 @@ void Trainer::start_run() {
         c.output, ReportStart{step_, c.optimizer.steps, parts_.data->entropy_floor(),
                               std::log(double(model().vocab)), text, attention_path(),
                               parts_.work.schedule == ScheduleKind::Interleaved});
+  });
+  agree(world_, [&] {
+    if (root && !c.checkpoint.ckpt_dir.empty()) point_latest_here();
   });
   loop_started_ = Clock::now();
   if (!c.output.trace.empty()) trace::start(world_);
