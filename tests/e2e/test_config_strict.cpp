@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/refusal.hpp"
 #include "../support/spawn.hpp"
 #include "../support/test_util.hpp"
 #include "cli/config_file.hpp"

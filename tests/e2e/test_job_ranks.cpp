@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "../support/refusal.hpp"
 #include "../support/spawn.hpp"
 #include "../support/test_util.hpp"
 #include "../support/tiny_model.hpp"

@@ -13,6 +13,7 @@
 #include <regex>
 #include <string>
 
+#include "../support/refusal.hpp"
 #include "../support/spawn.hpp"
 #include "../support/test_util.hpp"
 #include "jobs/lab_exercise.hpp"

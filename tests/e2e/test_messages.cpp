@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/refusal.hpp"
 #include "../support/spawn.hpp"
 #include "../support/test_util.hpp"
 #include "../support/tiny_model.hpp"
