@@ -24,10 +24,15 @@ using namespace tetra::test;
 
 namespace {
 
+// An option's flag, listed in plan's --help or not (CLI11 names a hidden option "").
+std::string flag_of(const CLI::Option& opt) {
+  return opt.get_lnames().empty() ? opt.get_name() : "--" + opt.get_lnames().front();
+}
+
 // A value for `opt` other than its default, from what --help shows of it: a switch takes none,
 // a choice (a|b|c) another choice, a number its double (1 for 0), anything else a word.
 std::vector<std::string> other_value(const CLI::Option& opt) {
-  const std::string flag = opt.get_name(), shown = opt.get_default_str();
+  const std::string flag = flag_of(opt), shown = opt.get_default_str();
   if (opt.get_expected_max() == 0) return {flag};
   const std::string metavar = opt.get_type_name();
   if (metavar.find('|') != std::string::npos) {  // a choice none of the defaults shown
@@ -68,7 +73,7 @@ TEST_CASE("flags honoured: every flag of tetra plan changes its output or is ref
   REQUIRE(base.find("refused") != 0);
   int walked = 0;
   for (const CLI::Option* opt : app->get_subcommand("plan")->get_options()) {
-    const std::string flag = opt->get_name();
+    const std::string flag = flag_of(*opt);
     if (flag == "--help" || flag == "--config" || flag == "--draw" || flag == "--tp" ||
         flag == "--dp")
       continue;  // below, and the baseline's own
@@ -126,7 +131,7 @@ TEST_CASE("flags honoured: every flag of tetra sweep changes its dry run or is r
   const std::unique_ptr<CLI::App> app = tetra::make_app(into);
   int walked = 0;
   for (const CLI::Option* opt : app->get_subcommand("sweep")->get_options()) {
-    const std::string flag = opt->get_name();
+    const std::string flag = flag_of(*opt);
     if (flag == "--help" || flag == "--dry-run" || flag == "--ranks") continue;
     std::string args;
     for (const std::string& a : other_value(*opt)) args += " " + a;
