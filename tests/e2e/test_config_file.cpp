@@ -115,7 +115,7 @@ TEST_CASE("config file: --print-config reads back to the same configuration and 
   CHECK(toml.find("\nlr = 0.001\n") != std::string::npos);
   CHECK(toml.find("\n# min_lr = 0.0001\n") != std::string::npos);  // derived: not given
   CHECK(toml.find("\n# tp = 1\n") != std::string::npos);
-  CHECK(toml.find("\n# pp_balance = even\n") != std::string::npos);
+  CHECK(toml.find("\n# pp_balance = \"even\"\n") != std::string::npos);
   CHECK(count(toml, " = ") == 55);
 }
 
