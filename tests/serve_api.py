@@ -443,7 +443,8 @@ def main():
                 check(False, "the server stops on SIGTERM")
         sigterm_stops(runs)
         r = subprocess.run([TETRA, "serve", "--port", "0"], capture_output=True, text=True,
-                           env=dict(os.environ, OMPI_COMM_WORLD_SIZE="4"))
+                           env=dict(os.environ, OMPI_COMM_WORLD_RANK="0", OMPI_COMM_WORLD_SIZE="4"),
+                           timeout=60)
         check(r.returncode == 2 and r.stderr.startswith("tetra: error: tetra serve was started as rank 0 of 4"),
               "a rank of an MPI job of 4 refuses to serve")
         r = subprocess.run([TETRA, "serve", "--host", "0.0.0.0"], capture_output=True, text=True)
