@@ -1,6 +1,6 @@
-// tetra plan's output: the report (--json: its object) of the run its flags describe (--init-from's model when
-// given, as tetra train would train it), with a line naming the settings given that do not
-// change it (tetra plan takes tetra train's flags: the learning rate, the data and the outputs
+// tetra plan's output: the report (--json: its object) of the run its flags describe (--init-from's
+// model when given, as tetra train would train it), with a line naming the settings given that do
+// not change it (tetra plan takes tetra train's flags: the learning rate, the data and the outputs
 // are read and checked, and said to be no part of a plan); or with --compare, the plan beside
 // a run's metrics. cli/main.cpp prints it.
 #pragma once

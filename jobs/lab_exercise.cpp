@@ -387,8 +387,8 @@ int check_exercise(const std::string& dir, const JobOptions& job) {
   }
   // ccache finds tetra's own objects when both builds name their files relative to their
   // trees: a base directory at or above each (tools/setup.sh builds tetra with its own).
-  std::vector<std::string> make = {"cmake", "--build", build, "--target", "lab_grader", "-j",
-                                   jobs_flag()};
+  std::vector<std::string> make = {"cmake",      "--build", build,      "--target",
+                                   "lab_grader", "-j",      jobs_flag()};
   const char* basedir = std::getenv("CCACHE_BASEDIR");
   if (!on_path("ccache").empty() && !(basedir && *basedir))
     make.insert(make.begin(),

@@ -10,8 +10,9 @@
 // And against each other and the inputs (util/same_path.hpp): no output may be another output,
 // lie inside an --export directory, or be an input: the --data and
 // --val-data files (or lie inside their directories, where a next run would read it), the
-// --tokenizer file, --init-from (a file, or a model directory and its files), the --config file, the checkpoint directory's lock and `latest`, a
-// checkpoint in it (the one resumed from among them), or inside --resume's checkpoint.
+// --tokenizer file, --init-from (a file, or a model directory and its files), the --config file,
+// the checkpoint directory's lock and `latest`, a checkpoint in it (the one resumed from among
+// them), or inside --resume's checkpoint.
 #pragma once
 #include "train/config.hpp"
 
