@@ -59,7 +59,8 @@ TEST_CASE("signals: tetra lab waiting for an answer stops with one line and leav
   }
 }
 
-TEST_CASE("signals: SIGHUP stops tetra sweep's and tetra lab's running job, exit status 130") {
+TEST_CASE(
+    "signals: SIGTERM and SIGHUP stop tetra sweep's and tetra lab's running job, exit status 130") {
   TempDir dir;
   const std::string launcher = dir / "hang.sh", pid = dir / "pid", tmp = dir / "tmp";
   fs::create_directory(tmp);
@@ -68,22 +69,27 @@ TEST_CASE("signals: SIGHUP stops tetra sweep's and tetra lab's running job, exit
       "sweep --ranks 2 " + tiny_model_flags() + " --out " + dir / "sweep",
       "lab dp --answer 1",
   };
-  for (const std::string& command : commands) {
-    CAPTURE(command);
-    fs::remove(pid);
-    const std::string script =
-        "TMPDIR=" + tmp + " " + tetra_bin() + " " + command + " --launcher \"sh " + launcher +
-        " {n}\" & t=$!; while [ ! -s " + pid + " ]; do sleep 0.1; done; kill -HUP $t; wait $t;" +
-        " echo exit $?; sleep 0.5; kill -0 $(cat " + pid + ") 2>/dev/null && echo alive";
-    const Spawned r = spawn(script, 60);
-    CAPTURE(r.out);
-    CAPTURE(r.err);
-    CHECK(r.out.find("exit 130") != std::string::npos);
-    CHECK(r.out.find("alive") == std::string::npos);  // the job was stopped with us
-    CHECK(count(r.err, "tetra: error:") == 1);
-    CHECK(r.err.find("interrupted by Hangup (the running job was stopped)") != std::string::npos);
-    CHECK_FALSE(holds(tmp, "tetra_lab_"));
-  }
+  const std::pair<std::string, std::string> signals[] = {{"TERM", "Terminated"}, {"HUP", "Hangup"}};
+  for (const auto& [signal, name] : signals)
+    for (const std::string& command : commands) {
+      CAPTURE(signal);
+      CAPTURE(command);
+      fs::remove(pid);
+      const std::string script = "TMPDIR=" + tmp + " " + tetra_bin() + " " + command +
+                                 " --launcher \"sh " + launcher + " {n}\" & t=$!; while [ ! -s " +
+                                 pid + " ]; do sleep 0.1; done; kill -" + signal + " $t; wait $t;" +
+                                 " echo exit $?; sleep 0.5; kill -0 $(cat " + pid +
+                                 ") 2>/dev/null && echo alive";
+      const Spawned r = spawn(script, 60);
+      CAPTURE(r.out);
+      CAPTURE(r.err);
+      CHECK(r.out.find("exit 130") != std::string::npos);
+      CHECK(r.out.find("alive") == std::string::npos);  // the job was stopped with us
+      CHECK(count(r.err, "tetra: error:") == 1);
+      CHECK(r.err.find("interrupted by " + name + " (the running job was stopped)") !=
+            std::string::npos);
+      CHECK_FALSE(holds(tmp, "tetra_lab_"));
+    }
 }
 
 TEST_CASE("signals: one-rank tetra train checkpoints on SIGINT as on SIGTERM, then exits 130") {

@@ -304,31 +304,3 @@ TEST_CASE("sweep: bad input is one error line and exit status 2") {
     CHECK(r.err.find(message) != std::string::npos);
   }
 }
-
-TEST_CASE("sweep and lab: SIGTERM stops the running job, one error line, exit status 130") {
-  TempDir dir;
-  // A launcher whose job never ends on its own: it writes its pid and sleeps.
-  const std::string launcher = dir / "hang.sh", pid = dir / "pid";
-  std::ofstream(launcher) << "#!/bin/sh\necho $$ > " << pid << "\nexec sleep 60\n";
-  const std::string commands[] = {
-      "sweep --ranks 2 " + std::string(kModel) + " --out " + dir / "sweep",
-      "lab dp --answer 1",
-  };
-  for (const std::string& command : commands) {
-    CAPTURE(command);
-    std::filesystem::remove(pid);
-    // Started in the background; once the job has started, SIGTERM; then is the job gone?
-    const std::string script =
-        tetra_bin() + " " + command + " --launcher \"sh " + launcher + " {n}\" & t=$!;" +
-        " while [ ! -s " + pid + " ]; do sleep 0.1; done; kill -TERM $t; wait $t;" +
-        " echo exit $?; sleep 0.5; kill -0 $(cat " + pid + ") 2>/dev/null && echo alive";
-    const Spawned r = spawn(script, 60);
-    CAPTURE(r.out);
-    CAPTURE(r.err);
-    CHECK(r.out.find("exit 130") != std::string::npos);
-    CHECK(r.out.find("alive") == std::string::npos);  // the job was stopped with us
-    CHECK(count(r.err, "tetra: error:") == 1);
-    CHECK(r.err.find("interrupted by Terminated (the running job was stopped)") !=
-          std::string::npos);
-  }
-}
