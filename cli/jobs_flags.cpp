@@ -112,6 +112,10 @@ void finish_lab_options(const CLI::App& app, LabOptions& o) {
     check(!o.dir.empty(), "--dir is empty");
     return;
   }
+  // The list runs nothing: what would choose or run a lesson changes nothing there.
+  for (const char* what : {"LESSON", "--answer", "--out", "--launcher", "--run-timeout"})
+    check(!o.list || app.count(what) == 0, "--list takes no ", what,
+          ": it lists the lessons and runs none");
   if (!o.lesson.empty()) lab::find_lesson(lab::lessons(train_args()), o.lesson);
   if (app.count("--answer") == 0) return;
   check(!o.lesson.empty(), "--answer needs a LESSON: one lesson's question to answer");

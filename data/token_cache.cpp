@@ -6,6 +6,7 @@
 #include "data/dataset.hpp"
 #include "util/error.hpp"
 #include "util/input_file.hpp"
+#include "util/output_file.hpp"
 
 namespace tetra::data {
 namespace {
@@ -95,9 +96,8 @@ std::string mismatch(const std::string& bin, const Origin& want, Origin& had) {
 
 }  // namespace
 
-std::string tokenizer_model(const std::string& spec, const std::string& text, bool* trained) {
-  *trained = false;
-  if (spec.rfind("bpe:", 0) != 0) return spec;
+TokenizerModel tokenizer_model(const std::string& spec, const std::string& text) {
+  if (spec.rfind("bpe:", 0) != 0) return {spec, ""};
   refuse_tokens(text);
   int pieces = 0;
   try {
@@ -108,13 +108,23 @@ std::string tokenizer_model(const std::string& spec, const std::string& text, bo
     pieces = 0;
   }
   check(pieces > 0, "`data.tokenizer` ", spec, ": N in bpe:N must be a positive integer");
-  const std::string model = text + ".bpe" + std::to_string(pieces) + "-" +
-                            content_hash(read_all(text, "data file")) + ".model";
+  TokenizerModel m;
+  m.path = text + ".bpe" + std::to_string(pieces) + "-" +
+           content_hash(read_all(text, "data file")) + ".model";
   std::error_code ec;
-  if (std::filesystem::exists(model, ec)) return model;
-  train_bpe(text, pieces, model);
-  *trained = true;
-  return model;
+  if (!std::filesystem::exists(m.path, ec)) m.trained = train_bpe(text, pieces);
+  return m;
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer_model(const TokenizerModel& m) {
+  return m.trained.empty() ? load_tokenizer(m.path) : load_sentencepiece(m.path, m.trained);
+}
+
+void save_tokenizer_model(const TokenizerModel& m) {
+  if (m.trained.empty()) return;
+  // A fresh temporary per call: two runs training on the same text write the same bytes.
+  const std::string problem = replace_file(m.path, m.trained);
+  check(problem.empty(), "cannot write the tokenizer model '", m.path, "': ", problem);
 }
 
 void check_shard_vocab(const Tokenizer& tok) {

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,9 +15,20 @@
 namespace tetra::data {
 
 // The SentencePiece model --tokenizer names for the training text: FILE.model as it is, or
-// for bpe:N the cached model trained on `text` (trained now when missing). Sets `trained`
-// when it trained one. Throws tetra::Error for a malformed spec or a failed training.
-std::string tokenizer_model(const std::string& spec, const std::string& text, bool* trained);
+// for bpe:N the cached model trained on `text` (trained now when missing, in memory: a run
+// writes it with save_tokenizer_model once its checks have passed, so that a refused run
+// leaves nothing beside the text). Throws tetra::Error for a malformed spec or a failed
+// training.
+struct TokenizerModel {
+  std::string path;     // FILE.model, or bpe:N's TEXT.bpeN-HASH.model
+  std::string trained;  // the model's bytes when trained now (not yet at path), else ""
+};
+TokenizerModel tokenizer_model(const std::string& spec, const std::string& text);
+// The model's tokenizer: from its bytes when trained now, else read from its path.
+std::unique_ptr<Tokenizer> load_tokenizer_model(const TokenizerModel& m);
+// Writes a model trained now to its path (through a temporary and a rename); one read from
+// its path is left as it is.
+void save_tokenizer_model(const TokenizerModel& m);
 
 // The .bin shard of `text` under `tok`, written now when missing (through a temporary and a
 // rename). Its header records what it was made from (the text's size and hash, the

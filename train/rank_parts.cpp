@@ -42,24 +42,27 @@ std::string broadcast_string(MPI_Comm comm, std::string s) {
   return s;
 }
 
-// --tokenizer (or the init model's own): loads it, training bpe:N on the text first; the
-// model's vocabulary becomes its pieces. `report` prints what it did.
-void load_tokenizer(RankParts& p, bool report) {
+// --tokenizer (or the init model's own), in memory: for bpe:N, rank 0 trains it on the text
+// unless it is cached, and the others take its bytes. The model's vocabulary becomes its pieces.
+// Nothing is written here: a model trained now is returned for write_token_caches.
+data::TokenizerModel load_tokenizer(RankParts& p, MPI_Comm world, int rank) {
   DataConfig& d = p.config.data;
-  check(d.data != "synthetic", "`data.tokenizer` needs text data: give `data.data` FILE");
-  check(d.tokenizer.rfind("bpe:", 0) != 0 || !data::is_documents(d.data), "`data.tokenizer` ",
-        d.tokenizer,
-        " trains on a text file, and `data.data` names JSONL documents: give a tokenizer file (a "
-        "tokenizer.json or a SentencePiece .model)");
-  bool trained = false;
-  const std::string model = data::tokenizer_model(d.tokenizer, d.data, &trained);
-  p.tokenizer = data::load_tokenizer(model);
+  data::TokenizerModel m;
+  agree(world, [&] {
+    check(d.data != "synthetic", "`data.tokenizer` needs text data: give `data.data` FILE");
+    check(d.tokenizer.rfind("bpe:", 0) != 0 || !data::is_documents(d.data), "`data.tokenizer` ",
+          d.tokenizer,
+          " trains on a text file, and `data.data` names JSONL documents: give a tokenizer file "
+          "(a tokenizer.json or a SentencePiece .model)");
+    if (rank == 0) m = data::tokenizer_model(d.tokenizer, d.data);
+  });
+  m.path = broadcast_string(world, m.path);
+  m.trained = broadcast_string(world, m.trained);
+  agree(world, [&] { p.tokenizer = data::load_tokenizer_model(m); });
   const int vocab = p.tokenizer->vocab();
-  if (report)
-    std::printf("tokenizer: %s, %d pieces (%s)\n", model.c_str(), vocab,
-                trained ? "trained now" : "reused");
   p.config.model.vocab = vocab;
   p.config.model.vocab_rows = padded_vocab(vocab);
+  return m;
 }
 
 // What became of a token cache: "reused", "tokenized now", or why it was made again.
@@ -108,10 +111,9 @@ bool is_text(const std::string& data) {
 
 // The tokenizer: bytes, --tokenizer's, or a model directory's own (tetra's or another's
 // export): text is tokenized with it unless --tokenizer names one, and token shards are taken
-// as its tokens, so that the samples decode through it and the export carries it. Then the
-// data's tokens: rank 0 trains and tokenizes what is not cached; the others then find it all
-// cached.
-void choose_tokenizer(RankParts& p, MPI_Comm world, int rank) {
+// as its tokens, so that the samples decode through it and the export carries it. Returns the
+// model when it comes from a file or bpe:N (its path "" for bytes and for token shards).
+data::TokenizerModel choose_tokenizer(RankParts& p, MPI_Comm world, int rank) {
   DataConfig& d = p.config.data;
   p.tokenizer = data::byte_tokenizer();
   const std::string own = data::model_dir_tokenizer(p.config.model.init_from);
@@ -124,15 +126,24 @@ void choose_tokenizer(RankParts& p, MPI_Comm world, int rank) {
     else if (readable)
       agree(world, [&] { p.tokenizer = data::load_tokenizer(own); });
   }
-  const auto prepare = [&](bool report) {
-    if (!d.tokenizer.empty()) load_tokenizer(p, report);
-    tokenize_data(p, report);
-  };
+  return d.tokenizer.empty() ? data::TokenizerModel{} : load_tokenizer(p, world, rank);
+}
+
+// Once the run's settings are checked: a tokenizer trained now, and the data's tokens, where
+// they are not cached, are written beside the data. Rank 0 writes them; the others then find
+// them all cached.
+void write_token_caches(RankParts& p, const data::TokenizerModel& tokenizer, MPI_Comm world,
+                        int rank) {
   agree(world, [&] {
-    if (rank == 0) prepare(true);
+    if (rank != 0) return;
+    data::save_tokenizer_model(tokenizer);
+    if (!tokenizer.path.empty())
+      std::printf("tokenizer: %s, %d pieces (%s)\n", tokenizer.path.c_str(), p.tokenizer->vocab(),
+                  tokenizer.trained.empty() ? "reused" : "trained now");
+    tokenize_data(p, true);
   });
   agree(world, [&] {
-    if (rank != 0) prepare(false);
+    if (rank != 0) tokenize_data(p, false);
   });
 }
 
@@ -316,7 +327,9 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
   agree(world, [&] {
     if (rank == 0) check_train_outputs(c);
   });
-  choose_tokenizer(p, world, rank);
+  const data::TokenizerModel tokenizer = choose_tokenizer(p, world, rank);
+  // The model trained replaces the flags' in the configuration; their vocabulary is the data's.
+  const int64_t data_vocab = p.config.model.vocab;
 
   // Everything that can reject the input runs first, on every rank, before any collective;
   // agree() then makes every rank stop together with rank 0's (or the first) message.
@@ -330,9 +343,6 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
           "configured)");
 #endif
     const TrainConfig& o = p.config;
-    // The model trained replaces the flags' in the configuration; their vocabulary is the
-    // data's.
-    const int64_t data_vocab = o.model.vocab;
     std::unique_ptr<HfModel> file;
     if (!o.model.init_from.empty()) {
       file = std::make_unique<HfModel>(o.model.init_from);
@@ -355,7 +365,6 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
           " tokens are more tokens than 64 bits count");
     const NodeRank node = node_rank(world);
     check_memory_fits(o, model, world_size, node.size, threads_per_rank(sharing_cores, false));
-    open_data(p, data_vocab);
     if (!o.checkpoint.inject_failure.empty()) {
       p.fault = FaultPlan::parse(o.checkpoint.inject_failure);
       check(p.fault.rank < world_size, "`checkpoint.inject_failure` names rank ", p.fault.rank,
@@ -376,6 +385,9 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
       units.push_back(std::move(all[g]));
     }
   });
+  // The data, as tokens: checked after the settings, whose refusal leaves no token cache.
+  write_token_caches(p, tokenizer, world, rank);
+  agree(world, [&] { open_data(p, data_vocab); });
   resume_path = broadcast_string(world, resume_path);
   const Hosts hosts = gather_hosts(world);
   // An existing checkpoint directory (rank 0 holds its lock) is checked shared before a resume

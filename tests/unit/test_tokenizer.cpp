@@ -29,10 +29,11 @@ TEST_CASE("tokenizer: a trained BPE model encodes and decodes text back exactly"
   }
   const TempDir tmp;
   const std::string dir = corpus_dir(tmp);
-  bool trained = false;
-  const std::string model = data::tokenizer_model("bpe:400", dir + "/corpus.txt", &trained);
-  CHECK(trained);
-  const auto tok = data::load_sentencepiece(model);
+  const data::TokenizerModel model = data::tokenizer_model("bpe:400", dir + "/corpus.txt");
+  CHECK(!model.trained.empty());  // trained now, in memory
+  CHECK(!std::filesystem::exists(model.path));
+  data::save_tokenizer_model(model);
+  const auto tok = data::load_sentencepiece(model.path);
   CHECK(tok->vocab() == 400);
   for (const std::string& text :
        {std::string("the cat sees the bird.\nthe old fox helps a child"),
@@ -45,8 +46,9 @@ TEST_CASE("tokenizer: a trained BPE model encodes and decodes text back exactly"
   // Common words are single pieces: far fewer tokens than bytes.
   CHECK(tok->encode("the teacher reads to the crowd").size() < 12);
   // The same text trains the same model, which is then found, not trained again.
-  CHECK(data::tokenizer_model("bpe:400", dir + "/corpus.txt", &trained) == model);
-  CHECK(!trained);
+  const data::TokenizerModel again = data::tokenizer_model("bpe:400", dir + "/corpus.txt");
+  CHECK(again.path == model.path);
+  CHECK(again.trained.empty());
 }
 
 TEST_CASE("tokenizer: training on BPE tokens lowers the validation loss; the export carries it") {
@@ -123,9 +125,8 @@ TEST_CASE("tokenizer: a continuation keeps the space where it joins the prompt")
   }
   const TempDir tmp;
   const std::string dir = corpus_dir(tmp);
-  bool trained = false;
   const auto tok =
-      data::load_sentencepiece(data::tokenizer_model("bpe:400", dir + "/corpus.txt", &trained));
+      data::load_tokenizer_model(data::tokenizer_model("bpe:400", dir + "/corpus.txt"));
   const std::string text = "the old fox helps the crowd, and a dog reads to her sister";
   const std::vector<int> ids = tok->encode(text);
   int glued = 0;  // cuts where decoding the two halves apart loses the space between them
