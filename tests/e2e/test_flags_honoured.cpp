@@ -1,5 +1,5 @@
 // Flags a command accepts, it honours (issue 38, class 5): walking each flag of tetra plan,
-// tetra sweep, generate, tokenize, plot and lab (from the CLI11 app that parses them), each
+// tetra sweep, generate, tokenize, plot, lab and launch (from the CLI11 app that parses them), each
 // given a value other than its default either changes the command's output or is refused.
 // tetra sweep --preset plans, enumerates and measures the preset's model (it used the default
 // one), tetra plan --init-from plans the init model (it ignored the flag, even for a path that
@@ -299,4 +299,17 @@ TEST_CASE("flags honoured: tetra ckpt takes a checkpoint and no flag; tetra lab 
   CHECK(walk_flags({"lab"}, {"--list", "--lang"}, run) == 7);
   CHECK(run("").out != spawn(tetra_bin() + " lab --list --lang zh").out);
   expect_refusal(lab + " dp", "--list takes no LESSON");
+}
+
+TEST_CASE("flags honoured: every flag of tetra launch changes what it says or is refused") {
+  const TempDir d;
+  std::ofstream(d / "fail.sh") << "#!/bin/sh\necho attempt\nexit 1\n";
+  // A command that fails every time: the restarts and the notes between them show.
+  const auto run = [&](const std::string& args) {
+    Spawned r = spawn(tetra_bin() + " launch" + args + " -- sh " + (d / "fail.sh"));
+    if (r.status == 1) r.status = 0;  // the command's failure, as asked
+    r.out += r.err;
+    return r;
+  };
+  CHECK(walk_flags({"launch"}, {}, run) == 2);
 }
