@@ -66,8 +66,16 @@ void resolve(TrainConfig& c) {
         "`checkpoint.ckpt_every` needs `checkpoint.ckpt_dir`");
   check(d.val_data.empty() || d.val_split == 0,
         "`data.val_data` and `data.val_split` exclude each other");
-  check(!c.was_given("data.eval_every") || !d.val_data.empty() || d.val_split > 0,
+  // Settings of something the run does not do would change nothing: given, they are refused.
+  const bool validation = !d.val_data.empty() || d.val_split > 0;
+  check(!c.was_given("data.eval_every") || validation,
         "`data.eval_every` needs `data.val_data` or `data.val_split`");
+  check(!c.was_given("data.eval_batches") || validation,
+        "`data.eval_batches` needs `data.val_data` or `data.val_split`");
+  check(!c.was_given("checkpoint.keep") || !c.checkpoint.ckpt_dir.empty(),
+        "`checkpoint.keep` needs `checkpoint.ckpt_dir`");
+  check(!c.was_given("output.trace_steps") || !c.output.trace.empty(),
+        "`output.trace_steps` needs `output.trace`");
   check(d.tokenizer.empty() || !c.was_given("model.vocab"),
         "`model.vocab` and `data.tokenizer` exclude each other: the tokenizer's pieces are the "
         "vocabulary");

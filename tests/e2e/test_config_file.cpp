@@ -186,7 +186,7 @@ TEST_CASE("config file: a bad key or value is one error naming the file and the 
         "--config " + (d / "missing.toml") + ": not a file that can be read");
   // A key the command line gives is not read at all: its value cannot be refused.
   write(f, "[checkpoint]\nkeep = 0\n");
-  CHECK(parse_error({"--config", f, "--keep", "2"}).empty());
+  CHECK(parse_error({"--config", f, "--keep", "2", "--ckpt-dir", d / "ck"}).empty());
 
   // From the binary, and under mpirun: one line from rank 0, exit status 2, nothing trained.
   write(f, "[model]\nlayers = \"four\"\n");

@@ -4,7 +4,9 @@
 // tetra sweep --preset plans, enumerates and measures the preset's model (it used the default
 // one), tetra plan --init-from plans the init model (it ignored the flag, even for a path that
 // does not exist), generate refuses --top-k and --seed at temperature 0 (greedy: no draw for
-// them to change), lab --list refuses what would choose or run a lesson.
+// them to change), lab --list refuses what would choose or run a lesson, train refuses
+// --keep, --trace-steps and --eval-batches without what they set (a checkpoint directory, a
+// trace, validation data). tetra train's walk is not here yet.
 #include <doctest/doctest.h>
 
 #include <CLI/CLI.hpp>
@@ -312,4 +314,16 @@ TEST_CASE("flags honoured: every flag of tetra launch changes what it says or is
     return r;
   };
   CHECK(walk_flags({"launch"}, {}, run) == 2);
+}
+
+TEST_CASE("flags honoured: tetra train refuses settings of what the run does not do") {
+  const std::string train = tetra_bin() + " train" + tiny_model_flags({.steps = 2});
+  const std::pair<std::string, std::string> cases[] = {
+      {"--keep 5", "--keep needs --ckpt-dir"},
+      {"--ckpt-every 1", "--ckpt-every needs --ckpt-dir"},
+      {"--trace-steps 3", "--trace-steps needs --trace"},
+      {"--eval-batches 8", "--eval-batches needs --val-data or --val-split"},
+      {"--eval-every 1", "--eval-every needs --val-data or --val-split"},
+  };
+  for (const auto& [flags, why] : cases) expect_refusal(train + flags, why);
 }
