@@ -1,5 +1,6 @@
 #include "train/config.hpp"
 
+#include "data/documents.hpp"
 #include "util/error.hpp"
 
 namespace tetra {
@@ -76,6 +77,14 @@ void resolve(TrainConfig& c) {
         "`checkpoint.keep` needs `checkpoint.ckpt_dir`");
   check(!c.was_given("output.trace_steps") || !c.output.trace.empty(),
         "`output.trace_steps` needs `output.trace`");
+  check(!c.was_given("output.export_dtype") || !c.output.export_.empty(),
+        "`output.export_dtype` needs `output.export`");
+  const bool documents =
+      data::is_documents(d.data) || (!d.val_data.empty() && data::is_documents(d.val_data));
+  check(!c.was_given("data.data_field") || documents,
+        "`data.data_field` needs JSONL documents in `data.data` or `data.val_data`");
+  check(!c.was_given("data.skip_bad_lines") || documents,
+        "`data.skip_bad_lines` needs JSONL documents in `data.data` or `data.val_data`");
   check(d.tokenizer.empty() || !c.was_given("model.vocab"),
         "`model.vocab` and `data.tokenizer` exclude each other: the tokenizer's pieces are the "
         "vocabulary");

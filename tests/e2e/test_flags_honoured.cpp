@@ -5,8 +5,9 @@
 // one), tetra plan --init-from plans the init model (it ignored the flag, even for a path that
 // does not exist), generate refuses --top-k and --seed at temperature 0 (greedy: no draw for
 // them to change), lab --list refuses what would choose or run a lesson, train refuses
-// --keep, --trace-steps and --eval-batches without what they set (a checkpoint directory, a
-// trace, validation data). tetra train's walk is not here yet.
+// --keep, --trace-steps, --eval-batches, --export-dtype, --data-field and --skip-bad-lines
+// without what they set (a checkpoint directory, a trace, validation data, an export, JSONL
+// documents). tetra train's walk is not here yet.
 #include <doctest/doctest.h>
 
 #include <CLI/CLI.hpp>
@@ -324,6 +325,9 @@ TEST_CASE("flags honoured: tetra train refuses settings of what the run does not
       {"--trace-steps 3", "--trace-steps needs --trace"},
       {"--eval-batches 8", "--eval-batches needs --val-data or --val-split"},
       {"--eval-every 1", "--eval-every needs --val-data or --val-split"},
+      {"--export-dtype bf16", "--export-dtype needs --export"},
+      {"--data-field body", "--data-field needs JSONL documents in --data or --val-data"},
+      {"--skip-bad-lines", "--skip-bad-lines needs JSONL documents in --data or --val-data"},
   };
   for (const auto& [flags, why] : cases) expect_refusal(train + flags, why);
 }
