@@ -13,6 +13,7 @@
 #include "jobs/launch.hpp"
 #include "jobs/serve.hpp"
 #include "jobs/sweep.hpp"
+#include "plan/machine.hpp"
 #include "plan/setup.hpp"
 #include "util/error.hpp"
 
@@ -169,7 +170,7 @@ void add_sweep_options(CLI::App& app, SweepOptions& o) {
              "sequence parallelism where TP > 1: off, on, or both");
 
   app.option_defaults()->group("Machine");
-  add_choice(app, "--gpu", o.machine.gpu, {"h100", "h200", "a100", "cpu"},
+  add_choice(app, "--gpu", o.machine.gpu, plan::machine_names(),
              "what fits and the plan's step time are for (default: cpu, or h100 under --device "
              "cuda)")
       ->default_str("cpu|h100");
