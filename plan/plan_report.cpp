@@ -201,8 +201,8 @@ void traffic_section(Ctx& c) {
   const std::map<std::string, double> by = bytes_by_group(calls);
   os << "traffic per step, each rank of pipeline stage 0 (ring factor 2(N-1)/N for an "
         "all-reduce, (N-1)/N for reduce-scatter and all-gather):\n";
-  for (const char* group : {"tp", "cp", "pp", "dp_cp", "world"}) {
-    if (by.at(group) == 0) continue;
+  for (const char* group : {"tp", "cp", "pp", "dp_cp", "embed", "world"}) {
+    if (!by.count(group) || by.at(group) == 0) continue;
     const auto [bw, where] = group_link(c.s, c.mc, group);
     const double secs = bw > 0 ? by.at(group) / bw : 0;
     os << "  " << group << ": " << byte_size(by.at(group)) << " (" << commas(by.at(group))

@@ -63,8 +63,10 @@ std::vector<float> Generator::forward(const std::vector<int>& tokens, int64_t p0
       Buffer last(be_, d), logits(be_, cfg_.rows()), rstd(be_, 1);
       be_.rmsnorm_forward(last.view({1, d}), rstd.flat(), x.view({n, d}).rows_view(n - 1, 1),
                           param_view(w, u.params[kFinalNorm]), cfg_.norm_eps);
-      be_.matmul(logits.view({1, cfg_.rows()}), last.view({1, d}), false,
-                 param_view(w, u.params[kLmHead]), true);
+      // The head's matrix: its own, or under tied embeddings the embedding's (unit 0).
+      const Tensor head = cfg_.tie_embeddings ? param_view(weights_[0].flat(), units_[0].params[0])
+                                              : param_view(w, u.params[kLmHead]);
+      be_.matmul(logits.view({1, cfg_.rows()}), last.view({1, d}), false, head, true);
       out.resize(cfg_.rows());
       be_.download(out.data(), logits.flat());
       out.resize(cfg_.vocab);  // the padding rows are not tokens

@@ -64,20 +64,38 @@ Trainer::Trainer(RankParts p, MPI_Comm world)
 Trainer::~Trainer() = default;
 
 MicroBatch Trainer::make_micro_batch(const data::Dataset& source, int64_t step, int j,
-                                     Buffer& tokens, Buffer& targets) {
+                                     Buffer* held) {
   const int S = cfg_.seq_len, b = work_.micro_batch;
   const int per_dp = opt_.batch.global_batch / grid_.layout.dp;
-  std::vector<int32_t> seqs(size_t(b) * (S + 1));
+  const bool docs = cfg_.doc_mask;
+  std::vector<int32_t> seqs(size_t(b) * (S + 1)), seq_docs(docs ? seqs.size() : 0);
   data::fill_batch(source, step, opt_.batch.global_batch, grid_.coord.dp * per_dp + j * b, b, S,
-                   seqs.data());
+                   seqs.data(), docs ? seq_docs.data() : nullptr);
   const int64_t local = work_.local_tokens();
   std::vector<int32_t> in(static_cast<size_t>(local)), out(in.size());
   cp_slice(seqs.data(), b, S, work_.seq_pos, in.data(), out.data());
+  Buffer &tokens = held[0], &targets = held[1];
   tokens = Buffer(*be_, local, DType::I32);
   targets = Buffer(*be_, local, DType::I32);
   be_->upload(tokens.flat(), in.data());
   be_->upload(targets.flat(), out.data());
   MicroBatch mb;
+  if (docs) {
+    // --doc-mask: the documents of this rank's tokens (the queries, cut as the tokens are) and
+    // of the whole sequence (the keys, in sequence order, as CP gathers them): each rank has
+    // every sequence's tokens, so no document ids travel.
+    std::vector<int32_t> q_doc(in.size()), ignored(in.size()), k_doc;
+    cp_slice(seq_docs.data(), b, S, work_.seq_pos, q_doc.data(), ignored.data());
+    for (int i = 0; i < b; ++i)
+      k_doc.insert(k_doc.end(), seq_docs.begin() + i * (S + 1), seq_docs.begin() + i * (S + 1) + S);
+    Buffer &qd = held[2], &kd = held[3];
+    qd = Buffer(*be_, local, DType::I32);
+    kd = Buffer(*be_, int64_t(k_doc.size()), DType::I32);
+    be_->upload(qd.flat(), q_doc.data());
+    be_->upload(kd.flat(), k_doc.data());
+    mb.pos.token_doc = qd.flat();
+    mb.pos.key_doc = kd.flat();
+  }
   mb.tokens = tokens.flat();
   mb.targets = targets.flat();
   mb.pos.batch = b;
@@ -89,8 +107,10 @@ MicroBatch Trainer::make_micro_batch(const data::Dataset& source, int64_t step, 
 }
 
 std::vector<CommStats*> Trainer::comm_stats() {
-  return {&grid_.tp->stats, &grid_.cp->stats,    &grid_.pp->stats,
-          &grid_.dp->stats, &grid_.dp_cp->stats, &grid_.world->stats};
+  std::vector<CommStats*> all = {&grid_.tp->stats, &grid_.cp->stats,    &grid_.pp->stats,
+                                 &grid_.dp->stats, &grid_.dp_cp->stats, &grid_.world->stats};
+  if (grid_.embed) all.push_back(&grid_.embed->stats);
+  return all;
 }
 
 // One step, in the phases of the seed.
@@ -118,11 +138,15 @@ StepResult Trainer::step() {
 // global token count, so the reduced gradients are the mean's.
 PipelineStats Trainer::forward_backward() {
   params_->begin_step(work_.micro_batches);
-  std::vector<Buffer> data(2 * work_.micro_batches);
+  std::vector<Buffer> data(4 * work_.micro_batches);
   std::vector<MicroBatch> mbs;
   for (int j = 0; j < work_.micro_batches; ++j)
-    mbs.push_back(make_micro_batch(*data_, step_, j, data[2 * j], data[2 * j + 1]));
-  return executor_->run(mbs, float(1.0 / tokens_per_step()));
+    mbs.push_back(make_micro_batch(*data_, step_, j, &data[4 * j]));
+  const PipelineStats pipe = executor_->run(mbs, float(1.0 / tokens_per_step()));
+  // Tied embeddings beyond PP 1: the first and the last stage sum the matrix's gradient (after
+  // the schedule: inside it the two stages are at different points of their backwards).
+  params_->sum_tied_grads();
+  return pipe;
 }
 
 // The loss, the global gradient norm and the bubble, in one all-reduce over the world:
@@ -181,7 +205,9 @@ StepResult Trainer::measure(const StepTotals& totals, const PipelineStats& pipe,
                     (world * peak_flops_)
               : r.mfu;
   double wait_s = 0;  // inside communication calls, pipeline receives (the bubble) included
-  for (Comm* c : {grid_.tp.get(), grid_.cp.get(), grid_.pp.get(), grid_.dp_cp.get()}) {
+  for (Comm* c : {grid_.tp.get(), grid_.cp.get(), grid_.pp.get(), grid_.dp_cp.get(),
+                  grid_.embed.get()}) {
+    if (!c) continue;  // embed: tied embeddings beyond PP 1 only
     r.comm[c->name()] = c->stats;
     wait_s += c->stats.seconds;
   }

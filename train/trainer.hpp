@@ -88,9 +88,9 @@ class Trainer {
 
   // Tokens of one global batch.
   double tokens_per_step() const { return double(opt_.batch.global_batch) * cfg_.seq_len; }
-  // Micro-batch j of batch `step` of the source, for this rank.
-  MicroBatch make_micro_batch(const data::Dataset& source, int64_t step, int j, Buffer& tokens,
-                              Buffer& targets);
+  // Micro-batch j of batch `step` of the source, for this rank, its tensors in held[0..3]
+  // (tokens, targets, and under --doc-mask the queries' and the keys' documents).
+  MicroBatch make_micro_batch(const data::Dataset& source, int64_t step, int j, Buffer* held);
   std::vector<CommStats*> comm_stats();
   // Rank 0, before the first step: `latest` names the line this run trains from now on
   // (the checkpoint it resumed from, or none yet).

@@ -24,10 +24,10 @@ double Trainer::evaluate() {
   const bool counts = grid_.coord.tp == 0 && grid_.coord.pp == grid_.layout.pp - 1;
   double loss_sum = 0;
   for (int b = 0; b < opt_.data.eval_batches; ++b) {
-    std::vector<Buffer> data(2 * work_.micro_batches);
+    std::vector<Buffer> data(4 * work_.micro_batches);
     std::vector<MicroBatch> mbs;
     for (int j = 0; j < work_.micro_batches; ++j)
-      mbs.push_back(make_micro_batch(*val_, b, j, data[2 * j], data[2 * j + 1]));
+      mbs.push_back(make_micro_batch(*val_, b, j, &data[4 * j]));
     const PipelineStats pipe = executor_->evaluate(mbs);
     if (counts) loss_sum += pipe.loss_sum;
   }
@@ -91,8 +91,9 @@ std::string Trainer::attention_path() const {
   const ContextParallel cp{*grid_.cp};
   const TokenPositions pos{work_.micro_batch, int64_t(work_.seq_pos.size()), token_pos_.flat(),
                            seq_pos_.flat(), key_pos_.flat()};
-  return be_->attention_path(attention_shape(BlockContext{*be_, tp, cp, cfg_, pos}),
-                             compute_dtype(opt_.device));
+  AttnShape shape = attention_shape(BlockContext{*be_, tp, cp, cfg_, pos});
+  shape.documents = cfg_.doc_mask;  // the step's micro-batches carry their documents
+  return be_->attention_path(shape, compute_dtype(opt_.device));
 }
 
 std::string Trainer::startup_report() const {

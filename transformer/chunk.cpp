@@ -16,14 +16,23 @@ void zero_accumulated_grads(Backend& be, const UnitLayout& l, const Tensor& dw) 
 
 ModelChunk::ModelChunk(Backend& be, const TensorParallel& tp, const ContextParallel& cp,
                        const ModelConfig& cfg, UnitParams& params, std::vector<int> units,
-                       bool recompute)
+                       bool recompute, int head_matrix)
     : be_(be),
       tp_(tp),
       cp_(cp),
       cfg_(cfg),
       params_(params),
       units_(std::move(units)),
-      recompute_(recompute) {}
+      recompute_(recompute),
+      head_matrix_(head_matrix) {
+  check(!has_head() || (head_matrix_ >= 0) == cfg_.tie_embeddings,
+        "ModelChunk: the LM head's matrix is the embedding's exactly when the embeddings are tied");
+}
+
+ModelChunk::HeadMatrix ModelChunk::head_matrix(int head_unit, const Tensor& w) {
+  if (head_matrix_ < 0) return {w, params_.layout(head_unit).params[kLmHead], head_unit};
+  return {params_.acquire(head_matrix_), params_.layout(head_matrix_).params[0], head_matrix_};
+}
 
 bool ModelChunk::has_embedding() const {
   return params_.layout(units_.front()).kind == UnitLayout::Kind::Embedding;
@@ -63,15 +72,17 @@ StageOutput ModelChunk::forward(int id, const MicroBatch& mb, const Tensor* x_in
       if (recompute_) s.acts.back().clear();
       s.xs.push_back(std::move(out));
     } else {  // final norm, LM head, vocab-parallel cross-entropy
-      const int64_t V = l.params[kLmHead].local_shape[0];
+      const HeadMatrix m = head_matrix(u, w);
+      const int64_t V = m.param.local_shape[0];
       // n [Tl, d] = rmsnorm(x) * w_final.
       Buffer n(be_, Tl * d, s.xs.back().dtype());
       s.head_rstd = Buffer(be_, Tl);
       be_.rmsnorm_forward(n.view({Tl, d}), s.head_rstd.flat(), s.xs.back().view({Tl, d}),
                           param_view(w, l.params[kFinalNorm]), cfg_.norm_eps);
       // logits [T, V/TP] = n W_head^T: this rank's vocabulary shard, never gathered.
-      const ColumnParallelLinear lm_head(be_, tp_, param_view(w, l.params[kLmHead]));
+      const ColumnParallelLinear lm_head(be_, tp_, param_view(m.weights, m.param));
       s.head_n = lm_head.forward(std::move(n), s.logits);
+      if (m.unit != u) params_.release(m.unit);
       s.row_max = Buffer(be_, T);
       s.ce_stats = Buffer(be_, 2 * T);
       // The loss statistics; at TP 1 in training also dlogits, in the same pass (the fused
@@ -110,7 +121,8 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
     const bool fresh = params_.grads_fresh(u);
     if (fresh) zero_accumulated_grads(be_, l, dw);
     if (l.kind == UnitLayout::Kind::Head) {
-      const int64_t V = l.params[kLmHead].local_shape[0];
+      const HeadMatrix m = head_matrix(u, w);
+      const int64_t V = m.param.local_shape[0];
       // dlogits [T, V/TP] = loss_scale * (softmax - onehot(target)), over the logits (already,
       // when the forward fused the classifier).
       const Tensor dlogits = s.logits.view({T, V});
@@ -121,10 +133,18 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
         check(s.dlogits_scale == loss_scale, "ModelChunk: micro-batch ", id,
               "'s forward computed dlogits at loss scale ", s.dlogits_scale, ", backward asks ",
               loss_scale);
-      // dn [Tl, d] = dlogits W_head, summed over TP; dW_head += dlogits^T n.
-      const ColumnParallelLinear lm_head(be_, tp_, param_view(w, l.params[kLmHead]),
-                                         param_view(dw, l.params[kLmHead]), fresh);
+      // dn [Tl, d] = dlogits W_head, summed over TP; dW_head += dlogits^T n (into the tied
+      // matrix's gradient, where the embedding adds its rows too; written whole by the GEMM
+      // when it is fresh).
+      const bool own = m.unit == u;
+      const ColumnParallelLinear lm_head(be_, tp_, param_view(m.weights, m.param),
+                                         param_view(own ? dw : params_.grads(m.unit), m.param),
+                                         own ? fresh : params_.grads_fresh(m.unit));
       const Buffer dn = lm_head.backward(dlogits, s.head_n.view({T, d}));
+      if (!own) {
+        params_.release(m.unit);
+        params_.hand_over_grads(m.unit);
+      }
       be_.rmsnorm_backward(grad.view({Tl, d}), param_view(dw, l.params[kFinalNorm]),
                            dn.view({Tl, d}), s.xs.back().view({Tl, d}),
                            param_view(w, l.params[kFinalNorm]), s.head_rstd.flat());

@@ -1,5 +1,5 @@
 // The CPU backend's attention: per (batch, head) an Eigen product into a [Sq, Sk] score matrix,
-// the causal softmax by positions, and the product with V; backward per (batch, KV head) so that
+// the softmax masked by positions and documents (backend/attn_mask.hpp), and the product with V; backward per (batch, KV head) so that
 // the query heads sharing a KV head add into dK, dV in order.
 #include "backend/cpu/cpu_attention.hpp"
 
@@ -44,13 +44,14 @@ class RegionErrors {
   std::exception_ptr first_;
 };
 
-// Row-wise causal softmax of P in place; masked entries become 0, L[i] = log-sum-exp.
-void softmax_causal(RowMat& P, const int32_t* qp, const int32_t* kp, float* L) {
+// Row-wise masked softmax of sequence b's scores P in place; masked entries become 0,
+// L[i] = log-sum-exp.
+void softmax_masked(RowMat& P, const AttnMaskView& mask, int64_t b, float* L) {
   const float neg_inf = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < P.rows(); ++i) {
     float mx = neg_inf;
     for (int64_t j = 0; j < P.cols(); ++j) {
-      if (kp[j] > qp[i]) P(i, j) = neg_inf;
+      if (!mask.visible(b, i, j)) P(i, j) = neg_inf;
       mx = std::max(mx, P(i, j));
     }
     float sum = 0;
@@ -66,12 +67,12 @@ void softmax_causal(RowMat& P, const int32_t* qp, const int32_t* kp, float* L) {
 }  // namespace
 
 void cpu_attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k,
-                           const Tensor& v, const Tensor& q_pos, const Tensor& k_pos,
-                           const AttnShape& s) {
+                           const Tensor& v, const AttnPositions& pos, const AttnShape& s) {
   const int64_t H = s.heads, KV = s.kv_heads, hd = s.head_dim, group = H / KV;
   const float scale = 1.f / std::sqrt(float(hd));
-  const int32_t *qp = q_pos.i32(), *kp = k_pos.i32();
-  check_attn_mask(s, qp, kp);
+  check_attn_positions(s, pos);
+  check_attn_mask(s, pos.q_pos.i32(), pos.k_pos.i32());
+  const AttnMaskView mask = attn_mask_view(s, pos);
   check_attn_qkv("attention_forward", s, q, k, v);
   const AttnStrides st = attn_strides(s);
   const float *pq = q.f32() + st.q_col, *pk = k.f32() + st.k_col, *pv = v.f32() + st.v_col;
@@ -87,7 +88,7 @@ void cpu_attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor
         MStrided O(out.f32() + b * s.sq * H * hd + h * hd, s.sq, hd, Eigen::OuterStride<>(H * hd));
         RowMat P = scale * (Q * K.transpose());  // [Sq, Sk]
         float* L = lse.f32() + (b * H + h) * s.sq;
-        softmax_causal(P, qp, kp, L);
+        softmax_masked(P, mask, b, L);
         O.noalias() = P * V;
       } catch (...) {
         errors.capture();
@@ -99,14 +100,15 @@ void cpu_attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor
 
 void cpu_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
                             const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                            const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) {
+                            const AttnPositions& pos, const AttnShape& s) {
   // Per (batch, kv head) so that the query heads sharing a KV head add into dK, dV in order:
   //   P = exp(S - lse), dV += P^T dO, dP = dO V^T, D = rowsum(dO * O),
   //   dS = P * (dP - D), dQ = scale dS K, dK += scale dS^T Q.
   const int64_t H = s.heads, KV = s.kv_heads, hd = s.head_dim, group = H / KV;
   const float scale = 1.f / std::sqrt(float(hd));
-  const int32_t *qp = q_pos.i32(), *kp = k_pos.i32();
-  check_attn_mask(s, qp, kp);
+  check_attn_positions(s, pos);
+  check_attn_mask(s, pos.q_pos.i32(), pos.k_pos.i32());
+  const AttnMaskView mask = attn_mask_view(s, pos);
   check_attn_qkv("attention_backward", s, q, k, v);
   check_attn_qkv("attention_backward", s, dq, dk, dv);
   const AttnStrides st = attn_strides(s);
@@ -132,7 +134,7 @@ void cpu_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout,
           RowMat P = scale * (Q * K.transpose());
           for (int64_t i = 0; i < s.sq; ++i)
             for (int64_t j = 0; j < s.sk; ++j)
-              P(i, j) = kp[j] <= qp[i] ? std::exp(P(i, j) - L[i]) : 0.f;
+              P(i, j) = mask.visible(b, i, j) ? std::exp(P(i, j) - L[i]) : 0.f;
           dV.noalias() += P.transpose() * dO;
           RowMat dP = dO * V.transpose();
           for (int64_t i = 0; i < s.sq; ++i) {

@@ -112,15 +112,15 @@ __global__ void rmsnorm_backward_dw_kernel(float* dw, const float* dy, const flo
 
 // ---- RoPE, rotate-half, in place on x [T, heads * hd] at positions pos [T] ----
 
-// One thread per (t, i < hd/2): angle = pos[t] theta^(-2i/hd) in double (as on the CPU),
+// One thread per (t, i < hd/2): angle = pos[t] rope.inv_freq(i, hd) in double (as on the CPU),
 // c = cos, s = sign sin in float; in every head (x1, x2) = (x[i], x[i + hd/2]) ->
 // (x1 c - x2 s, x2 c + x1 s). sign = -1 is the transposed rotation (the backward).
 __global__ void rope_kernel(float* x, const int32_t* pos, int64_t T, int heads, int64_t hd,
-                            double theta, float sign) {
+                            Rope rope, float sign) {
   const int64_t half = hd / 2;
   TETRA_FOR(idx, T * half) {
     const int64_t t = idx / half, i = idx % half;
-    const double angle = double(pos[t]) * pow(theta, -2.0 * double(i) / double(hd));
+    const double angle = double(pos[t]) * rope.inv_freq(i, hd);
     const float c = float(cos(angle)), s = sign * float(sin(angle));
     for (int h = 0; h < heads; ++h) {
       float* xh = x + (t * heads + h) * hd;
