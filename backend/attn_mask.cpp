@@ -45,8 +45,12 @@ void check_attn_positions(const AttnShape& s, const AttnPositions& p) {
 }
 
 AttnMaskView attn_mask_view(const AttnShape& s, const AttnPositions& p) {
-  return {p.q_pos.i32(), p.k_pos.i32(), s.documents ? p.q_doc.i32() : nullptr,
-          s.documents ? p.k_doc.i32() : nullptr, s.sq, s.sk};
+  return {p.q_pos.i32(),
+          p.k_pos.i32(),
+          s.documents ? p.q_doc.i32() : nullptr,
+          s.documents ? p.k_doc.i32() : nullptr,
+          s.sq,
+          s.sk};
 }
 
 AttnStrides attn_strides(const AttnShape& s) {

@@ -238,8 +238,7 @@ class Backend {
   // (backend/attn_mask.hpp); lse [B, H, Sq] keeps each row's log-sum-exp so that backward can
   // rebuild the probabilities. q, k, v (and the backward's dq, dk, dv) as s.layout says.
   virtual void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k,
-                                 const Tensor& v, const AttnPositions& pos,
-                                 const AttnShape& s) = 0;
+                                 const Tensor& v, const AttnPositions& pos, const AttnShape& s) = 0;
   // dq overwritten; dk, dv overwritten (summed over the query heads that share them).
   virtual void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout,
                                   const Tensor& q, const Tensor& k, const Tensor& v,

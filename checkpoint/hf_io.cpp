@@ -122,10 +122,9 @@ void read_rope(const HfModel& m, const char* key, const json& r, ModelConfig& c)
   c.rope_factor = positive("factor");
   c.rope_low_freq_factor = positive("low_freq_factor");
   c.rope_high_freq_factor = positive("high_freq_factor");
-  const std::optional<int64_t> original =
-      r.contains("original_max_position_embeddings")
-          ? json_int(r["original_max_position_embeddings"])
-          : std::nullopt;
+  const std::optional<int64_t> original = r.contains("original_max_position_embeddings")
+                                              ? json_int(r["original_max_position_embeddings"])
+                                              : std::nullopt;
   check(original && *original > 0, where, ".original_max_position_embeddings is ",
         r.value("original_max_position_embeddings", json()).dump(), ", not a positive integer");
   c.rope_original_context =
@@ -266,8 +265,9 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& flags,
         flags.rope_type, " disagrees with the init model '", m.path(), "', which has ",
         c.rope_type);
   check(!given.count("model.tie_embeddings") || c.tie_embeddings == flags.tie_embeddings,
-        "--tie-embeddings disagrees with the init model '", m.path(),
-        "', whose LM head is a matrix of its own (tie_word_embeddings false)");
+        "--tie-embeddings ", flags.tie_embeddings ? "true" : "false",
+        " disagrees with the init model '", m.path(), "', whose tie_word_embeddings is ",
+        c.tie_embeddings ? "true" : "false");
   check_all_used(m, c);
   return c;
 }

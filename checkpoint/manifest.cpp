@@ -200,7 +200,8 @@ ModelConfig model_from_json(const json& v, const std::string& what) {
       c.rope_high_freq_factor = number_member(v, "rope_high_freq_factor");
       c.rope_original_context = int(int_member(v, "rope_original_context", 1, INT_MAX));
     }
-    for (auto [key, field] : {std::pair{"tie_embeddings", &c.tie_embeddings}, {"doc_mask", &c.doc_mask}})
+    for (auto [key, field] :
+         {std::pair{"tie_embeddings", &c.tie_embeddings}, {"doc_mask", &c.doc_mask}})
       if (v.contains(key)) {
         const json& x = member(v, key);
         check(x.is_boolean(), "\"", key, "\" is ", x.dump(), ", not true or false");

@@ -29,7 +29,8 @@ void ModelConfig::validate() const {
   if (rope_type == "llama3") {
     check(rope_factor > 0 && rope_low_freq_factor > 0 && rope_original_context > 0,
           "--rope-factor, --rope-low-freq-factor and --rope-original-context must be positive "
-          "(got ", rope_factor, ", ", rope_low_freq_factor, ", ", rope_original_context, ")");
+          "(got ",
+          rope_factor, ", ", rope_low_freq_factor, ", ", rope_original_context, ")");
     check(rope_high_freq_factor > rope_low_freq_factor, "--rope-high-freq-factor ",
           rope_high_freq_factor, " must be above --rope-low-freq-factor ", rope_low_freq_factor);
   }

@@ -25,8 +25,7 @@ std::vector<ChunkPlan> plan_chunks(int layers, int pp, int vpp) {
   return chunks;
 }
 
-UnitPlacement place_units(const std::vector<ChunkPlan>& chunks, int layers, int stage,
-                          bool tied) {
+UnitPlacement place_units(const std::vector<ChunkPlan>& chunks, int layers, int stage, bool tied) {
   UnitPlacement p;
   p.unit_stage.assign(layers + 2, -1);
   p.local_unit.assign(layers + 2, -1);

@@ -233,7 +233,7 @@ Memory stage_memory(const Setup& s, int stage) {
   // --doc-mask: each micro-batch's documents of its queries [b Sl] and keys [b S], i32.
   if (s.cfg.doc_mask) L.alloc(m * b * (Sl + double(s.cfg.seq_len)) * 4);
   const double tied_w = double(s.padded(0)) * pr.compute_w;  // the tied matrix, gathered
-  std::map<int, int> backwards;  // per unit, backwards done this step
+  std::map<int, int> backwards;                              // per unit, backwards done this step
   auto state_bytes = [&](const std::vector<int>& units) {
     double n = z.R;  // the chunk's input (or the embedding's output)
     for (int g : units) {

@@ -75,8 +75,9 @@ std::vector<Collective> step_traffic(const Setup& s, int stage) {
   };
 
   // ZeRO over dp_cp: one gradient reduce-scatter per unit per step; the weights all-gathered
-  // after the update (ZeRO-1/2) or before each forward and backward (ZeRO-3).
-  auto zero_sync = [&](int g) {
+  // after the update (ZeRO-1/2) or before each forward and backward of the unit's own
+  // (ZeRO-3; a tied copy has none: the head's gathers of it are counted with the head).
+  auto zero_sync = [&](int g, bool own_passes) {
     const int N = s.dp_cp();
     const double np = double(s.padded(g));
     tally.add("dp_cp", N, CommOp::ReduceScatter, "gradient reduce-scatter (per unit)",
@@ -84,7 +85,7 @@ std::vector<Collective> step_traffic(const Setup& s, int stage) {
     if (s.spec.optimizer.zero < 3)
       tally.add("dp_cp", N, CommOp::AllGather, "updated weights all-gather (per unit)",
                 np * s.prec.compute_w, 1);
-    else
+    else if (own_passes)
       tally.add("dp_cp", N, CommOp::AllGather, "ZeRO-3 weight all-gather (per unit, F and B)",
                 np * s.prec.compute_w, 2 * m);
   };
@@ -123,11 +124,11 @@ std::vector<Collective> step_traffic(const Setup& s, int stage) {
           if (p.tp_dim < 0)
             tally.add("tp", t, CommOp::AllReduce, "SP norm weight gradients [d] fp32",
                       double(p.numel()) * s.prec.grad, 1);
-      zero_sync(g);
+      zero_sync(g, true);
       // Tied embeddings: the head reads the embedding's matrix, gathered for it too under
       // ZeRO-3; beyond PP 1 from the last stage's copy, which is synced as a unit of its own.
       if (g == L + 1 && c.tie_embeddings) {
-        if (P > 1) zero_sync(0);
+        if (P > 1) zero_sync(0, false);
         if (s.spec.optimizer.zero == 3)
           tally.add("dp_cp", s.dp_cp(), CommOp::AllGather,
                     "ZeRO-3 all-gather of the tied embedding for the head (F and B)",

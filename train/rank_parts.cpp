@@ -247,8 +247,7 @@ void make_backend_and_grid(RankParts& p, MPI_Comm world, int sharing_cores) {
           " ranks share this machine's GPUs, and NCCL needs a GPU of its own for every rank; "
           "use --comm mpi (or auto, which takes NCCL only for groups whose ranks each have one)");
   });
-  p.grid = make_grid(world, p.work.layout, *p.backend, comm_choice(d.comm),
-                     p.model.tie_embeddings);
+  p.grid = make_grid(world, p.work.layout, *p.backend, comm_choice(d.comm), p.model.tie_embeddings);
 }
 
 // Tied embeddings: which of this rank's units holds the shared matrix, and how its gradient

@@ -205,8 +205,8 @@ StepResult Trainer::measure(const StepTotals& totals, const PipelineStats& pipe,
                     (world * peak_flops_)
               : r.mfu;
   double wait_s = 0;  // inside communication calls, pipeline receives (the bubble) included
-  for (Comm* c : {grid_.tp.get(), grid_.cp.get(), grid_.pp.get(), grid_.dp_cp.get(),
-                  grid_.embed.get()}) {
+  for (Comm* c :
+       {grid_.tp.get(), grid_.cp.get(), grid_.pp.get(), grid_.dp_cp.get(), grid_.embed.get()}) {
     if (!c) continue;  // embed: tied embeddings beyond PP 1 only
     r.comm[c->name()] = c->stats;
     wait_s += c->stats.seconds;

@@ -192,15 +192,13 @@ Buffer qkv_grad_split(const BlockContext& ctx, const BlockDims& dims, const Bloc
   be.attention_backward(dqv, dk_all.view({keys, dims.kw}), dv_all.view({keys, dims.kw}),
                         dattn.view({dims.T, dims.qw}), a.q.view({dims.T, dims.qw}),
                         a.k.view({keys, dims.kw}), a.v.view({keys, dims.kw}),
-                        a.attn.view({dims.T, dims.qw}), a.lse.flat(), attn_positions(ctx),
-                        shape);
+                        a.attn.view({dims.T, dims.qw}), a.lse.flat(), attn_positions(ctx), shape);
   dattn.reset();
   Buffer dk = ctx.cp.scatter_kv_grad(be, std::move(dk_all), dims.B);
   Buffer dv = ctx.cp.scatter_kv_grad(be, std::move(dv_all), dims.B);
   Buffer dqkv(be, dims.T * dims.qkvw, t);
   be.rope_merge_qkv(dqkv.view({dims.T, dims.qkvw}), dqv, dk.view({dims.T, dims.kw}),
-                    dv.view({dims.T, dims.kw}), dims.H, dims.KV, ctx.pos.token_pos,
-                    ctx.cfg.rope());
+                    dv.view({dims.T, dims.kw}), dims.H, dims.KV, ctx.pos.token_pos, ctx.cfg.rope());
   return dqkv;
 }
 

@@ -1,6 +1,6 @@
 // The CPU backend's attention: per (batch, head) an Eigen product into a [Sq, Sk] score matrix,
-// the softmax masked by positions and documents (backend/attn_mask.hpp), and the product with V; backward per (batch, KV head) so that
-// the query heads sharing a KV head add into dK, dV in order.
+// the softmax masked by positions and documents (backend/attn_mask.hpp), and the product with V;
+// backward per (batch, KV head) so that the query heads sharing a KV head add into dK, dV in order.
 #include "backend/cpu/cpu_attention.hpp"
 
 #include <omp.h>

@@ -301,8 +301,7 @@ class CpuBackend final : public Backend {
     check(heads > 0 && kv_heads > 0 && W % (2 * (heads + 2 * kv_heads)) == 0 && pos.numel() == T,
           "rope_qkv ", qkv.shape_str(), " with ", heads, " + 2 x ", kv_heads, " heads");
     // The q and k parts are heads + kv_heads adjacent heads of each row.
-    rotate(qkv.f32(), W, T, heads + kv_heads, W / (heads + 2 * kv_heads), pos.i32(), rope,
-           inverse);
+    rotate(qkv.f32(), W, T, heads + kv_heads, W / (heads + 2 * kv_heads), pos.i32(), rope, inverse);
   }
   void copy_columns(Tensor dst, int64_t dst_col, const Tensor& src, int64_t src_col,
                     int64_t width) override {

@@ -1,8 +1,8 @@
 // Attention on bf16 tensors for the CUDA backend's native path: cuDNN SDPA where the build has it
 // and the mask hint and geometry allow (Causal: one call; CpChunks: each local query chunk
 // against its key prefix, bottom-right; no documents), else the GEMM fallback
-// (attn_fallback.hpp), which takes any mask by positions and documents. TETRA_ATTENTION=fallback in the environment forces the fallback (the
-// on-device cross-check and the benchmark's comparison).
+// (attn_fallback.hpp), which takes any mask by positions and documents. TETRA_ATTENTION=fallback in
+// the environment forces the fallback (the on-device cross-check and the benchmark's comparison).
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

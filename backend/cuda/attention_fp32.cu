@@ -153,8 +153,8 @@ __global__ void attention_backward_dq_kernel(float* dq, float* D, const float* d
 //   dv_j = sum_h sum_i p_ij dO_i,  dk_j = scale sum_h sum_i ds_ij q_i   (both overwritten).
 __global__ void attention_backward_dkdv_kernel(float* dk, float* dv, const float* dout,
                                                const float* q, const float* k, const float* v,
-                                               const float* lse, const float* D,
-                                               AttnMaskView mask, AttnDims a) {
+                                               const float* lse, const float* D, AttnMaskView mask,
+                                               AttnDims a) {
   extern __shared__ float smem[];
   float* ks = smem;                             // [hd] k_j
   float* vs = smem + a.hd;                      // [hd] v_j

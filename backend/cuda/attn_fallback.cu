@@ -161,8 +161,7 @@ void gemm_attention_forward(cudaStream_t s, cublasHandle_t blas, Tensor out, Ten
     for (int64_t g = 0; g < KV; ++g)  // S_h [Sq, Sk] = scale Q_h K_g^T for the group's heads h
       gemm(blas, false, true, Sq, Sk, hd, scale, qb + g * G * hd, qs, hd, kb + g * hd, ks, 0, 0.f,
            P + g * G * Sq * Sk, Sk, Sq * Sk, G);
-    masked_softmax_kernel<<<unsigned(H * Sq), kThreads, 0, s>>>(P, f32(lse) + b * H * Sq, mask,
-                                                                b);
+    masked_softmax_kernel<<<unsigned(H * Sq), kThreads, 0, s>>>(P, f32(lse) + b * H * Sq, mask, b);
     TETRA_LAUNCH_CHECK("masked_softmax_kernel");
     for (int64_t g = 0; g < KV; ++g)  // O_h [Sq, hd] = P_h V_g
       gemm(blas, false, false, Sq, hd, Sk, 1.f, P + g * G * Sq * Sk, Sk, Sq * Sk, vb + g * hd, vs,

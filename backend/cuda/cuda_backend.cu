@@ -400,8 +400,7 @@ class CudaBackend final : public Backend {
   void rope_merge_qkv(Tensor dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int heads,
                       int kv_heads, const Tensor& pos, const Rope& rope) override {
     const int64_t hd = dq.cols() / std::max(heads, 1);
-    rope_merge_qkv_any(stream_, dqkv, dq, dk, dv, heads, kv_heads, pos, rope_table(hd, rope),
-                       rope);
+    rope_merge_qkv_any(stream_, dqkv, dq, dk, dv, heads, kv_heads, pos, rope_table(hd, rope), rope);
   }
 
   // One launch on the q and k heads of each row (the kernel rope_split_qkv's rotation uses).

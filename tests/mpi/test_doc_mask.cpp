@@ -62,7 +62,8 @@ TEST_CASE("doc mask: CP 2, CP 2 x TP 2 and PP 2 equal one rank, fp32 and bf16") 
       if (world_rank() != 0) continue;
       const std::string name = describe(c) + ", doc mask";
       CAPTURE(name);
-      MESSAGE(name << ": largest relative loss difference " << largest_loss_gap(ref.losses, run.losses));
+      MESSAGE(name << ": largest relative loss difference "
+                   << largest_loss_gap(ref.losses, run.losses));
       const std::string diff = compare(ref, run, match_bounds(dtype));
       CHECK_MESSAGE(diff.empty(), diff);
     }

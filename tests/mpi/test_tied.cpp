@@ -48,10 +48,12 @@ TEST_CASE("tied embeddings: TP 2 x PP 2 x DP 2 ZeRO-3 and PP 2 interleaved equal
       CAPTURE(name);
       const std::string diff = compare(ref, run, match_bounds(dtype));
       CHECK_MESSAGE(diff.empty(), diff);
-      // The gradient norm is every parameter's once: the last stage's copy is not counted.
+      // The gradient norm is every parameter's once: the last stage's copy is not counted
+      // (counted twice, the norm would grow by about the embedding's share of it, far past
+      // fp32's 1e-5). Within the gradients' bound, relative to the norm.
       for (size_t s = 0; s < run.steps.size(); ++s)
         CHECK(std::abs(run.steps[s].grad_norm - ref.steps[s].grad_norm) <=
-              match_bounds(dtype).loss * ref.steps[s].grad_norm);
+              match_bounds(dtype).grad * ref.steps[s].grad_norm);
       // The embedding group summed the two stages' gradients, as the plan counts it.
       CHECK(run.steps[0].comm.count("embed") == 1);
     }
@@ -72,8 +74,8 @@ TEST_CASE("tied embeddings: TP 2 x PP 2 x DP 2 ZeRO-3 and PP 2 interleaved equal
     int64_t stored = 0;
     std::set<std::string> names;
     for (int r = 0; r < world; ++r)
-      for (const ckpt::SegmentRange& g : ckpt::read_segments(
-               st::Reader(dir + "/step_00000001/" + ckpt::shard_file_name(r)))) {
+      for (const ckpt::SegmentRange& g :
+           ckpt::read_segments(st::Reader(dir + "/step_00000001/" + ckpt::shard_file_name(r)))) {
         names.insert(g.name);
         if (g.name == "model.embed_tokens.weight") stored += g.end - g.begin;
       }

@@ -165,8 +165,8 @@ double ref_model_loss(const ModelConfig& c, const std::map<std::string, Vec>& P,
     const Vec n1 = ref_rmsnorm(x, W("input_layernorm"), T, d);
     const Vec q =
         ref_rope(ref_linear(n1, W("self_attn.q_proj"), T, d, H * hd), tok_pos, H, hd, c.rope());
-    const Vec k = ref_rope(ref_linear(n1, W("self_attn.k_proj"), T, d, KV * hd), tok_pos, KV, hd,
-                           c.rope());
+    const Vec k =
+        ref_rope(ref_linear(n1, W("self_attn.k_proj"), T, d, KV * hd), tok_pos, KV, hd, c.rope());
     const Vec v = ref_linear(n1, W("self_attn.v_proj"), T, d, KV * hd);
     const Vec a = ref_attention(q, k, v, seq, seq, B, H, KV, hd);
     Vec h = ref_linear(a, W("self_attn.o_proj"), T, H * hd, d);
@@ -369,7 +369,9 @@ TEST_CASE("gradcheck: grouped-query causal attention dq, dk, dv under the global
                  vv = vb.view({B * Sk, KV * hd}), ov = out.view({B * Sq, H * hd});
     be->attention_forward(ov, lse.flat(), qv, kv, vv, positions, s);
     Vec q = to_double(Q), k = to_double(K), v = to_double(V), r = to_double(R);
-    auto attn = [&] { return ref_attention(q, k, v, c.qpos, c.kpos, B, H, KV, hd, c.qdoc, c.kdoc); };
+    auto attn = [&] {
+      return ref_attention(q, k, v, c.qpos, c.kpos, B, H, KV, hd, c.qdoc, c.kdoc);
+    };
     check_close("attention forward", download(*be, out.flat()), attn());
     for (Buffer* g : {&dq, &dk, &dv}) be->fill(g->flat(), 123.f);  // all three are overwritten
     be->attention_backward(dq.view({B * Sq, H * hd}), dk.view({B * Sk, KV * hd}),
