@@ -103,9 +103,9 @@ def hf_loss(model, seqs, mask=None):
                                              seqs[:, 1:].reshape(-1)).item()
 
 
-def same(label, hf, ours, bound=1e-6):
+def same(label, hf, ours, bound=1e-6, names=("transformers", "tetra")):
     rel = abs(hf - ours) / abs(ours)
-    print(f"{label}: transformers {hf:.8f}, tetra {ours:.8f}, relative difference {rel:.2e}")
+    print(f"{label}: {names[0]} {hf:.8f}, {names[1]} {ours:.8f}, relative difference {rel:.2e}")
     if not rel <= bound:
         failures.append(label)
 
@@ -160,7 +160,8 @@ with tempfile.TemporaryDirectory() as tmp:
     tetra("--tp", "2", "--pp", "2", "--steps", "3", "--data", docs, "--init-from", model,
           "--metrics", metrics, "--export", exported, ranks=4)
     run = losses(metrics)
-    same("TP 2 x PP 2's first loss against one rank's", run[0], first, 1e-5)
+    same("TP 2 x PP 2's first loss against one rank's", run[0], first, 1e-5,
+         ("TP 2 x PP 2", "one rank"))
 
     # transformers loads the export: tied, one matrix stored, the fast tokenizer.
     back = transformers.LlamaForCausalLM.from_pretrained(exported, torch_dtype=torch.float32,

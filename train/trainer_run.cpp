@@ -89,8 +89,13 @@ std::string Trainer::sample(int tokens) {
 std::string Trainer::attention_path() const {
   const TensorParallel tp{*grid_.tp, opt_.layout.sp};
   const ContextParallel cp{*grid_.cp};
-  const TokenPositions pos{work_.micro_batch, int64_t(work_.seq_pos.size()), token_pos_.flat(),
-                           seq_pos_.flat(), key_pos_.flat()};
+  const TokenPositions pos{work_.micro_batch,
+                           int64_t(work_.seq_pos.size()),
+                           token_pos_.flat(),
+                           seq_pos_.flat(),
+                           key_pos_.flat(),
+                           {},
+                           {}};
   AttnShape shape = attention_shape(BlockContext{*be_, tp, cp, cfg_, pos});
   shape.documents = cfg_.doc_mask;  // the step's micro-batches carry their documents
   return be_->attention_path(shape, compute_dtype(opt_.device));

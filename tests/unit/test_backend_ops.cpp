@@ -257,11 +257,11 @@ TEST_CASE("ops: the attention mask hint is checked against the positions") {
   causal.mask = AttnMask::Causal;
   const Tensor o1 = io.zeros({B * S, H * hd}), o2 = io.zeros({B * S, H * hd}),
                l1 = io.zeros({B * H * S}), l2 = io.zeros({B * H * S});
-  be->attention_forward(o1, l1, q, k, v, {pos, pos}, general);
-  be->attention_forward(o2, l2, q, k, v, {pos, pos}, causal);
+  be->attention_forward(o1, l1, q, k, v, {pos, pos, {}, {}}, general);
+  be->attention_forward(o2, l2, q, k, v, {pos, pos, {}, {}}, causal);
   CHECK(same_bits(io.get(o1), io.get(o2)));  // the CPU masks by positions either way
-  CHECK_THROWS_AS(be->attention_forward(o2, l2, q, k, v, {bad, pos}, causal), Error);
-  CHECK_NOTHROW(be->attention_forward(o2, l2, q, k, v, {bad, pos}, general));
+  CHECK_THROWS_AS(be->attention_forward(o2, l2, q, k, v, {bad, pos, {}, {}}, causal), Error);
+  CHECK_NOTHROW(be->attention_forward(o2, l2, q, k, v, {bad, pos, {}, {}}, general));
   // CP: rank 1 of 2 holds chunks 1 and 2 of 4; the keys are the sequence in order.
   AttnShape chunks{1, 4, 8, 1, 1, 4, AttnMask::CpChunks, 2, 1};
   const std::vector<int32_t> mine = cp_positions(8, 2, 1);
@@ -277,7 +277,7 @@ TEST_CASE("ops: the attention mask hint is checked against the positions") {
   const Tensor o3 = io.zeros({B * S, H * hd}), l3 = io.zeros({B * H * S});
   be->attention_forward(o3, l3, q, k, v, {pos, pos, docs, docs}, with_docs);
   CHECK(same_bits(io.get(o3), io.get(o1)));
-  CHECK_THROWS_AS(be->attention_forward(o3, l3, q, k, v, {pos, pos}, with_docs), Error);
+  CHECK_THROWS_AS(be->attention_forward(o3, l3, q, k, v, {pos, pos, {}, {}}, with_docs), Error);
   CHECK_THROWS_AS(be->attention_forward(o3, l3, q, k, v, {pos, pos, short_docs, docs}, with_docs),
                   Error);
   CHECK_THROWS_AS(be->attention_forward(o3, l3, q, k, v, {pos, pos, docs, docs}, causal), Error);

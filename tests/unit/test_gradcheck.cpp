@@ -565,7 +565,7 @@ StepOut run_step(const Tiny& m, bool recompute) {
     MicroBatch mb;
     mb.tokens = tok.flat();
     mb.targets = tgt.flat();
-    mb.pos = TokenPositions{m.b, S, token_pos.flat(), seq_pos.flat(), key_pos.flat()};
+    mb.pos = TokenPositions{m.b, S, token_pos.flat(), seq_pos.flat(), key_pos.flat(), {}, {}};
     const float scale = float(1.0 / double(m.tokens_per_step()));
     chunk.forward(j, mb, nullptr, scale);
     r.loss += chunk.take_loss();

@@ -144,8 +144,8 @@ void check_layout(Subject& sub, AttnLayout layout, int cp, int rank) {
   const Tensor dq = io.put(Floats(B * Sq * qw), {B * Sq, qw}, t),
                dk = io.put(Floats(B * Sk * kw), {B * Sk, kw}, t),
                dv = io.put(Floats(B * Sk * kw), {B * Sk, kw}, t);
-  be.attention_forward(out, lse, q, k, v, {qp, kp}, s);
-  be.attention_backward(dq, dk, dv, dout, q, k, v, out, lse, {qp, kp}, s);
+  be.attention_forward(out, lse, q, k, v, {qp, kp, {}, {}}, s);
+  be.attention_backward(dq, dk, dv, dout, q, k, v, out, lse, {qp, kp, {}, {}}, s);
 
   AttnShape f = s;
   f.layout = layout;
@@ -154,14 +154,14 @@ void check_layout(Subject& sub, AttnLayout layout, int cp, int rank) {
   const Tensor out2 = io.put(Floats(B * Sq * qw), {B * Sq, qw}, t),
                lse2 = io.put(Floats(B * H * Sq), {1, B * H * Sq}, DType::F32);
   if (layout == AttnLayout::Qkv) {
-    be.attention_forward(out2, lse2, qkv, qkv, qkv, {qp, kp}, f);
-    be.attention_backward(dqkv, dqkv, dqkv, dout, qkv, qkv, qkv, out2, lse2, {qp, kp}, f);
+    be.attention_forward(out2, lse2, qkv, qkv, qkv, {qp, kp, {}, {}}, f);
+    be.attention_backward(dqkv, dqkv, dqkv, dout, qkv, qkv, qkv, out2, lse2, {qp, kp, {}, {}}, f);
     CHECK(same_bits(io.get(dqkv), beside(io.get(dq), qw, io.get(dk), kw, io.get(dv), kw)));
   } else {
     const Tensor dk2 = io.put(Floats(B * Sk * kw), {B * Sk, kw}, t),
                  dv2 = io.put(Floats(B * Sk * kw), {B * Sk, kw}, t);
-    be.attention_forward(out2, lse2, qkv, k, v, {qp, kp}, f);
-    be.attention_backward(dqkv, dk2, dv2, dout, qkv, k, v, out2, lse2, {qp, kp}, f);
+    be.attention_forward(out2, lse2, qkv, k, v, {qp, kp, {}, {}}, f);
+    be.attention_backward(dqkv, dk2, dv2, dout, qkv, k, v, out2, lse2, {qp, kp, {}, {}}, f);
     const Floats got = io.get(dqkv), kept = io.get(io.put(stale, {B * Sq, W}, t));
     CHECK(same_bits(columns(got, W, 0, qw), io.get(dq)));
     CHECK(same_bits(columns(got, W, qw, 2 * kw), columns(kept, W, qw, 2 * kw)));  // left alone
@@ -171,7 +171,7 @@ void check_layout(Subject& sub, AttnLayout layout, int cp, int rank) {
   CHECK(same_bits(io.get(out2), io.get(out)));
   CHECK(same_bits(io.get(lse2), io.get(lse)));
   // A tensor of the packed width under a fused layout is refused.
-  CHECK_THROWS_AS(be.attention_forward(out2, lse2, q, k, v, {qp, kp}, f), Error);
+  CHECK_THROWS_AS(be.attention_forward(out2, lse2, q, k, v, {qp, kp, {}, {}}, f), Error);
 }
 
 }  // namespace
