@@ -11,6 +11,7 @@
 
 #include "backend/cuda/reduce.cuh"
 #include "backend/op_math.hpp"
+#include "backend/rope.hpp"
 
 namespace tetra::cuda {
 

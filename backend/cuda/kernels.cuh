@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backend/cuda/reduce.cuh"
+#include "backend/rope.hpp"
 #include "util/bf16.hpp"
 
 namespace tetra::cuda {
