@@ -135,15 +135,6 @@ class Backend {
   virtual void download(void* host, const Tensor& src) = 0;
   // Blocks until queued work is done (no-op on CPU).
   virtual void synchronize() {}
-  // A point in the backend's queue of work, done once everything queued before it is. CPU
-  // work is done when its call returns, so the CPU's events are done when recorded.
-  class Event {
-   public:
-    virtual ~Event() = default;
-    virtual bool done() = 0;  // without blocking
-    virtual void wait() = 0;
-  };
-  virtual std::unique_ptr<Event> record_event();
   // Host memory for staging this backend's buffers through the host (the MPI path):
   // page-locked on a GPU (cudaMallocHost), so that copies run at the bus's speed; plain
   // memory on CPU.
@@ -173,7 +164,6 @@ class Backend {
   virtual void cast(Tensor dst, const Tensor& src) = 0;
   virtual void add(Tensor y, const Tensor& x) = 0;                      // y += x
   virtual void add3(Tensor out, const Tensor& a, const Tensor& b) = 0;  // out = a + b
-  virtual void scale(Tensor x, float alpha) = 0;                        // x *= alpha
   virtual double sum_squares(const Tensor& x) = 0;                      // sum x^2, in double
   // out[i] = sum_squares(xs[i]) for every tensor at once, each to the same bits as alone:
   // the gradient norm's one launch set and one wait per step.
@@ -212,13 +202,13 @@ class Backend {
                                          const Tensor& w, const Tensor& rstd,
                                          const Tensor& residual) = 0;
 
-  // Rotate-half RoPE in place on x [T, heads*hd] at global positions pos[T] (i32):
-  // (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin), angle = pos * rope.inv_freq(i, hd)
-  // (backend/rope.hpp: theta^(-2i/hd), or Llama 3's scaling of it).
-  // inverse = true applies the transposed rotation (the backward).
-  virtual void rope(Tensor x, int heads, const Tensor& pos, const Rope& rope, bool inverse) = 0;
+  // Rotate-half RoPE of a head x [hd] at global position p: for i < hd/2,
+  // (x_i, x_{i+hd/2}) -> (x_i cos - x_{i+hd/2} sin, x_{i+hd/2} cos + x_i sin),
+  // angle = p * rope.inv_freq(i, hd) (backend/rope.hpp: theta^(-2i/hd), or Llama 3's scaling of
+  // it); its backward is the transposed rotation (angle -> -angle).
   // The fused projection's output qkv [T, (H + 2 KV) hd] (columns q | k | v) split into
-  // q [T, H*hd] = rope(q part), k [T, KV*hd] = rope(k part), v [T, KV*hd] = v part.
+  // q [T, H*hd] = rope(q part), k [T, KV*hd] = rope(k part), v [T, KV*hd] = v part, at the
+  // positions pos [T] (i32).
   virtual void rope_split_qkv(Tensor q, Tensor k, Tensor v, const Tensor& qkv, int heads,
                               int kv_heads, const Tensor& pos, const Rope& rope) = 0;
   // Its backward: dqkv [T, (H + 2 KV) hd] = (rope^-1(dq) | rope^-1(dk) | dv), overwritten.
@@ -245,12 +235,8 @@ class Backend {
                                   const Tensor& out, const Tensor& lse, const AttnPositions& pos,
                                   const AttnShape& s) = 0;
 
-  // h = silu(gate) * up.
-  virtual void swiglu_forward(Tensor h, const Tensor& gate, const Tensor& up) = 0;
-  virtual void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dh, const Tensor& gate,
-                               const Tensor& up) = 0;
-  // The same on the fused projection's output gate_up [T, 2F] (columns gate | up): h [T, F];
-  // backward writes dgate_up [T, 2F] = (dgate | dup).
+  // SwiGLU on the fused projection's output gate_up [T, 2F] (columns gate | up):
+  // h [T, F] = silu(gate) * up; backward writes dgate_up [T, 2F] = (dgate | dup).
   virtual void swiglu_fused_forward(Tensor h, const Tensor& gate_up) = 0;
   virtual void swiglu_fused_backward(Tensor dgate_up, const Tensor& dh, const Tensor& gate_up) = 0;
 

@@ -5,18 +5,6 @@
 
 namespace tetra {
 
-namespace {
-class DoneEvent final : public Backend::Event {
- public:
-  bool done() override { return true; }
-  void wait() override {}
-};
-}  // namespace
-
-std::unique_ptr<Backend::Event> Backend::record_event() {
-  return std::make_unique<DoneEvent>();
-}
-
 void* Backend::host_alloc(size_t bytes) {
   void* p = std::malloc(std::max<size_t>(bytes, 1));
   check(p != nullptr, "out of host memory allocating ", bytes, " bytes of staging");

@@ -78,7 +78,6 @@ class MixedPrecisionBackend final : public Backend {
   void upload(Tensor dst, const void* host) override { in_->upload(dst, host); }
   void download(void* host, const Tensor& src) override { in_->download(host, src); }
   void synchronize() override { in_->synchronize(); }
-  std::unique_ptr<Event> record_event() override { return in_->record_event(); }
   void* host_alloc(size_t bytes) override { return in_->host_alloc(bytes); }
   void host_free(void* p) override { in_->host_free(p); }
   void* stream() override { return in_->stream(); }
@@ -107,11 +106,6 @@ class MixedPrecisionBackend final : public Backend {
     const Wide wo(*this, out, false), wa(*this, a), wb(*this, b);
     in_->add3(wo, wa, wb);
     wo.store(*this);
-  }
-  void scale(Tensor x, float alpha) override {
-    const Wide w(*this, x);
-    in_->scale(w, alpha);
-    w.store(*this);
   }
   double sum_squares(const Tensor& x) override { return in_->sum_squares(Wide(*this, x)); }
   void sum_squares(std::span<const Tensor> xs, std::span<double> out) override {
@@ -182,12 +176,6 @@ class MixedPrecisionBackend final : public Backend {
     wdx.store(*this);
     wdw.store(*this);
   }
-  void rope(Tensor x, int heads, const Tensor& pos, const Rope& rope, bool inverse) override {
-    const Wide w(*this, x);
-    in_->rope(w, heads, pos, rope, inverse);
-    w.store(*this);
-  }
-
   void rope_split_qkv(Tensor q, Tensor k, Tensor v, const Tensor& qkv, int heads, int kv_heads,
                       const Tensor& pos, const Rope& rope) override {
     const Wide wq(*this, q, false), wk(*this, k, false), wv(*this, v, false), wx(*this, qkv);
@@ -230,20 +218,6 @@ class MixedPrecisionBackend final : public Backend {
     const Wide wg(*this, dout), wo(*this, out), wl(*this, lse);
     in_->attention_backward(wd.q(), wd.k(), wd.v(), wg, w.q(), w.k(), w.v(), wo, wl, pos, s);
     wd.store(*this);
-  }
-
-  void swiglu_forward(Tensor h, const Tensor& gate, const Tensor& up) override {
-    const Wide wh(*this, h, false), wg(*this, gate), wu(*this, up);
-    in_->swiglu_forward(wh, wg, wu);
-    wh.store(*this);
-  }
-  void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dh, const Tensor& gate,
-                       const Tensor& up) override {
-    const Wide wdg(*this, dgate, false), wdu(*this, dup, false), wdh(*this, dh), wg(*this, gate),
-        wu(*this, up);
-    in_->swiglu_backward(wdg, wdu, wdh, wg, wu);
-    wdg.store(*this);
-    wdu.store(*this);
   }
 
   void swiglu_fused_forward(Tensor h, const Tensor& gate_up) override {

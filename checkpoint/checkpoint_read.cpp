@@ -179,7 +179,7 @@ Reader::Reader(const std::string& checkpoint_dir) : dir_(checkpoint_dir) {
   state_ = m.state;
   shards_ = m.shards;
   model_ = model_from_json(state_.model, "checkpoint '" + dir_ + "'");
-  for (const UnitLayout& u : make_units(model_, 1, 0)) {
+  for (const UnitSpec& u : make_units(model_, 1, 0)) {
     params_.insert(params_.end(), u.params.begin(), u.params.end());
   }
 
@@ -197,7 +197,7 @@ Reader::Reader(const std::string& checkpoint_dir) : dir_(checkpoint_dir) {
       auto& view = views[{s.tp_size, s.tp_rank}];
       if (view.empty()) {
         with_context(where, [&] {
-          for (const UnitLayout& u : make_units(model_, s.tp_size, s.tp_rank)) {
+          for (const UnitSpec& u : make_units(model_, s.tp_size, s.tp_rank)) {
             for (const ParamInfo& p : u.params) view[p.name] = p;
           }
         });

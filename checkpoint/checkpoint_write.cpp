@@ -175,7 +175,7 @@ ShardRecord write_shard(const std::string& tmp_dir, int rank, int world_size, co
           " of ", s.tp_size, " is invalid");
     auto& numel = local_numel[{s.tp_size, s.tp_rank}];
     if (numel.empty()) {
-      for (const UnitLayout& u : make_units(model, s.tp_size, s.tp_rank)) {
+      for (const UnitSpec& u : make_units(model, s.tp_size, s.tp_rank)) {
         for (const ParamInfo& p : u.params) numel[p.name] = p.numel();
       }
     }

@@ -8,6 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "data/config.hpp"
+#include "model/config.hpp"
+#include "optim/config.hpp"
+#include "parallel/config.hpp"
 #include "util/settings.hpp"
 
 namespace tetra {
@@ -19,26 +23,34 @@ struct CheckpointConfig {
   // "auto" (the newest checkpoint in ckpt_dir that verifies, if any), "never", or a
   // checkpoint directory.
   std::string resume = "auto";
-  std::set<std::string> allow_change;  // settings a resumed run may change (kChangeable)
+  std::set<std::string> allow_change;  // settings a resumed run may change (changeable())
   std::string inject_failure;          // RANK@STEP[:MODE] (train/faults.hpp)
 };
 
-// The settings of a run that --allow-change may name, by their flag's name without the dashes
-// (as users type them): resuming with any other value than the checkpoint's run had is
-// refused unless allowed.
-inline const std::vector<std::string> kChangeable = {"data",  "lr",   "min-lr",       "warmup",
-                                                     "steps", "clip", "weight-decay", "dtype"};
-
-// "data, lr, ...": kChangeable as --help and refusals list it.
-inline std::string changeable_list() {
-  std::string list;
-  for (const std::string& name : kChangeable) list += (list.empty() ? "" : ", ") + name;
-  return list;
+// Calls f(table) for the sections a resumed run compares with its checkpoint's, in the
+// schema's order: those of the layers below this one. (The run and output sections, in train/,
+// and this layer's own are free on resume: test_setting_words checks.)
+template <typename F>
+void for_each_compared_table(F&& f) {
+  f(kLayoutKeys);
+  f(kModelKeys);
+  f(kBatchKeys);
+  f(kOptimizerKeys);
+  f(kDataKeys);
+  f(kDeviceKeys);
 }
 
+// The settings --allow-change may name (their tables mark them Resume::Changeable), by their
+// flag's name without the dashes, as users type them ("min-lr"), in the schema's order.
+std::vector<std::string> changeable();
+// "steps, lr, ...": changeable() as --help and refusals list it.
+std::string changeable_list();
+
+// Checkpoints, resuming and injected failures are one run's own: a sweep passes none on.
 inline const settings::Table<CheckpointConfig> kCheckpointKeys{
     "checkpoint",
     "Checkpoints and faults",
+    {.resume = settings::Resume::Free, .swept = false},
     {settings::key(&CheckpointConfig::ckpt_dir, "ckpt_dir", "DIR",
                    "write sharded checkpoints here, after the last step at least; lock it "
                    "while running"),
@@ -48,7 +60,8 @@ inline const settings::Table<CheckpointConfig> kCheckpointKeys{
      settings::key(&CheckpointConfig::keep, "keep", "K", "keep the newest K checkpoints",
                    settings::at_least_1()),
      settings::key(&CheckpointConfig::resume, "resume", "auto|never|DIR",
-                   "auto: continue from the newest checkpoint in --ckpt-dir that verifies",
+                   "auto: continue from the newest checkpoint in `checkpoint.ckpt_dir` that "
+                   "verifies",
                    [](const std::string& s) -> std::string {
                      return s.empty() ? "takes auto, never or a checkpoint directory" : "";
                    }),
@@ -57,11 +70,11 @@ inline const settings::Table<CheckpointConfig> kCheckpointKeys{
                    "comma-separated: " +
                        changeable_list(),
                    [](const std::string& s) -> std::string {
+                     const std::vector<std::string> names = changeable();
                      for (size_t at = 0; at <= s.size();) {
                        const size_t comma = std::min(s.find(',', at), s.size());
                        const std::string name = s.substr(at, comma - at);
-                       if (std::find(kChangeable.begin(), kChangeable.end(), name) ==
-                           kChangeable.end())
+                       if (std::find(names.begin(), names.end(), name) == names.end())
                          return "takes a comma-separated list of " + changeable_list() + " (got '" +
                                 name + "')";
                        at = comma + 1;

@@ -27,7 +27,7 @@ std::map<std::string, std::vector<float>> gather_full(const Grid& grid, ZeroPara
   // Rank 0 (tp = cp = pp = dp = 0) assembles; layouts of other TP ranks come from
   // make_units with their rank.
   for (int t = 0; t < l.tp; ++t) {
-    const std::vector<UnitLayout> layouts = make_units(cfg, l.tp, t);
+    const std::vector<UnitSpec> layouts = make_units(cfg, l.tp, t);
     for (int g = 0; g < units; ++g) {
       const int src = rank_of(l, {t, 0, place.unit_stage[g], 0});
       std::vector<float> local;

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "model/config.hpp"
+#include "parallel/chunks.hpp"
 #include "parallel/grid.hpp"
-#include "parallel/pipeline_layout.hpp"
 #include "parallel/zero.hpp"
 
 namespace tetra {

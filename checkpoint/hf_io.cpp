@@ -156,7 +156,7 @@ bool config_tied(const HfModel& m) {
 // layers than the file holds, or a file with biases, is refused rather than cut short.
 void check_all_used(const HfModel& m, const ModelConfig& c) {
   std::set<std::string> used;
-  for (const UnitLayout& u : make_units(c, 1, 0))
+  for (const UnitSpec& u : make_units(c, 1, 0))
     for (const ParamInfo& p : u.params) used.insert(p.name);
   // A tied model's file may still hold the head's copy, which transformers ties over too.
   if (c.tie_embeddings) used.insert("lm_head.weight");
@@ -177,9 +177,9 @@ json llama3_rope_json(const ModelConfig& c) {
 
 }  // namespace
 
-ModelConfig config_from_model(const HfModel& m, const ModelConfig& flags,
+ModelConfig config_from_model(const HfModel& m, const ModelConfig& asked,
                               const std::set<std::string>& given) {
-  ModelConfig c = flags;
+  ModelConfig c = asked;
   for (const std::string& name : m.names()) {
     const std::string& t = m.info(name).dtype;
     check(t == "F32" || t == "BF16" || t == "F16", "init model '", m.path(), "': tensor '", name,
@@ -219,10 +219,11 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& flags,
     c.ffn_dim = model_int(m, "model.layers.0.mlp.gate_proj.weight's rows",
                           need(m, "model.layers.0.mlp.gate_proj.weight").shape[0]);
     // Shapes do not tell the head count (q_proj is [heads*head_dim, dim] either way): tetra's
-    // exports say it in the metadata; for other files (transformers writes none) --heads must.
+    // exports say it in the metadata; for other files (transformers writes none) the heads
+    // setting must.
     check(m.metadata().count("heads") || given.count("model.heads"), "init model '", m.path(),
-          "' does not say how many attention heads the model has: pass --heads");
-    c.heads = meta_int(m, "heads", flags.heads);
+          "' does not say how many attention heads the model has: pass `model.heads`");
+    c.heads = meta_int(m, "heads", asked.heads);
     if (m.metadata().count("rope_theta")) {
       const std::string& text = m.metadata().at("rope_theta");
       char* end = nullptr;
@@ -247,32 +248,26 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& flags,
     c.kv_heads = model_int(m, "the k_proj heads", kv_rows / c.head_dim());
   }
 
-  // A shape setting given beside --init-from must be the model's own.
-  auto check_given = [&](const char* name, int64_t file_value, int64_t flag_value) {
-    check(!given.count(std::string("model.") + name) || file_value == flag_value,
-          settings::flag_of(name), " ", flag_value, " disagrees with the init model '", m.path(),
-          "', which has ", file_value);
+  // A shape setting given beside init_from must be the model's own.
+  auto check_given = [&](const std::string& name, auto file_value, auto asked_value) {
+    const std::string key = "model." + name;
+    check(!given.count(key) || file_value == asked_value, "`", key, "` ", asked_value,
+          " disagrees with the init model '", m.path(), "', which has ", file_value);
   };
-  check_given("layers", c.layers, flags.layers);
-  check_given("dim", c.dim, flags.dim);
-  check_given("heads", c.heads, flags.heads);
-  check_given("kv_heads", c.kv_heads, flags.kv_heads);
-  check_given("ffn_dim", c.ffn_dim, flags.ffn_dim);
-  check(!given.count("model.rope_theta") || c.rope_theta == flags.rope_theta, "--rope-theta ",
-        flags.rope_theta, " disagrees with the init model '", m.path(), "', which has ",
-        c.rope_theta);
-  check(!given.count("model.rope_type") || c.rope_type == flags.rope_type, "--rope-type ",
-        flags.rope_type, " disagrees with the init model '", m.path(), "', which has ",
-        c.rope_type);
-  check(!given.count("model.tie_embeddings") || c.tie_embeddings == flags.tie_embeddings,
-        "--tie-embeddings ", flags.tie_embeddings ? "true" : "false",
-        " disagrees with the init model '", m.path(), "', whose tie_word_embeddings is ",
-        c.tie_embeddings ? "true" : "false");
+  check_given("layers", c.layers, asked.layers);
+  check_given("dim", c.dim, asked.dim);
+  check_given("heads", c.heads, asked.heads);
+  check_given("kv_heads", c.kv_heads, asked.kv_heads);
+  check_given("ffn_dim", c.ffn_dim, asked.ffn_dim);
+  check_given("rope_theta", c.rope_theta, asked.rope_theta);
+  check_given("rope_type", c.rope_type, asked.rope_type);
+  const auto word = [](bool b) { return std::string(b ? "true" : "false"); };
+  check_given("tie_embeddings", word(c.tie_embeddings), word(asked.tie_embeddings));
   check_all_used(m, c);
   return c;
 }
 
-std::vector<float> read_unit(const HfModel& m, const ModelConfig& cfg, const UnitLayout& unit,
+std::vector<float> read_unit(const HfModel& m, const ModelConfig& cfg, const UnitSpec& unit,
                              int tp_rank) {
   std::vector<float> out(unit.numel);
   for (const ParamInfo& p : unit.params) {
@@ -359,7 +354,7 @@ json hf_config_json(const ModelConfig& cfg, const data::Tokenizer& tok, bool bf1
 void write_export(const std::string& path, const std::map<std::string, std::vector<float>>& full,
                   const ModelConfig& cfg, const data::Tokenizer& tok, bool bf16) {
   st::Writer w;
-  for (const UnitLayout& u : make_units(cfg, 1, 0))
+  for (const UnitSpec& u : make_units(cfg, 1, 0))
     for (const ParamInfo& p : u.params) {
       std::vector<int64_t> shape = p.shape;
       if (is_vocab_tensor(p.name)) shape[0] = cfg.vocab;  // rows are [vocab, dim]
@@ -378,7 +373,7 @@ void write_export(const std::string& path, const std::map<std::string, std::vect
     w.write(path);
     return;
   }
-  const std::string context = "--export '" + path + "'";
+  const std::string context = "`output.export` '" + path + "'";
   std::error_code ec;
   fs::create_directory(path, ec);
   check(!ec, context, ": cannot create the directory: ", ec.message());

@@ -230,7 +230,7 @@ DirLock::DirLock(const std::string& dir, const LockRequest& req) {
         }
         throw LockedError(in_use + holder->describe() +
                           "): two jobs writing one directory would destroy each other's "
-                          "checkpoints; wait for it to end or pass another --ckpt-dir");
+                          "checkpoints; wait for it to end or pass another `checkpoint.ckpt_dir`");
       }
       why = "which no longer runs";
     } else if (same_job && req.restart) {

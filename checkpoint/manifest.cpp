@@ -162,10 +162,11 @@ RunState run_state(const json& m, int64_t version) {
 }  // namespace
 
 json model_to_json(const ModelConfig& c) {
-  // The model's settings (model/config.hpp) and the two values of its shape that are not
-  // settings; norm_eps goes in as the float's exact value as a double, so that it comes back
-  // bit for bit.
+  // The model's settings (model/config.hpp) but init_from (where the weights came from is not
+  // the shape), and the two values of its shape that are not settings; norm_eps goes in as the
+  // float's exact value as a double, so that it comes back bit for bit.
   json v = settings::to_json(kModelKeys, c);
+  v.erase("init_from");
   v["vocab_rows"] = c.rows();
   v["norm_eps"] = c.norm_eps;
   return v;

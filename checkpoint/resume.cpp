@@ -5,38 +5,27 @@
 #include <map>
 #include <vector>
 
+namespace tetra {
+
+std::vector<std::string> changeable() {
+  std::vector<std::string> names;
+  for_each_compared_table([&](const auto& table) {
+    for (const auto& k : table.keys)
+      if (*k.resume == settings::Resume::Changeable) names.push_back(k.flag().substr(2));
+  });
+  return names;
+}
+
+std::string changeable_list() {
+  std::string list;
+  for (const std::string& name : changeable()) list += (list.empty() ? "" : ", ") + name;
+  return list;
+}
+
+}  // namespace tetra
+
 namespace tetra::ckpt {
 namespace {
-
-// The sections of the configuration a resumed run compares with its checkpoint's, each with
-// the keys that may change freely: restore() reshards to any micro-batch split and ZeRO stage,
-// recomputation gives the same numbers, and validation, the tokenizer (of text the data key
-// names), --skip-bad-lines (a run either skipped no line, or stops at it without the flag),
-// --init-from (the checkpoint replaces it), the device and the communicators do not enter the
-// state. The other sections (layout, checkpoint, output) are not compared. A key
-// added to a compared section is compared from then on, and fixes the run unless it is listed
-// here or in kChangeable.
-struct Compared {
-  const char* section;
-  std::vector<std::string> free;
-};
-const Compared kCompared[] = {
-    {"batch", {"micro_batch"}},
-    {"optimizer", {"zero", "recompute"}},
-    {"data",
-     {"val_data", "val_split", "eval_every", "eval_batches", "tokenizer", "skip_bad_lines",
-      "init_from"}},
-    {"device", {"device", "comm"}},
-};
-
-// A setting's --allow-change name: its flag without the dashes ("min_lr" -> "min-lr").
-std::string flag_name(const std::string& key) {
-  return settings::flag_of(key).substr(2);
-}
-
-bool changeable(const std::string& name) {
-  return std::find(kChangeable.begin(), kChangeable.end(), name) != kChangeable.end();
-}
 
 // Member `key` of section `section` of a recorded configuration; "not recorded" when absent.
 json recorded(const RunState& s, const std::string& section, const std::string& key) {
@@ -52,7 +41,7 @@ std::string resume_path(const CheckpointConfig& c) {
   if (c.resume == "never") return "";
   if (c.resume != "auto") {
     const std::string problem = verify(c.resume);
-    check(problem.empty(), "--resume ", c.resume, ": ", problem);
+    check(problem.empty(), "`checkpoint.resume` ", c.resume, ": ", problem);
     return c.resume;
   }
   if (c.ckpt_dir.empty()) return "";
@@ -68,12 +57,12 @@ std::string resume_path(const CheckpointConfig& c) {
     // Another line's checkpoint may verify: named, since "none verifies" would be untrue.
     const std::vector<std::string> others = verifying_checkpoints(c.ckpt_dir);
     if (others.empty())
-      fail("--resume auto: no checkpoint in '", c.ckpt_dir, "' verifies (", why,
-           "); pass --resume never to start from step 0, keeping them");
-    fail("--resume auto: no checkpoint of the line being trained in '", c.ckpt_dir, "' verifies (",
-         why, "); ", others.front(), " verifies but is another line's: pass --resume ",
-         others.front(),
-         " to continue from it, or --resume never to start from step 0, keeping them");
+      fail("`checkpoint.resume` auto: no checkpoint in '", c.ckpt_dir, "' verifies (", why,
+           "); pass `checkpoint.resume` never to start from step 0, keeping them");
+    fail("`checkpoint.resume` auto: no checkpoint of the line being trained in '", c.ckpt_dir,
+         "' verifies (", why, "); ", others.front(),
+         " verifies but is another line's: pass `checkpoint.resume` ", others.front(),
+         " to continue from it, or `checkpoint.resume` never to start from step 0, keeping them");
   }
   for (const std::string& w : warnings) std::fprintf(stderr, "tetra: warning: %s\n", w.c_str());
   return path;
@@ -88,45 +77,45 @@ void check_resumable(const RunState& saved, const RunState& now,
   // What the run continues must be the run that was checkpointed, unless the user says
   // which settings may change (to extend a run, or fine-tune from it).
   std::map<std::string, std::string> changes;  // by --allow-change name
-  for (const Compared& c : kCompared) {
-    for (const auto& [key, value] : now.config.at(c.section).items()) {
-      if (std::find(c.free.begin(), c.free.end(), key) != c.free.end()) continue;
-      const std::string name = flag_name(key);
-      const json there = recorded(saved, c.section, key);
+  for_each_compared_table([&](const auto& table) {
+    for (const auto& k : table.keys) {
+      if (*k.resume == settings::Resume::Free) continue;
+      const std::string key = table.name + "." + k.name, name = k.flag().substr(2);
+      const json& value = now.config.at(table.name).at(k.name);
+      const json there = recorded(saved, table.name, k.name);
       if (there == value || allowed.count(name)) continue;
-      const bool in_record =
-          saved.config.contains(c.section) && saved.config[c.section].contains(key);
-      if (!changeable(name)) {
-        check(!in_record, "checkpoint '", path, "' was written with --", name, " ", there.dump(),
+      if (*k.resume == settings::Resume::Fixed) {
+        check(!saved.config.contains(table.name) || !saved.config[table.name].contains(k.name),
+              "checkpoint '", path, "' was written with `", key, "` ", there.dump(),
               "; this run has ", value.dump(), ", which a resumed run cannot change");
         continue;
       }
       // A --min-lr left to its default follows --lr: allowing or changing --lr covers it.
-      const bool follows_lr = name == "min-lr" && !min_lr_given &&
+      const bool follows_lr = key == "optimizer.min_lr" && !min_lr_given &&
                               (allowed.count("lr") ||
                                recorded(saved, "optimizer", "lr") != now.config["optimizer"]["lr"]);
       if (!follows_lr)
-        changes[name] = "--" + name + " " + there.dump() + " there, " + value.dump() + " here";
+        changes[name] = "`" + key + "` " + there.dump() + " there, " + value.dump() + " here";
     }
-  }
+  });
   const int64_t steps = now.config.at("optimizer").at("steps").get<int64_t>();
-  check(saved.step <= steps, "checkpoint '", path, "' is at step ", saved.step, ", past --steps ",
-        steps,
-        ": nothing is left to train; pass a larger --steps with --allow-change steps, or "
-        "--resume never to start over");
+  check(saved.step <= steps, "checkpoint '", path, "' is at step ", saved.step,
+        ", past `optimizer.steps` ", steps,
+        ": nothing is left to train; pass a larger `optimizer.steps` with "
+        "`checkpoint.allow_change` steps, or `checkpoint.resume` never to start over");
   std::string differ, names;
-  for (const std::string& name : kChangeable) {
+  for (const std::string& name : changeable()) {
     if (!changes.count(name)) continue;
     differ += (differ.empty() ? "" : "; ") + changes[name];
     names += (names.empty() ? "" : ",") + name;
   }
   check(differ.empty(), "checkpoint '", path, "' comes from a run with other settings (", differ,
-        "); pass --allow-change ", names, " to continue it with this run's");
+        "); pass `checkpoint.allow_change` ", names, " to continue it with this run's");
 }
 
 void restore(const Reader& r, ZeroParams& params, int tp_rank) {
   for (int u = 0; u < params.size(); ++u) {
-    const UnitLayout& l = params.layout(u);
+    const UnitSpec& l = params.layout(u);
     std::vector<float> w(l.numel), m(l.numel), v(l.numel);
     for (const ParamInfo& p : l.params) {
       const auto whole_w = r.tensor(p.name, Reader::Kind::Param);

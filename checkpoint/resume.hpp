@@ -20,18 +20,16 @@ std::string resume_path(const CheckpointConfig& c);
 // Throws tetra::Error, naming `path` (the checkpoint), when a run whose checkpoints record
 // `now` may not continue the one `saved` records (RunState's model, layout and config
 // sections; `now`'s step is not used):
-//  - another model, or another value of a setting that fixes the run (the seed, the global
-//    batch: any key of the compared sections that --allow-change cannot name);
-//  - a step past now's --steps;
-//  - another value of a setting --allow-change may name (kChangeable) that `allowed` does not
-//    name; all such differences in one message. A --min-lr left to its default
-//    (!min_lr_given) follows --lr: a change of --lr, or allowing one, covers it.
-// The compared sections are model, batch, optimizer, data and device; within them a few keys
-// may change freely (the micro-batch, the ZeRO stage, recomputation, validation, the
-// tokenizer, --init-from, the device and the communicators), as may the layout, checkpoint
-// and output sections: restore() takes any layout and ZeRO stage. A key `saved` does not record
-// (an older tetra's checkpoint) is compared only when --allow-change may name it, and then
-// differs ("not recorded").
+//  - another model (the trained shape as a whole), or another value of a setting that fixes
+//    the run (its table marks it Resume::Fixed: the seed, the global batch);
+//  - a step past now's steps;
+//  - another value of a setting --allow-change may name (Resume::Changeable) that `allowed`
+//    does not name; all such differences in one message. A min_lr left to its default
+//    (!min_lr_given) follows lr: a change of lr, or allowing one, covers it.
+// Settings marked Resume::Free (the layout, the micro-batch, the ZeRO stage, validation, the
+// device, checkpoints and outputs) may differ: restore() takes any layout and ZeRO stage. A
+// key `saved` does not record (an older tetra's checkpoint) is compared only when
+// --allow-change may name it, and then differs ("not recorded").
 void check_resumable(const RunState& saved, const RunState& now,
                      const std::set<std::string>& allowed, bool min_lr_given,
                      const std::string& path);

@@ -53,7 +53,8 @@ void check_shared_dir(MPI_Comm world, const std::string& dir, const Hosts& hosts
     check(blind.empty(), "checkpoint directory '", dir,
           "' is not shared by every rank: ", hosts.describe(blind), " do",
           blind.size() == 1 ? "es" : "", " not see the file that rank 0 on ", hosts.name[0],
-          " wrote there; every rank writes its shard into --ckpt-dir, so it must be one file "
+          " wrote there; every rank writes its shard into `checkpoint.ckpt_dir`, so it must be one "
+          "file "
           "system that all hosts mount at the same path");
   });
 }

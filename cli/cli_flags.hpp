@@ -126,9 +126,12 @@ inline CLI::Option* add_switch(CLI::App& app, const std::string& name, bool& fie
 }
 
 // Each subcommand's flags, writing into its options. Tetra train's come from the schema
-// (util/settings.hpp, train/config.hpp): a help group per section, a flag per key; settings:
-// where each is recorded with its option (for --config, --print-config and given), or null.
-void add_train_options(CLI::App& app, TrainConfig& o, Settings* settings = nullptr);
+// (util/settings.hpp, train/config.hpp): a help group per section, a flag per key (its help's
+// settings worded as flags); settings: where each is recorded with its option (for --config,
+// --print-config and given), or null; swept_only: only the keys a sweep passes on to its runs
+// (tetra sweep's).
+void add_train_options(CLI::App& app, TrainConfig& o, Settings* settings = nullptr,
+                       bool swept_only = false);
 // The arguments that give the settings of `keys` ("model.heads") their values in `c`:
 // "--flag value" ("--flag=value" for a value that starts with '-' or is empty), "--flag" for a
 // switch that is on, nothing for one that is off; in the schema's order. What tools pass to

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "train/config.hpp"
 #include "util/error.hpp"
 #include "util/settings.hpp"
 
@@ -67,12 +68,14 @@ std::vector<std::string> config_file_args(const std::string& file, const Setting
     key += item.name;
     std::string name = item.name;  // the flag's spelling reads too: kv-heads is kv_heads
     std::replace(name.begin(), name.end(), '-', '_');
+    // An older tetra's key reads as the setting's key now ([data] init_from is model's).
+    const std::string now =
+        item.parents.size() == 1 ? current_key(item.parents[0] + "." + name) : std::string();
     const Setting* s = nullptr;
     std::string elsewhere;  // the key of a setting of that name in another section
     for (const Setting& t : settings) {
-      if (t.name != name) continue;
-      if (item.parents.size() == 1 && item.parents[0] == t.section) s = &t;
-      elsewhere = t.key();
+      if (t.key() == now) s = &t;
+      if (t.name == name) elsewhere = t.key();
     }
     check(s != nullptr, file, ": unknown key '", key, "'",
           elsewhere.empty()

@@ -9,7 +9,7 @@
 
 #include "checkpoint/hf_io.hpp"
 #include "data/tokenizer.hpp"
-#include "train/generate.hpp"
+#include "transformer/generator.hpp"
 #include "util/error.hpp"
 
 namespace tetra {
@@ -31,7 +31,7 @@ std::string generate_text(const GenerateOptions& o) {
     tok = data::byte_tokenizer();
   }
   std::map<std::string, std::vector<float>> whole;
-  for (const UnitLayout& u : make_units(cfg, 1, 0)) {
+  for (const UnitSpec& u : make_units(cfg, 1, 0)) {
     const std::vector<float> flat = read_unit(model, cfg, u, 0);
     for (const ParamInfo& p : u.params) {
       std::vector<float>& w = whole[p.name];

@@ -1,7 +1,7 @@
 // The flags of the commands that start jobs (jobs/): tetra launch's, tetra lab's, and tetra
-// sweep's (tetra train's, less those the sweep decides, the layout and --zero, or that make no
-// sense across runs: checkpoints, outputs, validation; plus the lists to cross, the machine
-// and how to run).
+// sweep's (tetra train's that a sweep passes on to its runs, as their tables say: not the
+// layout and the ZeRO stage, which the sweep decides, nor one run's own checkpoints, outputs
+// and validation; plus the lists to cross, the machine and how to run).
 #include <algorithm>
 
 #include "cli/cli_flags.hpp"
@@ -15,15 +15,6 @@
 namespace tetra::cli {
 
 namespace {
-
-// The train options a sweep does not pass on.
-const char* const kNotSwept[] = {
-    "--tp",          "--cp",           "--pp",          "--dp",           "--sp",
-    "--vpp",         "--schedule",     "--zero",        "--val-data",     "--val-split",
-    "--eval-every",  "--eval-batches", "--tokenizer",   "--init-from",    "--ckpt-dir",
-    "--ckpt-every",  "--keep",         "--resume",      "--allow-change", "--inject-failure",
-    "--metrics",     "--trace",        "--trace-steps", "--export",       "--export-dtype",
-    "--sample-every"};
 
 // A validator of a comma-separated list whose items `ok` accepts; `what` words the refusal.
 CLI::Validator list_of(bool (*ok)(const std::string&), const std::string& what) {
@@ -107,8 +98,7 @@ void finish_lab_options(const CLI::App& app, LabOptions& o) {
 
 void add_sweep_options(CLI::App& app, SweepOptions& o) {
   o.train.optimizer.steps = 5;  // a sweep's runs are short; --help shows this default
-  add_train_options(app, o.train);
-  for (const char* name : kNotSwept) app.remove_option(app.get_option(name));
+  add_train_options(app, o.train, nullptr, true);
   for (const CLI::Option* opt : app.get_options()) o.train_flags.push_back(opt->get_name());
   app.get_option("--steps")->description(
       "steps of every run (the first warms up and is not timed)");

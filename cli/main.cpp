@@ -4,11 +4,11 @@
 // generate` continues a prompt, `tetra tokenize` shows a tokenizer's ids, `tetra launch`
 // supervises a training command, `tetra sweep` runs every layout of N ranks and `tetra lab`
 // teaches by predicting and measuring (cli/options.hpp parses them all, jobs/ runs the last
-// three); every error ends with one "tetra: error: ..."
-// line from rank 0 and its exit status (util/error.hpp's table) on every rank: 2 for bad
-// input, 65 for a diverged run (a non-finite loss or gradient norm), 73 for a checkpoint
-// directory that another job holds; a pre-empted run (SIGTERM, SIGUSR1) checkpoints and
-// exits 75.
+// three). Every error ends with one "tetra: error: ..." line from rank 0, each setting it names
+// worded as the user gave it (settings::worded: --heads, or the --config file's model.heads),
+// and its exit status (util/error.hpp's table) on every rank: 2 for bad input, 65 for a
+// diverged run (a non-finite loss or gradient norm), 73 for a checkpoint directory that
+// another job holds; a pre-empted run (SIGTERM, SIGUSR1) checkpoints and exits 75.
 #include <mpi.h>
 
 #include <cstdio>
@@ -111,7 +111,7 @@ int plan_command(const tetra::PlanOptions& opt, int rank) {
                                                      opt.train.layout.vpp, s.run.micro_batches));
     }
   });
-  if (rank == 0) std::printf("%s", text.c_str());
+  if (rank == 0) std::printf("%s", tetra::settings::worded(text, opt.train.origin).c_str());
   return rc;
 }
 
@@ -131,9 +131,9 @@ int main(int argc, char** argv) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int rc = 0;
+  tetra::CommandLine cli;
   try {
     // Every rank parses the same arguments; a refusal is agreed so that rank 0 alone says it.
-    tetra::CommandLine cli;
     tetra::agree(MPI_COMM_WORLD, [&] { cli = tetra::parse_command_line(args); });
     if (!cli.help.empty()) {
       if (rank == 0) std::printf("%s", cli.help.c_str());
@@ -165,12 +165,13 @@ int main(int argc, char** argv) {
       }
     }
   } catch (const tetra::AgreedError& e) {  // every rank has it: rank 0 reports
-    if (rank == 0) std::fprintf(stderr, "tetra: error: %s\n", e.what());
+    const std::string msg = tetra::settings::worded(e.what(), cli.origin());
+    if (rank == 0) std::fprintf(stderr, "tetra: error: %s\n", msg.c_str());
     rc = e.status;
   } catch (const std::exception& e) {  // this rank's alone: report it and stop the job
     int world = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
-    std::string msg = tetra::error_text(e);
+    std::string msg = tetra::settings::worded(tetra::error_text(e), cli.origin());
     if (world > 1) msg = "rank " + std::to_string(rank) + ": " + msg;
     std::fprintf(stderr, "tetra: error: %s\n", msg.c_str());
     std::fflush(stderr);

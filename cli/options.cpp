@@ -9,8 +9,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "cli/apply_preset.hpp"
 #include "cli/cli_flags.hpp"
-#include "cli/preset.hpp"
 #include "util/error.hpp"
 
 namespace tetra {
@@ -297,32 +297,22 @@ std::unique_ptr<CLI::App> parse_into(CommandLine& cli, TrainSettings& settings,
 
 }  // namespace
 
-CommandLine parse_command_line(std::vector<std::string> args) {
-  // What follows launch's first "--" is the command to supervise, not tetra's to read.
-  std::vector<std::string> supervised;
-  bool separated = false;
-  if (!args.empty() && args[0] == "launch") {
-    const auto dash = std::find(args.begin(), args.end(), "--");
-    separated = dash != args.end();
-    if (separated) {
-      supervised.assign(dash + 1, args.end());
-      args.erase(dash, args.end());
-    }
-  }
-  CommandLine cli;
-  TrainSettings settings;
-  std::unique_ptr<CLI::App> app = parse_into(cli, settings, args);
-  if (!cli.help.empty()) return cli;
-  std::vector<CLI::App*> apps = chain(*app);
-  if (const std::string arg = leftover(apps); !arg.empty()) fail(unexpected(apps, arg));
-  cli.command = apps[1]->get_name();
-  cli.launch.command = supervised;
+namespace {
+
+// The parse of parse_command_line once the command is known: the --config file read and the
+// command line parsed again with its keys, the given settings and their origin, presets and
+// resolve() for train and plan; each other command's checks.
+void finish(CommandLine& cli, TrainSettings& settings, std::unique_ptr<CLI::App>& app,
+            const std::vector<std::string>& args, bool separated) {
+  const std::vector<CLI::App*> apps = chain(*app);
   if (cli.command == "train" || cli.command == "plan") {
+    std::set<std::string> file_flags;  // the flags given by the --config file's keys
     if (!cli.config_file.empty()) {
       // The file's keys for the flags the command line left out, read again with it.
       const std::string file = cli.config_file;
       const std::vector<std::string> file_args =
           config_file_args(file, cli.command == "plan" ? settings.plan : settings.train);
+      for (const std::string& a : file_args) file_flags.insert(a.substr(0, a.find('=')));
       cli = CommandLine();
       settings = TrainSettings();
       cli.command = apps[1]->get_name();
@@ -330,8 +320,12 @@ CommandLine parse_command_line(std::vector<std::string> args) {
     }
     TrainConfig& o = cli.command == "train" ? cli.train : cli.plan.train;
     const Settings& flags = cli.command == "train" ? settings.train : settings.plan;
-    for (const Setting& s : flags)
-      if (s.option->count() > 0) o.given.insert(s.key());
+    for (const Setting& s : flags) {
+      if (s.option->count() == 0) continue;
+      o.given.insert(s.key());
+      if (file_flags.count(s.flag())) o.origin.keys.insert(s.key());
+    }
+    if (!o.origin.keys.empty()) o.origin.file = cli.config_file;
     // tetra plan's own flags (the machine, the tokens, the rate), which a preset fills in
     // where they are not given: "plan.gpu".
     if (cli.command == "plan")
@@ -371,6 +365,37 @@ CommandLine parse_command_line(std::vector<std::string> args) {
       check(o.schedule.empty() ? !given(flag) : true, flag, " goes with --schedule");
     check(!given("--step") || !o.trace.empty() || !o.barrier.empty(),
           "--step goes with --trace or --barrier");
+  }
+}
+
+}  // namespace
+
+CommandLine parse_command_line(std::vector<std::string> args) {
+  // What follows launch's first "--" is the command to supervise, not tetra's to read.
+  std::vector<std::string> supervised;
+  bool separated = false;
+  if (!args.empty() && args[0] == "launch") {
+    const auto dash = std::find(args.begin(), args.end(), "--");
+    separated = dash != args.end();
+    if (separated) {
+      supervised.assign(dash + 1, args.end());
+      args.erase(dash, args.end());
+    }
+  }
+  CommandLine cli;
+  TrainSettings settings;
+  std::unique_ptr<CLI::App> app = parse_into(cli, settings, args);
+  if (!cli.help.empty()) return cli;
+  std::vector<CLI::App*> apps = chain(*app);
+  if (const std::string arg = leftover(apps); !arg.empty()) fail(unexpected(apps, arg));
+  cli.command = apps[1]->get_name();
+  cli.launch.command = supervised;
+  try {
+    finish(cli, settings, app, args, separated);
+  } catch (const Error& e) {
+    // What the settings imply and how they agree (presets, resolve(), the jobs' checks), in
+    // the user's words.
+    throw Error(settings::worded(e.what(), cli.origin()), e.status);
   }
   return cli;
 }
@@ -417,7 +442,9 @@ int run_job_command(const std::vector<std::string>& args) {
     if (cli.command == "sweep") return run_sweep(cli.sweep, train_args());
     return run_lab(cli.lab, train_args());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tetra: error: %s\n", error_text(e).c_str());
+    // The jobs' own flags are all on the command line.
+    std::fflush(stdout);
+    std::fprintf(stderr, "tetra: error: %s\n", settings::worded(error_text(e)).c_str());
     return exit_status_of(e);
   }
 }

@@ -57,12 +57,20 @@ struct CommandLine {
   TokenizeOptions tokenize;
   SweepOptions sweep;
   LabOptions lab;
+
+  // Where train's or plan's settings came from (TrainConfig::origin): how an error words the
+  // settings it names (settings::worded). Empty for the other commands, whose flags are all
+  // on the command line.
+  const settings::Origin& origin() const {
+    static const settings::Origin none;
+    return command == "train" ? train.origin : command == "plan" ? plan.train.origin : none;
+  }
 };
 
 // Parses tetra's arguments (argv without the program name), and for train and plan the
 // --config file they name. Throws tetra::Error with a one-line message naming the flag (or
 // the file and the key) for an unknown flag or key, a missing, repeated or malformed value, a
-// value out of range, or flags that contradict each other.
+// value out of range, or settings that contradict each other (each worded as it was given).
 CommandLine parse_command_line(std::vector<std::string> args);
 
 // parse_command_line({"train", args...}).train, for callers that build flag lists.

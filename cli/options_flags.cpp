@@ -81,7 +81,7 @@ CLI::Option* add_key_switch(CLI::App& app, const std::string& flag, S& section,
                             const settings::Key<S>& k) {
   return app
       .add_flag_function(
-          flag, [&section, &k](int64_t n) { k.set(section, n > 0); }, k.help)
+          flag, [&section, &k](int64_t n) { k.set(section, n > 0); }, settings::worded(k.help))
       ->multi_option_policy(CLI::MultiOptionPolicy::Throw)
       ->disable_flag_override()
       ->default_str("off");
@@ -94,7 +94,8 @@ CLI::Option* add_key(CLI::App& app, S& section, const settings::Key<S>& k) {
   CLI::Option* opt =
       app.add_option_function<std::string>(
              k.flag(),
-             [&section, &k](const std::string& v) { k.set(section, from_text(k.kind, v)); }, k.help)
+             [&section, &k](const std::string& v) { k.set(section, from_text(k.kind, v)); },
+             settings::worded(k.help))
           ->type_name(k.metavar)
           ->default_str(k.shown_default.empty() ? shown(k.kind, k.get(section)) : k.shown_default);
   if (k.kind == Kind::Integer) opt->transform(integer(k.min, k.max));
@@ -109,10 +110,11 @@ CLI::Option* add_key(CLI::App& app, S& section, const settings::Key<S>& k) {
 
 }  // namespace
 
-void add_train_options(CLI::App& app, TrainConfig& o, Settings* settings) {
+void add_train_options(CLI::App& app, TrainConfig& o, Settings* settings, bool swept_only) {
   for_each_section(o, [&](auto& section, const auto& table) {
     app.option_defaults()->group(table.group);
     for (const auto& k : table.keys) {
+      if (swept_only && !*k.swept) continue;
       CLI::Option* opt = add_key(app, section, k);
       if (!settings) continue;
       const auto value = [&section, &k] { return k.get(section); };

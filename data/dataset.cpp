@@ -40,8 +40,8 @@ class Synthetic final : public Dataset {
  public:
   Synthetic(int vocab, int seq_len, uint64_t seed, uint64_t tag)
       : alphabet_(std::min(vocab, kMaxAlphabet)), seq_len_(seq_len), seed_(seed), tag_(tag) {
-    check(vocab >= kSuccessors, "synthetic data needs --vocab of at least ", kSuccessors, " (got ",
-          vocab, "): each symbol has ", kSuccessors, " distinct successors");
+    check(vocab >= kSuccessors, "synthetic data needs `model.vocab` of at least ", kSuccessors,
+          " (got ", vocab, "): each symbol has ", kSuccessors, " distinct successors");
     // Successors of a: the first 4 entries of a partial Fisher-Yates shuffle of 0..A-1,
     // driven by hash(seed, a, i), so they are distinct and depend only on the seed.
     successors_.resize(alphabet_);
@@ -166,7 +166,7 @@ void check_vocab(const std::string& path, const std::vector<uint32_t>& tokens, i
   const auto bad =
       std::find_if(tokens.begin(), tokens.end(), [&](uint32_t t) { return int64_t(t) >= vocab; });
   check(bad == tokens.end(), "data file '", path, "': token id ", bad == tokens.end() ? 0 : *bad,
-        " at position ", bad - tokens.begin(), " is not below --vocab ", vocab);
+        " at position ", bad - tokens.begin(), " is not below `model.vocab` ", vocab);
 }
 
 }  // namespace
@@ -174,8 +174,8 @@ void check_vocab(const std::string& path, const std::vector<uint32_t>& tokens, i
 std::unique_ptr<Dataset> open_dataset(const std::string& spec, int vocab, int seq_len,
                                       uint64_t seed, Portion portion, const Tokenizer* tokenizer,
                                       const DocumentOptions& documents) {
-  check(vocab >= 1, "data: --vocab must be positive (got ", vocab, ")");
-  check(seq_len >= 1, "data: --seq-len must be positive (got ", seq_len, ")");
+  check(vocab >= 1, "data: `model.vocab` must be positive (got ", vocab, ")");
+  check(seq_len >= 1, "data: `model.seq_len` must be positive (got ", seq_len, ")");
   const bool validation = portion.kind == Portion::Validation;
   if (spec == "synthetic")
     return std::make_unique<Synthetic>(vocab, seq_len, seed,

@@ -20,7 +20,7 @@ std::string read_document(const std::string& line, const Tokenizer& tok, const D
   if (!bad.empty()) return bad;
   if (!doc.is_object()) return "not a JSON object";
   if (!doc.contains(o.field) || !doc[o.field].is_string())
-    return "has no string \"" + o.field + "\" (--data-field)";
+    return "has no string \"" + o.field + "\" (`data.data_field`)";
   ids = tok.encode_document(doc[o.field].get<std::string>());
   // The end-of-text token ends the document only: one inside would end it early.
   if (std::find(ids.begin(), ids.end() - 1, tok.end_of_text()) != ids.end() - 1)
@@ -107,7 +107,7 @@ CachedShard tokenize_documents(const std::string& jsonl, const Tokenizer& tok,
       if (!bad.empty()) {
         const std::string where = jsonl + ":" + std::to_string(line_no);
         check(o.skip_bad_lines, "data file ", where, ": ", bad,
-              " (--skip-bad-lines skips such lines)");
+              " (`data.skip_bad_lines` skips such lines)");
         if (made.skipped++ == 0) made.first_skipped = where + ": " + bad;
         continue;
       }

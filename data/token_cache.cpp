@@ -37,8 +37,8 @@ std::string content_hash(const std::string& a, const std::string& b = "") {
 
 void refuse_tokens(const std::string& text) {
   const bool bin = text.ends_with(".bin") || is_bin_shard(text);
-  check(!bin, "--tokenizer applies to text, and '", text,
-        "' is an llm.c .bin shard, tokens already (give its --vocab instead)");
+  check(!bin, "`data.tokenizer` applies to text, and '", text,
+        "' is an llm.c .bin shard, tokens already (give its `model.vocab` instead)");
 }
 
 // What a cached shard was made from, kept in its header's free words 3..16 (little-endian
@@ -110,7 +110,7 @@ std::string tokenizer_model(const std::string& spec, const std::string& text, bo
   } catch (...) {
     pieces = 0;
   }
-  check(pieces > 0, "--tokenizer ", spec, ": N in bpe:N must be a positive integer");
+  check(pieces > 0, "`data.tokenizer` ", spec, ": N in bpe:N must be a positive integer");
   const std::string model = text + ".bpe" + std::to_string(pieces) + "-" +
                             content_hash(read_all(text, "data file")) + ".model";
   std::error_code ec;

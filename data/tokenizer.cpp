@@ -159,13 +159,13 @@ void train_bpe(const std::string& text_path, int pieces, const std::string& mode
                                                   {"num_threads", "1"},
                                                   {"minloglevel", "2"}},
                                                  nullptr, &serialized);
-  check(status.ok(), "--tokenizer bpe:", pieces, " on '", text_path,
+  check(status.ok(), "`data.tokenizer` bpe:", pieces, " on '", text_path,
         "': SentencePiece could not train: ", status.ToString());
   // A fresh temporary per call: two runs training on the same text write the same bytes.
   const std::string problem = replace_file(model_path, serialized);
   check(problem.empty(), "cannot write the tokenizer model '", model_path, "': ", problem);
 #else
-  fail("--tokenizer bpe:", pieces,
+  fail("`data.tokenizer` bpe:", pieces,
        ": this build has no SentencePiece (libsentencepiece-dev was not found when tetra was "
        "configured)");
 #endif

@@ -434,7 +434,7 @@ int run_lab(const LabOptions& o, const TrainArgs& train) {
     }
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "\ntetra: error: %s\n", error_text(e).c_str());
+    std::fprintf(stderr, "\ntetra: error: %s\n", settings::worded(error_text(e)).c_str());
     return exit_status_of(e);
   }
   return 0;

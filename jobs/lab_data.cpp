@@ -284,7 +284,7 @@ Lesson four_d(const TrainArgs& train) {
   const Setup s = setup(train, c, 16);
   const double P0 = stage0_params(s.plan), N = 4;
   double all = 0;  // every unit's parameters, whole
-  for (const UnitLayout& u : make_units(s.config.model, 1, 0)) all += double(u.numel);
+  for (const UnitSpec& u : make_units(s.config.model, 1, 0)) all += double(u.numel);
   Lesson l;
   l.name = "4d";
   l.values = {{"P0", commas(P0)}, {"bytes", commas(1.5 * 4 * P0)}, {"dp2", commas(4 * P0)}};

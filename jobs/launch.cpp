@@ -256,19 +256,14 @@ int run_launch(const LaunchOptions& opt, const TrainArgs& train) {
   std::optional<TempMetricsFile> temp_metrics;
   std::optional<FlagSpot> resume;
   std::string metrics_path;
-  try {
-    const Child child = child_of(base, train);
-    if (!child.config.output.metrics.empty()) {
-      metrics_path = child.config.output.metrics;
-    } else {
-      metrics_path = temp_metrics.emplace(child.config.checkpoint.ckpt_dir).path();
-      base.insert(base.end(), {"--metrics", metrics_path});
-    }
-    if (child.train > 0) resume = resume_spot(base, child);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "tetra: error: %s\n", e.what());
-    return e.status;
+  const Child child = child_of(base, train);
+  if (!child.config.output.metrics.empty()) {
+    metrics_path = child.config.output.metrics;
+  } else {
+    metrics_path = temp_metrics.emplace(child.config.checkpoint.ckpt_dir).path();
+    base.insert(base.end(), {"--metrics", metrics_path});
   }
+  if (child.train > 0) resume = resume_spot(base, child);
   auto note = [&](const std::string& text) {
     if (!opt.quiet) std::fprintf(stderr, "tetra launch: %s\n", text.c_str());
   };

@@ -22,8 +22,8 @@ struct LaunchOptions {
 // directory when it has one, is added when it has none), and reruns get --resume auto (the
 // command line's --resume set to auto, else the flag appended, overriding a file's key).
 // Returns the exit status for the program: 0 when the last attempt succeeded, else that
-// attempt's exit code (128 + signal when it was killed); 2 when the child's configuration is
-// refused ("tetra: error: ..." on stderr) and 127 when the command cannot be started at all. An
+// attempt's exit code (128 + signal when it was killed); 127 when the command cannot be started
+// at all. Throws tetra::Error when the child's configuration is refused (before any attempt). An
 // attempt pre-empted (exit 75) is restarted like a failed one, unless the supervisor itself got the
 // signal (SIGTERM, SIGUSR1: the job is being stopped) and then returns 75 for its own caller to
 // resume it. Each attempt gets TETRA_RESTART (an exported count plus the attempt number)

@@ -57,7 +57,6 @@ std::string mb(double bytes) {
   return buf;
 }
 
-// Three significant digits in decimal units: "36 B", "20.5 kB", "1.08 MB".
 // What the plan says of a layout on the machine; the step time needs a peak, which a CPU
 // machine has only from --peak-tflops (the run's own probe fills it in later).
 void plan_run(Run& r, const SweepOptions& o, const plan::Machine& mc) {
@@ -319,9 +318,13 @@ void prepare_out(const std::string& dir) {
   check(!ec, "cannot create '", dir, "/runs': ", ec.message());
 }
 
-int sweep(const SweepOptions& o, const TrainArgs& train) {
+}  // namespace
+
+int run_sweep(const SweepOptions& o, const TrainArgs& train) {
   const plan::RunSpec base = o.train.run_spec();
-  const plan::Layouts all = plan::enumerate_layouts(o.ranks, base, o.train.model, o.choices);
+  plan::Layouts all = plan::enumerate_layouts(o.ranks, base, o.train.model, o.choices);
+  // Each refusal as tetra train words it to a user of flags, which a sweep's are.
+  for (plan::Skipped& s : all.skipped) s.reason = settings::worded(s.reason);
   check(!all.valid.empty(), "no layout of ", o.ranks, " rank", o.ranks > 1 ? "s" : "",
         " is valid for this model and batch: ", all.skipped.front().reason,
         all.skipped.size() > 1 ? " (and " + std::to_string(all.skipped.size() - 1) + " more)" : "");
@@ -410,18 +413,6 @@ int sweep(const SweepOptions& o, const TrainArgs& train) {
   std::printf("fastest that fits and matches one rank: %s, %.0f tok/s, MFU %.2f%%\n",
               best->title.c_str(), best->tokens_per_s, 100 * best->mfu);
   return 0;
-}
-
-}  // namespace
-
-int run_sweep(const SweepOptions& o, const TrainArgs& train) {
-  try {
-    return sweep(o, train);
-  } catch (const Error& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "tetra: error: %s\n", e.what());
-    return e.status;
-  }
 }
 
 }  // namespace tetra

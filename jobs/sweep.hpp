@@ -33,8 +33,8 @@ struct SweepOptions {
 };
 
 // Runs the sweep `o` (parsed by cli/jobs_flags.cpp). Returns the exit status: 0 when the sweep ran
-// (whatever each layout did), 2 for bad input (one "tetra: error:" line), 1 when the one-rank
-// reference failed or no layout both fits and matches, 130 when interrupted.
+// (whatever each layout did), 1 when the one-rank reference failed or no layout both fits and
+// matches. Throws tetra::Error for bad input, Interrupted when interrupted.
 int run_sweep(const SweepOptions& o, const TrainArgs& train);
 
 }  // namespace tetra

@@ -9,33 +9,35 @@
 namespace tetra {
 
 void ModelConfig::validate() const {
-  check(layers > 0, "--layers must be positive (got ", layers, ")");
-  check(dim > 0, "--dim must be positive (got ", dim, ")");
-  check(heads > 0, "--heads must be positive (got ", heads, ")");
-  check(kv_heads > 0, "--kv-heads must be positive (got ", kv_heads, ")");
-  check(ffn_dim > 0, "--ffn-dim must be positive (got ", ffn_dim, ")");
-  check(seq_len > 0, "--seq-len must be positive (got ", seq_len, ")");
-  check(vocab > 0, "--vocab must be positive (got ", vocab, ")");
-  check(layers <= kMaxLayers, "--layers ", layers, " is more than tetra's limit of ", kMaxLayers,
-        " blocks");
-  check(seq_len <= kMaxSeqLen, "--seq-len ", seq_len, " is more than tetra's limit of ", kMaxSeqLen,
-        " tokens per sequence");
+  check(layers > 0, "`model.layers` must be positive (got ", layers, ")");
+  check(dim > 0, "`model.dim` must be positive (got ", dim, ")");
+  check(heads > 0, "`model.heads` must be positive (got ", heads, ")");
+  check(kv_heads > 0, "`model.kv_heads` must be positive (got ", kv_heads, ")");
+  check(ffn_dim > 0, "`model.ffn_dim` must be positive (got ", ffn_dim, ")");
+  check(seq_len > 0, "`model.seq_len` must be positive (got ", seq_len, ")");
+  check(vocab > 0, "`model.vocab` must be positive (got ", vocab, ")");
+  check(layers <= kMaxLayers, "`model.layers` ", layers, " is more than tetra's limit of ",
+        kMaxLayers, " blocks");
+  check(seq_len <= kMaxSeqLen, "`model.seq_len` ", seq_len, " is more than tetra's limit of ",
+        kMaxSeqLen, " tokens per sequence");
   check(rows() <= kMaxVocab, "the vocabulary of ", vocab, " tokens is more than tetra's ",
         "limit of ", kMaxVocab);
   check(vocab <= rows(), "the vocabulary ", vocab, " is larger than the model's ", rows(), " rows");
-  check(rope_theta > 0, "--rope-theta must be positive (got ", rope_theta, ")");
-  check(rope_type == "default" || rope_type == "llama3", "--rope-type ", rope_type,
+  check(rope_theta > 0, "`model.rope_theta` must be positive (got ", rope_theta, ")");
+  check(rope_type == "default" || rope_type == "llama3", "`model.rope_type` ", rope_type,
         ": expected default or llama3");
   if (rope_type == "llama3") {
     check(rope_factor > 0 && rope_low_freq_factor > 0 && rope_original_context > 0,
-          "--rope-factor, --rope-low-freq-factor and --rope-original-context must be positive "
-          "(got ",
+          "`model.rope_factor`, `model.rope_low_freq_factor` and `model.rope_original_context` "
+          "must be positive (got ",
           rope_factor, ", ", rope_low_freq_factor, ", ", rope_original_context, ")");
-    check(rope_high_freq_factor > rope_low_freq_factor, "--rope-high-freq-factor ",
-          rope_high_freq_factor, " must be above --rope-low-freq-factor ", rope_low_freq_factor);
+    check(rope_high_freq_factor > rope_low_freq_factor, "`model.rope_high_freq_factor` ",
+          rope_high_freq_factor, " must be above `model.rope_low_freq_factor` ",
+          rope_low_freq_factor);
   }
-  check(dim % heads == 0, "--dim ", dim, " is not divisible by --heads ", heads);
-  check(heads % kv_heads == 0, "--heads ", heads, " is not divisible by --kv-heads ", kv_heads);
+  check(dim % heads == 0, "`model.dim` ", dim, " is not divisible by `model.heads` ", heads);
+  check(heads % kv_heads == 0, "`model.heads` ", heads, " is not divisible by `model.kv_heads` ",
+        kv_heads);
   check(head_dim() % 2 == 0, "head_dim = dim/heads = ", head_dim(),
         " must be even for rotate-half RoPE");
   // Every term of total_params(), each product checked: a shape past the limit is refused
@@ -121,7 +123,7 @@ int64_t ParamInfo::global_index(int64_t i, int tp_rank) const {
 
 namespace {
 
-void add(UnitLayout& u, std::string name, std::vector<int64_t> shape, int tp_dim, int tp) {
+void add(UnitSpec& u, std::string name, std::vector<int64_t> shape, int tp_dim, int tp) {
   ParamInfo p;
   p.name = std::move(name);
   p.shape = shape;
@@ -139,22 +141,22 @@ void add(UnitLayout& u, std::string name, std::vector<int64_t> shape, int tp_dim
 
 }  // namespace
 
-std::vector<UnitLayout> make_units(const ModelConfig& c, int tp, int tp_rank) {
-  check(c.heads % tp == 0, "--heads ", c.heads, " is not divisible by TP ", tp);
-  check(c.kv_heads % tp == 0, "--kv-heads ", c.kv_heads, " is not divisible by TP ", tp);
-  check(c.ffn_dim % tp == 0, "--ffn-dim ", c.ffn_dim, " is not divisible by TP ", tp);
+std::vector<UnitSpec> make_units(const ModelConfig& c, int tp, int tp_rank) {
+  check(c.heads % tp == 0, "`model.heads` ", c.heads, " is not divisible by TP ", tp);
+  check(c.kv_heads % tp == 0, "`model.kv_heads` ", c.kv_heads, " is not divisible by TP ", tp);
+  check(c.ffn_dim % tp == 0, "`model.ffn_dim` ", c.ffn_dim, " is not divisible by TP ", tp);
   check(c.rows() % tp == 0, "the vocabulary ", c.rows(), " is not divisible by TP ", tp);
   const int64_t d = c.dim, q = int64_t(c.heads) * c.head_dim(),
                 kv = int64_t(c.kv_heads) * c.head_dim(), f = c.ffn_dim;
-  std::vector<UnitLayout> units;
+  std::vector<UnitSpec> units;
 
-  UnitLayout emb{UnitLayout::Kind::Embedding, -1, "embed", {}, 0};
+  UnitSpec emb{UnitSpec::Kind::Embedding, -1, "embed", {}, 0};
   add(emb, "model.embed_tokens.weight", {c.rows(), d}, 0, tp);
   units.push_back(std::move(emb));
 
   for (int l = 0; l < c.layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    UnitLayout b{UnitLayout::Kind::Block, l, "layers." + std::to_string(l), {}, 0};
+    UnitSpec b{UnitSpec::Kind::Block, l, "layers." + std::to_string(l), {}, 0};
     add(b, p + "input_layernorm.weight", {d}, -1, tp);
     add(b, p + "self_attn.q_proj.weight", {q, d}, 0, tp);
     add(b, p + "self_attn.k_proj.weight", {kv, d}, 0, tp);
@@ -167,7 +169,7 @@ std::vector<UnitLayout> make_units(const ModelConfig& c, int tp, int tp_rank) {
     units.push_back(std::move(b));
   }
 
-  UnitLayout head{UnitLayout::Kind::Head, -1, "head", {}, 0};
+  UnitSpec head{UnitSpec::Kind::Head, -1, "head", {}, 0};
   add(head, "model.norm.weight", {d}, -1, tp);
   if (!c.tie_embeddings) add(head, "lm_head.weight", {c.rows(), d}, 0, tp);
   units.push_back(std::move(head));

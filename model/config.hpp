@@ -1,4 +1,5 @@
-// The model's shape, and the list of its parameter tensors with their Hugging Face names.
+// The model: its shape, the weights it may start from, and the list of its parameter tensors
+// with their Hugging Face names.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -41,6 +42,9 @@ struct ModelConfig {
   // its own document in its sequence (JSONL data, whose end-of-text tokens end documents).
   bool doc_mask = false;
   float norm_eps = 1e-5f;
+  // The weights to start from: a Hugging Face Llama model (a directory or one safetensors
+  // file, checkpoint/hf_io.hpp), whose shape replaces the one above; "": random.
+  std::string init_from;
 
   int head_dim() const { return dim / heads; }
   Rope rope() const;
@@ -57,11 +61,14 @@ struct ModelConfig {
   // Every parameter once: a tied embedding is the LM head's matrix, counted once.
   int64_t total_params() const;
 };
-// The settings of the model's shape; the padding (vocab_rows) is derived and norm_eps is the
-// init model's, so neither is a setting.
+// The settings of the model: its shape and its starting weights. The padding (vocab_rows) is
+// derived and norm_eps is the init model's, so neither is a setting. A resumed run checks the
+// trained model's shape as a whole (checkpoint/resume.hpp), not these settings: under
+// --init-from the shape is the file's. Each run of a sweep starts from random weights.
 inline const settings::Table<ModelConfig> kModelKeys{
     "model",
     "Model",
+    {.resume = settings::Resume::Free},
     {settings::key(&ModelConfig::layers, "layers", "L", "transformer blocks", settings::positive()),
      settings::key(&ModelConfig::dim, "dim", "D", "model width", settings::positive()),
      settings::key(&ModelConfig::heads, "heads", "H", "attention heads", settings::positive()),
@@ -94,7 +101,11 @@ inline const settings::Table<ModelConfig> kModelKeys{
      settings::key(&ModelConfig::vocab, "vocab", "V",
                    "token vocabulary of the data (the model pads it to a multiple of 128; the "
                    "padding takes no part in the softmax)",
-                   settings::positive())}};
+                   settings::positive()),
+     settings::key(&ModelConfig::init_from, "init_from", "PATH",
+                   "start from a Hugging Face Llama model: a directory (config.json, "
+                   "model.safetensors or a sharded index) or one safetensors file")
+         .sweep(false)}};
 
 // Model FLOPs per token, 6N + 12 L d S (PaLM's attention term), and the forward FLOPs of
 // the blocks that --recompute full runs a second time (2 N_blocks + 4 L d S).
@@ -124,7 +135,7 @@ struct ParamInfo {
 // A unit is the set of parameters that live in one flat buffer, are sharded together by
 // ZeRO and gathered together by ZeRO-3: the embedding, one block, or the final norm + head
 // (the final norm alone under tie_embeddings: the head then reads the embedding's matrix).
-struct UnitLayout {
+struct UnitSpec {
   enum class Kind { Embedding, Block, Head };
   Kind kind;
   int layer = -1;  // for blocks
@@ -138,6 +149,6 @@ enum BlockParam { kInputNorm, kQ, kK, kV, kO, kPostNorm, kGate, kUp, kDown, kBlo
 enum HeadParam { kFinalNorm, kLmHead };
 
 // Units in model order: embedding, blocks 0..L-1, head; shards for TP rank tp_rank of tp.
-std::vector<UnitLayout> make_units(const ModelConfig& c, int tp, int tp_rank);
+std::vector<UnitSpec> make_units(const ModelConfig& c, int tp, int tp_rank);
 
 }  // namespace tetra

@@ -28,7 +28,7 @@ double counter_normal(uint64_t seed, uint64_t stream, uint64_t counter) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
 
-std::vector<float> init_unit(const UnitLayout& u, uint64_t seed, int tp_rank) {
+std::vector<float> init_unit(const UnitSpec& u, uint64_t seed, int tp_rank) {
   std::vector<float> out(u.numel);
   for (const ParamInfo& p : u.params) {
     float* dst = out.data() + p.offset;

@@ -18,6 +18,6 @@ double counter_normal(uint64_t seed, uint64_t stream, uint64_t counter);
 constexpr double kInitStd = 0.02;
 
 // The TP-local shard of every parameter of a unit, as one flat host vector.
-std::vector<float> init_unit(const UnitLayout& u, uint64_t seed, int tp_rank);
+std::vector<float> init_unit(const UnitSpec& u, uint64_t seed, int tp_rank);
 
 }  // namespace tetra

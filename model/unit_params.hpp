@@ -14,7 +14,7 @@ class UnitParams {
   virtual ~UnitParams() = default;
 
   // The unit's TP-local layout (its tensors' names, shapes and offsets in the flat buffers).
-  virtual const UnitLayout& layout(int u) const = 0;
+  virtual const UnitSpec& layout(int u) const = 0;
   // The dtype of the weights acquire() gives and of the activations computed with them.
   virtual DType compute_dtype() const = 0;
 

@@ -17,27 +17,40 @@ struct OptimizerConfig {
   int zero = 1;            // ZeRO stage: Adam state (1), + gradients (2), + weights (3) sharded
   bool recompute = false;  // --recompute full: each block's forward again during backward
 };
+// The schedule, the decay and the clip may change on resume where --allow-change names them
+// (to extend or fine-tune a run); the seed fixes it; any ZeRO stage and recomputation give
+// the same numbers.
 inline const settings::Table<OptimizerConfig> kOptimizerKeys{
     "optimizer",
     "Optimisation",
-    {settings::key(&OptimizerConfig::steps, "steps", "N", "optimizer steps", settings::positive()),
-     settings::key(&OptimizerConfig::lr, "lr", "X", "peak learning rate", settings::positive()),
+    {.resume = settings::Resume::Fixed},
+    {settings::key(&OptimizerConfig::steps, "steps", "N", "optimizer steps", settings::positive())
+         .on_resume(settings::Resume::Changeable),
+     settings::key(&OptimizerConfig::lr, "lr", "X", "peak learning rate", settings::positive())
+         .on_resume(settings::Resume::Changeable),
      settings::key(&OptimizerConfig::min_lr, "min_lr", "X", "final learning rate of the cosine",
                    settings::non_negative())
-         .shown("lr/10"),
+         .shown("lr/10")
+         .on_resume(settings::Resume::Changeable),
      settings::key(&OptimizerConfig::warmup, "warmup", "N", "linear warmup steps",
-                   settings::non_negative()),
+                   settings::non_negative())
+         .on_resume(settings::Resume::Changeable),
      settings::key(&OptimizerConfig::weight_decay, "weight_decay", "X",
-                   "AdamW decay on 2-D tensors", settings::non_negative()),
+                   "AdamW decay on 2-D tensors", settings::non_negative())
+         .on_resume(settings::Resume::Changeable),
      settings::key(&OptimizerConfig::clip, "clip", "X", "global gradient-norm clip (0: off)",
-                   settings::non_negative()),
+                   settings::non_negative())
+         .on_resume(settings::Resume::Changeable),
      settings::key(&OptimizerConfig::seed, "seed", "N",
                    "seed of the weights and the synthetic data"),
      settings::key(
          &OptimizerConfig::zero, "zero", "1|2|3",
          "ZeRO stage: shard Adam state (1), + gradients (2), + weights (3)",
-         settings::number_rule([](double x) { return x >= 1 && x <= 3; }, "must be 1, 2 or 3")),
+         settings::number_rule([](double x) { return x >= 1 && x <= 3; }, "must be 1, 2 or 3"))
+         .on_resume(settings::Resume::Free)
+         .sweep(false),
      settings::choice(&OptimizerConfig::recompute, "recompute", {"none", "full"},
-                      "recompute each block's forward during backward")}};
+                      "recompute each block's forward during backward")
+         .on_resume(settings::Resume::Free)}};
 
 }  // namespace tetra

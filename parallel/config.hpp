@@ -17,9 +17,11 @@ struct LayoutConfig {
   int vpp = 1;                    // virtual pipeline stages (model chunks) per pipeline rank
   std::string schedule = "1f1b";  // gpipe, 1f1b or interleaved
 };
+// A resumed run may take any layout (restore() reshards); a sweep decides it for each run.
 inline const settings::Table<LayoutConfig> kLayoutKeys{
     "layout",
     "Layout",
+    {.resume = settings::Resume::Free, .swept = false},
     {settings::key(&LayoutConfig::tp, "tp", "N",
                    "tensor-parallel ranks (Megatron column/row splits)", settings::at_least_1()),
      settings::key(&LayoutConfig::cp, "cp", "N",
@@ -41,11 +43,14 @@ struct BatchConfig {
   // sequences (0: the largest that gives every pipeline stage PP micro-batches).
   int global_batch = 8, micro_batch = 0;
 };
+// The global batch fixes the run; restore() reshards to any micro-batch split.
 inline const settings::Table<BatchConfig> kBatchKeys{
     "batch",
     "Batch",
+    {.resume = settings::Resume::Fixed},
     {settings::key(&BatchConfig::micro_batch, "micro_batch", "B",
-                   "sequences per micro-batch (0: G / (DP*PP))", settings::non_negative()),
+                   "sequences per micro-batch (0: G / (DP*PP))", settings::non_negative())
+         .on_resume(settings::Resume::Free),
      settings::key(&BatchConfig::global_batch, "global_batch", "G",
                    "sequences per step, over all data-parallel ranks", settings::positive())}};
 
@@ -54,17 +59,23 @@ struct DeviceConfig {
   std::string dtype = "fp32";  // fp32, or bf16 compute over fp32 master weights
   std::string comm = "auto";   // device collectives: auto, nccl or mpi
 };
+// The device and the communicators do not enter the state; the precision may change with
+// --allow-change dtype.
 inline const settings::Table<DeviceConfig> kDeviceKeys{
     "device",
     "Device",
+    {.resume = settings::Resume::Fixed},
     {settings::choice(&DeviceConfig::device, "device", {"cpu", "cuda", "guarded-cpu"},
                       "where each rank computes; guarded-cpu: the CPU backend with memory host "
-                      "code cannot touch, a test configuration"),
+                      "code cannot touch, a test configuration")
+         .on_resume(settings::Resume::Free),
      settings::choice(&DeviceConfig::dtype, "dtype", {"fp32", "bf16"},
                       "compute precision: bf16 weights and activations over fp32 master "
-                      "weights, gradients and Adam state"),
+                      "weights, gradients and Adam state")
+         .on_resume(settings::Resume::Changeable),
      settings::choice(&DeviceConfig::comm, "comm", {"auto", "nccl", "mpi"},
                       "device collectives: auto = NCCL for groups whose ranks each have a GPU "
-                      "of their own, else MPI through host memory")}};
+                      "of their own, else MPI through host memory")
+         .on_resume(settings::Resume::Free)}};
 
 }  // namespace tetra

@@ -13,6 +13,14 @@ std::vector<int32_t> cp_positions(int64_t S, int cp, int c) {
   return pos;
 }
 
+std::string cp_ranges(int64_t S, int cp, int c) {
+  if (cp == 1) return "0-" + std::to_string(S - 1);
+  const std::vector<int32_t> pos = cp_positions(S, cp, c);
+  const size_t half = pos.size() / 2;
+  return std::to_string(pos.front()) + "-" + std::to_string(pos[half - 1]) + ", " +
+         std::to_string(pos[half]) + "-" + std::to_string(pos.back());
+}
+
 void cp_slice(const int32_t* seqs, int64_t b, int64_t S, const std::vector<int32_t>& pos,
               int32_t* tokens, int32_t* targets) {
   const int64_t n = int64_t(pos.size());

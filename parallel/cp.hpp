@@ -12,6 +12,7 @@
 // replicated over CP, so their gradients are reduced over dp_cp together with DP.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -22,6 +23,9 @@ namespace tetra {
 // Global positions of the tokens CP rank c holds in a sequence of S tokens (S / CP of them:
 // chunk c, then chunk 2*CP-1-c).
 std::vector<int32_t> cp_positions(int64_t S, int cp, int c);
+
+// Those positions as reports print them: "0-15, 48-63"; without CP one range, "0-63".
+std::string cp_ranges(int64_t S, int cp, int c);
 
 // The rank's share of b sequences of S + 1 tokens (seqs [b, S+1]): tokens[i, t] =
 // seqs[i, pos[t]] and targets[i, t] = seqs[i, pos[t] + 1], both [b, pos.size()].

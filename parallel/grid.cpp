@@ -30,8 +30,9 @@ Coord coord_of(const Layout& l, int rank) {
 }
 
 Layout resolve_layout(int tp, int cp, int pp, int dp, int world) {
-  check(tp >= 1 && cp >= 1 && pp >= 1 && dp >= 0, "--tp, --cp and --pp must be at least 1 and ",
-        "--dp at least 1 (or left out)");
+  check(tp >= 1 && cp >= 1 && pp >= 1 && dp >= 0,
+        "`layout.tp`, `layout.cp` and `layout.pp` must be at least 1 and ",
+        "`layout.dp` at least 1 (or left out)");
   // In 64 bits, checked: a product of flags that wrapped (65536 * 65536 is 0 in 32) would
   // pass for another number of ranks or divide by zero.
   const std::optional<int64_t> inner = checked_product({tp, cp, pp});
@@ -40,7 +41,7 @@ Layout resolve_layout(int tp, int cp, int pp, int dp, int world) {
   };
   if (dp == 0) {
     check(inner && world % *inner == 0, "TP*CP*PP = ", tp, "*", cp, "*", pp, " = ", product(inner),
-          " does not divide the ", world, " ranks, so --dp cannot be inferred");
+          " does not divide the ", world, " ranks, so `layout.dp` cannot be inferred");
     dp = int(world / *inner);
   }
   const std::optional<int64_t> all = inner ? checked_mul(*inner, dp) : std::nullopt;
@@ -79,7 +80,7 @@ std::string Grid::comm_kinds() const {
 CommChoice comm_choice(const std::string& flag) {
   if (flag == "auto") return CommChoice::Auto;
   if (flag == "nccl") return CommChoice::Nccl;
-  check(flag == "mpi", "--comm ", flag, ": expected auto, nccl or mpi");
+  check(flag == "mpi", "`device.comm` ", flag, ": expected auto, nccl or mpi");
   return CommChoice::Mpi;
 }
 

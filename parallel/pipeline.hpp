@@ -71,11 +71,11 @@ class PipelineExecutor {
                    int micro_batches, int64_t activation_numel, DType activation_dtype);
 
   // Runs one training step; micro_batches[j] is micro-batch j (valid for the whole call).
-  PipelineStats run(const std::vector<MicroBatch>& micro_batches, float loss_scale) {
+  PipelineStats train_step(const std::vector<MicroBatch>& micro_batches, float loss_scale) {
     return execute(micro_batches, ScheduleMode::Train, loss_scale);
   }
   // Forward only (evaluation): the step's forwards in their order, which the schedule
-  // simulation shows cannot deadlock either. Returns the loss sum as run does.
+  // simulation shows cannot deadlock either. Returns the loss sum as train_step does.
   PipelineStats evaluate(const std::vector<MicroBatch>& micro_batches) {
     return execute(micro_batches, ScheduleMode::ForwardOnly, 0);
   }

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "model/config.hpp"
+#include "parallel/chunks.hpp"
 #include "parallel/config.hpp"
 #include "parallel/grid.hpp"
-#include "parallel/pipeline_layout.hpp"
 #include "parallel/schedule.hpp"
 
 namespace tetra {

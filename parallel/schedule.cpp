@@ -37,7 +37,8 @@ ScheduleKind parse_schedule(const std::string& name) {
   if (name == "gpipe") return ScheduleKind::GPipe;
   if (name == "1f1b") return ScheduleKind::OneFOneB;
   if (name == "interleaved") return ScheduleKind::Interleaved;
-  fail("unknown pipeline schedule '", name, "' (--schedule takes gpipe, 1f1b or interleaved)");
+  fail("unknown pipeline schedule '", name,
+       "' (`layout.schedule` takes gpipe, 1f1b or interleaved)");
 }
 
 const char* schedule_name(ScheduleKind kind) {
@@ -53,19 +54,20 @@ const char* schedule_name(ScheduleKind kind) {
 }
 
 void check_schedule(ScheduleKind kind, int pp, int vpp, int m) {
-  check(pp >= 1, "--pp must be at least 1 (got ", pp, ")");
-  check(vpp >= 1, "--vpp must be at least 1 (got ", vpp, ")");
-  check(m >= pp, "the pipeline needs at least PP micro-batches per step: --global-batch / (DP * ",
+  check(pp >= 1, "`layout.pp` must be at least 1 (got ", pp, ")");
+  check(vpp >= 1, "`layout.vpp` must be at least 1 (got ", vpp, ")");
+  check(m >= pp,
+        "the pipeline needs at least PP micro-batches per step: `batch.global_batch` / (DP * ",
         "micro-batch) = ", m, " micro-batch", m == 1 ? "" : "es", ", fewer than PP = ", pp,
         " stages");
-  check(int64_t(vpp) * m <= kMaxPasses, "--global-batch / (DP * micro-batch) = ", m,
-        " micro-batches times --vpp ", vpp, " is ", int64_t(vpp) * m,
+  check(int64_t(vpp) * m <= kMaxPasses, "`batch.global_batch` / (DP * micro-batch) = ", m,
+        " micro-batches times `layout.vpp` ", vpp, " is ", int64_t(vpp) * m,
         " passes per stage and step, more than tetra's limit of ", kMaxPasses);
-  check(vpp == 1 || kind == ScheduleKind::Interleaved, "--vpp ", vpp,
-        " needs --schedule interleaved (got ", schedule_name(kind), ")");
+  check(vpp == 1 || kind == ScheduleKind::Interleaved, "`layout.vpp` ", vpp,
+        " needs `layout.schedule` interleaved (got ", schedule_name(kind), ")");
   check(kind != ScheduleKind::Interleaved || m % pp == 0,
-        "--schedule interleaved needs the micro-batch count to be a multiple of PP: ",
-        "--global-batch / (DP * micro-batch) = ", m, " is not a multiple of PP = ", pp);
+        "`layout.schedule` interleaved needs the micro-batch count to be a multiple of PP: ",
+        "`batch.global_batch` / (DP * micro-batch) = ", m, " is not a multiple of PP = ", pp);
 }
 
 namespace {

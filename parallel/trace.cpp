@@ -67,7 +67,7 @@ std::string serialize(int rank, const std::string& process_name) {
 
 void write_atomically(const std::string& path, const std::string& text) {
   const std::string problem = replace_file(path, text);
-  check(problem.empty(), "cannot write --trace file '", path, "': ", problem);
+  check(problem.empty(), "cannot write `output.trace` file '", path, "': ", problem);
 }
 
 }  // namespace
@@ -100,7 +100,7 @@ void record(bool on) {
 void check_writable(const std::string& path) {
   // Creates and removes a temporary where write() will make its own: same directory, same rights.
   const std::string problem = creation_problem(path);
-  check(problem.empty(), "cannot write --trace file '", path, "': ", problem);
+  check(problem.empty(), "cannot write `output.trace` file '", path, "': ", problem);
 }
 
 void start(MPI_Comm world) {

@@ -6,7 +6,7 @@
 
 namespace tetra {
 
-ZeroParams::ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> units, int zero_stage,
+ZeroParams::ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitSpec> units, int zero_stage,
                        Comm* sequence_parallel, DType compute)
     : be_(be),
       comm_(dp_cp),
@@ -15,11 +15,11 @@ ZeroParams::ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> units, 
       compute_(compute),
       alias_(aliases_grads(dp_cp.size())),
       fresh_writes_(fused(Fusion::WgradBeta0)) {
-  check(zero_ >= 1 && zero_ <= 3, "--zero must be 1, 2 or 3 (got ", zero_, ")");
+  check(zero_ >= 1 && zero_ <= 3, "`optimizer.zero` must be 1, 2 or 3 (got ", zero_, ")");
   check(compute_ == DType::F32 || compute_ == DType::BF16, "ZeroParams: compute dtype ",
         dtype_name(compute_));
   const int N = comm_.size();
-  for (UnitLayout& l : units) {
+  for (UnitSpec& l : units) {
     Unit u;
     u.layout = std::move(l);
     u.padded = (u.layout.numel + N - 1) / N * N;
@@ -143,7 +143,7 @@ void ZeroParams::hand_over_grads(int i) {
 
 void ZeroParams::tie(const Tied& t) {
   check(t.unit >= 0 && t.unit < size() && t.uses >= 1 &&
-            units_[t.unit].layout.kind == UnitLayout::Kind::Embedding,
+            units_[t.unit].layout.kind == UnitSpec::Kind::Embedding,
         "ZeroParams: the tied matrix must be an embedding unit of this rank");
   tied_ = t;
 }

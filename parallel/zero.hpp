@@ -49,7 +49,7 @@ class ZeroParams final : public UnitParams {
   // all-reduced over it before the dp_cp reduce-scatter; nullptr otherwise.
   // compute: the dtype of weights(u); bf16 needs a mixed-precision backend
   // (make_mixed_precision_backend).
-  ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitLayout> units, int zero_stage,
+  ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitSpec> units, int zero_stage,
              Comm* sequence_parallel = nullptr, DType compute = DType::F32);
 
   // Whether the gradient shard is the gradients themselves (grad_alias): at a dp_cp group of
@@ -57,7 +57,7 @@ class ZeroParams final : public UnitParams {
   static bool aliases_grads(int dp_cp_size) { return dp_cp_size == 1 && fused(Fusion::GradAlias); }
 
   int size() const { return int(units_.size()); }
-  const UnitLayout& layout(int u) const override { return units_[u].layout; }
+  const UnitSpec& layout(int u) const override { return units_[u].layout; }
   int zero_stage() const { return zero_; }
   DType compute_dtype() const override { return compute_; }
 
@@ -149,7 +149,7 @@ class ZeroParams final : public UnitParams {
 
  private:
   struct Unit {
-    UnitLayout layout;
+    UnitSpec layout;
     int64_t padded = 0, shard = 0;  // np and s
     Buffer weights;                 // np, compute dtype (ZeRO-1/2, or gathered under ZeRO-3)
     Buffer master;  // s, fp32 (ZeRO-3 or bf16; else the master is a slice of weights)

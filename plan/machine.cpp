@@ -62,7 +62,7 @@ Precision precision_named(const std::string& dtype) {
     p.act = 2;
     p.compute_w = 2;
   } else {
-    check(dtype == "fp32", "--dtype takes fp32 or bf16 (got '", dtype, "')");
+    check(dtype == "fp32", "`device.dtype` takes fp32 or bf16 (got '", dtype, "')");
   }
   return p;
 }

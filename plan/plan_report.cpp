@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "parallel/chunks.hpp"
 #include "parallel/cp.hpp"
 #include "parallel/schedule.hpp"
 #include "plan/estimate.hpp"
@@ -133,28 +134,14 @@ void grid_section(Ctx& c) {
   for (int p = 0; p < l.pp; ++p) {
     if (l.pp > 16 && p == 2) os << "  ...\n";
     if (l.pp > 16 && p >= 2 && p < l.pp - 1) continue;
-    std::string layers;
-    for (int v = 0; v < c.s.spec.layout.vpp; ++v) {
-      const ChunkPlan& ch = c.s.run.chunks[size_t(c.s.chunk_id(p, v))];
-      int lo = -1, hi = -1;
-      for (int u : ch.units)
-        if (u >= 1 && u <= c.s.cfg.layers) {
-          if (lo < 0) lo = u - 1;
-          hi = u - 1;
-        }
-      layers += std::string(layers.empty() ? "" : ", ") + (ch.units.front() == 0 ? "embed+" : "") +
-                (lo >= 0 ? std::to_string(lo) + "-" + std::to_string(hi) : "") +
-                (ch.units.back() == c.s.cfg.layers + 1 ? "+head" : "");
-    }
-    os << "  pp rank " << p << " holds layers " << layers << "\n";
+    os << "  pp rank " << p << " holds layers " << stage_label(c.s.run.chunks, p, c.s.cfg.layers)
+       << "\n";
   }
   for (int r = 0; r < l.cp && l.cp > 1; ++r) {
     if (l.cp > 16 && r == 2) os << "  ...\n";
     if (l.cp > 16 && r >= 2 && r < l.cp - 1) continue;
-    const std::vector<int32_t> pos = cp_positions(c.s.cfg.seq_len, l.cp, r);
-    const size_t half = pos.size() / 2;
-    os << "  cp rank " << r << " holds tokens " << pos.front() << "-" << pos[half - 1] << ", "
-       << pos[half] << "-" << pos.back() << " of each sequence\n";
+    os << "  cp rank " << r << " holds tokens " << cp_ranges(c.s.cfg.seq_len, l.cp, r)
+       << " of each sequence\n";
   }
 }
 
@@ -190,7 +177,7 @@ void memory_section(Ctx& c) {
       os << line;
     }
   os << "  (activations: the most the micro-batches in flight keep for backward, without and "
-        "with --recompute full; peak without / with)\n";
+        "with `optimizer.recompute` full; peak without / with)\n";
 }
 
 // Traffic of stage 0's ranks, per group, and its time at the group's link.
@@ -252,7 +239,7 @@ void time_section(Ctx& c, double card) {
   os << "\n";
   const double peak = c.mc.peak_flops;
   if (peak <= 0) {
-    os << "time: give --peak-tflops (or a --gpu) to estimate it\n";
+    os << "time: give `output.peak_tflops` (or a --gpu) to estimate it\n";
     return;
   }
   const double tokens = double(s.spec.batch.global_batch) * s.cfg.seq_len;

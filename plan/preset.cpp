@@ -43,8 +43,8 @@ Preset preset_named(const std::string& name) {
     p.about =
         "Llama 3 405B as the paper trained it: TP 8 x PP 16 x DP 128 on 16,384 H100s, "
         "400 TFLOP/s and 41% MFU per GPU, 15.6T tokens; lr 8e-5 to 8e-7 after 8,000 warmup "
-        "steps; GPipe's schedule as the seeds draw it (the paper's interleaved V and m are not "
-        "published), with --recompute full so that its 16 micro-batches in flight fit in 80 GB "
+        "steps; GPipe's schedule (the paper's interleaved V and m are not published), with "
+        "`optimizer.recompute` full so that its 16 micro-batches in flight fit in 80 GB "
         "(tetra's choice)";
     p.layout.pp = 16;
     p.layout.dp = 128;
@@ -85,7 +85,7 @@ Preset preset_named(const std::string& name) {
     p.optimizer.steps = 6;
     p.gpu = "cpu";
   } else {
-    fail("--preset takes llama3-8b, llama3-70b, llama3-405b, demo or bench (got '", name, "')");
+    fail("`run.preset` takes llama3-8b, llama3-70b, llama3-405b, demo or bench (got '", name, "')");
   }
   p.model.vocab_rows = padded_vocab(p.model.vocab);
   return p;

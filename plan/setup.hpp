@@ -24,8 +24,8 @@ struct RunSpec {
 struct Setup {
   RunSpec spec;
   ModelConfig cfg;
-  RankWork run;                   // rank 0's
-  std::vector<UnitLayout> units;  // every unit, TP-local (embedding, blocks, head)
+  RankWork run;                 // rank 0's
+  std::vector<UnitSpec> units;  // every unit, TP-local (embedding, blocks, head)
   Precision prec;
 
   const Layout& layout() const { return run.layout; }

@@ -95,7 +95,7 @@ std::vector<Collective> step_traffic(const Setup& s, int stage) {
   for (size_t v = 0; v < chunks.size(); ++v) {
     const int k = s.chunk_id(stage, int(v));
     for (int g : chunks[v]) {
-      const UnitLayout& u = s.units[g];
+      const UnitSpec& u = s.units[g];
       if (g == 0) {  // vocab-parallel embedding: its exit forward, entry backward
         if (sp) {
           tally.add("tp", t, CommOp::ReduceScatter, "embedding output [T, d]", x, m);

@@ -5,19 +5,27 @@
 namespace tetra {
 namespace {
 
-// The names older tetras recorded in a checkpoint's configuration, and where each setting is
-// now: a checkpoint written before the settings had one name each still resumes, and still
-// prints as a --config file. (`recompute` was a bool: its key reads true and false too.)
+// The keys older tetras recorded in a checkpoint's configuration or read from a --config file,
+// and where each setting is now: a checkpoint or a file written before the settings had one
+// name each still resumes, reads, and prints as a --config file. (`recompute` was a bool: its
+// key reads true and false too.)
 struct Renamed {
-  const char *section, *key, *now_section, *now_key;
+  const char *was, *now;
 };
 constexpr Renamed kRenamed[] = {
-    {"model", "data_vocab", "model", "vocab"},
-    {"output", "export_path", "output", "export"},
-    {"checkpoint", "timeout", "run", "timeout"},
+    {"model.data_vocab", "model.vocab"},
+    {"output.export_path", "output.export"},
+    {"checkpoint.timeout", "run.timeout"},
+    {"data.init_from", "model.init_from"},
 };
 
 }  // namespace
+
+std::string current_key(const std::string& key) {
+  for (const Renamed& r : kRenamed)
+    if (key == r.was) return r.now;
+  return key;
+}
 
 void to_json(json& v, const TrainConfig& c) {
   v = json::object();
@@ -27,11 +35,19 @@ void to_json(json& v, const TrainConfig& c) {
 }
 
 void from_json(const json& v, TrainConfig& c) {
+  if (!v.is_object()) return;
+  // An old key's value replaces what its new key holds: an old record's model "vocab" was
+  // the padded rows, its "data_vocab" the tokens.
   json now = v;
-  for (const Renamed& r : kRenamed) {
-    if (!now.contains(r.section) || !now[r.section].contains(r.key)) continue;
-    now[r.now_section][r.now_key] = now[r.section][r.key];
-    now[r.section].erase(r.key);
+  for (const auto& [section, values] : v.items()) {
+    if (!values.is_object()) continue;
+    for (const auto& [name, value] : values.items()) {
+      const std::string key = current_key(section + "." + name);
+      if (key == section + "." + name) continue;
+      const size_t dot = key.find('.');
+      now[key.substr(0, dot)][key.substr(dot + 1)] = value;
+      now[section].erase(name);
+    }
   }
   for_each_section(c, [&](auto& section, const auto& table) {
     if (now.contains(table.name)) settings::from_json(table, now.at(table.name), section);
@@ -44,16 +60,19 @@ void resolve(TrainConfig& c) {
   c.model.vocab_rows = padded_vocab(c.model.vocab);
 
   const DataConfig& d = c.data;
-  check(c.device.comm != "nccl" || c.device.device == "cuda", "--comm nccl needs --device cuda");
+  check(c.device.comm != "nccl" || c.device.device == "cuda",
+        "`device.comm` nccl needs `device.device` cuda");
   check(c.checkpoint.ckpt_every == 0 || !c.checkpoint.ckpt_dir.empty(),
-        "--ckpt-every needs --ckpt-dir");
-  check(d.val_data.empty() || d.val_split == 0, "--val-data and --val-split exclude each other");
+        "`checkpoint.ckpt_every` needs `checkpoint.ckpt_dir`");
+  check(d.val_data.empty() || d.val_split == 0,
+        "`data.val_data` and `data.val_split` exclude each other");
   check(!c.was_given("data.eval_every") || !d.val_data.empty() || d.val_split > 0,
-        "--eval-every needs --val-data or --val-split");
+        "`data.eval_every` needs `data.val_data` or `data.val_split`");
   check(d.tokenizer.empty() || !c.was_given("model.vocab"),
-        "--vocab and --tokenizer exclude each other: the tokenizer's pieces are the vocabulary");
-  check(c.optimizer.min_lr <= c.optimizer.lr, "--min-lr ", c.optimizer.min_lr, " is above --lr ",
-        c.optimizer.lr, ": the schedule would climb after the warmup");
+        "`model.vocab` and `data.tokenizer` exclude each other: the tokenizer's pieces are the "
+        "vocabulary");
+  check(c.optimizer.min_lr <= c.optimizer.lr, "`optimizer.min_lr` ", c.optimizer.min_lr,
+        " is above `optimizer.lr` ", c.optimizer.lr, ": the schedule would climb after the warmup");
 }
 
 }  // namespace tetra

@@ -26,6 +26,7 @@ struct RunConfig {
 inline const settings::Table<RunConfig> kRunKeys{
     "run",
     "Run",
+    {.resume = settings::Resume::Free},
     {settings::choice(&RunConfig::preset, "preset",
                       {"llama3-8b", "llama3-70b", "llama3-405b", "demo", "bench"},
                       "a whole run: model, layout, batch, optimizer, dtype (and tetra plan's "
@@ -44,9 +45,12 @@ struct OutputConfig {
   double peak_tflops = 0;             // per device for MFU (0: a GPU table, else a probe)
   int64_t sample_every = 0;           // a sample from rank 0 every N steps (0: never)
 };
+// A run's outputs are its own: a sweep writes each run's metrics itself and passes no other
+// file on; only the peak for MFU is the machine's.
 inline const settings::Table<OutputConfig> kOutputKeys{
     "output",
     "Output",
+    {.resume = settings::Resume::Free, .swept = false},
     {settings::key(&OutputConfig::metrics, "metrics", "FILE", "append one JSON object per step"),
      settings::key(&OutputConfig::tensorboard, "tensorboard", "DIR",
                    "write the metrics as TensorBoard scalars (and the configuration as text) "
@@ -64,7 +68,8 @@ inline const settings::Table<OutputConfig> kOutputKeys{
                       "to bf16)"),
      settings::key(&OutputConfig::peak_tflops, "peak_tflops", "X",
                    "peak per device for MFU (0: a table of known GPUs, else a CPU probe)",
-                   settings::non_negative()),
+                   settings::non_negative())
+         .sweep(true),
      settings::key(&OutputConfig::sample_every, "sample_every", "N",
                    "print a short greedy sample from a fixed prompt every N steps (0: never)",
                    settings::non_negative())}};
@@ -83,6 +88,9 @@ struct TrainConfig {
   // file: to check them against --init-from's shapes, and to tell a default from a chosen
   // value (cli/config_file.hpp keeps it across --print-config and --config).
   std::set<std::string> given;
+  // The --config file and the keys of `given` it gave: how messages word each setting they
+  // name (settings::worded), as the user gave it.
+  settings::Origin origin;
 
   bool was_given(const std::string& key) const { return given.count(key) > 0; }
   // What tetra plan's models read of it.
@@ -105,16 +113,20 @@ void for_each_section(C& c, F&& f) {
   f(c.output, kOutputKeys);
 }
 
-// Every setting as JSON, by section ({"layout": {"tp": 1, ...}, ...}); `given` is how the
-// values were chosen, not part of them. from_json reads the keys `v` has; others keep their
-// values.
+// Every setting as JSON, by section ({"layout": {"tp": 1, ...}, ...}); `given` and `origin`
+// are how the values were chosen, not part of them. from_json reads the keys `v` has, under
+// their current names (current_key); others keep their values.
 void to_json(json& v, const TrainConfig& c);
 void from_json(const json& v, TrainConfig& c);
 
-// Fills what the other values imply: --min-lr lr/10 when not given, the interleaved schedule
-// for --vpp above 1 without --schedule, the model's padded vocabulary. Then checks the
-// values against each other (--comm nccl needs --device cuda, --ckpt-every needs --ckpt-dir,
-// ...). Throws tetra::Error naming the flags. Idempotent.
+// A setting's key as it is now, for the key an older tetra recorded or read it under
+// ("data.init_from" -> "model.init_from"); any other key as it is.
+std::string current_key(const std::string& key);
+
+// Fills what the other values imply: min_lr lr/10 when not given, the interleaved schedule
+// for vpp above 1 without a schedule given, the model's padded vocabulary. Then checks the
+// values against each other (comm nccl needs device cuda, ckpt_every needs ckpt_dir, ...).
+// Throws tetra::Error naming the settings (settings::worded). Idempotent.
 void resolve(TrainConfig& c);
 
 }  // namespace tetra

@@ -18,7 +18,7 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
   FaultPlan f;
   const char* usage = " (expected RANK@STEP[:MODE], MODE kill, ckpt, hang, slow=MS or preempt)";
   const size_t at = spec.find('@'), colon = spec.find(':');
-  check(at != std::string::npos && at > 0, "--inject-failure '", spec, "'", usage);
+  check(at != std::string::npos && at > 0, "`checkpoint.inject_failure` '", spec, "'", usage);
   const std::string mode = colon == std::string::npos ? "kill" : spec.substr(colon + 1);
   try {
     size_t used = 0;
@@ -29,9 +29,9 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
     f.step = std::stoll(step, &used);
     check(used == step.size(), "");
   } catch (...) {
-    fail("--inject-failure '", spec, "'", usage);
+    fail("`checkpoint.inject_failure` '", spec, "'", usage);
   }
-  check(f.rank >= 0 && f.step >= 0, "--inject-failure '", spec, "'", usage);
+  check(f.rank >= 0 && f.step >= 0, "`checkpoint.inject_failure` '", spec, "'", usage);
   if (mode == "kill") {
     f.mode = Mode::Kill;
   } else if (mode == "ckpt") {
@@ -43,9 +43,9 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
   } else if (mode.rfind("slow=", 0) == 0) {
     f.mode = Mode::Slow;
     f.slow_ms = std::atoi(mode.c_str() + 5);
-    check(f.slow_ms > 0, "--inject-failure '", spec, "': slow=MS needs a positive MS");
+    check(f.slow_ms > 0, "`checkpoint.inject_failure` '", spec, "': slow=MS needs a positive MS");
   } else {
-    fail("--inject-failure '", spec, "'", usage);
+    fail("`checkpoint.inject_failure` '", spec, "'", usage);
   }
   return f;
 }

@@ -31,7 +31,7 @@ std::optional<Peak> gpu_peak(const std::string& device_name, DType dtype) {
 }
 
 Peak find_peak(Backend& be, Comm& world, double peak_tflops, int threads, DType dtype) {
-  if (peak_tflops > 0) return {peak_tflops * 1e12, "--peak-tflops"};
+  if (peak_tflops > 0) return {peak_tflops * 1e12, "`output.peak_tflops`"};
   if (be.device() == Device::CUDA)
     if (const std::optional<Peak> p = gpu_peak(be.name(), dtype)) return *p;
   // Otherwise: the best rate of a square fp32 GEMM with this rank's threads (on the CPU bf16

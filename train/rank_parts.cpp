@@ -45,10 +45,10 @@ std::string broadcast_string(MPI_Comm comm, std::string s) {
 // model's vocabulary becomes its pieces. `report` prints what it did.
 void load_tokenizer(RankParts& p, bool report) {
   DataConfig& d = p.config.data;
-  check(d.data != "synthetic", "--tokenizer needs text data: give --data FILE");
-  check(d.tokenizer.rfind("bpe:", 0) != 0 || !data::is_documents(d.data), "--tokenizer ",
+  check(d.data != "synthetic", "`data.tokenizer` needs text data: give `data.data` FILE");
+  check(d.tokenizer.rfind("bpe:", 0) != 0 || !data::is_documents(d.data), "`data.tokenizer` ",
         d.tokenizer,
-        " trains on a text file, and --data names JSONL documents: give a tokenizer file (a "
+        " trains on a text file, and `data.data` names JSONL documents: give a tokenizer file (a "
         "tokenizer.json or a SentencePiece .model)");
   bool trained = false;
   const std::string model = data::tokenizer_model(d.tokenizer, d.data, &trained);
@@ -83,7 +83,9 @@ void tokenize_data(RankParts& p, bool report) {
         if (s.skipped > 0)
           skipped = ", " + std::to_string(s.skipped) + " bad line" + (s.skipped > 1 ? "s" : "") +
                     " skipped" +
-                    (s.first_skipped.empty() ? "" : " (first: " + s.first_skipped + ")");
+                    (s.first_skipped.empty()
+                         ? ""
+                         : " (first: " + settings::worded(s.first_skipped, p.config.origin) + ")");
         std::printf("documents: %s -> %s (%s; %lld documents%s)\n", file.c_str(), s.bin.c_str(),
                     cache_status(s).c_str(), static_cast<long long>(s.documents), skipped.c_str());
       }
@@ -111,7 +113,7 @@ bool is_text(const std::string& data) {
 void choose_tokenizer(RankParts& p, MPI_Comm world, int rank) {
   DataConfig& d = p.config.data;
   p.tokenizer = data::byte_tokenizer();
-  const std::string own = data::model_dir_tokenizer(d.init_from);
+  const std::string own = data::model_dir_tokenizer(p.config.model.init_from);
   if (d.tokenizer.empty() && !own.empty()) {
     bool text = false;
     agree(world, [&] { text = is_text(d.data); });
@@ -155,23 +157,25 @@ void check_memory_fits(const TrainConfig& c, const ModelConfig& model, int world
         ", activations and buffers ", gb(peak.memory.step_peak), ", attention scores ", gb(scratch),
         " for ", threads, " thread", threads > 1 ? "s" : "", "), ", gb(need), " for the ",
         local_ranks, " rank", local_ranks > 1 ? "s" : "", " on this machine, which has ", gb(avail),
-        " available; shorten --seq-len, lower --micro-batch, split the work over more ranks "
-        "(--cp, --tp, --pp) or use --recompute full");
+        " available; shorten `model.seq_len`, lower `batch.micro_batch`, split the work over more "
+        "ranks "
+        "(`layout.cp`, `layout.tp`, `layout.pp`) or use `optimizer.recompute` full");
 }
 
-// The training data, and the validation data: --val-data, or the last --val-split of --data.
-void open_data(RankParts& p) {
+// The training data, and the validation data: --val-data, or the last --val-split of --data;
+// tokens of the data's vocabulary (the flags', which the model's may exceed under --init-from).
+void open_data(RankParts& p, int64_t data_vocab) {
   const DataConfig& d = p.config.data;
-  const int vocab = int(p.config.model.vocab);
-  const int S = p.model.seq_len;
+  const int vocab = int(data_vocab);
+  const int S = p.config.model.seq_len;
   const uint64_t seed = p.config.optimizer.seed;
   const data::Portion train{d.val_split > 0 ? data::Portion::Train : data::Portion::All,
                             d.val_split};
   const data::DocumentOptions documents{d.data_field, d.skip_bad_lines};
   const data::Tokenizer* tok = p.tokenizer.get();
-  // Without documents every token would be of one document: --doc-mask would change nothing.
-  check(!p.model.doc_mask || data::is_documents(d.data), "--doc-mask masks attention between ",
-        "documents, and --data '", d.data,
+  // Without documents every token would be of one document: the mask would change nothing.
+  check(!p.config.model.doc_mask || data::is_documents(d.data),
+        "`model.doc_mask` masks attention between documents, and `data.data` '", d.data,
         "' has none: give JSONL documents (a .jsonl file, or a directory or glob of them)");
   p.data = data::open_dataset(d.data, vocab, S, seed, train, tok, documents);
   if (!d.val_data.empty())
@@ -197,10 +201,11 @@ void check_outputs(RankParts& p) {
   const OutputConfig& o = p.config.output;
   if (!o.export_.empty()) {
     const std::string problem = export_problem(o.export_);
-    check(problem.empty(), "cannot write --export ",
+    check(problem.empty(), "cannot write `output.export` ",
           export_is_file(o.export_) ? "file" : "directory", " '", o.export_, "': ", problem);
   }
-  for (const auto& [flag, path] : {std::pair{"--trace", &o.trace}, {"--metrics", &o.metrics}}) {
+  for (const auto& [flag, path] :
+       {std::pair{"`output.trace`", &o.trace}, {"`output.metrics`", &o.metrics}}) {
     if (path->empty()) continue;
     const std::string problem = output_file_problem(*path);
     check(problem.empty(), "cannot write ", flag, " file '", *path, "': ", problem);
@@ -230,9 +235,9 @@ void make_backend_and_grid(RankParts& p, MPI_Comm world, int sharing_cores) {
   agree(world, [&] { p.backend = make_backend(d.device, p.threads, node.rank); });
   if (d.dtype == "bf16") {
     agree(world, [&] {
-      check(
-          p.backend->has_bf16(), "--dtype bf16: ", p.backend->name(),
-          " has no bf16 support (a GPU of compute capability 8.0 or later has); use --dtype fp32");
+      check(p.backend->has_bf16(), "`device.dtype` bf16: ", p.backend->name(),
+            " has no bf16 support (a GPU of compute capability 8.0 or later has); use "
+            "`device.dtype` fp32");
     });
     // A backend with bf16 kernels of its own (CUDA) takes bf16 tensors as they are; the CPU's
     // bf16 is its fp32 ops under the mixed-precision wrapper, the reference.
@@ -240,21 +245,24 @@ void make_backend_and_grid(RankParts& p, MPI_Comm world, int sharing_cores) {
   }
   const bool shared = shares_device(world, *p.backend);
   agree(world, [&] {
-    check(d.comm != "nccl" || have_nccl(),
-          "--comm nccl: this build has no NCCL (it was not found when tetra was configured); "
-          "use --comm mpi");
-    check(d.comm != "nccl" || !shared, "--comm nccl: ", p.work.layout.world(),
+    check(
+        d.comm != "nccl" || have_nccl(),
+        "`device.comm` nccl: this build has no NCCL (it was not found when tetra was configured); "
+        "use `device.comm` mpi");
+    check(d.comm != "nccl" || !shared, "`device.comm` nccl: ", p.work.layout.world(),
           " ranks share this machine's GPUs, and NCCL needs a GPU of its own for every rank; "
-          "use --comm mpi (or auto, which takes NCCL only for groups whose ranks each have one)");
+          "use `device.comm` mpi (or auto, which takes NCCL only for groups whose ranks each have "
+          "one)");
   });
-  p.grid = make_grid(world, p.work.layout, *p.backend, comm_choice(d.comm), p.model.tie_embeddings);
+  p.grid = make_grid(world, p.work.layout, *p.backend, comm_choice(d.comm),
+                     p.config.model.tie_embeddings);
 }
 
 // Tied embeddings: which of this rank's units holds the shared matrix, and how its gradient
 // is summed (parallel/zero.hpp, ZeroParams::Tied): both uses on one rank at PP 1; over the
 // embedding group between the first stage and the last stage's copy beyond.
 void tie_embeddings(RankParts& p) {
-  if (!p.model.tie_embeddings) return;
+  if (!p.config.model.tie_embeddings) return;
   const UnitPlacement& place = p.work.place;
   const int own = place.local_unit[0];
   if (own < 0 && place.tied_copy < 0) return;  // a stage between the two ends
@@ -292,8 +300,8 @@ void make_pipeline(RankParts& p) {
     if (c.stage != p.grid.coord.pp) continue;
     std::vector<int> local;
     for (int g : c.units) local.push_back(w.place.local_unit[g]);
-    const bool head = c.units.back() == p.model.layers + 1;
-    p.chunks.push_back(std::make_unique<ModelChunk>(be, tp, cp, p.model, *p.params,
+    const bool head = c.units.back() == p.config.model.layers + 1;
+    p.chunks.push_back(std::make_unique<ModelChunk>(be, tp, cp, p.config.model, *p.params,
                                                     std::move(local), p.config.optimizer.recompute,
                                                     head ? w.place.head_matrix : -1));
   }
@@ -301,7 +309,7 @@ void make_pipeline(RankParts& p) {
   for (auto& c : p.chunks) stages.push_back(c.get());
   const int64_t rows = tp.local_rows(w.local_tokens());
   p.executor = std::make_unique<PipelineExecutor>(be, *p.grid.pp, std::move(stages), w.schedule,
-                                                  w.micro_batches, rows * p.model.dim,
+                                                  w.micro_batches, rows * p.config.model.dim,
                                                   compute_dtype(p.config.device));
 
   std::vector<int32_t> tokens;
@@ -344,58 +352,63 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
 
   // Everything that can reject the input runs first, on every rank, before any collective;
   // agree() then makes every rank stop together with rank 0's (or the first) message.
-  std::vector<UnitLayout> units;
+  std::vector<UnitSpec> units;
   std::vector<std::vector<float>> init;
   std::string resume_path;
   agree(world, [&] {
 #ifndef TETRA_HAVE_CUDA
     check(c.device.device != "cuda",
-          "--device cuda: this build has no CUDA backend (nvcc was not found when it was "
+          "`device.device` cuda: this build has no CUDA backend (nvcc was not found when it was "
           "configured)");
 #endif
     const TrainConfig& o = p.config;
+    // The model trained replaces the flags' in the configuration; their vocabulary is the
+    // data's.
+    const int64_t data_vocab = o.model.vocab;
     std::unique_ptr<HfModel> file;
-    p.model = o.model;
-    if (!o.data.init_from.empty()) {
-      file = std::make_unique<HfModel>(o.data.init_from);
-      p.model = config_from_model(*file, o.model, o.given);
-      check(o.model.vocab <= p.model.vocab, "the data's vocabulary ", o.model.vocab,
-            " is larger than the init model's ", p.model.vocab);
+    if (!o.model.init_from.empty()) {
+      file = std::make_unique<HfModel>(o.model.init_from);
+      const ModelConfig model = config_from_model(*file, o.model, o.given);
+      check(data_vocab <= model.vocab, "the data's vocabulary ", data_vocab,
+            " is larger than the init model's ", model.vocab);
       // A SentencePiece tokenizer (the directory's own or --tokenizer's) must be the model's:
       // an export would carry it, and tetra generate refuses the pair.
       if (!p.tokenizer->model_file().empty())
-        check_tokenizer_matches(o.data.init_from, p.model, *p.tokenizer);
+        check_tokenizer_matches(o.model.init_from, model, *p.tokenizer);
+      p.config.model = model;
     }
-    p.model.validate();
-    p.work = rank_work(o.layout, o.batch, p.model, world_size, rank);
+    const ModelConfig& model = o.model;
+    model.validate();
+    p.work = rank_work(o.layout, o.batch, model, world_size, rank);
     // The run's tokens (step * G * S: tokens seen, the data order's s * G + j) in 64 bits.
-    check(checked_product({o.optimizer.steps, o.batch.global_batch, p.model.seq_len}).has_value(),
-          "--steps ", o.optimizer.steps, " of --global-batch ", o.batch.global_batch,
-          " x --seq-len ", p.model.seq_len, " tokens are more tokens than 64 bits count");
+    check(checked_product({o.optimizer.steps, o.batch.global_batch, model.seq_len}).has_value(),
+          "`optimizer.steps` ", o.optimizer.steps, " of `batch.global_batch` ",
+          o.batch.global_batch, " x `model.seq_len` ", model.seq_len,
+          " tokens are more tokens than 64 bits count");
     const NodeRank node = node_rank(world);
-    check_memory_fits(o, p.model, world_size, node.size, threads_per_rank(sharing_cores, false));
-    open_data(p);
+    check_memory_fits(o, model, world_size, node.size, threads_per_rank(sharing_cores, false));
+    open_data(p, data_vocab);
     if (!o.checkpoint.inject_failure.empty()) {
       p.fault = FaultPlan::parse(o.checkpoint.inject_failure);
-      check(p.fault.rank < world_size, "--inject-failure names rank ", p.fault.rank, " of ",
-            world_size);
-      check(p.fault.step < o.optimizer.steps, "--inject-failure at step ", p.fault.step,
+      check(p.fault.rank < world_size, "`checkpoint.inject_failure` names rank ", p.fault.rank,
+            " of ", world_size);
+      check(p.fault.step < o.optimizer.steps, "`checkpoint.inject_failure` at step ", p.fault.step,
             ", after the last step (", o.optimizer.steps - 1, ")");
     }
     if (rank == 0) check_outputs(p);
     // The user's configuration (text data, not its shards), as it runs.
-    p.record = record_of(c, p.model, p.work.layout);
+    p.record = record_of(c, model, p.work.layout);
     if (rank == 0) resume_path = ckpt::resume_path(o.checkpoint);
     // This rank's units (its pipeline stage's, its TP slice), initialized or read.
     // Under tied embeddings the last of several stages also holds a copy of the embedding
     // (UnitPlacement::tied_copy), after its own units, made from the same values.
-    const std::vector<UnitLayout> all = make_units(p.model, p.work.layout.tp, p.work.coord.tp);
+    const std::vector<UnitSpec> all = make_units(model, p.work.layout.tp, p.work.coord.tp);
     std::vector<int> held;
     for (size_t g = 0; g < all.size(); ++g)
       if (p.work.place.local_unit[g] >= 0) held.push_back(int(g));
     if (p.work.place.tied_copy >= 0) held.push_back(0);
     for (int g : held) {
-      init.push_back(file ? read_unit(*file, p.model, all[g], p.work.coord.tp)
+      init.push_back(file ? read_unit(*file, model, all[g], p.work.coord.tp)
                           : init_unit(all[g], o.optimizer.seed, p.work.coord.tp));
       units.push_back(all[g]);
     }
@@ -406,11 +419,13 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
   // TP all-reduces activations four times per block and micro-batch, meant for a machine's
   // fast links: a TP group over several hosts computes the same, slowly.
   if (const std::string group = hosts.spanning_group(p.work.layout.tp); rank == 0 && !group.empty())
-    std::fprintf(stderr,
-                 "tetra: warning: a TP group spans hosts: %s; its all-reduces (four per block "
-                 "and micro-batch) cross the network; give every host a multiple of --tp "
-                 "ranks, in rank order\n",
-                 group.c_str());
+    std::fprintf(stderr, "tetra: warning: %s\n",
+                 settings::worded("a TP group spans hosts: " + group +
+                                      "; its all-reduces (four per block and micro-batch) cross "
+                                      "the network; give every host a multiple of `layout.tp` "
+                                      "ranks, in rank order",
+                                  c.origin)
+                     .c_str());
 
   make_backend_and_grid(p, world, sharing_cores);
   p.params = std::make_unique<ZeroParams>(*p.backend, *p.grid.dp_cp, std::move(units),

@@ -1,5 +1,5 @@
 // One rank of a training run, built: every part the trainer steps with, made by build_rank
-// from the configuration in one pass, so that the Trainer only takes them over.
+// from the configuration in one pass, so that the Trainer only holds them.
 #pragma once
 #include <mpi.h>
 
@@ -34,9 +34,10 @@ struct ResumePoint {
 // backend outlives the communicators (which queue work on its stream), the parameters, the
 // chunks and the buffers.
 struct RankParts {
-  TrainConfig config;     // as the run uses it: text data as its token shards, the tokens' vocab
-  ckpt::RunState record;  // what checkpoints record of the configuration
-  ModelConfig model;      // trained: the flags', or --init-from's shapes
+  // As the run uses it: text data as its token shards, and the model the one trained (the
+  // flags', or --init-from's shapes), so that nothing reads another.
+  TrainConfig config;
+  ckpt::RunState record;                       // what checkpoints record of the configuration
   std::unique_ptr<data::Tokenizer> tokenizer;  // bytes unless --tokenizer or the init model's
   std::unique_ptr<data::Dataset> data, val;    // val: null without validation
   RankWork work;                               // which layers and tokens the rank holds

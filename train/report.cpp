@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "backend/fusions.hpp"
+#include "parallel/chunks.hpp"
 #include "parallel/cp.hpp"
 #include "util/json.hpp"
 
@@ -42,31 +43,8 @@ std::string startup_report(const TrainConfig& opt, const ModelConfig& cfg, const
     const Coord c = coord_of(l, r);
     os << "  " << std::setw(4) << r << "   " << std::setw(2) << c.tp << " " << std::setw(2) << c.cp
        << " " << std::setw(2) << c.pp << " " << std::setw(2) << c.dp << "   ";
-    // The CP chunks as position ranges: "0-15, 48-63" (one range without CP).
-    const std::vector<int32_t> pos = cp_positions(cfg.seq_len, l.cp, c.cp);
-    std::ostringstream tokens;
-    if (l.cp == 1) {
-      tokens << 0 << "-" << cfg.seq_len - 1;
-    } else {
-      const size_t half = pos.size() / 2;
-      tokens << pos.front() << "-" << pos[half - 1] << ", " << pos[half] << "-" << pos.back();
-    }
-    os << std::left << std::setw(26) << tokens.str() << std::right;
-    bool first = true;
-    for (const ChunkPlan& ch : work.chunks) {
-      if (ch.stage != c.pp) continue;
-      int lo = -1, hi = -1;
-      for (int g : ch.units)
-        if (g >= 1 && g <= cfg.layers) {
-          if (lo < 0) lo = g - 1;
-          hi = g - 1;
-        }
-      os << (first ? "" : ", ") << (ch.units.front() == 0 ? "embed+" : "");
-      if (lo >= 0) os << lo << "-" << hi;
-      os << (ch.units.back() == cfg.layers + 1 ? "+head" : "");
-      first = false;
-    }
-    os << "\n";
+    os << std::left << std::setw(26) << cp_ranges(cfg.seq_len, l.cp, c.cp) << std::right
+       << stage_label(work.chunks, c.pp, cfg.layers) << "\n";
   }
   return os.str();
 }
@@ -91,7 +69,7 @@ RunReport::RunReport(const OutputConfig& out, const ReportStart& start)
       attention_(start.attention) {
   if (!out.metrics.empty()) {
     metrics_.open(out.metrics, std::ios::app);
-    check(bool(metrics_), "cannot open --metrics file '", out.metrics, "'");
+    check(bool(metrics_), "cannot open `output.metrics` file '", out.metrics, "'");
   }
   if (!out.tensorboard.empty()) {
     tensorboard_ = std::make_unique<TensorBoardWriter>(out.tensorboard);
@@ -173,7 +151,7 @@ void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
     metrics_ << j.dump() << "\n";
     metrics_.flush();
     // A full disk must stop the run, not drop its metrics without a word.
-    check(bool(metrics_), "cannot write --metrics file '", metrics_path_,
+    check(bool(metrics_), "cannot write `output.metrics` file '", metrics_path_,
           "': ", std::strerror(errno));
   }
   if (tensorboard_) tensorboard_->scalars(r.step, scalar_tags(j));

@@ -130,10 +130,10 @@ std::vector<std::pair<std::string, double>> scalar_tags(const json& record) {
 TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  check(!fs::exists(dir, ec) || fs::is_directory(dir, ec), "cannot write --tensorboard '", dir,
-        "': it is not a directory");
+  check(!fs::exists(dir, ec) || fs::is_directory(dir, ec), "cannot write `output.tensorboard` '",
+        dir, "': it is not a directory");
   fs::create_directories(dir, ec);
-  check(!ec, "cannot create --tensorboard directory '", dir, "': ", ec.message());
+  check(!ec, "cannot create `output.tensorboard` directory '", dir, "': ", ec.message());
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   const long long us = std::chrono::duration_cast<std::chrono::microseconds>(now).count();
   char host[256] = "localhost";
@@ -143,7 +143,7 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
                 us % 1000000, host, int(::getpid()));
   path_ = (fs::path(dir) / name).string();
   out_.open(path_, std::ios::binary | std::ios::trunc);
-  check(bool(out_), "cannot write --tensorboard file '", path_, "': ", std::strerror(errno));
+  check(bool(out_), "cannot write `output.tensorboard` file '", path_, "': ", std::strerror(errno));
   write_event(tensorboard::file_version_event(wall_seconds()));
 }
 
@@ -164,7 +164,7 @@ void TensorBoardWriter::session_start(int64_t step) {
 void TensorBoardWriter::write_event(const std::string& event) {
   out_ << tensorboard::tfrecord(event);
   out_.flush();
-  check(bool(out_), "cannot write --tensorboard file '", path_, "': ", std::strerror(errno));
+  check(bool(out_), "cannot write `output.tensorboard` file '", path_, "': ", std::strerror(errno));
 }
 
 }  // namespace tetra

@@ -1,28 +1,17 @@
-// The training loop of one rank: takes over the parts build_rank made of it (the grid, the
-// backend, the model chunks of its pipeline stage and their sharded parameters), then runs
-// steps. Every public call is collective over the `world` communicator it was built on, so a
-// test can run several layouts side by side on sub-communicators of one mpirun.
+// The training loop of one rank: holds the parts build_rank made of it (the configuration,
+// the grid, the backend, the model chunks of its pipeline stage and their sharded parameters),
+// then runs steps. Every public call is collective over the `world` communicator it was built on,
+// so a test can run several layouts side by side on sub-communicators of one mpirun.
 #pragma once
 #include <mpi.h>
 
-#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "checkpoint/checkpoint.hpp"
-#include "checkpoint/lock.hpp"
-#include "data/dataset.hpp"
-#include "data/tokenizer.hpp"
-#include "parallel/grid.hpp"
-#include "parallel/pipeline.hpp"
-#include "parallel/rank_work.hpp"
-#include "train/config.hpp"
-#include "train/faults.hpp"
 #include "train/rank_parts.hpp"
 #include "train/report.hpp"
-#include "transformer/chunk.hpp"
 #include "util/clock.hpp"
 
 namespace tetra {
@@ -39,8 +28,8 @@ class Trainer {
   // validation source, the same every time), forward only through the pipeline schedule.
   // Collective; needs has_validation().
   double evaluate();
-  bool has_validation() const { return val_ != nullptr; }
-  const std::string& resumed_from() const { return resumed_from_; }
+  bool has_validation() const { return parts_.val != nullptr; }
+  const std::string& resumed_from() const { return parts_.resume.path; }
   // Runs the remaining steps, printing a line per step and a summary on rank 0. Returns the
   // exit status: 0, or exit_status::kPreempted when a pre-emption signal (train/preempt.hpp)
   // stopped the run at a step boundary, after a checkpoint, with the lock released.
@@ -56,19 +45,17 @@ class Trainer {
   // elsewhere). Collective.
   std::string sample(int tokens = 32);
 
-  const Grid& grid() const { return grid_; }
-  const ModelConfig& model() const { return cfg_; }
-  ZeroParams& params() { return *params_; }
-  Backend& backend() { return *be_; }
-  int micro_batches() const { return work_.micro_batches; }
-  int micro_batch() const { return work_.micro_batch; }
-  const RankWork& work() const { return work_; }
+  const Grid& grid() const { return parts_.grid; }
+  // The model trained: the flags', or --init-from's shapes.
+  const ModelConfig& model() const { return parts_.config.model; }
+  ZeroParams& params() { return *parts_.params; }
+  Backend& backend() { return *parts_.backend; }
+  int micro_batches() const { return parts_.work.micro_batches; }
+  int micro_batch() const { return parts_.work.micro_batch; }
   std::string startup_report() const;
-  // Which implementation this rank's attention calls take (Backend::attention_path).
-  std::string attention_path() const;
 
  private:
-  explicit Trainer(RankParts parts, MPI_Comm world);
+  const TrainConfig& config() const { return parts_.config; }
 
   // The phases of a step.
   // Forward and backward of every micro-batch in the schedule's order, with each unit's
@@ -86,45 +73,62 @@ class Trainer {
   StepResult measure(const StepTotals& totals, const PipelineStats& pipe, double seconds,
                      double lr);
 
+  // The phases of a run (trainer_run.cpp).
+  // Rank 0: the start-up report, and where the run resumed.
+  void report_start() const;
+  // Before the first step: `latest` pointed at the line trained, the report opened, tracing
+  // started.
+  void start_run();
+  // One step under the watchdog, traced when it falls in traced_steps().
+  StepResult watched_step();
+  // What follows a step at its cadence: the evaluation, the sample, the step's report, the
+  // checkpoint.
+  void after_step(StepResult& r);
+  // Whether a pre-emption signal stops the run after this step (not after the last).
+  bool preempted(const StepResult& r) const;
+  // The run stopped by pre-emption: the lock released, the summary; kPreempted.
+  int stop(const StepResult& r);
+  // After the last step: the trace, the export, the summary; 0.
+  int finish();
+  // A run resumed at its last step: says so, exports if asked, trains nothing; 0.
+  int finish_already_done();
+  // Steps [from, to) are traced: --trace-steps steps after the run's first, which warms up
+  // (unless it is alone).
+  struct StepRange {
+    int64_t from, to;
+  };
+  StepRange traced_steps() const;
+
   // Tokens of one global batch.
-  double tokens_per_step() const { return double(opt_.batch.global_batch) * cfg_.seq_len; }
-  // Micro-batch j of batch `step` of the source, for this rank, its tensors in held[0..3]
-  // (tokens, targets, and under --doc-mask the queries' and the keys' documents).
-  MicroBatch make_micro_batch(const data::Dataset& source, int64_t step, int j, Buffer* held);
+  double tokens_per_step() const { return double(config().batch.global_batch) * model().seq_len; }
+  // Whether this rank's loss sums count in the step's: the last stage computes the loss on
+  // every TP rank, and TP rank 0 counts it.
+  bool counts_loss() const {
+    return parts_.grid.coord.tp == 0 && parts_.grid.coord.pp == parts_.grid.layout.pp - 1;
+  }
+  // The micro-batches of batch `index` of `source` for this rank, with the buffers that hold
+  // their tokens and targets (and under `model.doc_mask` their queries' and keys' documents).
+  struct Batch {
+    std::vector<Buffer> buffers;
+    std::vector<MicroBatch> micro;
+  };
+  Batch batch_of(const data::Dataset& source, int64_t index);
   std::vector<CommStats*> comm_stats();
+  // Which implementation this rank's attention calls take (Backend::attention_path).
+  std::string attention_path() const;
   // Rank 0, before the first step: `latest` names the line this run trains from now on
   // (the checkpoint it resumed from, or none yet).
   void point_latest_here();
   // Collective; returns the seconds it took.
   double save_checkpoint();
-  // A run resumed at its last step: says so, exports if asked, trains nothing.
-  void finish_already_done();
 
-  const Clock::time_point started_ = Clock::now();
-  // The parts of the rank (train/rank_parts.hpp), in its order: the backend outlives the
-  // communicators, which queue work on its stream, and what lives in backend memory.
-  TrainConfig opt_;
+  RankParts parts_;  // everything build_rank made: the configuration, the model, the data, ...
   MPI_Comm world_;
-  ckpt::RunState record_;  // what checkpoints record of the configuration
-  ModelConfig cfg_;
-  std::unique_ptr<data::Tokenizer> tokenizer_;
-  std::unique_ptr<data::Dataset> data_, val_;  // val_: null without validation
-  RankWork work_;
-  FaultPlan fault_;
-  std::unique_ptr<ckpt::DirLock> lock_;  // rank 0, with --ckpt-dir
-  std::string resumed_from_;
-  ckpt::CheckpointRef line_head_;  // the newest checkpoint of the line trained
-  double resume_seconds_ = 0;
-  int threads_ = 1;
-  std::unique_ptr<Backend> be_;
-  Grid grid_;
-  std::unique_ptr<ZeroParams> params_;
-  std::vector<std::unique_ptr<ModelChunk>> chunks_;  // this stage's, in virtual-stage order
-  std::unique_ptr<PipelineExecutor> executor_;
-  Buffer token_pos_, seq_pos_, key_pos_;  // positions of this rank's tokens (constant)
-  double peak_flops_ = 0;                 // per rank
-  std::string peak_source_;
-  int64_t step_ = 0;
+  const Clock::time_point started_ = Clock::now();
+  int64_t step_;                       // the next step to train
+  ckpt::CheckpointRef line_head_;      // the newest checkpoint of the line trained
+  std::unique_ptr<RunReport> report_;  // rank 0, from start_run
+  Clock::time_point loop_started_;     // start_run's time
 };
 
 }  // namespace tetra

@@ -10,40 +10,45 @@
 namespace tetra {
 
 void Trainer::point_latest_here() {
-  ckpt::set_latest(opt_.checkpoint.ckpt_dir,
+  ckpt::set_latest(config().checkpoint.ckpt_dir,
                    line_head_.name.empty() ? ckpt::kNoCheckpoint : line_head_.name);
 }
 
-void Trainer::finish_already_done() {
-  if (grid_.rank == 0)
-    std::printf("run finished: %s is at step %lld, the last of --steps %lld; nothing to train\n",
-                resumed_from_.c_str(), (long long)step_, (long long)opt_.optimizer.steps);
-  if (opt_.output.export_.empty()) return;
-  export_weights(opt_.output.export_);
-  if (grid_.rank == 0)
-    std::printf("exported the weights of step %lld to %s\n", (long long)step_,
-                opt_.output.export_.c_str());
+int Trainer::finish_already_done() {
+  const std::string& out = config().output.export_;
+  if (parts_.grid.rank == 0) {
+    const std::string line = "run finished: " + parts_.resume.path + " is at step " +
+                             std::to_string(step_) + ", the last of `optimizer.steps` " +
+                             std::to_string(config().optimizer.steps) + "; nothing to train";
+    std::printf("%s\n", settings::worded(line, config().origin).c_str());
+  }
+  if (out.empty()) return 0;
+  export_weights(out);
+  if (parts_.grid.rank == 0)
+    std::printf("exported the weights of step %lld to %s\n", (long long)step_, out.c_str());
+  return 0;
 }
 
 double Trainer::save_checkpoint() {
   const Clock::time_point t0 = Clock::now();
-  ckpt::RunState st = record_;
+  const CheckpointConfig& c = config().checkpoint;
+  const Grid& g = parts_.grid;
+  ckpt::RunState st = parts_.record;
   st.step = step_;
-  st.tokens_seen = step_ * opt_.batch.global_batch * cfg_.seq_len;
+  st.tokens_seen = step_ * config().batch.global_batch * model().seq_len;
   st.sampler_step = step_;
   st.parent = line_head_;
-  const auto slices = params_->owned_slices();  // what the segments point into
+  const auto slices = parts_.params->owned_slices();  // what the segments point into
   std::vector<ckpt::Segment> segments;
   for (const auto& s : slices) {
     // A TP-replicated tensor (the norms) is the same on every TP rank: TP rank 0 stores it.
-    if (s.param->tp_dim < 0 && grid_.coord.tp != 0) continue;
-    segments.push_back({s.param->name, grid_.coord.tp, grid_.layout.tp, s.begin, s.end,
-                        s.weights.data(), s.adam_m.data(), s.adam_v.data()});
+    if (s.param->tp_dim < 0 && g.coord.tp != 0) continue;
+    segments.push_back({s.param->name, g.coord.tp, g.layout.tp, s.begin, s.end, s.weights.data(),
+                        s.adam_m.data(), s.adam_v.data()});
   }
-  const int signal = fault_.signal_during_checkpoint(grid_.rank, step_);
-  const std::string path =
-      ckpt::save(world_, opt_.checkpoint.ckpt_dir, st, segments, opt_.checkpoint.keep, signal);
-  line_head_ = ckpt::reference_to(opt_.checkpoint.ckpt_dir, path);
+  const int signal = parts_.fault.signal_during_checkpoint(g.rank, step_);
+  const std::string path = ckpt::save(world_, c.ckpt_dir, st, segments, c.keep, signal);
+  line_head_ = ckpt::reference_to(c.ckpt_dir, path);
   return seconds_since(t0);
 }
 

@@ -11,44 +11,42 @@
 #include "parallel/agree.hpp"
 #include "parallel/trace.hpp"
 #include "parallel/watchdog.hpp"
-#include "train/generate.hpp"
 #include "train/preempt.hpp"
 #include "train/report.hpp"
 #include "train/trainer.hpp"
+#include "transformer/generator.hpp"
 #include "util/clock.hpp"
+#include "util/format.hpp"
 
 namespace tetra {
 
 double Trainer::evaluate() {
-  check(val_ != nullptr, "evaluate: this run has no validation data");
-  const bool counts = grid_.coord.tp == 0 && grid_.coord.pp == grid_.layout.pp - 1;
+  check(parts_.val != nullptr, "evaluate: this run has no validation data");
+  const int batches = config().data.eval_batches;
   double loss_sum = 0;
-  for (int b = 0; b < opt_.data.eval_batches; ++b) {
-    std::vector<Buffer> data(4 * work_.micro_batches);
-    std::vector<MicroBatch> mbs;
-    for (int j = 0; j < work_.micro_batches; ++j)
-      mbs.push_back(make_micro_batch(*val_, b, j, &data[4 * j]));
-    const PipelineStats pipe = executor_->evaluate(mbs);
-    if (counts) loss_sum += pipe.loss_sum;
+  for (int b = 0; b < batches; ++b) {
+    const Batch batch = batch_of(*parts_.val, b);
+    const PipelineStats pipe = parts_.executor->evaluate(batch.micro);
+    if (counts_loss()) loss_sum += pipe.loss_sum;
   }
-  grid_.world->all_reduce_host(&loss_sum, 1);
-  return loss_sum / (double(opt_.data.eval_batches) * opt_.batch.global_batch * cfg_.seq_len);
+  parts_.grid.world->all_reduce_host(&loss_sum, 1);
+  return loss_sum / (double(batches) * tokens_per_step());
 }
 
 std::map<std::string, std::vector<float>> Trainer::full_weights() {
-  return gather_full(grid_, *params_, cfg_, work_.place, false);
+  return gather_full(parts_.grid, *parts_.params, model(), parts_.work.place, false);
 }
 
 std::map<std::string, std::vector<float>> Trainer::full_grads() {
-  return gather_full(grid_, *params_, cfg_, work_.place, true);
+  return gather_full(parts_.grid, *parts_.params, model(), parts_.work.place, true);
 }
 
 void Trainer::export_weights(const std::string& path) {
   const auto full = full_weights();
   std::string err;
-  if (grid_.rank == 0) {
+  if (parts_.grid.rank == 0) {
     try {
-      write_export(path, full, cfg_, *tokenizer_, opt_.output.export_dtype == "bf16");
+      write_export(path, full, model(), *parts_.tokenizer, config().output.export_dtype == "bf16");
     } catch (const Error& e) {
       err = e.what();
     }
@@ -60,17 +58,19 @@ void Trainer::export_weights(const std::string& path) {
 
 std::string Trainer::sample(int tokens) {
   const auto full = full_weights();
-  if (grid_.rank != 0) return "";
-  const data::Dataset& source = val_ ? *val_ : *data_;
-  std::vector<int32_t> seq(cfg_.seq_len + 1);
+  if (parts_.grid.rank != 0) return "";
+  const ModelConfig& m = model();
+  const data::Tokenizer& tokenizer = *parts_.tokenizer;
+  const data::Dataset& source = parts_.val ? *parts_.val : *parts_.data;
+  std::vector<int32_t> seq(m.seq_len + 1);
   source.sequence(0, seq.data());
-  const std::vector<int> prompt(seq.begin(), seq.begin() + std::min(8, cfg_.seq_len));
+  const std::vector<int> prompt(seq.begin(), seq.begin() + std::min(8, m.seq_len));
   // Samples are drawn on the CPU from the gathered weights, whatever the training device.
-  auto cpu = make_backend("cpu", threads_);
-  Generator generator(*cpu, cfg_, full);
+  auto cpu = make_backend("cpu", parts_.threads);
+  Generator generator(*cpu, m, full);
   const std::vector<int> out =
-      generator.generate(prompt, SampleOptions{tokens, 0, 0, opt_.optimizer.seed});
-  if (tokenizer_->model_file().empty() && cfg_.vocab > 256) {
+      generator.generate(prompt, SampleOptions{tokens, 0, 0, config().optimizer.seed});
+  if (tokenizer.model_file().empty() && m.vocab > 256) {
     // Tokens of a tokenizer tetra does not have (token shards): their ids, not bytes.
     auto ids = [](const std::vector<int>& v) {
       std::string s = "[";
@@ -82,134 +82,172 @@ std::string Trainer::sample(int tokens) {
     };
     return ids(prompt) + " -> " + ids(out);
   }
-  return printable(tokenizer_->decode(prompt)) + " -> " +
-         printable(data::decode_continuation(*tokenizer_, prompt, out));
+  return printable(tokenizer.decode(prompt)) + " -> " +
+         printable(data::decode_continuation(tokenizer, prompt, out));
 }
 
 std::string Trainer::attention_path() const {
-  const TensorParallel tp{*grid_.tp, opt_.layout.sp};
-  const ContextParallel cp{*grid_.cp};
-  const TokenPositions pos{work_.micro_batch,
-                           int64_t(work_.seq_pos.size()),
-                           token_pos_.flat(),
-                           seq_pos_.flat(),
-                           key_pos_.flat(),
+  const TensorParallel tp{*parts_.grid.tp, config().layout.sp};
+  const ContextParallel cp{*parts_.grid.cp};
+  const RankWork& w = parts_.work;
+  const TokenPositions pos{w.micro_batch,
+                           int64_t(w.seq_pos.size()),
+                           parts_.token_pos.flat(),
+                           parts_.seq_pos.flat(),
+                           parts_.key_pos.flat(),
                            {},
                            {}};
-  AttnShape shape = attention_shape(BlockContext{*be_, tp, cp, cfg_, pos});
-  shape.documents = cfg_.doc_mask;  // the step's micro-batches carry their documents
-  return be_->attention_path(shape, compute_dtype(opt_.device));
+  Backend& be = *parts_.backend;
+  AttnShape shape = attention_shape(BlockContext{be, tp, cp, model(), pos});
+  shape.documents = model().doc_mask;  // the step's micro-batches carry their documents
+  return be.attention_path(shape, compute_dtype(config().device));
 }
 
 std::string Trainer::startup_report() const {
-  std::string data = data_->describe();
-  if (val_) {
+  const data::Dataset* val = parts_.val.get();
+  std::string data = parts_.data->describe();
+  if (val) {
     // The evaluation takes B global batches; a smaller validation set wraps around.
-    const int64_t taken = int64_t(opt_.data.eval_batches) * opt_.batch.global_batch;
-    data += "\n  validation: " + val_->describe() + "; each evaluation takes " +
+    const int64_t taken = int64_t(config().data.eval_batches) * config().batch.global_batch;
+    data += "\n  validation: " + val->describe() + "; each evaluation takes " +
             std::to_string(taken) + " sequences";
-    if (val_->num_sequences() < taken)
-      data += ", so some twice or more (" + std::to_string(val_->num_sequences()) + " distinct)";
+    if (val->num_sequences() < taken)
+      data += ", so some twice or more (" + std::to_string(val->num_sequences()) + " distinct)";
   }
-  return tetra::startup_report(
-      opt_, cfg_, work_,
-      {data, be_->name(), grid_.comm_kinds(), peak_source_, attention_path(), peak_flops_});
+  return settings::worded(
+      tetra::startup_report(config(), model(), parts_.work,
+                            {data, parts_.backend->name(), parts_.grid.comm_kinds(),
+                             parts_.peak.source, attention_path(), parts_.peak.flops}),
+      config().origin);
 }
 
+// The run, in its phases: the start-up report; the loop of steps, each followed at its
+// cadence by an evaluation, a sample and a checkpoint, and stopped early by pre-emption; the
+// end.
 int Trainer::run() {
   const PreemptSignals signals;
-  const bool root = grid_.rank == 0;
-  if (root) std::printf("%s", startup_report().c_str());
-  if (root && !resumed_from_.empty())
-    std::printf("resumed from %s at step %lld (loaded in %.3f s)\n", resumed_from_.c_str(),
-                (long long)step_, resume_seconds_);
-  if (step_ >= opt_.optimizer.steps) {
-    finish_already_done();
-    return 0;
+  report_start();
+  if (step_ >= config().optimizer.steps) return finish_already_done();
+  start_run();
+  while (step_ < config().optimizer.steps) {
+    StepResult r = watched_step();
+    after_step(r);
+    if (preempted(r)) return stop(r);
   }
+  return finish();
+}
+
+void Trainer::report_start() const {
+  if (parts_.grid.rank != 0) return;
+  std::printf("%s", startup_report().c_str());
+  if (!parts_.resume.path.empty())
+    std::printf("resumed from %s at step %lld (loaded in %.3f s)\n", parts_.resume.path.c_str(),
+                (long long)step_, parts_.resume.seconds);
+}
+
+void Trainer::start_run() {
+  const bool root = parts_.grid.rank == 0;
+  const TrainConfig& c = config();
   agree(world_, [&] {
-    if (root && !opt_.checkpoint.ckpt_dir.empty()) point_latest_here();
+    if (root && !c.checkpoint.ckpt_dir.empty()) point_latest_here();
   });
-  std::unique_ptr<RunReport> report;
   agree(world_, [&] {
     if (!root) return;
-    if (!opt_.output.trace.empty()) trace::check_writable(opt_.output.trace);
+    if (!c.output.trace.empty()) trace::check_writable(c.output.trace);
     // The configuration by section, as the checkpoints record it.
-    json recorded = record_.config;
-    recorded["model"] = record_.model;
-    recorded["layout"] = record_.layout;
-    const std::string config =
-        opt_.output.tensorboard.empty() ? "" : config_markdown(startup_report(), recorded);
-    report = std::make_unique<RunReport>(
-        opt_.output, ReportStart{step_, opt_.optimizer.steps, data_->entropy_floor(),
-                                 std::log(double(opt_.model.vocab)), config, attention_path()});
+    json recorded = parts_.record.config;
+    recorded["model"] = parts_.record.model;
+    recorded["layout"] = parts_.record.layout;
+    const std::string text =
+        c.output.tensorboard.empty() ? "" : config_markdown(startup_report(), recorded);
+    report_ = std::make_unique<RunReport>(
+        c.output, ReportStart{step_, c.optimizer.steps, parts_.data->entropy_floor(),
+                              std::log(double(model().vocab)), text, attention_path()});
   });
-  const auto t0 = Clock::now();
-  const int64_t first_step = step_;  // above 0 after a resume
-  // Traced: --trace-steps steps after the run's first, which warms up (unless it is alone).
-  const bool tracing = !opt_.output.trace.empty();
-  const int64_t trace_from = first_step + (opt_.optimizer.steps - first_step > 1 ? 1 : 0);
-  const int64_t trace_to = std::min(opt_.optimizer.steps, trace_from + opt_.output.trace_steps);
-  if (tracing) trace::start(world_);
-  while (step_ < opt_.optimizer.steps) {
-    trace::record(tracing && step_ >= trace_from && step_ < trace_to);
-    StepResult r;
-    {
-      const watchdog::StepWatch watched(step_);  // a hang outside any call is caught too
-      r = step();
-    }
-    trace::record(false);
-    if (val_ && (step_ == opt_.optimizer.steps ||
-                 (opt_.data.eval_every > 0 && step_ % opt_.data.eval_every == 0)))
-      r.val_loss = evaluate();
-    std::string text;
-    if (opt_.output.sample_every > 0 &&
-        (step_ % opt_.output.sample_every == 0 || step_ == opt_.optimizer.steps))
-      text = sample();
-    // The first step of a run includes warm-up: left out of the averages.
+  loop_started_ = Clock::now();
+  if (!c.output.trace.empty()) trace::start(world_);
+}
+
+Trainer::StepRange Trainer::traced_steps() const {
+  const int64_t first = parts_.resume.step, steps = config().optimizer.steps;
+  const int64_t from = first + (steps - first > 1 ? 1 : 0);
+  return {from, std::min(steps, from + config().output.trace_steps)};
+}
+
+StepResult Trainer::watched_step() {
+  const StepRange traced = traced_steps();
+  trace::record(!config().output.trace.empty() && step_ >= traced.from && step_ < traced.to);
+  StepResult r;
+  {
+    const watchdog::StepWatch watched(step_);  // a hang outside any call is caught too
+    r = step();
+  }
+  trace::record(false);
+  return r;
+}
+
+void Trainer::after_step(StepResult& r) {
+  const TrainConfig& c = config();
+  const bool root = parts_.grid.rank == 0, last = step_ == c.optimizer.steps;
+  const auto every = [&](int64_t n) { return n > 0 && step_ % n == 0; };
+  if (parts_.val && (last || every(c.data.eval_every))) r.val_loss = evaluate();
+  std::string text;
+  if (c.output.sample_every > 0 && (every(c.output.sample_every) || last)) text = sample();
+  // The first step of a run includes warm-up: left out of the averages.
+  const int64_t first = parts_.resume.step;
+  if (root)
+    report_->step(r, parts_.grid.layout.pp > 1, r.step > first || c.optimizer.steps - first == 1);
+  if (root && !text.empty()) std::printf("sample: %s\n", text.c_str());
+  if (!c.checkpoint.ckpt_dir.empty() && (every(c.checkpoint.ckpt_every) || last || preempted(r))) {
+    const double seconds = save_checkpoint();
     if (root)
-      report->step(r, grid_.layout.pp > 1,
-                   r.step > first_step || opt_.optimizer.steps - first_step == 1);
-    if (root && !text.empty()) std::printf("sample: %s\n", text.c_str());
-    const bool every = opt_.checkpoint.ckpt_every > 0 && step_ % opt_.checkpoint.ckpt_every == 0;
-    const bool preempted = r.preempted > 0 && step_ < opt_.optimizer.steps;
-    if (!opt_.checkpoint.ckpt_dir.empty() &&
-        (every || step_ == opt_.optimizer.steps || preempted)) {
-      const double seconds = save_checkpoint();
-      if (root)
-        std::printf("checkpoint: step %lld saved to %s in %.3f s\n", (long long)step_,
-                    opt_.checkpoint.ckpt_dir.c_str(), seconds);
-    }
-    if (preempted) {
-      lock_.reset();  // released before exit: the resumed job may start at once, anywhere
-      if (!root) return exit_status::kPreempted;
-      report->summary(first_step, step_ - 1, seconds_since(t0), seconds_since(started_));
-      std::printf(
-          "pre-empted: a signal reached %d of %d ranks; stopped after step %lld%s; exit "
-          "status %d: resume with --resume auto\n",
-          r.preempted, grid_.world->size(), (long long)step_ - 1,
-          opt_.checkpoint.ckpt_dir.empty() ? " with no --ckpt-dir, so nothing was saved"
-                                           : ", checkpointed",
-          exit_status::kPreempted);
-      std::fflush(stdout);
-      return exit_status::kPreempted;
-    }
+      std::printf("checkpoint: step %lld saved to %s in %.3f s\n", (long long)step_,
+                  c.checkpoint.ckpt_dir.c_str(), seconds);
   }
-  if (tracing) {
-    const Coord& c = grid_.coord;
+}
+
+bool Trainer::preempted(const StepResult& r) const {
+  return r.preempted > 0 && step_ < config().optimizer.steps;
+}
+
+int Trainer::stop(const StepResult& r) {
+  parts_.lock.reset();  // released before exit: the resumed job may start at once, anywhere
+  if (parts_.grid.rank != 0) return exit_status::kPreempted;
+  report_->summary(parts_.resume.step, step_ - 1, seconds_since(loop_started_),
+                   seconds_since(started_));
+  const std::string line =
+      "pre-empted: a signal reached " + std::to_string(r.preempted) + " of " +
+      std::to_string(parts_.grid.world->size()) + " ranks; stopped after step " +
+      std::to_string(step_ - 1) +
+      (config().checkpoint.ckpt_dir.empty() ? " with no `checkpoint.ckpt_dir`, so nothing was saved"
+                                            : ", checkpointed") +
+      "; exit status " + std::to_string(exit_status::kPreempted) +
+      ": resume with `checkpoint.resume` auto";
+  std::printf("%s\n", settings::worded(line, config().origin).c_str());
+  std::fflush(stdout);
+  return exit_status::kPreempted;
+}
+
+int Trainer::finish() {
+  const OutputConfig& out = config().output;
+  const bool root = parts_.grid.rank == 0;
+  if (!out.trace.empty()) {
+    const Coord& c = parts_.grid.coord;
     std::ostringstream me;
-    me << "rank " << grid_.rank << " (tp " << c.tp << " cp " << c.cp << " pp " << c.pp << " dp "
-       << c.dp << ")";
-    agree(world_, [&] { trace::write(world_, opt_.output.trace, me.str()); });
+    me << "rank " << parts_.grid.rank << " (tp " << c.tp << " cp " << c.cp << " pp " << c.pp
+       << " dp " << c.dp << ")";
+    agree(world_, [&] { trace::write(world_, out.trace, me.str()); });
   }
-  if (!opt_.output.export_.empty()) export_weights(opt_.output.export_);
+  if (!out.export_.empty()) export_weights(out.export_);
   if (!root) return 0;
-  report->summary(first_step, opt_.optimizer.steps - 1, seconds_since(t0), seconds_since(started_));
-  if (!opt_.output.export_.empty())
-    std::printf("exported weights to %s\n", opt_.output.export_.c_str());
-  if (tracing)
-    std::printf("trace of steps %lld-%lld written to %s\n", (long long)trace_from,
-                (long long)trace_to - 1, opt_.output.trace.c_str());
+  report_->summary(parts_.resume.step, config().optimizer.steps - 1, seconds_since(loop_started_),
+                   seconds_since(started_));
+  if (!out.export_.empty()) std::printf("exported weights to %s\n", out.export_.c_str());
+  if (!out.trace.empty()) {
+    const StepRange traced = traced_steps();
+    std::printf("trace of steps %lld-%lld written to %s\n", (long long)traced.from,
+                (long long)traced.to - 1, out.trace.c_str());
+  }
   return 0;
 }
 

@@ -66,7 +66,7 @@ struct BlockDims {
 
 // Parameters first..last of a unit stacked by rows, [sum of rows, in]: one view of the flat
 // buffer, since make_units lays them out one after another with the same columns.
-Tensor stacked_view(const Tensor& flat, const UnitLayout& u, int first, int last) {
+Tensor stacked_view(const Tensor& flat, const UnitSpec& u, int first, int last) {
   const ParamInfo& p0 = u.params[first];
   const int64_t in = p0.local_shape[1];
   int64_t rows = 0;
@@ -85,7 +85,7 @@ Tensor stacked_view(const Tensor& flat, const UnitLayout& u, int first, int last
 struct Params {
   Tensor t[kBlockParams];
   Tensor qkv, gate_up;
-  Params(const UnitLayout& u, const Tensor& flat)
+  Params(const UnitSpec& u, const Tensor& flat)
       : qkv(stacked_view(flat, u, kQ, kV)), gate_up(stacked_view(flat, u, kGate, kUp)) {
     for (int i = 0; i < kBlockParams; ++i) t[i] = param_view(flat, u.params[i]);
   }
@@ -300,7 +300,7 @@ Buffer mlp_backward(const BlockContext& ctx, const BlockDims& dims, const Params
 
 }  // namespace
 
-void block_forward(const BlockContext& ctx, const UnitLayout& u, const Tensor& w_flat,
+void block_forward(const BlockContext& ctx, const UnitSpec& u, const Tensor& w_flat,
                    const Tensor& x, Tensor out, BlockActs& a) {
   const BlockDims dims(ctx);
   const Params w(u, w_flat);
@@ -308,7 +308,7 @@ void block_forward(const BlockContext& ctx, const UnitLayout& u, const Tensor& w
   mlp_forward(ctx, dims, w, out, a);
 }
 
-void block_backward(const BlockContext& ctx, const UnitLayout& u, const Tensor& w_flat,
+void block_backward(const BlockContext& ctx, const UnitSpec& u, const Tensor& w_flat,
                     Tensor dw_flat, const Tensor& x, const Tensor& dout, Tensor dx,
                     const BlockActs& a, bool dw_fresh) {
   const BlockDims dims(ctx);

@@ -48,12 +48,12 @@ struct BlockActs {
 };
 
 // u: the block's unit; w: its weights (flat, TP-local). out [Tl, d] = block(x [Tl, d]).
-void block_forward(const BlockContext& ctx, const UnitLayout& u, const Tensor& w, const Tensor& x,
+void block_forward(const BlockContext& ctx, const UnitSpec& u, const Tensor& w, const Tensor& x,
                    Tensor out, BlockActs& a);
 // dw (flat, like w) += dL/dw; dx [Tl, d] = dL/dx, given dout = dL/dout [Tl, d]. dw_fresh: the
 // weight-gradient GEMMs write their parts of dw (beta 0) rather than add; the norms' weights,
 // which their backward accumulates, must then hold zeros already.
-void block_backward(const BlockContext& ctx, const UnitLayout& u, const Tensor& w, Tensor dw,
+void block_backward(const BlockContext& ctx, const UnitSpec& u, const Tensor& w, Tensor dw,
                     const Tensor& x, const Tensor& dout, Tensor dx, const BlockActs& a,
                     bool dw_fresh = false);
 

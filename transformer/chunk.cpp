@@ -6,9 +6,9 @@ namespace {
 // A unit's first backward of a step, whose gradients hold nothing of it yet (grads_fresh):
 // the weight-gradient GEMMs write their parts, so only what other ops accumulate is zeroed
 // first: the embedding's rows and the norms' weights (the unit's 1-D parameters).
-void zero_accumulated_grads(Backend& be, const UnitLayout& l, const Tensor& dw) {
+void zero_accumulated_grads(Backend& be, const UnitSpec& l, const Tensor& dw) {
   for (const ParamInfo& p : l.params)
-    if (l.kind == UnitLayout::Kind::Embedding || p.local_shape.size() == 1)
+    if (l.kind == UnitSpec::Kind::Embedding || p.local_shape.size() == 1)
       be.fill(dw.flat(p.offset, p.numel()), 0.f);
 }
 
@@ -29,17 +29,16 @@ ModelChunk::ModelChunk(Backend& be, const TensorParallel& tp, const ContextParal
         "ModelChunk: the LM head's matrix is the embedding's exactly when the embeddings are tied");
 }
 
-ModelChunk::HeadMatrix ModelChunk::head_matrix(int head_unit, const Tensor& w) {
-  if (head_matrix_ < 0) return {w, params_.layout(head_unit).params[kLmHead], head_unit};
-  return {params_.acquire(head_matrix_), params_.layout(head_matrix_).params[0], head_matrix_};
+int ModelChunk::head_unit(int head) const {
+  return head_matrix_ < 0 ? head : head_matrix_;
 }
 
 bool ModelChunk::has_embedding() const {
-  return params_.layout(units_.front()).kind == UnitLayout::Kind::Embedding;
+  return params_.layout(units_.front()).kind == UnitSpec::Kind::Embedding;
 }
 
 bool ModelChunk::has_head() const {
-  return params_.layout(units_.back()).kind == UnitLayout::Kind::Head;
+  return params_.layout(units_.back()).kind == UnitSpec::Kind::Head;
 }
 
 BlockContext ModelChunk::block_ctx(const MicroBatch& mb) const {
@@ -59,30 +58,24 @@ StageOutput ModelChunk::forward(int id, const MicroBatch& mb, const Tensor* x_in
     be_.copy(s.xs[0].flat(), *x_in);
   }
   for (int u : units_) {
-    const UnitLayout& l = params_.layout(u);
+    const UnitSpec& l = params_.layout(u);
     const Tensor w = params_.acquire(u);
-    if (l.kind == UnitLayout::Kind::Embedding) {
-      // x [Tl, d] = the rows of the tokens, from the TP ranks' vocabulary shards.
-      const VocabParallelEmbedding embed(be_, tp_, param_view(w, l.params[0]));
-      s.xs.push_back(embed.forward(mb.tokens));
-    } else if (l.kind == UnitLayout::Kind::Block) {
+    if (l.kind == UnitSpec::Kind::Embedding) {
+      s.xs.push_back(embed_forward(be_, tp_, l, w, mb.tokens));
+    } else if (l.kind == UnitSpec::Kind::Block) {
       s.acts.emplace_back();
       Buffer out(be_, Tl * d, s.xs.back().dtype());
       block_forward(ctx, l, w, s.xs.back().view({Tl, d}), out.view({Tl, d}), s.acts.back());
       if (recompute_) s.acts.back().clear();
       s.xs.push_back(std::move(out));
     } else {  // final norm, LM head, vocab-parallel cross-entropy
-      const HeadMatrix m = head_matrix(u, w);
-      const int64_t V = m.param.local_shape[0];
-      // n [Tl, d] = rmsnorm(x) * w_final.
-      Buffer n(be_, Tl * d, s.xs.back().dtype());
-      s.head_rstd = Buffer(be_, Tl);
-      be_.rmsnorm_forward(n.view({Tl, d}), s.head_rstd.flat(), s.xs.back().view({Tl, d}),
-                          param_view(w, l.params[kFinalNorm]), cfg_.norm_eps);
-      // logits [T, V/TP] = n W_head^T: this rank's vocabulary shard, never gathered.
-      const ColumnParallelLinear lm_head(be_, tp_, param_view(m.weights, m.param));
-      s.head_n = lm_head.forward(std::move(n), s.logits);
-      if (m.unit != u) params_.release(m.unit);
+      // The LM head's matrix: the head unit's own, or the tied embedding's (acquired here).
+      const int hu = head_unit(u);
+      const Tensor hw = hu == u ? w : params_.acquire(hu);
+      const Tensor w_head = head_matrix(params_.layout(hu), hw);
+      const int64_t V = w_head.rows();
+      s.logits = head_forward(be_, tp_, cfg_, l, w, w_head, s.xs.back().view({Tl, d}), s.head);
+      if (hu != u) params_.release(hu);
       s.row_max = Buffer(be_, T);
       s.ce_stats = Buffer(be_, 2 * T);
       // The loss statistics; at TP 1 in training also dlogits, in the same pass (the fused
@@ -116,13 +109,17 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
   int block = int(s.acts.size());
   for (auto u_it = units_.rbegin(); u_it != units_.rend(); ++u_it) {
     const int u = *u_it;
-    const UnitLayout& l = params_.layout(u);
+    const UnitSpec& l = params_.layout(u);
     const Tensor w = params_.acquire(u), dw = params_.grads(u);
     const bool fresh = params_.grads_fresh(u);
     if (fresh) zero_accumulated_grads(be_, l, dw);
-    if (l.kind == UnitLayout::Kind::Head) {
-      const HeadMatrix m = head_matrix(u, w);
-      const int64_t V = m.param.local_shape[0];
+    if (l.kind == UnitSpec::Kind::Head) {
+      const int hu = head_unit(u);
+      const bool own = hu == u;
+      const Tensor hw = own ? w : params_.acquire(hu);
+      const UnitSpec& hl = params_.layout(hu);
+      const Tensor w_head = head_matrix(hl, hw);
+      const int64_t V = w_head.rows();
       // dlogits [T, V/TP] = loss_scale * (softmax - onehot(target)), over the logits (already,
       // when the forward fused the classifier).
       const Tensor dlogits = s.logits.view({T, V});
@@ -133,24 +130,18 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
         check(s.dlogits_scale == loss_scale, "ModelChunk: micro-batch ", id,
               "'s forward computed dlogits at loss scale ", s.dlogits_scale, ", backward asks ",
               loss_scale);
-      // dn [Tl, d] = dlogits W_head, summed over TP; dW_head += dlogits^T n (into the tied
-      // matrix's gradient, where the embedding adds its rows too; written whole by the GEMM
-      // when it is fresh).
-      const bool own = m.unit == u;
-      const ColumnParallelLinear lm_head(be_, tp_, param_view(m.weights, m.param),
-                                         param_view(own ? dw : params_.grads(m.unit), m.param),
-                                         own ? fresh : params_.grads_fresh(m.unit));
-      const Buffer dn = lm_head.backward(dlogits, s.head_n.view({T, d}));
+      // The head's gradient: the tied embedding's, where the embedding adds its rows too, which
+      // counts this as one of its backwards.
+      head_backward(be_, tp_, l, w, dw, w_head, head_matrix(hl, own ? dw : params_.grads(hu)),
+                    s.xs.back().view({Tl, d}), dlogits, grad.view({Tl, d}), s.head,
+                    own ? fresh : params_.grads_fresh(hu));
       if (!own) {
-        params_.release(m.unit);
-        params_.hand_over_grads(m.unit);
+        params_.release(hu);
+        params_.hand_over_grads(hu);
       }
-      be_.rmsnorm_backward(grad.view({Tl, d}), param_view(dw, l.params[kFinalNorm]),
-                           dn.view({Tl, d}), s.xs.back().view({Tl, d}),
-                           param_view(w, l.params[kFinalNorm]), s.head_rstd.flat());
       s.logits.reset();
-      s.head_n.reset();
-    } else if (l.kind == UnitLayout::Kind::Block) {
+      s.head.n.reset();
+    } else if (l.kind == UnitSpec::Kind::Block) {
       --block;
       const Tensor x = s.xs[block].view({Tl, d});
       BlockActs& a = s.acts[block];
@@ -163,9 +154,7 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
       a.clear();
       grad = std::move(dx);
     } else {
-      const VocabParallelEmbedding embed(be_, tp_, param_view(w, l.params[0]),
-                                         param_view(dw, l.params[0]));
-      embed.backward(std::move(grad), mb.tokens);
+      embed_backward(be_, tp_, l, w, dw, std::move(grad), mb.tokens);
     }
     params_.release(u);
     params_.hand_over_grads(u);

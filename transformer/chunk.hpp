@@ -1,6 +1,7 @@
 // A model chunk: the consecutive units that one pipeline stage runs for one virtual stage
 // (with one stage and no pipelining, the whole model). The first chunk of the model also
-// embeds the tokens; the last also applies the final norm, the LM head and the loss.
+// embeds the tokens; the last also applies the final norm, the LM head (transformer/ends.hpp)
+// and the loss.
 //
 // Per micro-batch the chunk keeps its activations from forward until backward. Under
 // --recompute full it keeps only each block's input and runs the block's forward again
@@ -16,6 +17,7 @@
 #include "model/unit_params.hpp"
 #include "parallel/pipeline.hpp"
 #include "transformer/block.hpp"
+#include "transformer/ends.hpp"
 
 namespace tetra {
 
@@ -51,20 +53,14 @@ class ModelChunk final : public PipelineStage {
   struct State {
     std::vector<Buffer> xs;  // xs[0] chunk input, xs[i+1] output of block i; [Tl, d] each
     std::vector<BlockActs> acts;
-    Buffer head_n;                     // the final norm's output on all T tokens [T, d]
-    Buffer head_rstd;                  // [Tl]
+    HeadActs head;
     Buffer logits, row_max, ce_stats;  // [T, V/TP], [T], [T, 2]
     float dlogits_scale = 0;           // not 0: logits already hold dlogits at this loss scale
   };
   BlockContext block_ctx(const MicroBatch& mb) const;
-  // The LM head's matrix [V/TP, d]: the head unit's lm_head (in w, its weights), or the tied
-  // unit's, acquired here (release it after use).
-  struct HeadMatrix {
-    Tensor weights;  // the flat weights of `unit`
-    const ParamInfo& param;
-    int unit;
-  };
-  HeadMatrix head_matrix(int head_unit, const Tensor& w);
+  // The unit whose matrix the LM head of unit `head` reads: itself, or under tied embeddings
+  // the embedding unit (or its copy).
+  int head_unit(int head) const;
 
   Backend& be_;
   TensorParallel tp_;

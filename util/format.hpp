@@ -1,6 +1,6 @@
-// Numbers as tetra prints them. printf-style formatting of one number into a string as long as
-// it needs: "%.0f" of 1e308 is 309 digits, and a fixed buffer would cut it to a number that
-// reads as another.
+// Numbers and text as tetra prints them. printf-style formatting of one number into a string as
+// long as it needs: "%.0f" of 1e308 is 309 digits, and a fixed buffer would cut it to a number
+// that reads as another.
 #pragma once
 #include <cstdio>
 #include <string>
@@ -39,6 +39,27 @@ inline std::string byte_size(double b) {
   while ((b < 0 ? -b : b) >= 999.5 && u < 5) b /= 1000, ++u;
   const double a = b < 0 ? -b : b;
   return format_number(a >= 99.95 ? "%.0f " : a >= 9.995 ? "%.1f " : "%.2f ", b) + units[u];
+}
+
+// Text on one line, in quotes: newlines, other control characters, quotes and backslashes
+// escaped.
+inline std::string printable(const std::string& text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out + "\"";
 }
 
 }  // namespace tetra

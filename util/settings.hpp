@@ -9,12 +9,17 @@
 // ("[model] kv_heads"); its flag is "--" and the name with '_' as '-' (--kv-heads).
 // A setting's full key is "section.name" ("model.kv_heads"): what TrainConfig::given holds.
 //
+// A message (or a help text) names a setting by its key between backquotes, "`model.heads` must
+// be positive", never by its flag: whoever prints it words each one as the user gave the
+// setting (worded()): "--heads must be positive", or "run.toml: model.heads must be positive".
+//
 // No CLI11 here (util/ is the bottom layer): a value travels as JSON of its kind, and cli/
 // turns flag text into it.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -48,6 +53,34 @@ Check number_rule(std::function<bool(double)> ok, std::string words);
 // "min_lr" -> "--min-lr".
 std::string flag_of(std::string name);
 
+// What a resumed run may do with a setting's value (checkpoint/resume.hpp compares them).
+enum class Resume {
+  Fixed,       // must be the checkpoint's: the run being continued is made of it
+  Changeable,  // may differ where --allow-change names it (to extend or fine-tune a run)
+  Free,        // may differ: it does not enter the trained state, or a check of its own covers it
+};
+
+// What the tools do with a setting besides reading it. A section gives its keys' traits; a key
+// may say otherwise.
+struct Traits {
+  Resume resume = Resume::Free;
+  // tetra sweep passes it on to every run it starts; false where the sweep decides it (the
+  // layout, the ZeRO stage) or it is one run's own (its files, its validation).
+  bool swept = true;
+};
+
+// Where a run's given settings came from: the --config file, and the keys it gave (the
+// command line gave the others, or they are defaults).
+struct Origin {
+  std::string file;
+  std::set<std::string> keys;
+};
+
+// `text` with each setting it names ("`model.heads`") worded as `origin` says it was given: by
+// its key ("model.heads") when the --config file gave it, and then "FILE: " before the whole
+// text; by its flag ("--heads") when the command line gave it or it is a default.
+std::string worded(const std::string& text, const Origin& origin = {});
+
 // One setting of section S.
 template <typename S>
 struct Key {
@@ -60,21 +93,39 @@ struct Key {
   int64_t min = 0, max = 0;          // Kind::Integer: the field type's range
   std::string shown_default;         // --help's default when it is not the field's ("lr/10")
   std::function<json(const S&)> get;
-  std::function<void(S&, const json&)> set;  // from JSON of its kind (see Key::read)
+  std::function<void(S&, const json&)> set;  // from JSON of its kind
+  // Its traits; unset: its section's (the Table fills them in, so a Table's keys have both).
+  std::optional<Resume> resume;
+  std::optional<bool> swept;
 
   std::string flag() const { return flag_of(name); }
   Key&& shown(std::string text) && {
     shown_default = std::move(text);
     return std::move(*this);
   }
+  Key&& on_resume(Resume r) && {
+    resume = r;
+    return std::move(*this);
+  }
+  Key&& sweep(bool passed_on) && {
+    swept = passed_on;
+    return std::move(*this);
+  }
 };
 
-// A section: its TOML table and JSON object (`name`), its --help group, its keys in --help's
-// order.
+// A section: its TOML table and JSON object (`name`), its --help group, the traits of its keys
+// that do not give their own, its keys in --help's order.
 template <typename S>
 struct Table {
   std::string name, group;
   std::vector<Key<S>> keys;
+  Table(std::string name_, std::string group_, Traits section, std::vector<Key<S>> keys_)
+      : name(std::move(name_)), group(std::move(group_)), keys(std::move(keys_)) {
+    for (Key<S>& k : keys) {
+      if (!k.resume) k.resume = section.resume;
+      if (!k.swept) k.swept = section.swept;
+    }
+  }
 };
 
 // key(&S::field, "name", "METAVAR", "help", check): the kind from the field's type.

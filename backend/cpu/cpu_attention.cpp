@@ -36,7 +36,8 @@ class RegionErrors {
       std::rethrow_exception(first_);
     } catch (const std::bad_alloc&) {
       fail("out of host memory in ", op, ": a [", rows, ", ", cols,
-           "] fp32 score matrix per thread does not fit; shorten --seq-len or raise --cp");
+           "] fp32 score matrix per thread does not fit; shorten `model.seq_len` or raise "
+           "`layout.cp`");
     }
   }
 

@@ -111,12 +111,6 @@ class CpuBackend final : public Backend {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
   }
-  void scale(Tensor x, float alpha) override {
-    float* p = x.f32();
-    const int64_t n = x.numel();
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) p[i] *= alpha;
-  }
   double sum_squares(const Tensor& x) override {
     const float* p = x.f32();
     const int64_t n = x.numel(), chunks = (n + kChunk - 1) / kChunk;
@@ -256,10 +250,6 @@ class CpuBackend final : public Backend {
     rmsnorm_grad(dx, dw, dy, x, w, rstd, residual.f32());
   }
 
-  void rope(Tensor x, int heads, const Tensor& pos, const Rope& rope, bool inverse) override {
-    const int64_t hd = x.cols() / heads;
-    rotate(x.f32(), x.cols(), x.rows(), heads, hd, pos.i32(), rope, inverse);
-  }
   void rope_split_qkv(Tensor q, Tensor k, Tensor v, const Tensor& qkv, int heads, int kv_heads,
                       const Tensor& pos, const Rope& rope) override {
     const int64_t T = qkv.rows(), W = qkv.cols(), qw = q.cols(), kw = k.cols();
@@ -274,8 +264,8 @@ class CpuBackend final : public Backend {
       std::memcpy(pk + t * kw, s + t * W + qw, kw * sizeof(float));
       std::memcpy(pv + t * kw, s + t * W + qw + kw, kw * sizeof(float));
     }
-    this->rope(q, heads, pos, rope, false);
-    this->rope(k, kv_heads, pos, rope, false);
+    rotate(pq, qw, T, heads, qw / heads, pos.i32(), rope, false);
+    rotate(pk, kw, T, kv_heads, qw / heads, pos.i32(), rope, false);
   }
   void rope_merge_qkv(Tensor dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int heads,
                       int kv_heads, const Tensor& pos, const Rope& rope) override {
@@ -326,26 +316,30 @@ class CpuBackend final : public Backend {
     cpu_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, pos, s);
   }
 
-  void swiglu_forward(Tensor h, const Tensor& gate, const Tensor& up) override {
-    swiglu(h.f32(), gate.f32(), up.f32(), 1, h.numel(), 0);
-  }
-  void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dh, const Tensor& gate,
-                       const Tensor& up) override {
-    swiglu_grad(dgate.f32(), dup.f32(), dh.f32(), gate.f32(), up.f32(), 1, dh.numel(), 0);
-  }
   // gate_up [T, 2F]: gate = columns [0, F) of a row, up = [F, 2F).
   void swiglu_fused_forward(Tensor h, const Tensor& gate_up) override {
     const int64_t T = h.rows(), F = h.cols();
     check(gate_up.rows() == T && gate_up.cols() == 2 * F, "swiglu_fused_forward ",
           gate_up.shape_str(), " -> ", h.shape_str());
-    swiglu(h.f32(), gate_up.f32(), gate_up.f32() + F, T, F, 2 * F);
+    const float* gu = gate_up.f32();
+    float* ph = h.f32();
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < F; ++i)
+        ph[t * F + i] = op::swiglu(gu[t * 2 * F + i], gu[t * 2 * F + F + i]);
   }
   void swiglu_fused_backward(Tensor dgate_up, const Tensor& dh, const Tensor& gate_up) override {
     const int64_t T = dh.rows(), F = dh.cols();
     check(gate_up.rows() == T && gate_up.cols() == 2 * F && dgate_up.numel() == gate_up.numel(),
           "swiglu_fused_backward ", dh.shape_str(), " -> ", dgate_up.shape_str());
-    swiglu_grad(dgate_up.f32(), dgate_up.f32() + F, dh.f32(), gate_up.f32(), gate_up.f32() + F, T,
-                F, 2 * F);
+    const float *gu = gate_up.f32(), *pdh = dh.f32();
+    float* d = dgate_up.f32();
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < F; ++i) {
+        const int64_t g = t * 2 * F + i, u = g + F;  // gate's column i, up's column i
+        op::swiglu_backward(pdh[t * F + i], gu[g], gu[u], d[g], d[u]);
+      }
   }
 
   void ce_row_max(Tensor row_max, const Tensor& logits, int64_t valid) override {
@@ -476,25 +470,6 @@ class CpuBackend final : public Backend {
         }
       }
     }
-  }
-  // h[t, i] = swiglu(g[t, i], u[t, i]) over T rows of F, the inputs' rows `in_stride` apart
-  // (0: one flat run of F elements).
-  static void swiglu(float* h, const float* g, const float* u, int64_t T, int64_t F,
-                     int64_t in_stride) {
-#pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t i = 0; i < F; ++i)
-        h[t * F + i] = op::swiglu(g[t * in_stride + i], u[t * in_stride + i]);
-  }
-  // Its backward; dg, du, g, u rows `in_stride` apart, dh rows F apart.
-  static void swiglu_grad(float* dg, float* du, const float* dh, const float* g, const float* u,
-                          int64_t T, int64_t F, int64_t in_stride) {
-#pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t i = 0; i < F; ++i) {
-        const int64_t j = t * in_stride + i;
-        op::swiglu_backward(dh[t * F + i], g[j], u[j], dg[j], du[j]);
-      }
   }
 };
 

@@ -39,7 +39,6 @@ class GuardedBackend final : public Backend {
   void add3(Tensor out, const Tensor& a, const Tensor& b) override {
     cpu_->add3(in(out), in(a), in(b));
   }
-  void scale(Tensor x, float alpha) override { cpu_->scale(in(x), alpha); }
   double sum_squares(const Tensor& x) override { return cpu_->sum_squares(in(x)); }
   void sum_squares(std::span<const Tensor> xs, std::span<double> out) override {
     std::vector<Tensor> host(xs.begin(), xs.end());
@@ -78,9 +77,6 @@ class GuardedBackend final : public Backend {
                                  const Tensor& residual) override {
     cpu_->rmsnorm_backward_residual(in(dx), in(dw), in(dy), in(x), in(w), in(rstd), in(residual));
   }
-  void rope(Tensor x, int heads, const Tensor& pos, const Rope& rope, bool inverse) override {
-    cpu_->rope(in(x), heads, in(pos), rope, inverse);
-  }
   void rope_split_qkv(Tensor q, Tensor k, Tensor v, const Tensor& qkv, int heads, int kv_heads,
                       const Tensor& pos, const Rope& rope) override {
     cpu_->rope_split_qkv(in(q), in(k), in(v), in(qkv), heads, kv_heads, in(pos), rope);
@@ -106,13 +102,6 @@ class GuardedBackend final : public Backend {
                           const AttnPositions& pos, const AttnShape& s) override {
     cpu_->attention_backward(in(dq), in(dk), in(dv), in(dout), in(q), in(k), in(v), in(out),
                              in(lse), in(pos), s);
-  }
-  void swiglu_forward(Tensor h, const Tensor& gate, const Tensor& up) override {
-    cpu_->swiglu_forward(in(h), in(gate), in(up));
-  }
-  void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dh, const Tensor& gate,
-                       const Tensor& up) override {
-    cpu_->swiglu_backward(in(dgate), in(dup), in(dh), in(gate), in(up));
   }
   void swiglu_fused_forward(Tensor h, const Tensor& gate_up) override {
     cpu_->swiglu_fused_forward(in(h), in(gate_up));

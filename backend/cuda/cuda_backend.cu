@@ -154,26 +154,6 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaStreamSynchronize(stream_));
     times_->collect();
   }
-  // An event recorded on the backend's stream.
-  class CudaEvent final : public Event {
-   public:
-    explicit CudaEvent(cudaStream_t s) {
-      CUDA_CHECK(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming));
-      CUDA_CHECK(cudaEventRecord(e_, s));
-    }
-    ~CudaEvent() override { cudaEventDestroy(e_); }
-    bool done() override {
-      const cudaError_t r = cudaEventQuery(e_);
-      if (r == cudaErrorNotReady) return false;
-      CUDA_CHECK(r);
-      return true;
-    }
-    void wait() override { CUDA_CHECK(cudaEventSynchronize(e_)); }
-
-   private:
-    cudaEvent_t e_ = nullptr;
-  };
-  std::unique_ptr<Event> record_event() override { return std::make_unique<CudaEvent>(stream_); }
   // Pinned host memory: device copies from it run at the bus's speed.
   void* host_alloc(size_t bytes) override {
     void* p = nullptr;
@@ -248,14 +228,6 @@ class CudaBackend final : public Backend {
     add3_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(f32(out), f32(a), f32(b), n);
     LAUNCH_CHECK("add3_kernel");
   }
-  void scale(Tensor x, float alpha) override {
-    if (try_vec_scale(stream_, x, alpha)) return;
-    if (x.dtype != DType::F32) return scale_any(stream_, x, alpha);
-    const int64_t n = x.numel();
-    if (n == 0) return;
-    scale_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(f32(x), n, alpha);
-    LAUNCH_CHECK("scale_kernel");
-  }
   double sum_squares(const Tensor& x) override {
     double total = 0;
     sum_squares(std::span<const Tensor>(&x, 1), std::span<double>(&total, 1));
@@ -296,7 +268,7 @@ class CudaBackend final : public Backend {
       if (beta == 0.f)
         fill(C, 0.f);
       else
-        scale(C, beta);
+        scale_any(stream_, C, beta);
       return;
     }
     CUBLAS_CHECK(cublasSgemm(blas_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
@@ -379,19 +351,6 @@ class CudaBackend final : public Backend {
     rmsnorm_backward_any(stream_, dx, dw, dy, x, w, rstd, residual);
   }
 
-  void rope(Tensor x, int heads, const Tensor& pos, const Rope& rope, bool inverse) override {
-    check(heads > 0 && x.cols() % heads == 0 && (x.cols() / heads) % 2 == 0 &&
-              pos.numel() == x.rows(),
-          "rope on ", x.shape_str(), " with ", heads, " heads");
-    const int64_t T = x.rows(), hd = x.cols() / heads, half = hd / 2;
-    if (x.dtype != DType::F32)
-      return rope_any(stream_, x, heads, hd, pos, rope_table(hd, rope), rope, inverse);
-    if (T * half == 0) return;
-    rope_kernel<<<blocks_for(T * half), kThreads, 0, stream_>>>(f32(x), i32(pos), T, heads, hd,
-                                                                rope, inverse ? -1.f : 1.f);
-    LAUNCH_CHECK("rope_kernel");
-  }
-
   void rope_split_qkv(Tensor q, Tensor k, Tensor v, const Tensor& qkv, int heads, int kv_heads,
                       const Tensor& pos, const Rope& rope) override {
     const int64_t hd = q.cols() / std::max(heads, 1);
@@ -435,27 +394,6 @@ class CudaBackend final : public Backend {
     if (!all_f32({&dq, &dk, &dv, &dout, &q, &k, &v, &out}))
       return attention_->backward(dq, dk, dv, dout, q, k, v, out, lse, pos, s);
     fp32_attention_backward(stream_, dq, dk, dv, dout, q, k, v, out, lse, pos, s);
-  }
-
-  void swiglu_forward(Tensor h, const Tensor& gate, const Tensor& up) override {
-    const int64_t n = h.numel();
-    check(gate.numel() == n && up.numel() == n, "swiglu_forward shapes");
-    if (!all_f32({&h, &gate, &up})) return swiglu_forward_any(stream_, h, gate, up);
-    if (n == 0) return;
-    swiglu_forward_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(f32(h), f32(gate), f32(up), n);
-    LAUNCH_CHECK("swiglu_forward_kernel");
-  }
-  void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dh, const Tensor& gate,
-                       const Tensor& up) override {
-    const int64_t n = dh.numel();
-    check(dgate.numel() == n && dup.numel() == n && gate.numel() == n && up.numel() == n,
-          "swiglu_backward shapes");
-    if (!all_f32({&dgate, &dup, &dh, &gate, &up}))
-      return swiglu_backward_any(stream_, dgate, dup, dh, gate, up);
-    if (n == 0) return;
-    swiglu_backward_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(f32(dgate), f32(dup), f32(dh),
-                                                                    f32(gate), f32(up), n);
-    LAUNCH_CHECK("swiglu_backward_kernel");
   }
 
   void swiglu_fused_forward(Tensor h, const Tensor& gate_up) override {
@@ -551,7 +489,7 @@ std::unique_ptr<Backend> make_cuda_backend(int local_rank) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) cudaGetLastError();
-  check(err == cudaSuccess && count > 0, "--device cuda: no GPU is visible (",
+  check(err == cudaSuccess && count > 0, "`device.device` cuda: no GPU is visible (",
         err == cudaSuccess ? "none found" : cudaGetErrorString(err), ")");
   return std::make_unique<CudaBackend>(local_rank % count);
 }

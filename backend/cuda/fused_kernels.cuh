@@ -269,7 +269,7 @@ __global__ void copy_columns_kernel(T* part, T* fused, int64_t T_, int64_t w, in
   }
 }
 
-// ---- SwiGLU: h [T, F] from gate and up rows `in_stride` apart (F apart: separate tensors) ----
+// ---- SwiGLU: h [T, F] from gate and up rows `in_stride` apart (2F: the fused gate_up) ----
 
 template <typename T>
 __global__ void swiglu_t_kernel(T* h, const T* g, const T* u, int64_t T_, int64_t F,

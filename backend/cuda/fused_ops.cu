@@ -299,34 +299,6 @@ void rope_merge_qkv_any(cudaStream_t s, Tensor dqkv, const Tensor& dq, const Ten
   rope_any(s, dqkv, heads + kv_heads, hd, pos, table, rope, true);
 }
 
-void swiglu_forward_any(cudaStream_t s, Tensor h, const Tensor& gate, const Tensor& up) {
-  const int64_t n = h.numel();
-  check(gate.numel() == n && up.numel() == n, "swiglu_forward shapes");
-  same_dtype("swiglu_forward", {&h, &gate, &up});
-  if (n == 0) return;
-  by_dtype(h.dtype, "swiglu_forward", [&](auto tag) {
-    using T = decltype(tag);
-    swiglu_t_kernel<T><<<grid_for(n, kThreads), kThreads, 0, s>>>(dev_as<T>(h), dev_as<T>(gate),
-                                                                  dev_as<T>(up), 1, n, n);
-  });
-  TETRA_LAUNCH_CHECK("swiglu_t_kernel");
-}
-
-void swiglu_backward_any(cudaStream_t s, Tensor dgate, Tensor dup, const Tensor& dh,
-                         const Tensor& gate, const Tensor& up) {
-  const int64_t n = dh.numel();
-  check(dgate.numel() == n && dup.numel() == n && gate.numel() == n && up.numel() == n,
-        "swiglu_backward shapes");
-  same_dtype("swiglu_backward", {&dgate, &dup, &dh, &gate, &up});
-  if (n == 0) return;
-  by_dtype(dh.dtype, "swiglu_backward", [&](auto tag) {
-    using T = decltype(tag);
-    swiglu_backward_t_kernel<T><<<grid_for(n, kThreads), kThreads, 0, s>>>(
-        dev_as<T>(dgate), dev_as<T>(dup), dev_as<T>(dh), dev_as<T>(gate), dev_as<T>(up), 1, n, n);
-  });
-  TETRA_LAUNCH_CHECK("swiglu_backward_t_kernel");
-}
-
 void swiglu_fused_forward_any(cudaStream_t s, Tensor h, const Tensor& gate_up) {
   const int64_t T = h.rows(), F = h.cols();
   check(gate_up.rows() == T && gate_up.cols() == 2 * F, "swiglu_fused_forward ",

@@ -49,10 +49,7 @@ void rope_merge_qkv_any(cudaStream_t s, Tensor dqkv, const Tensor& dq, const Ten
                         const Tensor& dv, int heads, int kv_heads, const Tensor& pos,
                         const void* table, const Rope& rope);
 
-// Gate and up as two [T, F] tensors, or fused as gate_up [T, 2F] (columns gate | up).
-void swiglu_forward_any(cudaStream_t s, Tensor h, const Tensor& gate, const Tensor& up);
-void swiglu_backward_any(cudaStream_t s, Tensor dgate, Tensor dup, const Tensor& dh,
-                         const Tensor& gate, const Tensor& up);
+// Gate and up fused as gate_up [T, 2F] (columns gate | up).
 void swiglu_fused_forward_any(cudaStream_t s, Tensor h, const Tensor& gate_up);
 void swiglu_fused_backward_any(cudaStream_t s, Tensor dgate_up, const Tensor& dh,
                                const Tensor& gate_up);

@@ -9,7 +9,6 @@
 #include <cstdint>
 
 #include "backend/cuda/reduce.cuh"
-#include "backend/rope.hpp"
 #include "util/bf16.hpp"
 
 namespace tetra::cuda {
@@ -32,24 +31,6 @@ __global__ void add_kernel(float* y, const float* x, int64_t n) {
 }
 __global__ void add3_kernel(float* out, const float* a, const float* b, int64_t n) {
   TETRA_FOR(i, n) out[i] = a[i] + b[i];
-}
-__global__ void scale_kernel(float* x, int64_t n, float alpha) {
-  TETRA_FOR(i, n) x[i] *= alpha;
-}
-
-// h = silu(g) * u, silu(g) = g * sigmoid(g).
-__global__ void swiglu_forward_kernel(float* h, const float* gate, const float* up, int64_t n) {
-  TETRA_FOR(i, n) h[i] = gate[i] / (1.f + expf(-gate[i])) * up[i];
-}
-// du = dh * silu(g); dg = dh * u * silu'(g), silu'(g) = sig(g) * (1 + g * (1 - sig(g))).
-__global__ void swiglu_backward_kernel(float* dgate, float* dup, const float* dh, const float* gate,
-                                       const float* up, int64_t n) {
-  TETRA_FOR(i, n) {
-    const float d = dh[i], g = gate[i], u = up[i];
-    const float sig = 1.f / (1.f + expf(-g));
-    dup[i] = d * g * sig;
-    dgate[i] = d * u * sig * (1.f + g * (1.f - sig));
-  }
 }
 
 // ---- Embedding: table [V, d] holds vocabulary rows [vocab_start, vocab_start + V) ----
@@ -108,27 +89,6 @@ __global__ void rmsnorm_backward_dw_kernel(float* dw, const float* dy, const flo
     float acc = dw[c];
     for (int64_t t = 0; t < T; ++t) acc += dy[t * d + c] * x[t * d + c] * rstd[t];
     dw[c] = acc;
-  }
-}
-
-// ---- RoPE, rotate-half, in place on x [T, heads * hd] at positions pos [T] ----
-
-// One thread per (t, i < hd/2): angle = pos[t] rope.inv_freq(i, hd) in double (as on the CPU),
-// c = cos, s = sign sin in float; in every head (x1, x2) = (x[i], x[i + hd/2]) ->
-// (x1 c - x2 s, x2 c + x1 s). sign = -1 is the transposed rotation (the backward).
-__global__ void rope_kernel(float* x, const int32_t* pos, int64_t T, int heads, int64_t hd,
-                            Rope rope, float sign) {
-  const int64_t half = hd / 2;
-  TETRA_FOR(idx, T * half) {
-    const int64_t t = idx / half, i = idx % half;
-    const double angle = double(pos[t]) * rope.inv_freq(i, hd);
-    const float c = float(cos(angle)), s = sign * float(sin(angle));
-    for (int h = 0; h < heads; ++h) {
-      float* xh = x + (t * heads + h) * hd;
-      const float x1 = xh[i], x2 = xh[i + half];
-      xh[i] = x1 * c - x2 * s;
-      xh[i + half] = x2 * c + x1 * s;
-    }
   }
 }
 

@@ -91,19 +91,6 @@ bool try_vec_add3(cudaStream_t s, Tensor out, const Tensor& a, const Tensor& b) 
   return true;
 }
 
-bool try_vec_scale(cudaStream_t s, Tensor x, float alpha) {
-  if (!usable(x.numel(), vec_elems({&x}), {&x})) return false;
-  by_dtype(x.dtype, "vector_io", [&](auto tag) {
-    using T = decltype(tag);
-    constexpr int N = kVec<T>;
-    const int64_t vectors = x.numel() / N;
-    scale_vec_kernel<T, N>
-        <<<grid_for(vectors, kThreads), kThreads, 0, s>>>(dev_as<T>(x), vectors, alpha);
-  });
-  TETRA_LAUNCH_CHECK("scale_vec_kernel");
-  return true;
-}
-
 bool try_vec_embedding_forward(cudaStream_t s, Tensor out, const Tensor& tokens,
                                const Tensor& table, int64_t vocab_start) {
   const int64_t T = out.rows(), d = out.cols(), V = table.rows();

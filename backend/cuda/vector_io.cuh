@@ -55,14 +55,6 @@ __global__ void add3_vec_kernel(T* out, const T* a, const T* b, int64_t vectors)
     o.store(out + i * N);
   }
 }
-template <typename T, int N>
-__global__ void scale_vec_kernel(T* x, int64_t vectors, float alpha) {
-  TETRA_FOR(i, vectors) {
-    Vec<T, N> a = Vec<T, N>::load(x + i * N);
-    for (int k = 0; k < N; ++k) a.set(k, a.get(k) * alpha);
-    a.store(x + i * N);
-  }
-}
 
 // out [T, d] from table rows (d a multiple of N), as embedding_forward_t_kernel.
 template <typename T, int N>

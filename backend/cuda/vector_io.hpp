@@ -6,7 +6,7 @@
 // the shapes. The per-element math is the scalar kernel's, so both give the same bits
 // (test_cuda_vector_io.cpp).
 //
-// Vectorized: fill, cast, add, add3, scale, embedding_forward, swiglu_fused_forward/backward,
+// Vectorized: fill, cast, add, add3, embedding_forward, swiglu_fused_forward/backward,
 // ce_backward (bf16 logits: fp32 keeps kernels.cuh's own formula), AdamW. Left scalar: the
 // reductions (RMSNorm's, the cross-entropy's row maxima and sums, sums of squares), whose sums
 // a vector per thread would reorder, and so change in their bits; RoPE and the q|k|v column
@@ -27,7 +27,6 @@ bool try_vec_fill(cudaStream_t s, Tensor x, float value);
 bool try_vec_cast(cudaStream_t s, Tensor dst, const Tensor& src);
 bool try_vec_add(cudaStream_t s, Tensor y, const Tensor& x);
 bool try_vec_add3(cudaStream_t s, Tensor out, const Tensor& a, const Tensor& b);
-bool try_vec_scale(cudaStream_t s, Tensor x, float alpha);
 bool try_vec_embedding_forward(cudaStream_t s, Tensor out, const Tensor& tokens,
                                const Tensor& table, int64_t vocab_start);
 bool try_vec_swiglu_fused_forward(cudaStream_t s, Tensor h, const Tensor& gate_up);

@@ -23,10 +23,11 @@ TEST_CASE("bounds: the model's sizes are checked against tetra's stated limits")
   CHECK_NOTHROW(c.validate());
   c.seq_len = tetra::kMaxSeqLen + 1;
   CHECK(error_of([&] { c.validate(); }) ==
-        "--seq-len 16777217 is more than tetra's limit of 16777216 tokens per sequence");
+        "`model.seq_len` 16777217 is more than tetra's limit of 16777216 tokens per sequence");
   c = tetra::ModelConfig{};
   c.layers = tetra::kMaxLayers + 1;
-  CHECK(error_of([&] { c.validate(); }).find("--layers 65537 is more than tetra's limit") == 0);
+  CHECK(error_of([&] { c.validate(); }).find("`model.layers` 65537 is more than tetra's limit") ==
+        0);
 
   expect_refusal(tetra_bin() + " plan --seq-len 2147483647", "--seq-len 2147483647 is more than");
   expect_refusal(tetra_bin() + " train --seq-len 2147483647 --steps 1",

@@ -166,8 +166,14 @@ TEST_CASE("config file: a bad key or value is one error naming the file and the 
        ": model.layers is given more than once"},
       {"[model]\nkv-heads = 1\nkv_heads = 2\n", ": model.kv_heads is given more than once"},
       {"[checkpoint]\nallow_change = \"lr,seed\"\n",
-       ": checkpoint.allow_change takes a comma-separated list of data, lr, min-lr, warmup, "
-       "steps, clip, weight-decay, dtype (got 'seed')"},
+       ": checkpoint.allow_change takes a comma-separated list of steps, lr, min-lr, warmup, "
+       "weight-decay, clip, data, dtype (got 'seed')"},
+      // What the settings imply of each other (resolve()): the file's by key, the others
+      // by flag.
+      {"[checkpoint]\nckpt_every = 2\n", ": checkpoint.ckpt_every needs --ckpt-dir"},
+      {"[optimizer]\nlr = 0.1\nmin_lr = 1\n",
+       ": optimizer.min_lr 1 is above optimizer.lr 0.1: the schedule would climb after the "
+       "warmup"},
   };
   for (const auto& [text, message] : cases) {
     CAPTURE(text);
@@ -231,13 +237,18 @@ TEST_CASE("config file: a run from --print-config's output trains bit for bit as
   CAPTURE(c.err);
   CHECK(c.status == 0);
   CHECK(c.out.find("model: layers 4, dim 32") != std::string::npos);
-  // A given shape that disagrees with the model is refused in both forms.
+  // A given shape that disagrees with the model is refused in both forms, each named as given.
   const Spawned p3 =
       spawn(tetra_bin() + " train" + from + "--layers 3 --print-config > " + (d / "bad.toml"));
   REQUIRE(p3.status == 0);
-  for (const std::string& how : {from + "--layers 3", " --config " + (d / "bad.toml")}) {
+  const std::pair<std::string, std::string> forms[] = {
+      {from + "--layers 3", "tetra: error: --layers 3 disagrees with the init model"},
+      {" --config " + (d / "bad.toml"),
+       "tetra: error: " + (d / "bad.toml") + ": model.layers 3 disagrees with the init model"}};
+  for (const auto& [how, said] : forms) {
     const Spawned r = spawn(tetra_bin() + " train" + how);
+    CAPTURE(r.err);
     CHECK(r.status == 2);
-    CHECK(r.err.find("--layers 3 disagrees with the init model") != std::string::npos);
+    CHECK(r.err.find(said) != std::string::npos);
   }
 }

@@ -11,8 +11,8 @@
 #include "backend/backend.hpp"
 #include "cli/options.hpp"
 #include "data/dataset.hpp"
-#include "train/generate.hpp"
 #include "train/trainer.hpp"
+#include "transformer/generator.hpp"
 
 using namespace tetra;
 using tetra::test::count;

@@ -296,9 +296,9 @@ TEST_CASE("hf: config.json as transformers 5 writes it; one that disagrees with 
   std::ofstream(dir + "/config.json") << exported.dump();
   ModelConfig tied_flags;
   tied_flags.tie_embeddings = true;
-  CHECK_THROWS_WITH_AS(config_from_model(HfModel(dir), tied_flags, {"model.tie_embeddings"}),
-                       doctest::Contains("--tie-embeddings true disagrees with the init model"),
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      config_from_model(HfModel(dir), tied_flags, {"model.tie_embeddings"}),
+      doctest::Contains("`model.tie_embeddings` true disagrees with the init model"), Error);
   // Fewer layers than the file holds: refused, not silently cut to the first layer.
   CHECK_THROWS_WITH_AS(read_with([](json& c) { c["num_hidden_layers"] = 1; }),
                        doctest::Contains("holds tensor 'model.layers.1."), Error);

@@ -14,8 +14,8 @@
 #include "../support/test_util.hpp"
 #include "../support/tiny_model.hpp"
 #include "model/config.hpp"
+#include "parallel/chunks.hpp"
 #include "parallel/grid.hpp"
-#include "parallel/pipeline_layout.hpp"
 #include "util/checked.hpp"
 
 using namespace tetra::test;

@@ -127,7 +127,7 @@ TEST_CASE("checkpoint io: TP 2 x DP 2 ranks save together and each reads whole t
   const Reader reader(path);
   CHECK(reader.state().step == 3);
   const Reader::Kind kinds[3] = {Reader::Kind::Param, Reader::Kind::AdamM, Reader::Kind::AdamV};
-  for (const UnitLayout& u : make_units(cfg, 1, 0)) {
+  for (const UnitSpec& u : make_units(cfg, 1, 0)) {
     for (const ParamInfo& p : u.params) {
       CAPTURE(p.name);
       for (int k = 0; k < 3; ++k) CHECK(reader.tensor(p.name, kinds[k]) == global.of(k).at(p.name));

@@ -167,7 +167,7 @@ TrainConfig featured(const Run& r, const std::string& model_dir) {
   c.optimizer.recompute = r.recompute;
   if (r.sample) c.output.sample_every = 2;
   if (r.init_from) {
-    c.data.init_from = model_dir + (r.tie ? "_tied" : "");
+    c.model.init_from = model_dir + (r.tie ? "_tied" : "");
     c.optimizer.seed = 99;  // the file's weights, not the seed's, must be what trains
   }
   return c;

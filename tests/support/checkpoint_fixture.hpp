@@ -42,7 +42,7 @@ struct Weights {
 inline Weights make_weights(const ModelConfig& cfg, int salt) {
   Weights w;
   float next = 1.0f;
-  for (const UnitLayout& u : make_units(cfg, 1, 0)) {
+  for (const UnitSpec& u : make_units(cfg, 1, 0)) {
     for (const ParamInfo& p : u.params) {
       for (int64_t i = 0; i < p.numel(); ++i, next += 1.0f) {
         w.param[p.name].push_back(next + 0.25f * float(salt));
@@ -64,7 +64,7 @@ struct RankShard {
 inline RankShard shard_of(const ModelConfig& cfg, const Weights& w, int tp, int tp_rank, int dp,
                           int dp_rank) {
   RankShard out;
-  for (const UnitLayout& u : make_units(cfg, tp, tp_rank)) {
+  for (const UnitSpec& u : make_units(cfg, tp, tp_rank)) {
     const int64_t per = (u.numel + dp - 1) / dp;
     const int64_t lo = std::min(u.numel, dp_rank * per), hi = std::min(u.numel, lo + per);
     for (const ParamInfo& p : u.params) {

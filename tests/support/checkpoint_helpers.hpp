@@ -100,7 +100,7 @@ inline std::vector<std::string> entries(const std::string& dir) {
 }
 
 inline void check_tensors(const Reader& r, const ModelConfig& cfg, const Weights& w) {
-  for (const UnitLayout& u : make_units(cfg, 1, 0)) {
+  for (const UnitSpec& u : make_units(cfg, 1, 0)) {
     for (const ParamInfo& p : u.params) {
       CAPTURE(p.name);
       CHECK(r.tensor(p.name, Reader::Kind::Param) == w.param.at(p.name));

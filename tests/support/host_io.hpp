@@ -1,7 +1,8 @@
-// Test support for the CPU op tests: seeded host values, and host values in and out of one
-// backend (bf16 tensors uploaded rounded and read widened), so each test file states only its
-// op and its comparison.
+// Test support for the CPU op tests: seeded host values, host references of ops, and host
+// values in and out of one backend (bf16 tensors uploaded rounded and read widened), so each
+// test file states only its op and its comparison.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/op_math.hpp"
 #include "util/bf16.hpp"
 
 namespace tetra::test {
@@ -36,6 +38,25 @@ inline Floats round_bf16(const Floats& x) {
 
 inline bool same_bits(const Floats& a, const Floats& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Rotate-half RoPE on the host, in the CPU backend's arithmetic: the first `heads` heads (hd
+// wide) of each row of x [T, width] at positions pos [T], angle = pos theta^(-2i/hd) in
+// double, its cosine and sine rounded to float, the rotation in float (op::rope_rotate);
+// inverse: the transposed rotation.
+inline Floats host_rope(Floats x, int64_t width, int64_t heads, int64_t hd,
+                        const std::vector<int32_t>& pos, double theta, bool inverse) {
+  const int64_t half = hd / 2;
+  for (size_t t = 0; t < pos.size(); ++t)
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = double(pos[t]) * std::pow(theta, -2.0 * double(i) / double(hd));
+      const float c = float(std::cos(angle)), s = (inverse ? -1.f : 1.f) * float(std::sin(angle));
+      for (int64_t h = 0; h < heads; ++h) {
+        float* xh = &x[t * width + h * hd];
+        op::rope_rotate(xh[i], xh[i + half], c, s);
+      }
+    }
+  return x;
 }
 
 // Tensors of one backend made from host values, kept alive as long as the Io.

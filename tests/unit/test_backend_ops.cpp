@@ -1,8 +1,9 @@
 // The ops that came with the native bf16 path, on the CPU backend (the reference the CUDA
 // kernels are compared with on a GPU): each against the composition of older ops it replaces,
-// bit for bit in fp32, and under the mixed-precision wrapper (the bf16 reference) with one
-// rounding per output; the shared per-element math (backend/op_math.hpp) against independent
-// formulas; the attention mask hint against the positions it stands for.
+// or against the same arithmetic on the host (host_io.hpp), bit for bit in fp32, and under the
+// mixed-precision wrapper (the bf16 reference) with one rounding per output; the shared per-element
+// math (backend/op_math.hpp) against independent formulas; the attention mask hint against the
+// positions it stands for.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -88,68 +89,68 @@ TEST_CASE("ops: matmul_add is the product, then C added; bf16 rounds once") {
   CHECK(twice_differs > 0);  // the single rounding is observable on these inputs
 }
 
-TEST_CASE("ops: rope on the fused q|k|v output equals splitting, then rope") {
+TEST_CASE("ops: rope_split_qkv rotates q and k as the host does and copies v; merge inverts") {
   const int64_t T = 12, H = 4, KV = 2, hd = 16, qw = H * hd, kw = KV * hd, W = qw + 2 * kw;
   std::vector<int32_t> pos(T);
   for (int64_t t = 0; t < T; ++t) pos[t] = int32_t(3 * t + 1000 * (t % 2));
-  const Floats x = randn(T * W, 10);
+  const Floats x = randn(T * W, 10), g = randn(T * W, 11);
+  // The host's split of x [T, W] into q | k | v, and its rotation of q and k.
+  Floats hq(T * qw), hk(T * kw), hv(T * kw), gq(T * qw);
+  for (int64_t t = 0; t < T; ++t) {
+    std::copy(x.begin() + t * W, x.begin() + t * W + qw, hq.begin() + t * qw);
+    std::copy(x.begin() + t * W + qw, x.begin() + t * W + qw + kw, hk.begin() + t * kw);
+    std::copy(x.begin() + t * W + qw + kw, x.begin() + (t + 1) * W, hv.begin() + t * kw);
+    std::copy(g.begin() + t * W, g.begin() + t * W + qw, gq.begin() + t * qw);
+  }
+  const Floats rq = host_rope(hq, qw, H, hd, pos, 10000.0, false),
+               rk = host_rope(hk, kw, KV, hd, pos, 10000.0, false),
+               iq = host_rope(gq, qw, H, hd, pos, 10000.0, true);
   for (auto& be : fp32_backends()) {
     Io io(*be);
     const Tensor qkv = io.put(x, {T, W}), p = io.ints(pos);
     const Tensor q = io.zeros({T, qw}), k = io.zeros({T, kw}), v = io.zeros({T, kw});
     be->rope_split_qkv(q, k, v, qkv, int(H), int(KV), p, Rope{10000.0});
-    // The older ops on host-split columns.
-    Floats hq(T * qw), hk(T * kw), hv(T * kw);
-    for (int64_t t = 0; t < T; ++t) {
-      std::copy(x.begin() + t * W, x.begin() + t * W + qw, hq.begin() + t * qw);
-      std::copy(x.begin() + t * W + qw, x.begin() + t * W + qw + kw, hk.begin() + t * kw);
-      std::copy(x.begin() + t * W + qw + kw, x.begin() + (t + 1) * W, hv.begin() + t * kw);
-    }
-    const Tensor rq = io.put(hq, {T, qw}), rk = io.put(hk, {T, kw});
-    be->rope(rq, int(H), p, Rope{10000.0}, false);
-    be->rope(rk, int(KV), p, Rope{10000.0}, false);
-    CHECK(same_bits(io.get(q), io.get(rq)));
-    CHECK(same_bits(io.get(k), io.get(rk)));
+    CHECK(same_bits(io.get(q), rq));
+    CHECK(same_bits(io.get(k), rk));
     CHECK(same_bits(io.get(v), hv));
-    // Backward: the inverse rotation and the columns put back; merge(split(x)) = x up to
-    // rounding of the two rotations.
+    // Backward: merge(split(x)) = x up to the rounding of the two rotations.
     const Tensor back = io.zeros({T, W});
     be->rope_merge_qkv(back, q, k, v, int(H), int(KV), p, Rope{10000.0});
     const Floats b = io.get(back);
     for (size_t i = 0; i < b.size(); ++i)
       CHECK(std::abs(b[i] - x[i]) <= 1e-5f * (1 + std::abs(x[i])));
-    be->rope(rq, int(H), p, Rope{10000.0}, true);
-    const Floats iq = io.get(rq);
+    // And of a gradient: its q columns turned back by the host's inverse rotation.
+    const Tensor dq = io.put(gq, {T, qw}), dqkv = io.zeros({T, W});
+    be->rope_merge_qkv(dqkv, dq, k, v, int(H), int(KV), p, Rope{10000.0});
+    const Floats d = io.get(dqkv);
     for (int64_t t = 0; t < T; ++t)
-      CHECK(std::memcmp(&b[t * W], &iq[t * qw], qw * sizeof(float)) == 0);
+      CHECK(std::memcmp(&d[t * W], &iq[t * qw], qw * sizeof(float)) == 0);
   }
 }
 
-TEST_CASE("ops: SwiGLU on the fused gate|up output equals the split op") {
+TEST_CASE("ops: SwiGLU on the fused gate|up output is the per-element math on each column") {
   const int64_t T = 9, F = 33;
   const Floats gu = randn(T * 2 * F, 11, 2.f), dh = randn(T * F, 12);
+  // The host's h [T, F], dgate and dup [T, F] (op_math.hpp's functions, element by element).
+  Floats h(T * F), dg(T * F), du(T * F);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < F; ++i) {
+      const float g = gu[t * 2 * F + i], u = gu[t * 2 * F + F + i];
+      h[t * F + i] = op::swiglu(g, u);
+      op::swiglu_backward(dh[t * F + i], g, u, dg[t * F + i], du[t * F + i]);
+    }
   for (auto& be : fp32_backends()) {
     Io io(*be);
     const Tensor fused = io.put(gu, {T, 2 * F}), dhv = io.put(dh, {T, F});
-    Floats g(T * F), u(T * F);
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t i = 0; i < F; ++i) {
-        g[t * F + i] = gu[t * 2 * F + i];
-        u[t * F + i] = gu[t * 2 * F + F + i];
-      }
-    const Tensor gv = io.put(g, {T, F}), uv = io.put(u, {T, F});
-    const Tensor h1 = io.zeros({T, F}), h2 = io.zeros({T, F});
+    const Tensor h1 = io.zeros({T, F}), dgu = io.zeros({T, 2 * F});
     be->swiglu_fused_forward(h1, fused);
-    be->swiglu_forward(h2, gv, uv);
-    CHECK(same_bits(io.get(h1), io.get(h2)));
-    const Tensor dgu = io.zeros({T, 2 * F}), dg = io.zeros({T, F}), du = io.zeros({T, F});
+    CHECK(same_bits(io.get(h1), h));
     be->swiglu_fused_backward(dgu, dhv, fused);
-    be->swiglu_backward(dg, du, dhv, gv, uv);
-    const Floats a = io.get(dgu), b = io.get(dg), c = io.get(du);
+    const Floats a = io.get(dgu);
     for (int64_t t = 0; t < T; ++t)
       for (int64_t i = 0; i < F; ++i) {
-        CHECK(a[t * 2 * F + i] == b[t * F + i]);
-        CHECK(a[t * 2 * F + F + i] == c[t * F + i]);
+        CHECK(a[t * 2 * F + i] == dg[t * F + i]);
+        CHECK(a[t * 2 * F + F + i] == du[t * F + i]);
       }
   }
 }
@@ -306,26 +307,29 @@ TEST_CASE("rope: Llama 3's frequencies are transformers'") {
     CHECK(std::abs(llama3.inv_freq(i, 16) - want[i]) <= 4e-7 * want[i]);
     CHECK(plain.inv_freq(i, 16) == std::pow(500000.0, -2.0 * i / 16));
   }
-  // The CPU backend rotates by them: cos and sin of the angle p f_i in every head.
+  // The CPU backend rotates by them: cos and sin of the angle p f_i, in the q and the k head
+  // of the fused projection's output q | k | v (one head each; v is left alone).
   auto be = make_cpu_backend(1);
   Io io(*be);
-  const int64_t T = 3, H = 2, hd = 16;
+  const int64_t T = 3, hd = 16, W = 3 * hd;
   const std::vector<int32_t> pos = {0, 7, 300};
-  std::vector<float> x(T * H * hd, 0.f);
-  for (int64_t r = 0; r < T * H; ++r) x[r * hd] = 1.f;  // (1, 0) in pair 0; pairs 1.. as below
-  for (int64_t r = 0; r < T * H; ++r) x[r * hd + 3] = 1.f;
-  const Tensor t = io.put(x, {T, H * hd});
-  be->rope(t, int(H), io.ints(pos), llama3, false);
-  const std::vector<float> y = io.get(t);
+  std::vector<float> x(T * W, 0.f);
   for (int64_t r = 0; r < T; ++r)
-    for (int64_t h = 0; h < H; ++h) {
-      const float* yh = &y[(r * H + h) * hd];
+    for (int64_t h = 0; h < 3; ++h) x[r * W + h * hd] = x[r * W + h * hd + 3] = 1.f;  // pairs 0, 3
+  const Tensor t = io.put(x, {T, W});
+  be->rope_qkv(t, 1, 1, io.ints(pos), llama3, false);
+  const std::vector<float> y = io.get(t);
+  for (int64_t r = 0; r < T; ++r) {
+    for (int64_t h = 0; h < 2; ++h) {
+      const float* yh = &y[r * W + h * hd];
       for (int i : {0, 3}) {  // (1, 0) at pair i turns to (cos a, sin a), a = pos f_i
         const double a = pos[r] * want[i];
         CHECK(std::abs(yh[i] - std::cos(a)) < 2e-6);
         CHECK(std::abs(yh[i + hd / 2] - std::sin(a)) < 2e-6);
       }
     }
+    CHECK(std::equal(&y[r * W + 2 * hd], &y[r * W + W], &x[r * W + 2 * hd]));  // v
+  }
 }
 
 TEST_CASE("op_math: the shared formulas against independent ones") {

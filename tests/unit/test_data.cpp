@@ -217,17 +217,18 @@ TEST_CASE("data: bad sources fail with a message naming the file and the problem
   std::vector<uint32_t> tokens(40, 1);
   tokens[17] = 300;
   write_bin_shard(big_token, tokens);
-  CHECK_THROWS_WITH_AS(
-      open_dataset(big_token, 256, 4, 0),
-      has("data file '" + big_token + "': token id 300 at position 17 is not below --vocab 256"),
-      Error);
+  CHECK_THROWS_WITH_AS(open_dataset(big_token, 256, 4, 0),
+                       has("data file '" + big_token +
+                           "': token id 300 at position 17 is not below `model.vocab` 256"),
+                       Error);
 
   // The byte tokenizer's ids are byte values, checked the same way ('x' is 120).
   const std::string text = dir.file("text.txt");
   write_bytes(text, "aaax");
   CHECK_THROWS_WITH_AS(
       open_dataset(text, 100, 1, 0),
-      has("data file '" + text + "': token id 120 at position 3 is not below --vocab 100"), Error);
+      has("data file '" + text + "': token id 120 at position 3 is not below `model.vocab` 100"),
+      Error);
 
   const std::string short_text = dir.file("short.txt");
   write_bytes(short_text, "12345");
@@ -238,7 +239,8 @@ TEST_CASE("data: bad sources fail with a message naming the file and the problem
   CHECK_THROWS_WITH_AS(open_dataset(short_text, 256, 5, 0),
                        has("fewer than one sequence of seq-len+1 = 6"), Error);
 
-  CHECK_THROWS_WITH_AS(open_dataset("synthetic", 3, 8, 0), has("--vocab of at least 4"), Error);
+  CHECK_THROWS_WITH_AS(open_dataset("synthetic", 3, 8, 0), has("`model.vocab` of at least 4"),
+                       Error);
 }
 
 TEST_CASE("data: the hash is splitmix64") {

@@ -81,13 +81,13 @@ TEST_CASE("documents: a bad line is refused with file:line, or skipped and count
   std::ofstream(bad) << tetra::test::kBadJsonl;
   CHECK(test::error_of([&] { data::open_dataset(bad, 256, 1, 1); }) ==
         "data file " + bad +
-            ":2: has no string \"text\" (--data-field) (--skip-bad-lines skips "
+            ":2: has no string \"text\" (`data.data_field`) (`data.skip_bad_lines` skips "
             "such lines)");
   const auto bytes = data::byte_tokenizer();
   const data::CachedShard s = data::tokenize_documents(bad, *bytes, {"text", true});
   CHECK(s.documents == 1);
   CHECK(s.skipped == 5);
-  CHECK(s.first_skipped == bad + ":2: has no string \"text\" (--data-field)");
+  CHECK(s.first_skipped == bad + ":2: has no string \"text\" (`data.data_field`)");
   CHECK(data::read_bin_shard(s.bin).tokens == std::vector<uint32_t>{'o', 'k', E});
   // Each kind of bad line, named.
   const std::string problems[] = {"[1, 2]", "not json", "{\"text\": \"a\\u0003b\"}"};

@@ -83,6 +83,19 @@ Vec ref_rope(Vec x, const I32& pos, int64_t H, int64_t hd, const Rope& rope) {
   return x;
 }
 
+// The fused projection's qkv [T, (H + 2 KV) hd] (columns q | k | v) with its q and k columns
+// rotated (ref_rope: they are H + KV adjacent heads) and its v columns as they are.
+Vec ref_rope_qkv(const Vec& x, const I32& pos, int64_t H, int64_t KV, int64_t hd,
+                 const Rope& rope) {
+  const int64_t T = int64_t(pos.size()), W = (H + 2 * KV) * hd, qk = (H + KV) * hd;
+  Vec rows;  // [T, qk]
+  for (int64_t t = 0; t < T; ++t) rows.insert(rows.end(), &x[t * W], &x[t * W + qk]);
+  rows = ref_rope(rows, pos, H + KV, hd, rope);
+  Vec y = x;
+  for (int64_t t = 0; t < T; ++t) std::copy_n(&rows[t * qk], qk, &y[t * W]);
+  return y;
+}
+
 // Grouped-query causal attention over B sequences. q [B*Sq, H*hd], k, v [B*Sk, KV*hd] with
 // Sq = qpos.size(), Sk = kpos.size(); query i (global position qpos[i]) sees key j when
 // kpos[j] <= qpos[i] and, given documents qdoc [B*Sq] and kdoc [B*Sk], when both are of one
@@ -301,25 +314,56 @@ TEST_CASE("gradcheck: rmsnorm dx and dw") {
   check_grad("rmsnorm dw", w, L, download(*be, dw.flat()));
 }
 
-TEST_CASE("gradcheck: rope forward, and backward as the inverse rotation") {
+TEST_CASE("gradcheck: rope on the fused q|k|v, split and in place, backward as the inverse") {
   auto be = make_cpu_backend(1);
   std::mt19937 rng(3);
-  const int64_t T = 6, H = 3, hd = 8;
+  const int64_t T = 6, H = 3, KV = 1, hd = 8, qw = H * hd, kw = KV * hd, W = qw + 2 * kw;
   const I32 pos = {0, 5, 2, 17, 100, 3};
+  // Columns [c0, c0 + w) of the rows of x [T, W], packed [T, w].
+  const auto columns = [&](const Floats& x, int64_t c0, int64_t w) {
+    Floats out;
+    for (int64_t t = 0; t < T; ++t)
+      out.insert(out.end(), x.begin() + t * W + c0, x.begin() + t * W + c0 + w);
+    return out;
+  };
   // The default frequencies at two bases, and Llama 3's scaling (an original context of 400,
-  // so that each of its three kinds of frequency is among hd/2 = 4 pairs: wavelengths 6.3,
-  // 167, 4443 and 118142 against 100 and 400).
+  // so that each of its three kinds of frequency is among hd/2 pairs: wavelengths 6.3, 167,
+  // 4443 and 118142 against 100 and 400).
   for (const Rope rope : {Rope{10000.0}, Rope{500000.0}, Rope{500000.0, 8, 1, 4, 400}}) {
-    CAPTURE(rope.theta);
+    CAPTURE(rope.rope);
     CAPTURE(rope.factor);
-    Floats X = randn(rng, T * H * hd), R = randn(rng, T * H * hd);
-    Buffer xb = upload(*be, X), pb = upload(*be, pos), g = upload(*be, R);
-    be->rope(xb.view({T, H * hd}), int(H), pb.flat(), rope, false);
+    Floats X = randn(rng, T * W), R = randn(rng, T * W);
+    Buffer xb = upload(*be, X), pb = upload(*be, pos), q(*be, T * qw), k(*be, T * kw),
+           v(*be, T * kw), dx(*be, T * W);
     Vec x = to_double(X), r = to_double(R);
-    check_close("rope forward", download(*be, xb.flat()), ref_rope(x, pos, H, hd, rope));
-    be->rope(g.view({T, H * hd}), int(H), pb.flat(), rope, true);
-    auto L = [&] { return dot(ref_rope(x, pos, H, hd, rope), r); };
-    check_grad("rope dx", x, L, download(*be, g.flat()));
+    // The reference [T, W]: the q and k columns rotated, v's as they are.
+    auto ref = [&] { return ref_rope_qkv(x, pos, H, KV, hd, rope); };
+    auto L = [&] { return dot(ref(), r); };
+    // Split (the default path): q | k | v side by side again is the reference; the backward
+    // (rope_merge_qkv) of R's three column blocks is the gradient of L.
+    be->rope_split_qkv(q.view({T, qw}), k.view({T, kw}), v.view({T, kw}), xb.view({T, W}), int(H),
+                       int(KV), pb.flat(), rope);
+    Floats split;
+    const Floats hq = download(*be, q.flat()), hk = download(*be, k.flat()),
+                 hv = download(*be, v.flat());
+    for (int64_t t = 0; t < T; ++t) {
+      split.insert(split.end(), hq.begin() + t * qw, hq.begin() + (t + 1) * qw);
+      split.insert(split.end(), hk.begin() + t * kw, hk.begin() + (t + 1) * kw);
+      split.insert(split.end(), hv.begin() + t * kw, hv.begin() + (t + 1) * kw);
+    }
+    check_close("rope_split_qkv forward", split, ref());
+    be->fill(dx.flat(), 123.f);  // overwritten
+    be->rope_merge_qkv(dx.view({T, W}), upload(*be, columns(R, 0, qw)).view({T, qw}),
+                       upload(*be, columns(R, qw, kw)).view({T, kw}),
+                       upload(*be, columns(R, qw + kw, kw)).view({T, kw}), int(H), int(KV),
+                       pb.flat(), rope);
+    check_grad("rope_merge_qkv dqkv", x, L, download(*be, dx.flat()));
+    // In place (Fusion::RopeInPlace): rope_qkv, and its inverse on R as the backward.
+    be->rope_qkv(xb.view({T, W}), int(H), int(KV), pb.flat(), rope, false);
+    check_close("rope_qkv forward", download(*be, xb.flat()), ref());
+    Buffer g = upload(*be, R);
+    be->rope_qkv(g.view({T, W}), int(H), int(KV), pb.flat(), rope, true);
+    check_grad("rope_qkv inverse dqkv", x, L, download(*be, g.flat()));
   }
 }
 
@@ -384,19 +428,33 @@ TEST_CASE("gradcheck: grouped-query causal attention dq, dk, dv under the global
   }
 }
 
-TEST_CASE("gradcheck: swiglu dgate and dup") {
+TEST_CASE("gradcheck: swiglu on the fused gate|up, dgate and dup") {
   auto be = make_cpu_backend(1);
   std::mt19937 rng(5);
-  const int64_t n = 40;
-  Floats G = randn(rng, n, 2.0), U = randn(rng, n), R = randn(rng, n);
-  Buffer gb = upload(*be, G), ub = upload(*be, U), h(*be, n), dg(*be, n), du(*be, n);
-  be->swiglu_forward(h.flat(), gb.flat(), ub.flat());
-  Vec g = to_double(G), u = to_double(U), r = to_double(R);
-  check_close("swiglu forward", download(*be, h.flat()), ref_swiglu(g, u));
-  be->swiglu_backward(dg.flat(), du.flat(), upload(*be, R).flat(), gb.flat(), ub.flat());
-  auto L = [&] { return dot(ref_swiglu(g, u), r); };
-  check_grad("swiglu dgate", g, L, download(*be, dg.flat()));
-  check_grad("swiglu dup", u, L, download(*be, du.flat()));
+  const int64_t T = 5, F = 8;
+  Floats G = randn(rng, T * F, 2.0), U = randn(rng, T * F), R = randn(rng, T * F);
+  Floats GU;  // [T, 2F]: each row's gate, then its up
+  for (int64_t t = 0; t < T; ++t) {
+    GU.insert(GU.end(), G.begin() + t * F, G.begin() + (t + 1) * F);
+    GU.insert(GU.end(), U.begin() + t * F, U.begin() + (t + 1) * F);
+  }
+  Buffer gub = upload(*be, GU), h(*be, T * F), dgu(*be, 2 * T * F);
+  be->swiglu_fused_forward(h.view({T, F}), gub.view({T, 2 * F}));
+  Vec gu = to_double(GU), r = to_double(R);
+  auto ref = [&] {
+    Vec g, u;
+    for (int64_t t = 0; t < T; ++t) {
+      g.insert(g.end(), gu.begin() + 2 * t * F, gu.begin() + (2 * t + 1) * F);
+      u.insert(u.end(), gu.begin() + (2 * t + 1) * F, gu.begin() + (2 * t + 2) * F);
+    }
+    return ref_swiglu(g, u);
+  };
+  check_close("swiglu forward", download(*be, h.flat()), ref());
+  be->fill(dgu.flat(), 123.f);  // overwritten
+  be->swiglu_fused_backward(dgu.view({T, 2 * F}), upload(*be, R).view({T, F}),
+                            gub.view({T, 2 * F}));
+  auto L = [&] { return dot(ref(), r); };
+  check_grad("swiglu dgate|dup", gu, L, download(*be, dgu.flat()));
 }
 
 TEST_CASE("gradcheck: vocab-parallel cross-entropy, whole and in two vocabulary shards") {
@@ -505,7 +563,7 @@ namespace {
 struct Tiny {
   ModelConfig cfg;
   int micro_batches = 2, b = 2;
-  std::vector<UnitLayout> units;
+  std::vector<UnitSpec> units;
   std::vector<Floats> weights;  // per unit, flat as ZeroParams::load takes them
   I32 tokens, targets;          // [G*S]
   Tiny() {
@@ -515,10 +573,10 @@ struct Tiny {
     units = make_units(cfg, 1, 0);
     // O(1) activations: norm weights ~1, embedding N(0,1), matrices N(0, 1/in).
     std::mt19937 rng(7);
-    for (const UnitLayout& u : units) {
+    for (const UnitSpec& u : units) {
       Floats w;
       for (const ParamInfo& p : u.params) {
-        const bool norm = p.shape.size() == 1, embed = u.kind == UnitLayout::Kind::Embedding;
+        const bool norm = p.shape.size() == 1, embed = u.kind == UnitSpec::Kind::Embedding;
         const Floats v = norm    ? randn(rng, p.numel(), 0.2, 1.0)
                          : embed ? randn(rng, p.numel())
                                  : randn(rng, p.numel(), 1.0 / std::sqrt(double(p.shape[1])));

@@ -49,8 +49,8 @@ TEST_CASE("options: refusals name the flag in tetra's words") {
       {{"train", "--comm", "nccl"}, "--comm nccl needs --device cuda"},
       {{"train", "--ckpt-every", "2"}, "--ckpt-every needs --ckpt-dir"},
       {{"train", "--allow-change", "lr,seed"},
-       "--allow-change takes a comma-separated list of data, lr, min-lr, warmup, steps, clip, "
-       "weight-decay, dtype (got 'seed')"},
+       "--allow-change takes a comma-separated list of steps, lr, min-lr, warmup, weight-decay, "
+       "clip, data, dtype (got 'seed')"},
       {{"ckpt"}, "tetra ckpt needs a command: inspect or verify or config"},
       {{"ckpt", "inspect"}, "tetra ckpt inspect needs DIR"},
       {{"ckpt", "verify", "a", "b"}, "unexpected argument 'b' (see tetra ckpt verify --help)"},

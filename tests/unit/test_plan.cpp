@@ -1,7 +1,7 @@
-// tetra plan: the seeds' Llama 3 405B arithmetic, each number to the rounding the seeds print
-// it with; the traffic model against a hand count. (--compare against a real run:
-// tests/e2e/test_plan_compare.cpp.) The layout tests (tests/mpi) check the same models on
-// every rank of every layout they run.
+// tetra plan: the Llama 3 405B arithmetic (the paper's run: 3.79e25 FLOPs, 810 GB, ...), each
+// number to the digits it is quoted with; the traffic model against a hand count. (--compare
+// against a real run: tests/e2e/test_plan_compare.cpp.) The layout tests (tests/mpi) check the
+// same models on every rank of every layout they run.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -44,7 +44,7 @@ double number_after(const std::string& text, const std::string& before) {
   return std::stod(digits) * scale;
 }
 
-// x printed with the seeds' rounding: to `digits` significant digits it reads `seed`.
+// x printed with the quoted rounding: to `digits` significant digits it reads `seed`.
 void check_rounds_to(double x, double seed, int digits) {
   const double unit = std::pow(10.0, std::floor(std::log10(std::abs(seed))) - digits + 1);
   CAPTURE(x);
@@ -60,7 +60,7 @@ const char* k405b8k =
 }  // namespace
 
 TEST_CASE(
-    "plan: the seeds' Llama 3 405B numbers, each to its printed rounding, from the flags "
+    "plan: the Llama 3 405B numbers, each to its quoted rounding, from the flags "
     "and from the preset alone") {
   for (const char* flags : {k405b8k, "--preset llama3-405b"}) {
     CAPTURE(flags);
@@ -97,7 +97,7 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("plan: the seeds' long-context layout 8 x 16 x 16 x 8 is 16,384 ranks") {
+TEST_CASE("plan: Llama 3's long-context layout 8 x 16 x 16 x 8 is 16,384 ranks") {
   const std::string t = plan_text(
       "--preset llama3-405b --dtype bf16 --zero 3 --tp 8 --cp 16 --pp 16 --dp 8 --seq-len 131072 "
       "--global-batch 128 --micro-batch 1");
@@ -137,10 +137,10 @@ TEST_CASE("plan: presets and machines") {
   CHECK(m.gpus_per_node == 4);
 }
 
-TEST_CASE("plan: --preset llama3-405b alone is the seeds' run; a flag beside it replaces a part") {
-  // The same report as the explicit flags of the seeds' arithmetic (checked number by number
+TEST_CASE("plan: --preset llama3-405b alone is the paper's run; a flag beside it replaces a part") {
+  // The same report as the explicit flags of the 405B arithmetic (checked number by number
   // above; --recompute full, which the preset adds to fit in memory, changes none of them), so
-  // the preset alone prints the seeds' numbers.
+  // the preset alone prints the same numbers.
   const std::string alone = plan_text("--preset llama3-405b");
   CHECK(alone == plan_text(std::string(k405b8k) + " --recompute full"));
   CHECK(alone.find("preset llama3-405b (a flag given replaces its part): Llama 3 405B") !=

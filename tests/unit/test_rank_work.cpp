@@ -72,13 +72,13 @@ TEST_CASE("rank work: micro-batch default and explicit, --vpp implies interleave
 
 TEST_CASE("rank work: what does not fit is refused, naming it") {
   CHECK(error_of({"--tp", "3"}, 4).find("does not divide the 4 ranks") != std::string::npos);
-  CHECK(error_of({"--cp", "3"}, 3).find("--seq-len 16 is not divisible by 2*CP = 6") !=
+  CHECK(error_of({"--cp", "3"}, 3).find("`model.seq_len` 16 is not divisible by 2*CP = 6") !=
         std::string::npos);
-  CHECK(error_of({"--global-batch", "3"}, 2).find("--global-batch 3 is not divisible by DP 2") !=
-        std::string::npos);
+  CHECK(error_of({"--global-batch", "3"}, 2)
+            .find("`batch.global_batch` 3 is not divisible by DP 2") != std::string::npos);
   CHECK(error_of({"--global-batch", "6", "--micro-batch", "4"}, 1)
             .find("not divisible by DP * micro-batch = 1 * 4") != std::string::npos);
   CHECK(error_of({"--tp", "3", "--sp", "--cp", "2", "--global-batch", "1", "--micro-batch", "1"}, 6)
-            .find("--sp splits the 8 tokens") != std::string::npos);
+            .find("`layout.sp` splits the 8 tokens") != std::string::npos);
   CHECK(!error_of({"--pp", "2", "--global-batch", "1"}, 2).empty());  // fewer micro-batches than PP
 }

@@ -34,14 +34,15 @@ ckpt::RunState saved(TrainConfig c, int64_t step = 4) {
   return s;
 }
 
-// The refusal to resume `was` by a run of `now`, or "" when it may.
+// The refusal to resume `was` by a run of `now`, or "" when it may, as tetra words it to a
+// user of flags (settings::worded).
 std::string refusal(const ckpt::RunState& was, TrainConfig now,
                     std::set<std::string> allowed = {}) {
   resolve(now);
   const ckpt::RunState record = record_of(now, now.model, Layout{2, 1, 1, 1});
-  return error_of([&] {
+  return settings::worded(error_of([&] {
     ckpt::check_resumable(was, record, allowed, now.was_given("optimizer.min_lr"), "ck/step_4");
-  });
+  }));
 }
 
 }  // namespace
@@ -177,7 +178,7 @@ TEST_CASE("resume check: restore() cuts a TP 2 x DP 2 checkpoint for other layou
           }
         }
         int64_t local = 0;
-        for (const UnitLayout& u : make_units(cfg, tp, tp_rank)) local += u.numel;
+        for (const UnitSpec& u : make_units(cfg, tp, tp_rank)) local += u.numel;
         CHECK(checked == local);
       }
     }

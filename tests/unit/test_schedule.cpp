@@ -81,9 +81,11 @@ TEST_CASE("schedule: bad input is refused with a clear message") {
   // The rule does not depend on V, even though V == 1 runs the 1F1B order.
   CHECK_THROWS_AS(make_schedule(K::Interleaved, 4, 1, 6, 0), tetra::Error);
   CHECK_THROWS_WITH_AS(make_schedule(K::OneFOneB, 4, 2, 8, 0),
-                       has("--vpp 2 needs --schedule interleaved (got 1f1b)"), tetra::Error);
+                       has("`layout.vpp` 2 needs `layout.schedule` interleaved (got 1f1b)"),
+                       tetra::Error);
   CHECK_THROWS_WITH_AS(tetra::bubble_formula(K::GPipe, 2, 3, 8),
-                       has("--vpp 3 needs --schedule interleaved (got gpipe)"), tetra::Error);
+                       has("`layout.vpp` 3 needs `layout.schedule` interleaved (got gpipe)"),
+                       tetra::Error);
 }
 
 TEST_CASE("schedule: exact orders of small cases") {

@@ -14,8 +14,8 @@
 #include "data/dataset.hpp"
 #include "data/token_cache.hpp"
 #include "data/tokenizer.hpp"
-#include "train/generate.hpp"
 #include "train/trainer.hpp"
+#include "util/format.hpp"
 
 using namespace tetra;
 using tetra::test::corpus_dir;

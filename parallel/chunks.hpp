@@ -4,6 +4,7 @@
 // layers, the first L mod (PP*V) chunks take one block more; a layout with more chunks
 // than layers is refused.
 #pragma once
+#include <string>
 #include <vector>
 
 namespace tetra {
@@ -36,5 +37,11 @@ std::vector<ChunkPlan> plan_chunks(int layers, int pp, int vpp);
 // copy of the embedding follows them).
 UnitPlacement place_units(const std::vector<ChunkPlan>& chunks, int layers, int stage,
                           bool tied = false);
+
+// The layers a chunk of a model of `layers` blocks holds, as reports print them: "embed+0-3",
+// "4-7", "8-11+head".
+std::string chunk_label(const ChunkPlan& chunk, int layers);
+// The labels of the chunks pipeline rank `stage` holds, in order: "embed+0-1, 4-5".
+std::string stage_label(const std::vector<ChunkPlan>& chunks, int stage, int layers);
 
 }  // namespace tetra

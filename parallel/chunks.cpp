@@ -1,4 +1,4 @@
-#include "parallel/pipeline_layout.hpp"
+#include "parallel/chunks.hpp"
 
 #include "util/checked.hpp"
 #include "util/error.hpp"
@@ -42,6 +42,25 @@ UnitPlacement place_units(const std::vector<ChunkPlan>& chunks, int layers, int 
     p.head_matrix = p.local_unit[0] >= 0 ? p.local_unit[0] : p.tied_copy;
   }
   return p;
+}
+
+std::string chunk_label(const ChunkPlan& chunk, int layers) {
+  int lo = -1, hi = -1;  // the blocks: units 1..layers are blocks 0..layers-1
+  for (int g : chunk.units)
+    if (g >= 1 && g <= layers) {
+      if (lo < 0) lo = g - 1;
+      hi = g - 1;
+    }
+  return (chunk.units.front() == 0 ? "embed+" : "") +
+         (lo >= 0 ? std::to_string(lo) + "-" + std::to_string(hi) : "") +
+         (chunk.units.back() == layers + 1 ? "+head" : "");
+}
+
+std::string stage_label(const std::vector<ChunkPlan>& chunks, int stage, int layers) {
+  std::string label;
+  for (const ChunkPlan& c : chunks)
+    if (c.stage == stage) label += (label.empty() ? "" : ", ") + chunk_label(c, layers);
+  return label;
 }
 
 }  // namespace tetra

@@ -1,13 +1,13 @@
-#include "train/generate.hpp"
+#include "transformer/generator.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <memory>
 #include <numeric>
 #include <random>
 
 #include "parallel/mpi_comm.hpp"
+#include "transformer/ends.hpp"
 #include "util/error.hpp"
 
 namespace tetra {
@@ -19,7 +19,7 @@ Generator::Generator(Backend& be, const ModelConfig& cfg,
       units_(make_units(cfg, 1, 0)),
       self_(make_mpi_comm(MPI_COMM_SELF, "generate")) {
   self_->bind_backend(&be_);
-  for (const UnitLayout& u : units_) {
+  for (const UnitSpec& u : units_) {
     std::vector<float> flat(u.numel);
     for (const ParamInfo& p : u.params) {
       const auto it = weights.find(p.name);
@@ -45,31 +45,28 @@ std::vector<float> Generator::forward(const std::vector<int>& tokens, int64_t p0
   const ContextParallel cp{*self_};
   Buffer ids(be_, n, DType::I32);
   be_.upload(ids.flat(), tokens.data());
-  Buffer x(be_, n * d);  // [n, d]: the residual stream of the new tokens
+  Buffer x;  // [n, d]: the residual stream of the new tokens
   std::vector<float> out;
   for (size_t i = 0; i < units_.size(); ++i) {
-    const UnitLayout& u = units_[i];
+    const UnitSpec& u = units_[i];
     const Tensor w = weights_[i].flat();
-    if (u.kind == UnitLayout::Kind::Embedding) {
-      be_.embedding_forward(x.view({n, d}), ids.flat(), param_view(w, u.params[0]), 0);
-    } else if (u.kind == UnitLayout::Kind::Block) {
+    if (u.kind == UnitSpec::Kind::Embedding) {
+      x = embed_forward(be_, tp, u, w, ids.flat());
+    } else if (u.kind == UnitSpec::Kind::Block) {
       const BlockContext ctx{be_, tp, cp, cfg_, pos, &caches_[u.layer]};
       BlockActs acts;  // what a backward would read; dropped
       Buffer y(be_, n * d);
       block_forward(ctx, u, w, x.view({n, d}), y.view({n, d}), acts);
       x = std::move(y);
     } else {
-      // The last token's logits [1, vocab] = rmsnorm(x_last) W_head^T.
-      Buffer last(be_, d), logits(be_, cfg_.rows()), rstd(be_, 1);
-      be_.rmsnorm_forward(last.view({1, d}), rstd.flat(), x.view({n, d}).rows_view(n - 1, 1),
-                          param_view(w, u.params[kFinalNorm]), cfg_.norm_eps);
-      // The head's matrix: its own, or under tied embeddings the embedding's (unit 0).
-      const Tensor head = cfg_.tie_embeddings ? param_view(weights_[0].flat(), units_[0].params[0])
-                                              : param_view(w, u.params[kLmHead]);
-      be_.matmul(logits.view({1, cfg_.rows()}), last.view({1, d}), false, head, true);
+      // The last token's logits [1, rows]; the padding rows are not tokens. The head's matrix:
+      // its own, or under tied embeddings the embedding's table (unit 0).
+      const Tensor w_head =
+          cfg_.tie_embeddings ? head_matrix(units_[0], weights_[0].flat()) : head_matrix(u, w);
+      const Buffer logits = head_last_row(be_, tp, cfg_, u, w, w_head, x.view({n, d}));
       out.resize(cfg_.rows());
       be_.download(out.data(), logits.flat());
-      out.resize(cfg_.vocab);  // the padding rows are not tokens
+      out.resize(cfg_.vocab);
     }
   }
   // Finite weights can still overflow: no token can be drawn from logits that are not finite.
@@ -137,25 +134,6 @@ std::vector<int> Generator::generate(const std::vector<int>& prompt, const Sampl
     if (i + 1 < o.tokens) logits = forward({out.back()}, int64_t(prompt.size()) + i);
   }
   return out;
-}
-
-std::string printable(const std::string& text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += char(c);
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += char(c);
-    }
-  }
-  return out + "\"";
 }
 
 }  // namespace tetra

@@ -1,9 +1,10 @@
 // Text from a model, one sequence on one rank: the prompt's tokens in one forward, then a
-// token at a time with the keys and values of earlier positions kept (a KV cache). Each
-// block is the training block's forward (transformer/block.hpp) at TP = CP = 1 with the
-// cache in its context, so generation and training share one implementation. Used by
-// `tetra generate` (cli/generate.cpp) and by --sample-every during training (on rank 0,
-// from whole weights).
+// token at a time with the keys and values of earlier positions kept (a KV cache). The
+// embedding and the head are training's (transformer/ends.hpp), the head on the last row
+// only, and each block is the training block's forward (transformer/block.hpp), all at
+// TP = CP = 1 with the cache in the blocks' context, so generation and training share one
+// implementation. Used by `tetra generate` (cli/generate.cpp) and by --sample-every during
+// training (on rank 0, from whole weights).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -42,15 +43,11 @@ class Generator {
 
   Backend& be_;
   ModelConfig cfg_;
-  std::vector<UnitLayout> units_;  // embedding, blocks, head (make_units at TP = 1)
-  std::vector<Buffer> weights_;    // one flat buffer per unit
-  std::unique_ptr<Comm> self_;     // a group of one rank: the blocks' TP and CP
-  std::vector<KvCache> caches_;    // per layer, [max_len, kv_heads * head_dim] each
-  Buffer positions_;               // 0 .. max_len-1 (i32)
+  std::vector<UnitSpec> units_;  // embedding, blocks, head (make_units at TP = 1)
+  std::vector<Buffer> weights_;  // one flat buffer per unit
+  std::unique_ptr<Comm> self_;   // a group of one rank: the blocks' TP and CP
+  std::vector<KvCache> caches_;  // per layer, [max_len, kv_heads * head_dim] each
+  Buffer positions_;             // 0 .. max_len-1 (i32)
 };
-
-// Text on one line, in quotes: newlines, other control characters, quotes and backslashes
-// escaped.
-std::string printable(const std::string& text);
 
 }  // namespace tetra

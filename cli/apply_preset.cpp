@@ -1,4 +1,4 @@
-#include "cli/preset.hpp"
+#include "cli/apply_preset.hpp"
 
 namespace tetra::cli {
 
