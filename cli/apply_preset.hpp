@@ -1,7 +1,7 @@
 // --preset NAME on the command line: the named run (plan/preset.hpp) fills every part of the
 // configuration whose flag was not given, so that a flag beside it replaces one part.
 #pragma once
-#include "plan/plan_report.hpp"
+#include "plan/plan_json.hpp"
 #include "plan/preset.hpp"
 #include "train/config.hpp"
 

@@ -90,8 +90,8 @@ void ckpt_command(const tetra::CkptOptions& opt, int rank) {
   }
 }
 
-// tetra plan: the report, or with --compare the plan beside a run's metrics (exit 1 when
-// they disagree). Rank 0 prints; the plan needs no other rank.
+// tetra plan: the report (--json: its object), or with --compare the plan beside a run's metrics
+// (exit 1 when they disagree). Rank 0 prints; the plan needs no other rank.
 int plan_command(const tetra::PlanOptions& opt, int rank) {
   int rc = 0;
   std::string text;
@@ -102,7 +102,9 @@ int plan_command(const tetra::PlanOptions& opt, int rank) {
       text = c.table + (c.match ? "plan matches " : "plan does NOT match ") + opt.compare + "\n";
       rc = c.match ? 0 : 1;
     } else {
-      text = tetra::plan::plan_report(opt.train.run_spec(), opt.train.model, opt.request);
+      const tetra::json plan =
+          tetra::plan::plan_json(opt.train.run_spec(), opt.train.model, opt.request);
+      text = opt.json ? plan.dump() + "\n" : tetra::plan::plan_text(plan);
     }
     // --draw: the planned schedule simulated and drawn, as tetra plot --schedule draws it.
     if (!opt.draw.empty() && rank == 0) {

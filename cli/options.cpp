@@ -360,7 +360,8 @@ void finish(CommandLine& cli, TrainSettings& settings, std::unique_ptr<CLI::App>
         given("--loss") + given("--trace") + given("--barrier") + given("--schedule");
     check(inputs == 1, "tetra plot needs exactly one of --loss, --trace, --barrier or --schedule",
           inputs ? " (got " + std::to_string(inputs) + ")" : "", " (see tetra plot --help)");
-    check(!o.out.empty(), "tetra plot needs --out FILE");
+    check(!o.json || !o.schedule.empty(), "--json goes with --schedule");
+    check(!o.out.empty() || o.json, "tetra plot needs --out FILE");
     for (const char* flag : {"--pp", "--vpp", "--micro-batches"})
       check(o.schedule.empty() ? !given(flag) : true, flag, " goes with --schedule");
     check(!given("--step") || !o.trace.empty() || !o.barrier.empty(),

@@ -34,6 +34,7 @@ struct PlanOptions {
   TrainConfig train;
   plan::Request request;      // the preset and the machine (--peak-tflops is train's)
   std::string compare, draw;  // a metrics file to check; an SVG file to draw the schedule to
+  bool json = false;          // --json: the plan as one JSON object (plan/plan_json.hpp)
 };
 
 struct CommandLine {

@@ -204,6 +204,9 @@ void add_plan_options(CLI::App& app, PlanOptions& p) {
       "check a run's --metrics file against the plan: bytes per group exactly, peak memory "
       "within 10%; exit 1 on a mismatch");
   add(app, "--draw", p.draw, "FILE.svg", "draw the pipeline schedule as SVG");
+  add_switch(app, "--json", p.json,
+             "print the plan as one JSON object (its keys: docs/design.md, \"The plan as JSON\")")
+      ->excludes("--compare");
 }
 
 void add_plot_options(CLI::App& app, PlotOptions& o) {
@@ -218,6 +221,9 @@ void add_plot_options(CLI::App& app, PlotOptions& o) {
              "a pipeline schedule, from the simulator");
   app.option_defaults()->group("Options");
   add(app, "--out", o.out, "FILE", "the SVG file to write");
+  add_switch(app, "--json", o.json,
+             "--schedule: print the simulated schedule's events (what the SVG draws) as one JSON "
+             "object instead");
   add(app, "--step", o.step, "N",
       "--trace: the step (-1: the first traced); --barrier: the step (-1: the last with a "
       "straggler, else the last)")

@@ -12,7 +12,7 @@
 #include "jobs/job.hpp"
 #include "jobs/train_args.hpp"
 #include "plan/layouts.hpp"
-#include "plan/plan_report.hpp"
+#include "plan/plan_json.hpp"
 #include "train/config.hpp"
 
 namespace tetra {

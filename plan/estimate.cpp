@@ -30,7 +30,7 @@ Link group_link(const Setup& s, const Machine& mc, const std::string& group) {
   const bool inside = group == "dp_cp"   ? inside_node(l, 1, g) && inside_node(l, 3, g)
                       : group == "world" ? l.world() <= g
                                          : inside_node(l, dim.at(group), g);
-  return inside ? Link{mc.nvlink_Bps, "NVLink"} : Link{mc.network_Bps, "network"};
+  return inside ? Link{mc.nvlink_Bps, mc.node_link} : Link{mc.network_Bps, "network"};
 }
 
 StepEstimate estimate_step(const Setup& s, const Machine& mc) {
@@ -58,6 +58,7 @@ StepEstimate estimate_step(const Setup& s, const Machine& mc) {
   e.dp_exposed = std::max(0.0, e.dp - e.compute);
   e.step = e.piped + e.tp + e.cp + e.pp + e.dp_exposed;
   e.mfu = tokens * F / (l.world() * peak * e.step);
+  e.hfu = tokens * hw / (l.world() * peak * e.step);
   return e;
 }
 

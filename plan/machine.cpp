@@ -21,7 +21,7 @@ Machine machine_named(const std::string& name) {
   if (name == "cpu") {
     const double pages = double(::sysconf(_SC_PHYS_PAGES)), page = double(::sysconf(_SC_PAGESIZE));
     // One node: every rank shares this machine's memory; memory moves at a few GB/s.
-    return {"this CPU", 0, 0, pages * page, 10e9, 10e9, 1 << 20};
+    return {"this CPU", 0, 0, pages * page, 10e9, 10e9, 1 << 20, "shared memory"};
   }
   fail("--gpu takes h100, h200, a100 or cpu (got '", name, "')");
 }

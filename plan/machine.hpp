@@ -15,11 +15,13 @@ struct Machine {
   double nvlink_Bps = 0;    // per GPU, per direction, inside a node
   double network_Bps = 0;   // per GPU, per direction, between nodes
   int gpus_per_node = 1;
+  std::string node_link = "NVLink";  // what links the devices of a node
 };
 
 // h100, h200, a100 (SXM, dense BF16 peaks, and the fp32 ones train/peak.cpp uses; NVLink
 // and one NIC per GPU, per direction), or
-// cpu: this machine, one node, its memory; peak and links from the flags. Throws
+// cpu: this machine, one node, its memory, its ranks linked by shared memory; peak and links
+// from the flags. Throws
 // tetra::Error for any other name.
 Machine machine_named(const std::string& name);
 

@@ -195,26 +195,20 @@ void block_backward(Ledger& L, const Sizes& z, bool recompute) {
 
 }  // namespace
 
-Memory stage_memory(const Setup& s, int stage) {
-  const Layout& l = s.layout();
-  const int P = l.pp, K = int(s.run.chunks.size()), L_ = s.cfg.layers, zero = s.spec.optimizer.zero;
-  const int m = s.run.micro_batches, N = s.dp_cp();
+Memory persistent_memory(const Setup& s, int stage) {
+  const int zero = s.spec.optimizer.zero, N = s.dp_cp();
   const Precision& pr = s.prec;
-  const Sizes z(s);
-  const bool recompute = s.spec.optimizer.recompute;
-  const std::vector<std::vector<int>> chunks = s.stage_chunks(stage);
   // grad_alias: at dp_cp 1 the gradient shard is the full gradients, kept at every stage.
   const bool alias = ZeroParams::aliases_grads(N);
   const bool full_grads_kept = zero == 1 || alias;
 
-  // Tied embeddings: the head reads unit 0's matrix, which beyond PP 1 the last stage holds a
-  // copy of (UnitPlacement::tied_copy); at PP 1 unit 0 has two backwards per micro-batch.
-  const bool tied = s.cfg.tie_embeddings;
-  const bool head_stage = stage == P - 1;
-  const int uses0 = tied && P == 1 ? 2 : 1;
+  // Tied embeddings: beyond PP 1 the last stage also holds a copy of unit 0, whose matrix its
+  // head reads (UnitPlacement::tied_copy).
+  const int P = s.layout().pp;
   std::vector<int> held;
-  for (const std::vector<int>& units : chunks) held.insert(held.end(), units.begin(), units.end());
-  if (tied && P > 1 && head_stage) held.push_back(0);
+  for (const std::vector<int>& units : s.stage_chunks(stage))
+    held.insert(held.end(), units.begin(), units.end());
+  if (s.cfg.tie_embeddings && P > 1 && stage == P - 1) held.push_back(0);
 
   Memory mem;
   for (int g : held) {
@@ -227,6 +221,25 @@ Memory stage_memory(const Setup& s, int stage) {
   }
   const double b = s.run.micro_batch, Sl = double(s.run.seq_pos.size());
   mem.other = 4 * (b * Sl + Sl + double(s.cfg.seq_len));  // token, query and key positions
+  return mem;
+}
+
+Memory stage_memory(const Setup& s, int stage) {
+  const Layout& l = s.layout();
+  const int P = l.pp, K = int(s.run.chunks.size()), L_ = s.cfg.layers, zero = s.spec.optimizer.zero;
+  const int m = s.run.micro_batches, N = s.dp_cp();
+  const Precision& pr = s.prec;
+  const Sizes z(s);
+  const bool recompute = s.spec.optimizer.recompute;
+  const std::vector<std::vector<int>> chunks = s.stage_chunks(stage);
+  const bool full_grads_kept = zero == 1 || ZeroParams::aliases_grads(N);
+
+  Memory mem = persistent_memory(s, stage);
+  // Tied embeddings: the head reads unit 0's matrix (beyond PP 1 the last stage's copy of it);
+  // at PP 1 unit 0 has two backwards per micro-batch.
+  const bool tied = s.cfg.tie_embeddings;
+  const int uses0 = tied && P == 1 ? 2 : 1;
+  const double b = s.run.micro_batch, Sl = double(s.run.seq_pos.size());
 
   Ledger L;
   L.alloc(2 * m * b * Sl * 4);  // the step's tokens and targets
@@ -346,6 +359,45 @@ PeakMemory peak_memory(const Setup& s) {
     if (stage == 0 || m.peak() > best.memory.peak()) best = {m, stage};
   }
   return best;
+}
+
+std::vector<MemoryFix> memory_fixes(const Setup& s, double capacity) {
+  struct Try {
+    std::string key, value, why;
+    RunSpec spec;
+  };
+  std::vector<Try> tries;
+  const RunSpec& base = s.spec;
+  if (s.run.schedule == ScheduleKind::GPipe && s.layout().pp > 1) {
+    Try t{"layout.schedule", "1f1b", "1F1B keeps at most PP micro-batches in flight, GPipe all m",
+          base};
+    t.spec.layout.schedule = "1f1b";
+    tries.push_back(t);
+  }
+  if (!base.optimizer.recompute) {
+    Try t{"optimizer.recompute", "full",
+          "a layer keeps only its input for backward and runs its forward again", base};
+    t.spec.optimizer.recompute = true;
+    tries.push_back(t);
+  }
+  for (int zero = base.optimizer.zero + 1; zero <= 3; ++zero) {
+    Try t{"optimizer.zero", std::to_string(zero),
+          zero == 2 ? "gradients sharded over dp_cp" : "weights and gradients sharded over dp_cp",
+          base};
+    t.spec.optimizer.zero = zero;
+    tries.push_back(t);
+  }
+  if (s.layout().tp > 1 && !base.layout.sp) {
+    Try t{"layout.sp", "on", "the residual stream and norms split over TP along the tokens", base};
+    t.spec.layout.sp = true;
+    tries.push_back(t);
+  }
+  std::vector<MemoryFix> out;
+  for (const Try& t : tries) {
+    const double peak = peak_memory(make_setup(t.spec, s.cfg, s.world())).memory.peak();
+    if (peak <= capacity) out.push_back({t.key, t.value, peak, t.why});
+  }
+  return out;
 }
 
 double cpu_attention_scratch(const Setup& s, int threads) {

@@ -6,6 +6,8 @@
 // before step 0 and `tetra plan --compare` against measured runs.
 #pragma once
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "plan/setup.hpp"
 
@@ -25,6 +27,8 @@ struct Memory {
 
 // One rank of pipeline stage `stage` (ranks of one stage hold the same sizes).
 Memory stage_memory(const Setup& s, int stage);
+// Its persistent part alone (weights, grads, adam, other), without walking the schedule.
+Memory persistent_memory(const Setup& s, int stage);
 
 // The largest peak over the stages, and its stage (of the stages that can be the fullest:
 // the first two and the last; tests check it against every stage).
@@ -33,6 +37,18 @@ struct PeakMemory {
   int stage = 0;
 };
 PeakMemory peak_memory(const Setup& s);
+
+// One change of a setting that brings the fullest stage's peak within `capacity` bytes: the
+// setting's key (layout.schedule, optimizer.recompute, optimizer.zero, layout.sp), its new
+// value, the peak with it, and why it helps.
+struct MemoryFix {
+  std::string key, value;
+  double peak = 0;
+  std::string why;
+};
+// The changes tried one at a time: 1F1B for GPipe (fewer micro-batches in flight),
+// --recompute full, each higher ZeRO stage, SP. Those that fit, in that order.
+std::vector<MemoryFix> memory_fixes(const Setup& s, double capacity);
 
 // Scratch the CPU backend's attention takes outside its buffers: one [S/CP, S] score matrix
 // per thread forward, two backward (backend/cpu/cpu_backend.cpp).

@@ -25,7 +25,12 @@ void plot_command(const PlotOptions& opt) {
       check(kind != ScheduleKind::Interleaved || m % opt.pp == 0, "--micro-batches ", m,
             " is not a multiple of --pp ", opt.pp, ", which the interleaved schedule needs");
       check_schedule(kind, opt.pp, opt.vpp, m);
-      svg = schedule_svg(kind, opt.pp, opt.vpp, m);
+      const json events = schedule_json(kind, opt.pp, opt.vpp, m);
+      if (opt.json) {
+        std::printf("%s\n", events.dump().c_str());
+        return;
+      }
+      svg = schedule_svg(events);
       what = std::string("the ") + schedule_name(kind) + " schedule";
     } else if (!opt.trace.empty()) {
       std::string text;

@@ -19,6 +19,7 @@ struct PlotOptions {
   std::string loss, trace, barrier, schedule, out;
   int pp = 4, vpp = 1, micro_batches = 0;
   int64_t step = -1;  // --trace: the first traced step; --barrier: the last with a straggler
+  bool json = false;  // --schedule: the simulated events as JSON on stdout, no SVG
 };
 
 // The records of a metrics JSONL file (one object per line, blank lines skipped). Throws

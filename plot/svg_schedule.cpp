@@ -39,46 +39,88 @@ double draw_micro_batch_legend(Svg& svg, double x, double y, int micro_batches) 
   return x + 170;
 }
 
-std::string schedule_svg(ScheduleKind kind, int pp, int vpp, int m) {
+json schedule_json(ScheduleKind kind, int pp, int vpp, int m) {
   // A forward and a backward box per micro-batch, virtual stage and rank: past this many no
   // one can read them, and the simulation alone would take minutes and gigabytes.
   const double boxes = 2.0 * pp * vpp * m;
   check(boxes <= 200000, "a schedule of PP ", pp, ", V ", vpp, " and ", m,
         " micro-batches is more boxes (2 PP V m) than the 200,000 tetra draws");
-  const SimResult sim = simulate(kind, pp, vpp, m, 1.0 / vpp, 2.0 / vpp);
-  const double left = 70, right = 20, top = 54, lane = 26, box = 20;
-  const double plot_w = std::clamp(sim.makespan * 36.0, 400.0, 1100.0);
-  const double scale = plot_w / sim.makespan;
-  Svg svg(left + plot_w + right, top + pp * lane + 34);
-
+  const double tf = 1.0 / vpp, tb = 2.0 / vpp;
+  const SimResult sim = simulate(kind, pp, vpp, m, tf, tb);
   const BubbleForms forms = bubble_forms(kind, pp, vpp, m);
   const double idle = std::accumulate(sim.idle.begin(), sim.idle.end(), 0.0) / pp;
-  std::string title = std::string(schedule_name(kind)) + ", PP " + std::to_string(pp) +
+  json ranks = json::array();
+  for (int r = 0; r < pp; ++r) {
+    json events = json::array();
+    for (const TimedAction& t : sim.timeline[size_t(r)])
+      events.push_back({{"kind", t.action.kind == Action::Forward ? "F" : "B"},
+                        {"micro_batch", t.action.micro_batch},
+                        {"virtual_stage", t.action.chunk},
+                        {"chunk", t.action.chunk * pp + r},
+                        {"start", t.start},
+                        {"end", t.end}});
+    ranks.push_back({{"rank", r},
+                     {"busy", sim.busy[size_t(r)]},
+                     {"idle", sim.idle[size_t(r)]},
+                     {"max_in_flight", sim.max_in_flight[size_t(r)]},
+                     {"events", events}});
+  }
+  return {{"schedule", schedule_name(kind)},
+          {"pp", pp},
+          {"vpp", vpp},
+          {"micro_batches", m},
+          {"forward_time", tf},
+          {"backward_time", tb},
+          {"makespan", sim.makespan},
+          {"bubble",
+           {{"of_step", forms.of_step},
+            {"of_compute", forms.of_compute},
+            {"simulated_of_step", idle / sim.makespan},
+            {"simulated_of_compute", idle / (sim.makespan - idle)}}},
+          {"ranks", ranks}};
+}
+
+std::string schedule_svg(const json& sc) {
+  const int pp = sc["pp"], vpp = sc["vpp"], m = sc["micro_batches"];
+  const double makespan = sc["makespan"];
+  const double left = 70, right = 20, top = 54, lane = 26, box = 20;
+  const double plot_w = std::clamp(makespan * 36.0, 400.0, 1100.0);
+  const double scale = plot_w / makespan;
+  Svg svg(left + plot_w + right, top + pp * lane + 34);
+
+  const json& b = sc["bubble"];
+  const std::string name = sc["schedule"];
+  std::string title = name + ", PP " + std::to_string(pp) +
                       (vpp > 1 ? ", V " + std::to_string(vpp) : "") + ", " + std::to_string(m) +
                       " micro-batches: bubble (idle / step) " +
-                      short_number(100 * forms.of_step, 1) + " % by the formula, " +
-                      short_number(100 * idle / sim.makespan, 1) + " % simulated";
+                      short_number(100 * b["of_step"].get<double>(), 1) + " % by the formula, " +
+                      short_number(100 * b["simulated_of_step"].get<double>(), 1) + " % simulated";
+  // The interleaved schedule's paper gives its bubble as a ratio to the compute.
+  if (name == "interleaved")
+    title += "; idle / compute " + short_number(100 * b["of_compute"].get<double>(), 1) + " %";
   svg.text(left, 18, title, {.size = 13, .bold = true});
   draw_micro_batch_legend(svg, left, 28, m);
 
-  for (int r = 0; r < pp; ++r) {
+  for (const json& lane_events : sc["ranks"]) {
+    const int r = lane_events["rank"];
     const double y = top + r * lane;
     svg.text(left - 8, y + box / 2 + 4, "rank " + std::to_string(r), {.size = 11, .anchor = "end"});
     svg.rect(left, y, plot_w, box, "#f2f2f2");
     svg.begin_group({{"class", "lane"}, {"data-rank", std::to_string(r)}});
-    for (const TimedAction& t : sim.timeline[r]) {
-      const Action& a = t.action;
-      const std::string what = std::string(a.kind == Action::Forward ? "F" : "B") + " mb" +
-                               std::to_string(a.micro_batch) + " chunk" +
-                               std::to_string(a.chunk * pp + r);
-      draw_action(svg, left + t.start * scale, y, (t.end - t.start) * scale, box, a.kind,
-                  a.micro_batch, a.chunk * pp + r, a.chunk, vpp, what);
+    for (const json& e : lane_events["events"]) {
+      const Action::Kind kind = e["kind"] == "F" ? Action::Forward : Action::Backward;
+      const int mb = e["micro_batch"], chunk = e["chunk"], v = e["virtual_stage"];
+      const double start = e["start"], end = e["end"];
+      const std::string what = e["kind"].get<std::string>() + " mb" + std::to_string(mb) +
+                               " chunk" + std::to_string(chunk);
+      draw_action(svg, left + start * scale, y, (end - start) * scale, box, kind, mb, chunk, v, vpp,
+                  what);
     }
     svg.end_group();
   }
   const double axis = top + pp * lane + 4;
   svg.line(left, axis, left + plot_w, axis, "#888");
-  for (double t : nice_ticks(0, sim.makespan, 10)) {
+  for (double t : nice_ticks(0, makespan, 10)) {
     svg.line(left + t * scale, axis, left + t * scale, axis + 4, "#888");
     svg.text(left + t * scale, axis + 15, short_number(t), {.size = 10, .anchor = "middle"});
   }

@@ -8,15 +8,23 @@
 
 #include "parallel/schedule.hpp"
 #include "plot/svg.hpp"
+#include "util/json.hpp"
 
 namespace tetra {
 
 // The schedule of `kind` for PP ranks, V virtual stages and m micro-batches, simulated with
 // a chunk's forward taking 1/V and its backward 2/V (a stage's forward is one unit, its
-// backward two, whatever V), as an SVG document. Its title gives the bubble by the formula
-// and by the simulation. Throws tetra::Error for a combination check_schedule refuses, or
-// past 200,000 boxes.
-std::string schedule_svg(ScheduleKind kind, int pp, int vpp, int micro_batches);
+// backward two, whatever V), as JSON (`tetra plot --schedule ... --json`; its keys in
+// docs/design.md): the bubble by the formula and by the simulation, both as the idle share
+// of the step and as a ratio to the compute, and every rank's events with their times.
+// Throws tetra::Error for a combination check_schedule refuses, or past 200,000 boxes.
+json schedule_json(ScheduleKind kind, int pp, int vpp, int micro_batches);
+
+// That object drawn: a lane per rank, a box per event, the bubble in the title.
+std::string schedule_svg(const json& schedule);
+inline std::string schedule_svg(ScheduleKind kind, int pp, int vpp, int micro_batches) {
+  return schedule_svg(schedule_json(kind, pp, vpp, micro_batches));
+}
 
 // One action's box at (x, y, w, h), carrying class "F" or "B", data-mb and data-chunk (the
 // model chunk id), labelled with the micro-batch (and ".v", the virtual stage, when

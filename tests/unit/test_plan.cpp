@@ -78,12 +78,14 @@ TEST_CASE(
     CHECK(t.find("131,072 tokens per replica") != std::string::npos);
     check_rounds_to(number_after(t, "tp 8: "), 1.75, 3);
     check_rounds_to(number_after(t, "dp 128: "), 1.98, 3);
-    check_rounds_to(number_after(t, "over 128 ranks: "), 19.8, 3);  // GB sent per 10 GB
-    check_rounds_to(number_after(t, "sent by each, "), 0.4, 1);     // s at 50 GB/s
-    check_rounds_to(number_after(t, "network, "), 0.044, 2);        // s at 450 GB/s
+    check_rounds_to(number_after(t, "over dp_cp, 128 ranks: "), 19.8, 3);  // GB sent per 10 GB
+    check_rounds_to(number_after(t, "sent by each, "), 0.4, 1);            // s at 50 GB/s
+    check_rounds_to(number_after(t, "network, "), 0.044, 2);               // s at 450 GB/s
     CHECK(t.find("50.0 GB/s network") != std::string::npos);
     CHECK(t.find("450 GB/s NVLink") != std::string::npos);
-    CHECK(t.find("4 all-reduces per layer") != std::string::npos);
+    // 2 forward and 2 backward, and the preset's recompute runs the forward's 2 again.
+    CHECK(t.find("TP: 6 all-reduces per layer per micro-batch (2 forward, 2 backward, 2 more to "
+                 "recompute the forward)") != std::string::npos);
     check_rounds_to(number_after(t, "of the step: "), 48, 2);  // % at m = 16
     CHECK(t.find("at m = 16,") != std::string::npos);
     check_rounds_to(number_after(t, "at m = 32, "), 19, 2);       // % at m = 64
