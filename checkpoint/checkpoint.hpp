@@ -23,6 +23,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -86,9 +87,14 @@ ModelConfig model_from_json(const json& v, const std::string& what);
 // raise_after_shard (--inject-failure): a signal this rank raises once its shard file is on
 // disk, before the checkpoint is complete: SIGKILL (RANK@STEP:ckpt) or a second pre-emption
 // signal (RANK@STEP:preempt); 0 for none.
+// still_ours (rank 0; may be null) throws when the directory is no longer this job's (its
+// lock taken over, checkpoint/lock.hpp's check_held): called before anything is written into
+// dir and again before the checkpoint is installed, so that a job that lost its lock leaves
+// the directory to the one that took it.
 // Returns the path of the new checkpoint directory.
 std::string save(MPI_Comm world, const std::string& dir, const RunState& state,
-                 const std::vector<Segment>& segments, int keep, int raise_after_shard = 0);
+                 const std::vector<Segment>& segments, int keep, int raise_after_shard = 0,
+                 const std::function<void()>& still_ours = nullptr);
 
 // The single-process steps that save() runs, exposed so that a test or a tool can write a
 // checkpoint of any world size from one process:
@@ -114,7 +120,8 @@ ShardRecord write_shard(const std::string& tmp_dir, int rank, int world_size, co
 // ancestors beyond the newest `keep` of its line. Returns the path of the new checkpoint
 // directory.
 std::string finish_write(const std::string& dir, const RunState& state,
-                         const std::vector<ShardRecord>& shards, int keep);
+                         const std::vector<ShardRecord>& shards, int keep,
+                         const std::function<void()>& still_ours = nullptr);
 
 // Checks a checkpoint directory without MPI: the manifest parses and matches its own
 // checksum; its step agrees with the directory's name, the sampler state, the tokens seen

@@ -207,13 +207,15 @@ ShardRecord write_shard(const std::string& tmp_dir, int rank, int world_size, co
 }
 
 std::string finish_write(const std::string& dir, const RunState& state,
-                         const std::vector<ShardRecord>& shards, int keep) {
+                         const std::vector<ShardRecord>& shards, int keep,
+                         const std::function<void()>& still_ours) {
   const std::string context = cannot_write(dir);
   const std::string name = step_dir_name(state.step);
   const std::string tmp = tmp_dir_of(dir, state.step);
   const std::string final_dir = (fs::path(dir) / name).string();
   const json manifest = manifest_json(state, shards);
   write_file_atomically((fs::path(tmp) / kManifestFile).string(), manifest.dump(2) + "\n", context);
+  if (still_ours) still_ours();
   set_aside_unless_same(final_dir, manifest.at("manifest_checksum").get<std::string>(), context);
   install(tmp, final_dir, old_dir_of(dir, state.step), context);
   sync_dir(dir, context);
@@ -224,7 +226,8 @@ std::string finish_write(const std::string& dir, const RunState& state,
 }
 
 std::string save(MPI_Comm world, const std::string& dir, const RunState& state,
-                 const std::vector<Segment>& segments, int keep, int raise_after_shard) {
+                 const std::vector<Segment>& segments, int keep, int raise_after_shard,
+                 const std::function<void()>& still_ours) {
   int rank = 0, size = 1;
   MPI_Comm_rank(world, &rank);
   MPI_Comm_size(world, &size);
@@ -232,6 +235,7 @@ std::string save(MPI_Comm world, const std::string& dir, const RunState& state,
   try {
     agree(world, [&] {
       model_from_json(state.model, "checkpoint state");
+      if (rank == 0 && still_ours) still_ours();
       if (rank == 0) begin_write(dir, state.step);
     });
     ShardRecord mine;
@@ -248,7 +252,7 @@ std::string save(MPI_Comm world, const std::string& dir, const RunState& state,
       shards.push_back({shard_file_name(r), all[2 * size_t(r)], uint32_t(all[2 * size_t(r) + 1])});
     }
     agree(world, [&] {
-      if (rank == 0) finish_write(dir, state, shards, keep);
+      if (rank == 0) finish_write(dir, state, shards, keep, still_ours);
     });
   } catch (const Error&) {
     // Leave no half-written directory behind; earlier checkpoints were never touched.

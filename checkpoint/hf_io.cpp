@@ -70,9 +70,13 @@ int model_int(const HfModel& m, const std::string& what, int64_t v) {
   return *i;
 }
 
-// config.json's integer `key` as an int (required unless fallback >= 0).
-int config_size(const HfModel& m, const char* key, int64_t fallback = -1) {
-  return model_int(m, std::string("config.json's \"") + key + "\"", config_int(m, key, fallback));
+// config.json's integer `key` as an int (required unless fallback >= 0), at most `limit`
+// (tetra's for that size, model/config.hpp): checked before anything is made of it.
+int config_size(const HfModel& m, const char* key, int64_t fallback = -1, int64_t limit = INT_MAX) {
+  const int64_t v = config_int(m, key, fallback);
+  check(v <= limit, "init model '", m.path(), "': config.json's \"", key, "\" is ", v,
+        ", more than tetra's limit of ", limit);
+  return model_int(m, std::string("config.json's \"") + key + "\"", v);
 }
 
 double config_number(const HfModel& m, const char* key, double fallback) {
@@ -199,7 +203,7 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& asked,
           " disagrees with model.embed_tokens.weight's ", c.vocab, " rows");
     check(config_int(m, "hidden_size") == c.dim, "init model '", m.path(),
           "': config.json's hidden_size disagrees with model.embed_tokens.weight");
-    c.layers = config_size(m, "num_hidden_layers");
+    c.layers = config_size(m, "num_hidden_layers", -1, kMaxLayers);
     c.heads = config_size(m, "num_attention_heads");
     c.kv_heads = config_size(m, "num_key_value_heads", c.heads);
     c.ffn_dim = config_size(m, "intermediate_size");
@@ -263,6 +267,12 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& asked,
   check_given("rope_type", c.rope_type, asked.rope_type);
   const auto word = [](bool b) { return std::string(b ? "true" : "false"); };
   check_given("tie_embeddings", word(c.tie_embeddings), word(asked.tie_embeddings));
+  // Every size within tetra's limits before the model's tensors are listed.
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    fail("init model '", m.path(), "': ", e.what());
+  }
   check_all_used(m, c);
   return c;
 }

@@ -78,6 +78,7 @@ struct Holder {
   std::string job, host, boot, pid_ns;  // boot and pid_ns "" in locks of older tetras
   int64_t pid = 0;
   unsigned long long start = 0;
+  int64_t attempt = 0;  // 0 in locks of older tetras
 
   // On this host, in this boot and PID namespace: where its pid can be looked up.
   bool checkable() const {
@@ -85,13 +86,21 @@ struct Holder {
            (pid_ns.empty() || pid_ns == pid_namespace());
   }
   std::string describe() const {
-    std::string s = (job.empty() ? "" : "job " + job + ", ") + "pid " + std::to_string(pid);
+    std::string s = (job.empty() ? "" : "job " + job + ", ") +
+                    (attempt > 0 ? "attempt " + std::to_string(attempt) + ", " : "") + "pid " +
+                    std::to_string(pid);
     if (host != host_name()) return s + " on host " + host;
     if (!boot.empty() && boot != boot_id())
       return s + " on host " + host + " before a reboot, or on another machine of that name";
     if (!pid_ns.empty() && pid_ns != pid_namespace())
       return s + " on host " + host + " in another PID namespace (a container)";
     return s + " on host " + host;
+  }
+  // Why this process cannot look the holder up.
+  std::string unchecked() const {
+    if (host != host_name()) return "it ran on host " + host;
+    if (!boot.empty() && boot != boot_id()) return "it ran before a reboot or on another machine";
+    return "it ran in another PID namespace";
   }
 };
 
@@ -107,8 +116,12 @@ std::optional<Holder> parse_holder(const std::string& text) {
   const auto pid = json_int(v.at("pid"));
   const auto start = json_int(v.at("start_time"));
   if (!pid || !start || *pid <= 0) return std::nullopt;
+  const auto attempt =
+      v.contains("attempt") ? json_int(v.at("attempt")) : std::optional<int64_t>(0);
+  if (!attempt || *attempt < 0) return std::nullopt;
   return Holder{str("job"),    str("host"), str("boot_id"),
-                str("pid_ns"), *pid,        (unsigned long long)*start};
+                str("pid_ns"), *pid,        (unsigned long long)*start,
+                *attempt};
 }
 
 // Whether a checkable holder still runs: the same process (not a later one that got its
@@ -187,10 +200,11 @@ std::string job_identity() {
   return "";
 }
 
-std::string lock_text(const std::string& job, int pid) {
+std::string lock_text(const std::string& job, int pid, int attempt) {
   const std::optional<Process> p = process(pid);
   json v = json::object();
   v["job"] = job;
+  v["attempt"] = attempt;
   v["host"] = host_name();
   v["boot_id"] = boot_id();
   v["pid_ns"] = pid_namespace();
@@ -201,7 +215,7 @@ std::string lock_text(const std::string& job, int pid) {
 
 DirLock::DirLock(const std::string& dir, const LockRequest& req) {
   const std::string path = (std::filesystem::path(dir) / kLockFile).string();
-  const std::string mine = lock_text(req.job, int(::getpid()));
+  const std::string mine = lock_text(req.job, int(::getpid()), req.attempt);
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(req.wait_seconds));
@@ -233,8 +247,17 @@ DirLock::DirLock(const std::string& dir, const LockRequest& req) {
                           "checkpoints; wait for it to end or pass another `checkpoint.ckpt_dir`");
       }
       why = "which no longer runs";
+    } else if (same_job && req.restart && req.attempt > holder->attempt) {
+      // Whether it still runs cannot be told from here: should it, it stops at its next
+      // checkpoint (check_held).
+      why = "an earlier attempt of this job (this is attempt " + std::to_string(req.attempt) +
+            "); tetra cannot check from here that it has stopped (" + holder->unchecked() +
+            "): if it still runs, it stops at its next checkpoint";
     } else if (same_job && req.restart) {
-      why = "an earlier attempt of this job";
+      throw LockedError(in_use + holder->describe() + "), attempt " +
+                        std::to_string(holder->attempt) + " of this job, which this run (attempt " +
+                        std::to_string(req.attempt) +
+                        ") does not follow: an attempt takes over only an earlier one's lock");
     } else {
       throw LockedError(in_use + holder->describe() +
                         ", which this machine cannot check); if that job is gone, break the "
@@ -268,6 +291,25 @@ void DirLock::release() {
   } catch (const Error&) {  // someone replaced it: it is not ours to remove
   }
   path_.clear();
+}
+
+void DirLock::check_held() const {
+  if (path_.empty()) return;
+  std::optional<std::string> text;
+  try {
+    text = read_text(path_);
+  } catch (const Error&) {  // replaced by something unreadable: not ours either
+    text = "";
+  }
+  if (text == content_) return;
+  const std::optional<Holder> holder = text ? parse_holder(*text) : std::nullopt;
+  const std::string dir = std::filesystem::path(path_).parent_path().string();
+  throw LockedError("checkpoint directory '" + dir + "' is no longer this job's: its lock " +
+                    (holder ? "was taken over by " + holder->describe()
+                     : text ? "was replaced"
+                            : "was removed") +
+                    "; stopping without saving this checkpoint, so that two jobs do not write "
+                    "one directory");
 }
 
 DirLock::~DirLock() {

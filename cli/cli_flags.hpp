@@ -128,10 +128,13 @@ inline CLI::Option* add_switch(CLI::App& app, const std::string& name, bool& fie
 // Each subcommand's flags, writing into its options. Tetra train's come from the schema
 // (util/settings.hpp, train/config.hpp): a help group per section, a flag per key (its help's
 // settings worded as flags); settings: where each is recorded with its option (for --config,
-// --print-config and given), or null; swept_only: only the keys a sweep passes on to its runs
-// (tetra sweep's).
+// --print-config and given), or null. For: tetra train's all; tetra sweep's only the keys a
+// sweep passes on to its runs; tetra plan's all, with those the plan does not read (the data,
+// checkpoints and outputs but --peak-tflops) left out of its --help though taken, so that a
+// training command line planned as it is still parses.
+enum class TrainFlagsFor { Train, Sweep, Plan };
 void add_train_options(CLI::App& app, TrainConfig& o, Settings* settings = nullptr,
-                       bool swept_only = false);
+                       TrainFlagsFor for_ = TrainFlagsFor::Train);
 // The arguments that give the settings of `keys` ("model.heads") their values in `c`:
 // "--flag value" ("--flag=value" for a value that starts with '-' or is empty), "--flag" for a
 // switch that is on, nothing for one that is off; in the schema's order. What tools pass to
@@ -148,6 +151,7 @@ void add_launch_options(CLI::App& app, LaunchOptions& o);
 void add_lab_options(CLI::App& app, LabOptions& o);
 void finish_lab_options(const CLI::App& app, LabOptions& o);
 void add_sweep_options(CLI::App& app, SweepOptions& o);
+void add_serve_options(CLI::App& app, ServeOptions& o);
 void finish_sweep_options(const CLI::App& app, SweepOptions& o);
 
 }  // namespace tetra::cli

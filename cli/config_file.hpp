@@ -23,6 +23,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "util/settings.hpp"
+
 namespace CLI {
 class Option;
 }
@@ -35,7 +37,7 @@ struct Setting {
   std::string section;                // the TOML table: "layout"
   std::string name;                   // the key in it: "kv_heads"
   std::function<std::string()> toml;  // the field's value as TOML ("" when it cannot be written)
-  bool is_switch = false;
+  settings::Kind kind = settings::Kind::Text;
   std::string flag() const;  // "--kv-heads"
   std::string key() const;   // "model.kv_heads"
 };
@@ -56,8 +58,12 @@ requires std::is_integral_v<T> std::string toml_value(T x) {
 // The arguments that give the values of `file`'s keys to their flags ("--flag=value"; "--flag"
 // for a switch set to true, nothing for one set to false), except the keys whose flag the
 // command line gave (its option has a count): those the command line overrides.
-// Throws tetra::Error naming the file and the key for a file that cannot be read, a key that
-// names no flag of its section, a key given twice, a list, or a switch neither true nor false.
+// Throws tetra::Error naming the file and the key (or the line) for a file that cannot be
+// read or is larger than kMaxConfigBytes, a line that is not TOML tetra reads, a table or a key
+// given twice, a key that names no flag of its section, a list or a table as a value, or a value
+// of the wrong type: a string for a number, a number for a string, a switch neither true nor
+// false. The value's own checks are its flag's.
+inline constexpr int64_t kMaxConfigBytes = 1 << 20;
 std::vector<std::string> config_file_args(const std::string& file, const Settings& settings);
 
 // The configuration as TOML (see above): the settings whose keys are in `given` set, the

@@ -1,15 +1,19 @@
-// The flags of the commands that start jobs (jobs/): tetra launch's, tetra lab's, and tetra
-// sweep's (tetra train's that a sweep passes on to its runs, as their tables say: not the
-// layout and the ZeRO stage, which the sweep decides, nor one run's own checkpoints, outputs
-// and validation; plus the lists to cross, the machine and how to run).
+// The flags of the commands that start jobs (jobs/): tetra launch's, tetra lab's, tetra serve's,
+// and tetra sweep's (tetra train's that a sweep passes on to its runs, as their tables say: not
+// the layout and the ZeRO stage, which the sweep decides, nor one run's own checkpoints,
+// outputs and validation; plus the lists to cross, the machine and how to run).
 #include <algorithm>
 
+#include "cli/apply_preset.hpp"
 #include "cli/cli_flags.hpp"
 #include "jobs/job.hpp"
 #include "jobs/lab.hpp"
+#include "jobs/lab_exercise.hpp"
 #include "jobs/lab_lessons.hpp"
 #include "jobs/launch.hpp"
+#include "jobs/serve.hpp"
 #include "jobs/sweep.hpp"
+#include "plan/setup.hpp"
 #include "util/error.hpp"
 
 namespace tetra::cli {
@@ -71,6 +75,15 @@ void add_lab_options(CLI::App& app, LabOptions& o) {
   add_switch(app, "--list", o.list, "list the lessons");
   add(app, "--out", o.out, "DIR",
       "keep every run's log and metrics here (default: a temporary directory, removed)");
+  std::string names;
+  for (const lab::Exercise& e : lab::exercises()) names += (names.empty() ? "" : ", ") + e.name;
+  add(app, "--exercise", o.exercise, "NAME",
+      "copy tetra's sources into --dir with one function a lesson teaches emptied, for you to "
+      "write: " +
+          names);
+  add_switch(app, "--check", o.check,
+             "build the exercise's copy in --dir and grade it against one rank");
+  add(app, "--dir", o.dir, "DIR", "where the exercise's copy is");
   add_job_options(app, o.job);
   app.footer(
       "tetra lab [LESSON] [--answer X [--answer Y]] [--lang en|zh]: each lesson explains one\n"
@@ -81,11 +94,24 @@ void add_lab_options(CLI::App& app, LabOptions& o) {
       "  tetra lab --list\n"
       "  tetra lab dp\n"
       "  tetra lab pp --answer 25% --answer 20%\n"
-      "  tetra lab 6nd --lang zh");
+      "  tetra lab 6nd --lang zh\n"
+      "  tetra lab --exercise tp_column_backward --dir ex; tetra lab --check --dir ex");
 }
 
 void finish_lab_options(const CLI::App& app, LabOptions& o) {
   check_job_options(o.job);
+  const bool exercise = app.count("--exercise") > 0;
+  check(!(exercise && o.check),
+        "--exercise makes an exercise's copy and --check grades it: one "
+        "at a time");
+  check(exercise || o.check || app.count("--dir") == 0, "--dir needs --exercise NAME or --check");
+  if (exercise || o.check) {
+    check(o.lesson.empty() && app.count("--answer") == 0 && !o.list && app.count("--out") == 0,
+          exercise ? "--exercise" : "--check", " takes no LESSON, --answer, --list or --out");
+    if (exercise) lab::find_exercise(o.exercise);
+    check(!o.dir.empty(), "--dir is empty");
+    return;
+  }
   if (!o.lesson.empty()) lab::find_lesson(lab::lessons(train_args()), o.lesson);
   if (app.count("--answer") == 0) return;
   check(!o.lesson.empty(), "--answer needs a LESSON: one lesson's question to answer");
@@ -96,16 +122,37 @@ void finish_lab_options(const CLI::App& app, LabOptions& o) {
   }
 }
 
+void add_serve_options(CLI::App& app, ServeOptions& o) {
+  add(app, "--port", o.port, "N", "the port to listen on (0: any free one, printed)")
+      ->check(rule(CLI::Range(0, 65535), "must be from 0 to 65535"));
+  add(app, "--host", o.host, "ADDR",
+      "the address to listen on, as the browser names it (requests naming another are "
+      "refused)");
+  add(app, "--max-ranks", o.max_ranks, "N", "the most ranks a run from the page may take")
+      ->check(kAtLeast1);
+  add(app, "--max-steps", o.max_steps, "N", "the most steps a run from the page may take")
+      ->check(kAtLeast1);
+  add_job_options(app, o.job);
+  app.footer(
+      "tetra serve [--port N] [--host ADDR]: prints its address with a token; open it in a\n"
+      "browser. The planner as a calculator (every number tetra plan's), a button that trains\n"
+      "the layout on this machine's CPU ranks and sets the measurement beside the plan, and\n"
+      "tetra lab's lessons. Listens on 127.0.0.1 unless told; a run needs the token.\n"
+      "Example: tetra serve --port 0");
+}
+
 void add_sweep_options(CLI::App& app, SweepOptions& o) {
   o.train.optimizer.steps = 5;  // a sweep's runs are short; --help shows this default
-  add_train_options(app, o.train, nullptr, true);
+  add_train_options(app, o.train, nullptr, TrainFlagsFor::Sweep);
   for (const CLI::Option* opt : app.get_options()) o.train_flags.push_back(opt->get_name());
   app.get_option("--steps")->description(
       "steps of every run (the first warms up and is not timed)");
 
   app.option_defaults()->group("Layouts");
   add(app, "--ranks", o.ranks, "N", "ranks: every TP x CP x PP x DP = N that tetra accepts")
-      ->check(kAtLeast1)
+      ->check(rule(
+          CLI::Range(int64_t(1), plan::kMaxPlanRanks),
+          "must be from 1 to " + std::to_string(plan::kMaxPlanRanks) + ", the ranks tetra plans"))
       ->required();
   add(app, "--zero", o.zero, "LIST", "ZeRO stages to try, comma-separated (1,2,3)")
       ->check(list_of(is_zero, "1, 2 and 3"));
@@ -153,6 +200,8 @@ void finish_sweep_options(const CLI::App& app, SweepOptions& o) {
           app.count(k.flag()) > 0)
         t.given.insert(table.name + "." + k.name);
   });
+  // The sweep plans and measures the preset's model and batch, as each run trains them.
+  if (!t.run.preset.empty()) apply_preset(t, nullptr);
   resolve(t);
   std::set<std::string> passed = t.given;
   passed.erase("optimizer.steps");
@@ -161,6 +210,9 @@ void finish_sweep_options(const CLI::App& app, SweepOptions& o) {
   o.choices.zero.clear();
   for (const std::string& z : split_commas(o.zero)) o.choices.zero.push_back(std::stoi(z));
   o.choices.schedules = split_commas(o.schedules);
+  check(app.count("--vpp") == 0 ||
+            std::count(o.choices.schedules.begin(), o.choices.schedules.end(), "interleaved") > 0,
+        "--vpp goes with --schedule interleaved (V is the interleaved schedule's)");
   o.choices.vpp.clear();
   for (const std::string& v : split_commas(o.vpp)) o.choices.vpp.push_back(std::stoi(v));
   o.choices.sp = o.sp == "both" ? std::vector<bool>{false, true} : std::vector<bool>{o.sp == "on"};

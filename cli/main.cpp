@@ -21,16 +21,16 @@
 #include "checkpoint/manifest.hpp"
 #include "cli/generate.hpp"
 #include "cli/options.hpp"
+#include "cli/plan_command.hpp"
 #include "parallel/agree.hpp"
 #include "parallel/placement.hpp"
 #include "parallel/watchdog.hpp"
-#include "plan/compare.hpp"
-#include "plan/plan_report.hpp"
 #include "plot/plot.hpp"
-#include "plot/svg_schedule.hpp"
 #include "train/preempt.hpp"
 #include "train/trainer.hpp"
 #include "util/error.hpp"
+#include "util/input_file.hpp"
+#include "util/same_path.hpp"
 
 namespace {
 
@@ -53,6 +53,10 @@ int train(const tetra::TrainConfig& opt) {
 // manifest) or a checkpoint directory, meaning its newest complete checkpoint.
 void ckpt_command(const tetra::CkptOptions& opt, int rank) {
   std::string dir = opt.dir;
+  // Either is a directory: a missing path or a FIFO is said as such.
+  const std::string not_dir = tetra::input_dir_problem(dir);
+  tetra::check(not_dir.empty(), "'", dir,
+               "' is not a checkpoint or a checkpoint directory: ", not_dir);
   // A step_N directory is one checkpoint even when its manifest is gone: say so.
   const std::filesystem::path leaf = std::filesystem::path(dir).lexically_normal();
   const bool one = std::filesystem::exists(dir + "/manifest.json") ||
@@ -91,30 +95,20 @@ void ckpt_command(const tetra::CkptOptions& opt, int rank) {
 }
 
 // tetra plan: the report (--json: its object), or with --compare the plan beside a run's metrics
-// (exit 1 when they disagree). Rank 0 prints; the plan needs no other rank.
+// (exit 1 when they disagree). Rank 0 prints and draws; the plan needs no other rank.
 int plan_command(const tetra::PlanOptions& opt, int rank) {
-  int rc = 0;
-  std::string text;
+  tetra::PlanOutput out;
   tetra::agree(MPI_COMM_WORLD, [&] {
-    if (!opt.compare.empty()) {
-      const tetra::plan::Setup s = tetra::plan::make_setup(opt.train.run_spec(), opt.train.model);
-      const tetra::plan::Comparison c = tetra::plan::compare_metrics(s, opt.compare);
-      text = c.table + (c.match ? "plan matches " : "plan does NOT match ") + opt.compare + "\n";
-      rc = c.match ? 0 : 1;
-    } else {
-      const tetra::json plan =
-          tetra::plan::plan_json(opt.train.run_spec(), opt.train.model, opt.request);
-      text = opt.json ? plan.dump() + "\n" : tetra::plan::plan_text(plan);
+    // The picture may not replace what the plan reads.
+    for (const auto& [flag, input] :
+         {std::pair{"--compare", &opt.compare}, {"--config", &opt.train.origin.file}}) {
+      const std::string clash = tetra::same_file_problem("--draw", opt.draw, flag, *input);
+      tetra::check(clash.empty(), clash);
     }
-    // --draw: the planned schedule simulated and drawn, as tetra plot --schedule draws it.
-    if (!opt.draw.empty() && rank == 0) {
-      const tetra::plan::Setup s = tetra::plan::make_setup(opt.train.run_spec(), opt.train.model);
-      tetra::write_svg(opt.draw, tetra::schedule_svg(s.run.schedule, s.layout().pp,
-                                                     opt.train.layout.vpp, s.run.micro_batches));
-    }
+    out = tetra::plan_output(opt, rank == 0);
   });
-  if (rank == 0) std::printf("%s", tetra::settings::worded(text, opt.train.origin).c_str());
-  return rc;
+  if (rank == 0) std::printf("%s", tetra::settings::worded(out.text, opt.train.origin).c_str());
+  return out.status;
 }
 
 }  // namespace
@@ -180,6 +174,7 @@ int main(int argc, char** argv) {
     rc = tetra::exit_status_of(e);
     if (world > 1) MPI_Abort(MPI_COMM_WORLD, rc);
   }
+  rc = tetra::checked_stdout(rc);
   MPI_Finalize();
   return rc;
 }

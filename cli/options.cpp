@@ -11,7 +11,9 @@
 
 #include "cli/apply_preset.hpp"
 #include "cli/cli_flags.hpp"
+#include "parallel/placement.hpp"
 #include "util/error.hpp"
+#include "util/output_file.hpp"
 
 namespace tetra {
 
@@ -94,6 +96,11 @@ std::string refusal(CLI::Option& opt) {
   return {};
 }
 
+// An option's flag, listed in --help or not (CLI11 names an option kept out of --help "").
+std::string flag_name(const CLI::Option& opt) {
+  return opt.get_lnames().empty() ? opt.get_name() : "--" + opt.get_lnames().front();
+}
+
 // CLI11's error in tetra's words, from its type and the options' state rather than its text:
 // "--dim takes an integer (got 'x')", "--dim needs a value (D)", "--dim is given more than
 // once". `args` are the arguments as CLI11 was given them (last first) and `rest` those it
@@ -135,7 +142,7 @@ std::string reworded(CLI::App& app, const CLI::ParseError& e, const std::vector<
     }
     for (const CLI::Option* opt : last.get_options())
       if (opt->get_positional() && opt->count() == 0)
-        return path_of(apps) + " needs " + opt->get_name();
+        return path_of(apps) + " needs " + flag_name(*opt);
   }
   return path_of(apps) + ": " + e.what();
 }
@@ -184,7 +191,8 @@ std::unique_ptr<CLI::App> build_app(CommandLine& into, TrainSettings* settings) 
       "given beside it replaces that part. Examples:\n"
       "  tetra plan --preset llama3-405b             (Llama 3 405B on 16,384 H100s)\n"
       "  tetra plan --preset llama3-405b --dp 64     (the same on 8,192)");
-  add_train_options(*plan, into.plan.train, settings ? &settings->plan : nullptr);
+  add_train_options(*plan, into.plan.train, settings ? &settings->plan : nullptr,
+                    TrainFlagsFor::Plan);
   add_plan_options(*plan, into.plan);
   add_config_options(*plan, into, false);
 
@@ -254,6 +262,11 @@ std::unique_ptr<CLI::App> build_app(CommandLine& into, TrainSettings* settings) 
       "lab", "lessons in 4D parallelism: predict a number, run the layout, compare");
   configure(*lab);
   add_lab_options(*lab, into.lab);
+
+  CLI::App* serve = app->add_subcommand(
+      "serve", "a local web page: the planner as a calculator, runs of its layout, the lessons");
+  configure(*serve);
+  add_serve_options(*serve, into.serve);
   return app;
 }
 
@@ -285,10 +298,10 @@ std::unique_ptr<CLI::App> parse_into(CommandLine& cli, TrainSettings& settings,
     std::set<std::string> from_file;
     for (const std::string& a : file_args) from_file.insert(a.substr(0, a.find('=')));
     const auto subject = [&](const CLI::Option& opt) {
-      if (!from_file.count(opt.get_name())) return opt.get_name();
+      if (!from_file.count(flag_name(opt))) return flag_name(opt);
       for (const Setting& s : cli.command == "plan" ? settings.plan : settings.train)
         if (s.option == &opt) return file + ": " + s.key();
-      return opt.get_name();
+      return flag_name(opt);
     };
     fail(reworded(*app, e, all, rest, subject));
   }
@@ -306,8 +319,8 @@ void finish(CommandLine& cli, TrainSettings& settings, std::unique_ptr<CLI::App>
             const std::vector<std::string>& args, bool separated) {
   const std::vector<CLI::App*> apps = chain(*app);
   if (cli.command == "train" || cli.command == "plan") {
-    std::set<std::string> file_flags;  // the flags given by the --config file's keys
-    if (!cli.config_file.empty()) {
+    std::set<std::string> file_flags;      // the flags given by the --config file's keys
+    if (apps[1]->count("--config") > 0) {  // --config "" too: refused
       // The file's keys for the flags the command line left out, read again with it.
       const std::string file = cli.config_file;
       const std::vector<std::string> file_args =
@@ -325,14 +338,15 @@ void finish(CommandLine& cli, TrainSettings& settings, std::unique_ptr<CLI::App>
       o.given.insert(s.key());
       if (file_flags.count(s.flag())) o.origin.keys.insert(s.key());
     }
-    if (!o.origin.keys.empty()) o.origin.file = cli.config_file;
+    // The file is an input too, which no output may replace (train/outputs.hpp).
+    o.origin.file = cli.config_file;
     // tetra plan's own flags (the machine, the tokens, the rate), which a preset fills in
     // where they are not given: "plan.gpu".
     if (cli.command == "plan")
       for (const CLI::Option* opt : chain(*app)[1]->get_options()) {
-        std::string name = opt->get_name().substr(2);
+        std::string name = flag_name(*opt).substr(2);
         std::replace(name.begin(), name.end(), '-', '_');
-        if (opt->count() > 0 && opt->get_name() != "--config" &&
+        if (opt->count() > 0 && flag_name(*opt) != "--config" &&
             std::none_of(flags.begin(), flags.end(),
                          [&](const Setting& s) { return s.option == opt; }))
           o.given.insert("plan." + name);
@@ -341,6 +355,10 @@ void finish(CommandLine& cli, TrainSettings& settings, std::unique_ptr<CLI::App>
     if (cli.command == "plan") {
       if (o.layout.dp == 0) o.layout.dp = 1;
       cli.plan.request.peak_tflops = o.output.peak_tflops;
+      // Both price D tokens: without them they would change nothing.
+      for (const char* flag : {"--achieved-tflops", "--mfu"})
+        check(chain(*app)[1]->count(flag) == 0 || cli.plan.request.tokens > 0, flag,
+              " goes with --tokens D (the time and the cost of D tokens)");
     }
     resolve(o);
     if (cli.print_config) cli.printed_config = config_toml(flags, o.given);
@@ -351,6 +369,8 @@ void finish(CommandLine& cli, TrainSettings& settings, std::unique_ptr<CLI::App>
     finish_sweep_options(*apps[1], cli.sweep);
   } else if (cli.command == "lab") {
     finish_lab_options(*apps[1], cli.lab);
+  } else if (cli.command == "serve") {
+    check_job_options(cli.serve.job);
   } else if (cli.command == "ckpt") {
     cli.ckpt.action = apps[2]->get_name();
   } else if (cli.command == "plot") {
@@ -428,26 +448,49 @@ TrainArgs train_args() {
   return {parse_train_options, cli::setting_args};
 }
 
+PlanArgs plan_args() {
+  return {[](const std::vector<std::string>& args) {
+    std::vector<std::string> all = {"plan"};
+    all.insert(all.end(), args.begin(), args.end());
+    CommandLine cli = parse_command_line(all);
+    return PlanArgs::Parsed{cli.plan.train, cli.plan.request};
+  }};
+}
+
 bool starts_jobs(const std::vector<std::string>& args) {
-  return !args.empty() && (args[0] == "launch" || args[0] == "sweep" || args[0] == "lab");
+  return !args.empty() &&
+         (args[0] == "launch" || args[0] == "sweep" || args[0] == "lab" || args[0] == "serve");
 }
 
 int run_job_command(const std::vector<std::string>& args) {
   try {
+    check_not_a_rank("tetra " + args[0]);
     const CommandLine cli = parse_command_line(args);
     if (!cli.help.empty()) {
       std::printf("%s", cli.help.c_str());
-      return 0;
+      return checked_stdout(exit_status::kOk);
     }
-    if (cli.command == "launch") return run_launch(cli.launch, train_args());
-    if (cli.command == "sweep") return run_sweep(cli.sweep, train_args());
-    return run_lab(cli.lab, train_args());
+    if (cli.command == "launch") return checked_stdout(run_launch(cli.launch, train_args()));
+    if (cli.command == "sweep") return checked_stdout(run_sweep(cli.sweep, train_args()));
+    if (cli.command == "serve")
+      return checked_stdout(run_serve(cli.serve, train_args(), plan_args()));
+    return checked_stdout(run_lab(cli.lab, train_args()));
   } catch (const std::exception& e) {
-    // The jobs' own flags are all on the command line.
+    // The jobs' own flags are all on the command line. Started as several ranks (refused):
+    // one of them speaks.
     std::fflush(stdout);
-    std::fprintf(stderr, "tetra: error: %s\n", settings::worded(error_text(e)).c_str());
+    if (launcher_rank().rank == 0)
+      std::fprintf(stderr, "tetra: error: %s\n", settings::worded(error_text(e)).c_str());
     return exit_status_of(e);
   }
+}
+
+int checked_stdout(int status) {
+  if (status != exit_status::kOk) return status;  // its error said already
+  const std::string problem = stdout_problem();
+  if (problem.empty()) return status;
+  std::fprintf(stderr, "tetra: error: %s\n", problem.c_str());
+  return exit_status::kInput;
 }
 
 }  // namespace tetra

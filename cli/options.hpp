@@ -11,6 +11,7 @@
 #include "cli/tokenize.hpp"
 #include "jobs/lab.hpp"
 #include "jobs/launch.hpp"
+#include "jobs/serve.hpp"
 #include "jobs/sweep.hpp"
 #include "plan/plan_report.hpp"
 #include "plot/plot.hpp"
@@ -38,7 +39,8 @@ struct PlanOptions {
 };
 
 struct CommandLine {
-  // "train", "plan", "launch", "ckpt", "plot", "generate", "tokenize", "sweep" or "lab"; empty
+  // "train", "plan", "launch", "ckpt", "plot", "generate", "tokenize", "sweep", "lab" or
+  // "serve"; empty
   // when help
   // was asked for
   std::string command;
@@ -58,6 +60,7 @@ struct CommandLine {
   TokenizeOptions tokenize;
   SweepOptions sweep;
   LabOptions lab;
+  ServeOptions serve;
 
   // Where train's or plan's settings came from (TrainConfig::origin): how an error words the
   // settings it names (settings::worded). Empty for the other commands, whose flags are all
@@ -80,11 +83,19 @@ TrainConfig parse_train_options(const std::vector<std::string>& args);
 // tetra train's parser and argument builder, for the jobs (jobs/train_args.hpp).
 TrainArgs train_args();
 
-// tetra launch, sweep and lab (args[0]) start MPI jobs and are not one: main runs them before
-// MPI_Init. run_job_command parses the arguments and hands the options to jobs/; returns the
+// tetra plan's parser, for tetra serve: a page's settings are read as its flags.
+PlanArgs plan_args();
+
+// tetra launch, sweep, lab and serve (args[0]) start MPI jobs and are not one: main runs them
+// before MPI_Init. run_job_command parses the arguments and hands the options to jobs/; returns the
 // exit status, after one "tetra: error:" line on stderr for a refusal.
 bool starts_jobs(const std::vector<std::string>& args);
 int run_job_command(const std::vector<std::string>& args);
+
+// A command's exit status once its standard output is checked: output errors are errors, so a
+// command that succeeded but whose output did not all reach standard output (a full disk,
+// /dev/full) says so in one "tetra: error:" line and exits 2. A failed command's status stands.
+int checked_stdout(int status);
 
 // A configuration a checkpoint records (TrainConfig's JSON, layout as laid out; older names
 // read too) as a --config file: the settings that differ from their defaults set, the rest

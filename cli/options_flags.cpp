@@ -110,17 +110,20 @@ CLI::Option* add_key(CLI::App& app, S& section, const settings::Key<S>& k) {
 
 }  // namespace
 
-void add_train_options(CLI::App& app, TrainConfig& o, Settings* settings, bool swept_only) {
+void add_train_options(CLI::App& app, TrainConfig& o, Settings* settings, TrainFlagsFor for_) {
   for_each_section(o, [&](auto& section, const auto& table) {
     app.option_defaults()->group(table.group);
     for (const auto& k : table.keys) {
-      if (swept_only && !*k.swept) continue;
+      if (for_ == TrainFlagsFor::Sweep && !*k.swept) continue;
       CLI::Option* opt = add_key(app, section, k);
+      const std::string key = table.name + "." + k.name;
+      if (for_ == TrainFlagsFor::Plan && (table.name == "data" || table.name == "checkpoint" ||
+                                          (table.name == "output" && key != "output.peak_tflops")))
+        opt->group("");  // taken, not listed
       if (!settings) continue;
       const auto value = [&section, &k] { return k.get(section); };
       settings->push_back({opt, table.name, k.name,
-                           [value, kind = k.kind] { return toml_text(kind, value()); },
-                           k.kind == Kind::Switch});
+                           [value, kind = k.kind] { return toml_text(kind, value()); }, k.kind});
     }
   });
 }
@@ -192,7 +195,8 @@ void add_plan_options(CLI::App& app, PlanOptions& p) {
   add(app, "--achieved-tflops", o.achieved_tflops, "X",
       "a rate per GPU to time D tokens at (e.g. a measured one)")
       ->check(kNonNegative);
-  add(app, "--mfu", o.mfu, "PERCENT", "value one MFU point from here (0: the estimated bound)")
+  add(app, "--mfu", o.mfu, "PERCENT",
+      "value one MFU point from here (0: the estimate for this schedule)")
       ->check(rule(CLI::Validator(
                        [](std::string& s) -> std::string {
                          double x = -1;  // below 99 itself: one MFU point above must stay < 100

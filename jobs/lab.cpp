@@ -14,9 +14,11 @@
 #include <sstream>
 
 #include "jobs/job.hpp"
+#include "jobs/lab_exercise.hpp"
 #include "jobs/lab_lessons.hpp"
 #include "plot/plot.hpp"
 #include "util/error.hpp"
+#include "util/output_dir.hpp"
 
 namespace tetra {
 
@@ -68,37 +70,27 @@ struct Words {
 };
 const Words kWords;
 
-// Where the runs write: --out, or a temporary directory removed at the end.
-class RunDir {
- public:
-  explicit RunDir(const std::string& out) {
-    if (!out.empty()) {
-      std::error_code ec;
-      fs::create_directories(out, ec);
-      check(!ec && fs::is_directory(out), "cannot make --out directory '", out, "'",
-            ec ? ": " + ec.message() : "");
-      path_ = out;
-      return;
-    }
-    const char* tmp = std::getenv("TMPDIR");
-    std::string name = std::string(tmp && *tmp ? tmp : "/tmp") + "/tetra_lab_XXXXXX";
-    check(::mkdtemp(name.data()) != nullptr, "cannot create a temporary directory in ",
-          tmp && *tmp ? tmp : "/tmp");
-    path_ = name;
-    temporary_ = true;
-  }
-  ~RunDir() {
-    std::error_code ec;
-    if (temporary_) fs::remove_all(path_, ec);
-  }
-  RunDir(const RunDir&) = delete;
-  RunDir& operator=(const RunDir&) = delete;
-  const std::string& path() const { return path_; }
+// The files a lesson's run k (from 1) writes in the run directory: its metrics, its log, and
+// a supervised run's checkpoint directory.
+std::string run_base(const lab::Lesson& l, size_t k) {
+  return l.name + "-" + std::to_string(k);
+}
 
- private:
-  std::string path_;
-  bool temporary_ = false;
-};
+// --out, before the first run: new, empty, or an earlier lab's (util/output_dir.hpp), with
+// every file the lessons' runs will write there checked and the directory marked as the lab's.
+void claim_out(const std::string& out, const std::vector<const lab::Lesson*>& lessons) {
+  OutputDir d{.dir = out, .command = "lab", .files = {}, .dirs = {}};
+  for (const lab::Lesson* l : lessons)
+    for (size_t k = 1; k <= l->runs.size(); ++k) {
+      d.files.push_back(run_base(*l, k) + ".jsonl");
+      d.files.push_back(run_base(*l, k) + ".log");
+      if (l->runs[k - 1].supervised) d.dirs.push_back(run_base(*l, k) + ".ckpt");
+    }
+  const std::string problem = output_dir_problem(d, "--out");
+  check(problem.empty(), problem);
+  const std::string unclaimed = claim_output_dir(d);
+  check(unclaimed.empty(), unclaimed);
+}
 
 // Text broken into lines of at most `width` columns (its own line breaks kept), each line
 // after the first indented. Lines break at spaces, and between two Chinese characters (two
@@ -185,8 +177,9 @@ std::optional<double> next_answer(const lab::Lesson& l, const LabOptions& o, siz
       line = o.answers[attempt];
     } else {
       std::fflush(stdout);
-      check(bool(std::getline(std::cin, line)),
-            lab::fill(kWords.no_answer, Lang::En, {{"name", l.name}}));
+      const bool read = bool(std::getline(std::cin, line));
+      InterruptScope::check("while waiting for an answer");
+      check(read, lab::fill(kWords.no_answer, Lang::En, {{"name", l.name}}));
     }
     if (scripted || !::isatty(0)) std::printf("%s\n", line.c_str());  // a terminal echoes it
     double value = 0;
@@ -200,51 +193,10 @@ std::optional<double> next_answer(const lab::Lesson& l, const LabOptions& o, siz
   }
 }
 
-// Runs the lesson's jobs; what each wrote.
-std::vector<lab::RunOutput> run_lesson(const lab::Lesson& l, const LabOptions& o,
-                                       const TrainArgs& train, const std::string& dir, Lang lang) {
-  std::vector<lab::RunOutput> out;
-  for (size_t k = 0; k < l.runs.size(); ++k) {
-    const lab::LessonRun& run = l.runs[k];
-    const std::string base = dir + "/" + l.name + "-" + std::to_string(k + 1);
-    const std::string jsonl = base + ".jsonl", log = base + ".log", ckpt = base + ".ckpt";
-    std::error_code ec;
-    fs::remove(jsonl, ec);  // metrics append; a checkpoint left would be resumed from
-    fs::remove_all(ckpt, ec);
-    std::vector<std::string> cmd;
-    if (run.supervised) cmd = {tetra_program(), "launch", "--restarts", "1", "--quiet", "--"};
-    const std::vector<std::string> launcher = launcher_words(o.job.launcher, run.ranks);
-    cmd.insert(cmd.end(), launcher.begin(), launcher.end());
-    cmd.insert(cmd.end(), {tetra_program(), "train"});
-    // The lesson's settings with the run's files, as the schema spells them.
-    TrainConfig c = run.config;
-    std::set<std::string> keys = run.keys;
-    c.output.metrics = jsonl;
-    keys.insert("output.metrics");
-    if (run.supervised) c.checkpoint.ckpt_dir = ckpt, keys.insert("checkpoint.ckpt_dir");
-    const std::vector<std::string> args = train.args(c, keys);
-    cmd.insert(cmd.end(), args.begin(), args.end());
-    std::printf("%s", lab::fill(kWords.running, lang,
-                                {{"label", lab::fill(run.label, lang, l.values)},
-                                 {"ranks", std::to_string(run.ranks)}})
-                          .c_str());
-    std::fflush(stdout);
-    const JobResult job = run_job(cmd, log, o.job.run_timeout);
-    char s[32];
-    std::snprintf(s, sizeof s, "%.1f", job.seconds);
-    say(kWords.seconds, lang, {{"s", s}});
-    if (job.timed_out || job.exit_code != 0)
-      throw JobFailed("the run " + std::string(job.timed_out ? "timed out" : "failed") + " (exit " +
-                      std::to_string(job.exit_code) + "): " + log_error(log) + " (log: " + log +
-                      ")");
-    out.push_back({read_metrics(jsonl), log});
-  }
-  return out;
-}
-
 // One lesson from the question to the grade.
 void teach(const lab::Lesson& l, size_t index, size_t count, const LabOptions& o,
            const TrainArgs& train, const std::string& dir, Lang lang) {
+  InterruptScope::check();  // between lessons: a signal after the last job is not lost
   const lab::Values& v = l.values;
   const std::string title = lab::fill(l.title, lang, v);
   std::printf("\n");
@@ -282,7 +234,19 @@ void teach(const lab::Lesson& l, size_t index, size_t count, const LabOptions& o
   const double answer = tries.back();
   lab::Measured m;
   try {
-    m = l.measure(run_lesson(l, o, train, dir, lang));
+    const auto before = [&](size_t k) {
+      std::printf("%s", lab::fill(kWords.running, lang,
+                                  {{"label", lab::fill(l.runs[k].label, lang, l.values)},
+                                   {"ranks", std::to_string(l.runs[k].ranks)}})
+                            .c_str());
+      std::fflush(stdout);
+    };
+    const auto after = [&](size_t, const JobResult& job) {
+      char s[32];
+      std::snprintf(s, sizeof s, "%.1f", job.seconds);
+      say(kWords.seconds, lang, {{"s", s}});
+    };
+    m = l.measure(run_lesson(l, o.job, train, dir, before, after));
   } catch (const Interrupted&) {
     throw;
   } catch (const Error& e) {  // a run that went wrong is not bad input
@@ -383,6 +347,46 @@ std::string trimmed(const std::string& s) {
 
 }  // namespace
 
+std::vector<lab::RunOutput> run_lesson(const lab::Lesson& l, const JobOptions& job_options,
+                                       const TrainArgs& train, const std::string& dir,
+                                       const std::function<void(size_t)>& before,
+                                       const std::function<void(size_t, const JobResult&)>& after,
+                                       const std::function<bool()>& go_on) {
+  std::vector<lab::RunOutput> out;
+  for (size_t k = 0; k < l.runs.size(); ++k) {
+    const lab::LessonRun& run = l.runs[k];
+    const std::string base = dir + "/" + run_base(l, k + 1);
+    const std::string jsonl = base + ".jsonl", log = base + ".log", ckpt = base + ".ckpt";
+    // An earlier lab's, in a directory claim_out checked: metrics append, and a checkpoint
+    // left would be resumed from.
+    std::error_code ec;
+    fs::remove(jsonl, ec);
+    if (run.supervised) fs::remove_all(ckpt, ec);
+    std::vector<std::string> cmd;
+    if (run.supervised) cmd = {tetra_program(), "launch", "--restarts", "1", "--quiet", "--"};
+    const std::vector<std::string> launcher = launcher_words(job_options.launcher, run.ranks);
+    cmd.insert(cmd.end(), launcher.begin(), launcher.end());
+    cmd.insert(cmd.end(), {tetra_program(), "train"});
+    // The lesson's settings with the run's files, as the schema spells them.
+    TrainConfig c = run.config;
+    std::set<std::string> keys = run.keys;
+    c.output.metrics = jsonl;
+    keys.insert("output.metrics");
+    if (run.supervised) c.checkpoint.ckpt_dir = ckpt, keys.insert("checkpoint.ckpt_dir");
+    const std::vector<std::string> args = train.args(c, keys);
+    cmd.insert(cmd.end(), args.begin(), args.end());
+    if (before) before(k);
+    const JobResult job = run_job(cmd, log, job_options.run_timeout, go_on);
+    if (after) after(k, job);
+    if (job.stopped) throw Interrupted("the lesson's run was stopped");
+    if (job.timed_out || job.exit_code != 0)
+      throw JobFailed("the run " + std::string(job.timed_out ? "" : "failed: ") +
+                      job_failure(job, log, job_options.run_timeout) + " (log: " + log + ")");
+    out.push_back({read_metrics(jsonl), log});
+  }
+  return out;
+}
+
 bool parse_answer(const std::string& text, double& value, bool* percent) {
   std::string s = trimmed(text);
   const bool pc = !s.empty() && s.back() == '%';
@@ -416,6 +420,9 @@ Reading read_answer(const std::string& text, lab::Unit unit, double& value) {
 
 int run_lab(const LabOptions& o, const TrainArgs& train) {
   try {
+    const InterruptScope interrupts;
+    if (!o.exercise.empty()) return lab::make_exercise(o.exercise, o.dir);
+    if (o.check) return lab::check_exercise(o.dir, o.job);
     const Lang lang = lab::language(o.lang);
     const std::vector<lab::Lesson> all = lab::lessons(train);
     if (o.list) {
@@ -424,13 +431,22 @@ int run_lab(const LabOptions& o, const TrainArgs& train) {
                     lab::fill(all[i].title, lang, all[i].values).c_str());
       return 0;
     }
-    const RunDir dir(o.out);
-    if (!o.lesson.empty()) {
-      const size_t i = lab::find_lesson(all, o.lesson);
-      teach(all[i], i, all.size(), o, train, dir.path(), lang);
-    } else {
-      for (size_t i = 0; i < all.size(); ++i)
-        teach(all[i], i, all.size(), o, train, dir.path(), lang);
+    std::vector<size_t> chosen;
+    if (!o.lesson.empty())
+      chosen = {lab::find_lesson(all, o.lesson)};
+    else
+      for (size_t i = 0; i < all.size(); ++i) chosen.push_back(i);
+    if (!o.out.empty()) {
+      std::vector<const lab::Lesson*> taught;
+      for (size_t i : chosen) taught.push_back(&all[i]);
+      claim_out(o.out, taught);
+    }
+    RunDir dir(o.out, "tetra_lab");
+    try {
+      for (size_t i : chosen) teach(all[i], i, all.size(), o, train, dir.path(), lang);
+    } catch (const JobFailed&) {
+      dir.keep();
+      throw;
     }
   } catch (const std::exception& e) {
     std::fflush(stdout);

@@ -2,9 +2,11 @@
 // parallelism that ask the learner to predict a number, diagnose a wrong prediction (a known
 // mistake, else a hint) and give a second try, run the layout, and grade the prediction beside
 // the formula's answer and the measured value (within 5 %, or exactly for a step or a count),
-// with the worked answer and the code that does it. The lessons are in jobs/lab_*.cpp.
-// Text only; the parent of its MPI jobs, like tetra launch.
+// with the worked answer and the code that does it. The lessons are in jobs/lab_*.cpp;
+// `--exercise NAME` and `--check` are exercises in the code (jobs/lab_exercise.hpp). Text
+// only; the parent of its MPI jobs, like tetra launch.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,10 @@ struct LabOptions {
   bool list = false;
   std::string out;  // keep each run's log and metrics here (default: a temporary directory)
   JobOptions job{.run_timeout = 300};
+  // Exercises in the code (jobs/lab_exercise.hpp): make one's copy in `dir`, or check it.
+  std::string exercise;
+  bool check = false;
+  std::string dir = "tetra-exercise";
 };
 
 // A number as a learner types it: digits, with commas only between groups of three
@@ -33,6 +39,16 @@ bool parse_answer(const std::string& text, double& value, bool* percent = nullpt
 // reads as a percentage (AsPercent, "20" is 20 %) up to 100, and past 100 % is refused.
 enum class Reading { Number, AsPercent, NotNumber, NotShare };
 Reading read_answer(const std::string& text, lab::Unit unit, double& value);
+
+// Runs lesson l's jobs, their files in dir, through job's launcher and time limit; what each
+// wrote. before(k) is called as run k starts and after(k, result) when it has ended; go_on as
+// run_job's. Throws JobFailed for a run that failed or timed out, Interrupted for one go_on
+// stopped.
+std::vector<lab::RunOutput> run_lesson(const lab::Lesson& l, const JobOptions& job,
+                                       const TrainArgs& train, const std::string& dir,
+                                       const std::function<void(size_t)>& before,
+                                       const std::function<void(size_t, const JobResult&)>& after,
+                                       const std::function<bool()>& go_on = nullptr);
 
 // Runs the lessons `o` asks for (parsed by cli/jobs_flags.cpp). Returns 0 when the lessons ran
 // (right or wrong answers alike), 2 for bad input, 1 when a run failed, 130 when interrupted.

@@ -36,6 +36,9 @@ Measured group_bytes(const std::vector<json>& records, const std::string& group)
 double most(const std::vector<json>& records, const char* key);
 double mean_after_first(const std::vector<json>& records, const char* key);
 double median_after_first(const std::vector<json>& records, const char* key);
+// A rate (mfu, hfu, tokens_per_s) of the steps after the first as a whole: each step's
+// weighted by its step_ms, which is their tokens over their time (never a mean of rates).
+double rate_after_first(const std::vector<json>& records, const char* key);
 
 // How much less the second run's peak memory is than the first's (peak_memory_bytes), with
 // `note` naming both peaks as {more} and {less}.

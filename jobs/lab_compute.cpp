@@ -204,12 +204,12 @@ Lesson mfu_hfu(const TrainArgs& train) {
             run_of(plain, {"one rank, no recompute", "单 rank，不重算"})};
   l.measure = [](const std::vector<RunOutput>& r) {
     Measured m;
-    m.value = mean_after_first(r[0].metrics, "hfu") / mean_after_first(r[0].metrics, "mfu");
+    m.value = rate_after_first(r[0].metrics, "hfu") / rate_after_first(r[0].metrics, "mfu");
     m.source = {"hfu / mfu in the run's metrics", "运行指标里的 hfu / mfu"};
     const double t1 = median_after_first(r[0].metrics, "step_ms"),
                  t0 = median_after_first(r[1].metrics, "step_ms");
-    m.values = {{"mfu1", pct(mean_after_first(r[0].metrics, "mfu"))},
-                {"hfu1", pct(mean_after_first(r[0].metrics, "hfu"))},
+    m.values = {{"mfu1", pct(rate_after_first(r[0].metrics, "mfu"))},
+                {"hfu1", pct(rate_after_first(r[0].metrics, "hfu"))},
                 {"t0", num("%.1f", t0)},
                 {"t1", num("%.1f", t1)},
                 {"p0", commas(most(r[1].metrics, "peak_memory_bytes"))},

@@ -178,6 +178,20 @@ double mean_after_first(const std::vector<json>& records, const char* key) {
   return sum / n;
 }
 
+double rate_after_first(const std::vector<json>& records, const char* key) {
+  double sum = 0, ms = 0;
+  for (size_t i = records.size() > 1 ? 1 : 0; i < records.size(); ++i) {
+    const json& r = records[i];
+    check(
+        r.contains(key) && r[key].is_number() && r.contains("step_ms") && r["step_ms"].is_number(),
+        "the metrics have no ", key, " or step_ms");
+    sum += r[key].get<double>() * r["step_ms"].get<double>();
+    ms += r["step_ms"].get<double>();
+  }
+  check(ms > 0, "the run wrote no metrics");
+  return sum / ms;
+}
+
 double median_after_first(const std::vector<json>& records, const char* key) {
   std::vector<double> v;
   for (size_t i = records.size() > 1 ? 1 : 0; i < records.size(); ++i) {

@@ -23,16 +23,9 @@ Setup bubble_run(const TrainArgs& train, int layers, int dim, const std::string&
   return setup(train, c, 2);
 }
 
-// The bubble of the metrics' steps after the first, averaged, as a share of the step. A
-// record whose bubble_formula is the ratio form (idle / compute) is converted: b / (1 + b).
-double idle_share(const std::vector<json>& records, const plan::Setup& s) {
-  const BubbleForms f =
-      bubble_forms(s.run.schedule, s.layout().pp, s.spec.layout.vpp, s.run.micro_batches);
-  const double b = mean_after_first(records, "bubble");
-  const double formula = records.back().value("bubble_formula", f.of_step);
-  const bool ratio =
-      f.of_compute != f.of_step && std::abs(formula - f.of_compute) < std::abs(formula - f.of_step);
-  return ratio ? b / (1 + b) : b;
+// The bubble of the metrics' steps after the first, averaged: the idle share of the step.
+double idle_share(const std::vector<json>& records) {
+  return mean_after_first(records, "bubble");
 }
 
 const Text kBubbleSource{
@@ -122,7 +115,7 @@ Lesson pp(const TrainArgs& train) {
   l.runs = {run_of(s, {"PP 2, GPipe", "PP 2，GPipe"})};
   l.measure = [s](const std::vector<RunOutput>& r) {
     Measured m;
-    m.value = idle_share(r[0].metrics, s.plan);
+    m.value = idle_share(r[0].metrics);
     m.source = kBubbleSource;
     m.notes = {kBubbleNote};
     return m;
@@ -205,9 +198,9 @@ Lesson interleaved(const TrainArgs& train) {
             run_of(plain, {"PP 2, 1F1B", "PP 2，1F1B"})};
   l.measure = [s, plain](const std::vector<RunOutput>& r) {
     Measured m;
-    m.value = idle_share(r[0].metrics, s.plan);
+    m.value = idle_share(r[0].metrics);
     m.source = kBubbleSource;
-    m.values = {{"measured_1f1b", pct(idle_share(r[1].metrics, plain.plan))}};
+    m.values = {{"measured_1f1b", pct(idle_share(r[1].metrics))}};
     m.notes = {{"1F1B at the same m measured {measured_1f1b} (formula {plain}). Interleaving "
                 "sends V times as many messages between stages; on a CPU whose ranks share cores "
                 "their latency and the waits for a core can eat its gain, where GPUs with fast "

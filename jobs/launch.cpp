@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -23,6 +22,7 @@
 #include "util/error.hpp"
 #include "util/input_file.hpp"
 #include "util/json.hpp"
+#include "util/output_file.hpp"
 
 namespace tetra {
 namespace {
@@ -112,7 +112,8 @@ class MetricsTail {
     if (complete < text.size()) {
       // A rank killed mid-write leaves a torn last line. Ending it here keeps the next
       // attempt's first record on a line of its own, where it parses.
-      std::ofstream(path_, std::ios::app) << '\n';
+      if (const Temporary log = open_for_append(path_, false); log.fd >= 0)
+        OutputStream(log.fd).write("\n");
       ++offset_;
     }
     std::vector<StepTime> steps;
@@ -146,10 +147,11 @@ volatile sig_atomic_t g_stop = 0;   // SIGINT, SIGTERM or SIGUSR1 received, else
 
 void forward_signal(int sig) {
   g_stop = sig;
-  if (g_child > 0) ::kill(g_child, sig);  // never kill(0): that is our whole process group
+  // A closed terminal (SIGHUP) stops the attempt as a scheduler's stop does.
+  if (g_child > 0) ::kill(g_child, sig == SIGHUP ? SIGTERM : sig);  // never kill(0): our group
 }
 
-// SIGINT, SIGTERM and SIGUSR1 (Slurm's warning before the time limit) go to the running
+// SIGINT, SIGTERM, SIGHUP and SIGUSR1 (Slurm's warning before the time limit) go to the running
 // attempt and stop the restarts, for the lifetime of this object; the previous handlers come
 // back after it (run_launch is a library call).
 class SignalForwarding {
@@ -160,17 +162,17 @@ class SignalForwarding {
     struct sigaction sa {};
     sa.sa_handler = forward_signal;
     sigemptyset(&sa.sa_mask);
-    for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
+    for (int i = 0; i < 4; ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
   }
   ~SignalForwarding() {
-    for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
+    for (int i = 0; i < 4; ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
   }
   SignalForwarding(const SignalForwarding&) = delete;
   SignalForwarding& operator=(const SignalForwarding&) = delete;
 
  private:
-  static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGUSR1};
-  struct sigaction old_[3]{};
+  static constexpr int kSignals[4] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1};
+  struct sigaction old_[4]{};
 };
 
 // An environment variable as an int, 0 when unset or not a number.
@@ -247,6 +249,14 @@ void print_summary(const std::vector<Attempt>& attempts, double wall_s) {
   std::fflush(stdout);
 }
 
+// A scheduler's stop (SIGTERM, or SIGUSR1 before the time limit) that the command answered
+// with a checkpoint: exit status 75, "resume me". Ctrl-C (SIGINT) and a closed terminal
+// (SIGHUP) are a person's stop: the launch is interrupted whatever the command did.
+bool preempted(int status) {
+  return (g_stop == SIGTERM || g_stop == SIGUSR1) && WIFEXITED(status) &&
+         WEXITSTATUS(status) == exit_status::kPreempted;
+}
+
 }  // namespace
 
 int run_launch(const LaunchOptions& opt, const TrainArgs& train) {
@@ -297,7 +307,7 @@ int run_launch(const LaunchOptions& opt, const TrainArgs& train) {
     const std::string what =
         "attempt " + std::to_string(attempt) + ": " + describe(attempts.back());
     std::string stop;  // why there is no next attempt
-    if (g_stop && WIFEXITED(status) && rc == exit_status::kPreempted) {
+    if (preempted(status)) {
       // The job is being pre-empted or reaches its time limit: whoever started it resumes it
       // later (the sbatch example requeues on this status).
       stop = std::string("pre-empted by ") + ::strsignal(g_stop) + " after a checkpoint (exit " +
@@ -327,6 +337,13 @@ int run_launch(const LaunchOptions& opt, const TrainArgs& train) {
   }
   const double wall_s = seconds_since(start);
   if (!attempts.empty()) print_summary(attempts, wall_s);
+  // Stopped by a signal and not pre-empted: whatever the command made of it (mpirun exits 1
+  // when its ranks were stopped), the supervisor was interrupted.
+  if (g_stop && rc != 0 && !(attempts.size() && preempted(attempts.back().status))) {
+    std::fprintf(stderr, "tetra: error: interrupted by %s (the running command was stopped)\n",
+                 ::strsignal(g_stop));
+    return exit_status::kInterrupted;
+  }
   return rc;
 }
 

@@ -1,6 +1,7 @@
 #include "jobs/process.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 #include <string_view>
+
+#include "util/output_file.hpp"
 
 extern char** environ;
 
@@ -49,8 +52,10 @@ pid_t start_process(const ProcessSpec& spec) {
   const std::vector<char*> argv = pointers(argv_words), envp = pointers(env_words);
   int log = -1, null = -1;
   if (!spec.log_path.empty()) {
-    log = ::open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    check(log >= 0, "cannot write '", spec.log_path, "': ", std::strerror(errno));
+    // A fresh file renamed over the name: an earlier log is replaced, a link not written through.
+    const Temporary file = create_replacing(spec.log_path);
+    check(file.fd >= 0, "cannot write '", spec.log_path, "': ", file.problem);
+    log = file.fd;
     null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   }
   int pipe_fds[2];
@@ -60,9 +65,17 @@ pid_t start_process(const ProcessSpec& spec) {
     if (null >= 0) ::close(null);
     throw CannotRun("cannot start '" + program + "': pipe: " + std::strerror(err));
   }
+  // The program starts with no signal blocked and SIGPIPE's default, whatever this process's
+  // threads block or ignore (tetra serve waits for its signals in a thread of its own).
+  sigset_t none;
+  sigemptyset(&none);
+  struct sigaction default_pipe {};
+  default_pipe.sa_handler = SIG_DFL;
   std::fflush(nullptr);  // or the child could repeat what we buffered
   const pid_t pid = ::fork();
   if (pid == 0) {
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::sigaction(SIGPIPE, &default_pipe, nullptr);
     if (spec.own_group) ::setpgid(0, 0);
     if (log >= 0) {
       ::dup2(null, 0);

@@ -12,7 +12,8 @@ namespace tetra {
 
 struct ProcessSpec {
   std::vector<std::string> argv;
-  // stdout and stderr into this file (replaced) and stdin from /dev/null; empty: inherited.
+  // stdout and stderr into this file (a new one renamed over it: util/output_file.hpp's
+  // create_replacing) and stdin from /dev/null; empty: inherited.
   std::string log_path;
   // A process group of its own, so that all of it (mpirun and every rank) can be stopped.
   bool own_group = false;

@@ -2,175 +2,32 @@
 #include "jobs/sweep.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
+#include <thread>
 
 #include "jobs/job.hpp"
-#include "plan/compare.hpp"
-#include "plan/estimate.hpp"
-#include "plan/memory.hpp"
-#include "plan/traffic.hpp"
-#include "plot/plot.hpp"
+#include "jobs/layout_run.hpp"
 #include "plot/svg.hpp"
 #include "plot/svg_sweep.hpp"
-#include "train/match.hpp"
 #include "util/error.hpp"
 #include "util/format.hpp"
+#include "util/output_dir.hpp"
+#include "util/output_file.hpp"
 
 namespace tetra {
 namespace {
 
 namespace fs = std::filesystem;
 
-const char* const kGroups[] = {"tp", "cp", "pp", "dp_cp", "world"};
-
-// One layout: what the plan says, and what its run measured (averages over the timed steps:
-// all but the first, which warms up, unless it is the only one).
-struct Run {
-  plan::Setup setup;
-  std::string id, title;
-  std::string status = "planned";  // then ok, mismatch, failed or timeout
-  int exit_code = 0;
-  double seconds = 0;
-  std::string error;  // why it failed
-  std::vector<double> losses;
-  double loss_gap = 0;
-  double tokens_per_s = 0, mfu = 0, step_ms = 0;
-  double bubble = 0, bubble_formula = 0;  // as the metrics give them
-  // The step split, averaged over the ranks: compute, the bubble (of the step, any schedule)
-  // and the exposed communication besides (the rest of the ranks' wait); they sum to 1.
-  double compute_share = 0, bubble_of_step = 0, comm_share = 0;
-  double peak_measured = 0, peak_planned = 0;
-  std::map<std::string, double> bytes_planned;  // per step, each rank of pipeline stage 0
-  std::map<std::string, int64_t> bytes_measured;
-  bool plan_matches = false, fits = true;
-  plan::StepEstimate estimate;
-  bool ran() const { return status == "ok" || status == "mismatch"; }
-};
-
 std::string mb(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", bytes / 1e6);
   return buf;
-}
-
-// What the plan says of a layout on the machine; the step time needs a peak, which a CPU
-// machine has only from --peak-tflops (the run's own probe fills it in later).
-void plan_run(Run& r, const SweepOptions& o, const plan::Machine& mc) {
-  r.id = plan::layout_id(r.setup.spec);
-  r.title = plan::layout_title(r.setup.spec);
-  r.peak_planned = plan::peak_memory(r.setup).memory.peak();
-  r.bytes_planned = plan::bytes_by_group(plan::step_traffic(r.setup, 0));
-  // A CPU's ranks share its memory; GPUs hold a rank each.
-  const double need = o.machine.gpu == "cpu" ? r.peak_planned * r.setup.world() : r.peak_planned;
-  r.fits = need <= mc.memory_bytes;
-  r.estimate = plan::estimate_step(r.setup, mc);
-}
-
-std::vector<std::string> train_command(const SweepOptions& o, const TrainArgs& train,
-                                       const plan::RunSpec& spec, int ranks,
-                                       const std::string& metrics) {
-  std::vector<std::string> cmd = launcher_words(o.job.launcher, ranks);
-  cmd.insert(cmd.end(), {tetra_program(), "train"});
-  cmd.insert(cmd.end(), o.pass.begin(), o.pass.end());
-  // The layout's settings, its ZeRO stage, the sweep's --steps and the run's metrics file.
-  TrainConfig run = o.train;
-  run.layout = spec.layout;
-  run.optimizer.zero = spec.optimizer.zero;
-  run.output.metrics = metrics;
-  std::set<std::string> keys = {"layout.tp",      "layout.cp",       "layout.pp",     "layout.dp",
-                                "optimizer.zero", "optimizer.steps", "output.metrics"};
-  if (run.layout.pp > 1) keys.insert({"layout.schedule", "layout.vpp"});
-  if (run.layout.sp) keys.insert("layout.sp");
-  const std::vector<std::string> args = train.args(run, keys);
-  cmd.insert(cmd.end(), args.begin(), args.end());
-  return cmd;
-}
-
-// The ranks' mean share of a step's time outside communication calls (its compute_ms, each
-// rank's step less its wait).
-double compute_share(const json& record) {
-  check(record.contains("compute_ms") && record["compute_ms"].is_array() &&
-            !record["compute_ms"].empty() && record.contains("step_ms"),
-        "no per-rank compute_ms");
-  double sum = 0;
-  for (const json& ms : record["compute_ms"]) sum += ms.get<double>();
-  return sum / double(record["compute_ms"].size()) / record["step_ms"].get<double>();
-}
-
-// What a finished run's metrics say, and the plan's step time at the run's own peak when the
-// machine has none.
-void measure(Run& r, const std::string& metrics, const plan::Machine& mc) {
-  const std::vector<json> records = read_metrics(metrics);
-  const size_t first = records.size() > 1 ? 1 : 0;
-  const double timed = double(records.size() - first);
-  const auto num = [](const json& j, const char* key) {
-    return j.contains(key) && j[key].is_number() ? j[key].get<double>() : std::nan("");
-  };
-  double peak = 0;  // per rank, as the run's MFU counted it: tokens/s F / (ranks MFU)
-  const double F = model_flops_per_token(r.setup.cfg), ranks = r.setup.world();
-  for (size_t i = 0; i < records.size(); ++i) {
-    const json& j = records[i];
-    r.losses.push_back(num(j, "loss"));
-    r.peak_measured = std::max(r.peak_measured, num(j, "peak_memory_bytes"));
-    if (i < first) continue;
-    r.step_ms += num(j, "step_ms") / timed;
-    r.compute_share += compute_share(j) / timed;
-    r.bubble += num(j, "bubble") / timed;
-    r.bubble_formula = num(j, "bubble_formula");
-    peak = num(j, "tokens_per_s") * F / (ranks * num(j, "mfu"));
-  }
-  // Throughput over the mean step time, so that tokens/s ranks the runs as their step times do.
-  r.tokens_per_s = double(r.setup.spec.batch.global_batch) * r.setup.cfg.seq_len / r.step_ms * 1e3;
-  r.mfu = r.tokens_per_s * F / (ranks * peak);
-  for (const char* g : kGroups)
-    if (records.back().contains("comm_bytes") && records.back()["comm_bytes"].contains(g))
-      r.bytes_measured[g] = json_int(records.back()["comm_bytes"][g]).value_or(-1);
-  // Interleaved reports its bubble over the compute (b = idle / busy): idle / step = b / (1 + b).
-  r.bubble_of_step =
-      r.setup.run.schedule == ScheduleKind::Interleaved ? r.bubble / (1 + r.bubble) : r.bubble;
-  r.bubble_of_step = std::min(r.bubble_of_step, 1 - r.compute_share);
-  r.comm_share = 1 - r.compute_share - r.bubble_of_step;
-  r.plan_matches = plan::compare_metrics(r.setup, metrics).match;
-  if (mc.peak_flops <= 0 && std::isfinite(peak) && peak > 0) {  // a CPU: the run's own probe
-    plan::Machine probed = mc;
-    probed.peak_flops = peak;
-    r.estimate = plan::estimate_step(r.setup, probed);
-  }
-}
-
-// Runs the layout and reads its metrics. ref: the one-rank losses (empty for the reference).
-void run_layout(Run& r, const SweepOptions& o, const TrainArgs& train, const plan::Machine& mc,
-                const std::vector<double>& ref) {
-  const std::string base = o.out + "/runs/" + r.id;
-  const std::string metrics = base + ".jsonl", log = base + ".log";
-  std::remove(metrics.c_str());  // metrics append: an earlier sweep's must not count
-  const JobResult job = run_job(train_command(o, train, r.setup.spec, r.setup.world(), metrics),
-                                log, o.job.run_timeout);
-  r.seconds = job.seconds;
-  r.exit_code = job.exit_code;
-  if (job.timed_out || job.exit_code != 0) {
-    r.status = job.timed_out ? "timeout" : "failed";
-    r.error = job.timed_out ? "stopped after " + std::to_string(int(o.job.run_timeout)) + " s"
-                            : log_error(log);
-    return;
-  }
-  try {
-    measure(r, metrics, mc);
-  } catch (const std::exception& e) {  // a run that exits 0 without its records
-    r.status = "failed";
-    r.error = std::string("its metrics: ") + e.what();
-    return;
-  }
-  if (ref.empty()) {
-    r.status = "ok";
-    return;
-  }
-  r.loss_gap = r.losses.size() == ref.size() ? largest_loss_gap(ref, r.losses) : INFINITY;
-  r.status = r.loss_gap <= match_bounds(o.train.device.dtype).loss ? "ok" : "mismatch";
 }
 
 // "3 skipped: 2 x --kv-heads 2 is not divisible by TP 4 (tp4-cp1-pp1-dp1-z1, ...)".
@@ -187,7 +44,7 @@ std::string skipped_summary(const std::vector<plan::Skipped>& skipped) {
 }
 
 // The groups that carry the layout's traffic (world's step totals are a few bytes in all).
-std::string bytes_cell(const Run& r) {
+std::string bytes_cell(const LayoutRun& r) {
   std::string s;
   for (const char* g : {"tp", "cp", "pp", "dp_cp"})
     if (r.bytes_planned.at(g) > 0)
@@ -195,10 +52,10 @@ std::string bytes_cell(const Run& r) {
   return s.empty() ? "none" : s;
 }
 
-void print_plan_table(const std::vector<Run>& runs) {
+void print_plan_table(const std::vector<LayoutRun>& runs) {
   std::printf("%-44s %6s %10s %5s %10s  %s\n", "layout", "m x b", "peak MB", "fits", "plan ms",
               "sent per step by a rank of stage 0");
-  for (const Run& r : runs) {
+  for (const LayoutRun& r : runs) {
     const std::string mbs =
         std::to_string(r.setup.run.micro_batches) + "x" + std::to_string(r.setup.run.micro_batch);
     char est[32] = "-";
@@ -209,87 +66,53 @@ void print_plan_table(const std::vector<Run>& runs) {
 }
 
 // Fastest first; layouts that did not run at the end, in enumeration order.
-std::vector<const Run*> ranked(const std::vector<Run>& runs) {
-  std::vector<const Run*> order;
-  for (const Run& r : runs) order.push_back(&r);
-  std::stable_sort(order.begin(), order.end(), [](const Run* a, const Run* b) {
+std::vector<const LayoutRun*> ranked(const std::vector<LayoutRun>& runs) {
+  std::vector<const LayoutRun*> order;
+  for (const LayoutRun& r : runs) order.push_back(&r);
+  std::stable_sort(order.begin(), order.end(), [](const LayoutRun* a, const LayoutRun* b) {
     if (a->ran() != b->ran()) return a->ran();
     return a->ran() && a->tokens_per_s > b->tokens_per_s;
   });
   return order;
 }
 
-void print_ranked_table(const std::vector<const Run*>& order) {
-  std::printf("%4s  %-44s %9s %7s %8s %6s %7s %16s %7s  %s\n", "rank", "layout", "tok/s", "MFU",
-              "step ms", "comm", "bubble", "peak MB (plan)", "bytes", "one rank");
+// One row: the layout's rate, its speed-up over one rank, MFU at the sweep's one peak, the
+// step and its split, the bubble beside its formula (the idle share of the step), memory and
+// bytes against the plan, and whether it matched one rank.
+void print_row(const std::string& rank, const LayoutRun& r, const LayoutRun& ref) {
+  char peak[40], match[64], formula[16] = "-";
+  std::snprintf(peak, sizeof peak, "%s (%s)", mb(r.peak_measured).c_str(),
+                mb(r.peak_planned).c_str());
+  if (&r == &ref)
+    std::snprintf(match, sizeof match, "reference");
+  else
+    std::snprintf(match, sizeof match, "%s (%.1e)%s", r.status == "ok" ? "matches" : "MISMATCH",
+                  r.loss_gap, r.fits ? "" : ", does not fit");
+  if (r.setup.layout().pp > 1)
+    std::snprintf(formula, sizeof formula, "%.1f%%", 100 * r.bubble_formula);
+  std::printf("%4s  %-44s %9.0f %6.2fx %6.2f%% %8.1f %5.1f%% %6.1f%% %7s %16s %7s  %s\n",
+              rank.c_str(), r.title.c_str(), r.tokens_per_s, r.tokens_per_s / ref.tokens_per_s,
+              100 * r.mfu, r.step_ms, 100 * r.comm_share, 100 * r.bubble_of_step, formula, peak,
+              r.plan_matches ? "= plan" : "!= plan", match);
+}
+
+void print_ranked_table(const std::vector<const LayoutRun*>& order, const LayoutRun& ref) {
+  std::printf("%4s  %-44s %9s %7s %7s %8s %6s %7s %7s %16s %7s  %s\n", "rank", "layout", "tok/s",
+              "speedup", "MFU", "step ms", "comm", "bubble", "formula", "peak MB (plan)", "bytes",
+              "one rank");
+  print_row("ref", ref, ref);
   int n = 0;
-  for (const Run* r : order) {
+  for (const LayoutRun* r : order) {
     if (!r->ran()) {
       std::printf("%4s  %-44s %s (exit %d): %s\n", "-", r->title.c_str(),
                   r->status == "timeout" ? "TIMEOUT" : "FAILED", r->exit_code, r->error.c_str());
       continue;
     }
-    char peak[40], match[64];
-    std::snprintf(peak, sizeof peak, "%s (%s)", mb(r->peak_measured).c_str(),
-                  mb(r->peak_planned).c_str());
-    std::snprintf(match, sizeof match, "%s (%.1e)%s", r->status == "ok" ? "matches" : "MISMATCH",
-                  r->loss_gap, r->fits ? "" : ", does not fit");
-    std::printf("%4d  %-44s %9.0f %6.2f%% %8.1f %5.1f%% %6.1f%% %16s %7s  %s\n", ++n,
-                r->title.c_str(), r->tokens_per_s, 100 * r->mfu, r->step_ms, 100 * r->comm_share,
-                100 * r->bubble_of_step, peak, r->plan_matches ? "= plan" : "!= plan", match);
+    print_row(std::to_string(++n), *r, ref);
   }
 }
 
-json record(const Run& r, bool reference) {
-  json j = json::object();
-  const LayoutConfig& l = r.setup.spec.layout;
-  j["name"] = reference ? "reference" : r.id;
-  j["reference"] = reference;
-  j["layout"] = {{"tp", l.tp},
-                 {"cp", l.cp},
-                 {"pp", l.pp},
-                 {"dp", l.dp},
-                 {"zero", r.setup.spec.optimizer.zero},
-                 {"sp", l.sp},
-                 {"schedule", schedule_name(r.setup.run.schedule)},
-                 {"vpp", l.vpp},
-                 {"micro_batch", r.setup.run.micro_batch},
-                 {"micro_batches", r.setup.run.micro_batches}};
-  j["status"] = r.status;
-  j["fits"] = r.fits;
-  j["peak_memory_bytes"] = {{"planned", std::llround(r.peak_planned)}};
-  json bytes = json::object();
-  for (const char* g : kGroups) bytes[g] = {{"planned", std::llround(r.bytes_planned.at(g))}};
-  j["estimate_ms"] = r.estimate.known ? json(1e3 * r.estimate.step) : json(nullptr);
-  if (r.status != "planned") {
-    j["exit"] = r.exit_code;
-    j["seconds"] = r.seconds;
-  }
-  if (!r.error.empty()) j["error"] = r.error;
-  if (r.ran()) {
-    j["matches"] = r.status == "ok";
-    j["loss_gap"] = std::isfinite(r.loss_gap) ? json(r.loss_gap) : json(nullptr);
-    j["losses"] = r.losses;
-    j["tokens_per_s"] = r.tokens_per_s;
-    j["mfu"] = r.mfu;
-    j["step_ms"] = r.step_ms;
-    j["compute_share"] = r.compute_share;
-    j["comm_share"] = r.comm_share;
-    j["bubble"] = r.bubble;
-    j["bubble_formula"] = r.bubble_formula;
-    j["split_ms"] = {{"compute", r.step_ms * r.compute_share},
-                     {"comm", r.step_ms * r.comm_share},
-                     {"bubble", r.step_ms * r.bubble_of_step}};
-    j["peak_memory_bytes"]["measured"] = std::llround(r.peak_measured);
-    for (const char* g : kGroups)
-      if (r.bytes_measured.count(g)) bytes[g]["measured"] = r.bytes_measured.at(g);
-    j["plan_matches"] = r.plan_matches;
-  }
-  j["comm_bytes"] = bytes;
-  return j;
-}
-
-SweepBar bar(const Run& r) {
+SweepBar bar(const LayoutRun& r) {
   SweepBar b;
   b.name = r.title;
   b.status = r.status;
@@ -299,28 +122,28 @@ SweepBar bar(const Run& r) {
     b.bubble_ms = r.step_ms * r.bubble_of_step;
     b.compute_ms = r.step_ms * r.compute_share;
   } else {
-    b.note = (r.status == "timeout" ? "timed out: " : "failed: ") + r.error;
+    b.note = r.status == "timeout" ? r.error : "failed: " + r.error;
   }
   b.estimate_ms = r.estimate.known ? 1e3 * r.estimate.step : -1;
   return b;
 }
 
-// DIR: created when missing; an existing one must be empty or hold an earlier sweep, whose
-// files are replaced.
-void prepare_out(const std::string& dir) {
-  std::error_code ec;
-  if (fs::exists(dir, ec)) {
-    check(fs::is_directory(dir, ec), "--out '", dir, "' is not a directory");
-    check(fs::is_empty(dir, ec) || fs::exists(fs::path(dir) / "sweep.jsonl", ec), "--out '", dir,
-          "' is neither empty nor an earlier sweep's; name a new or empty directory");
-  }
-  fs::create_directories(fs::path(dir) / "runs", ec);
-  check(!ec, "cannot create '", dir, "/runs': ", ec.message());
+// --out DIR and what the sweep writes there (util/output_dir.hpp): checked before the first
+// run, claimed (created, marked as a sweep's) once every check has passed.
+OutputDir out_dir(const std::string& dir, const std::vector<LayoutRun>& runs) {
+  OutputDir d{
+      .dir = dir, .command = "sweep", .files = {"sweep.jsonl", "sweep.svg"}, .dirs = {"runs"}};
+  std::vector<std::string> ids = {"reference"};
+  for (const LayoutRun& r : runs) ids.push_back(r.id);
+  for (const std::string& id : ids)
+    for (const char* ext : {".jsonl", ".log"}) d.files.push_back("runs/" + id + ext);
+  return d;
 }
 
 }  // namespace
 
 int run_sweep(const SweepOptions& o, const TrainArgs& train) {
+  const InterruptScope interrupts;
   const plan::RunSpec base = o.train.run_spec();
   plan::Layouts all = plan::enumerate_layouts(o.ranks, base, o.train.model, o.choices);
   // Each refusal as tetra train words it to a user of flags, which a sweep's are.
@@ -329,14 +152,26 @@ int run_sweep(const SweepOptions& o, const TrainArgs& train) {
         " is valid for this model and batch: ", all.skipped.front().reason,
         all.skipped.size() > 1 ? " (and " + std::to_string(all.skipped.size() - 1) + " more)" : "");
   const plan::Machine mc = plan::machine_of(o.machine, o.train.device.dtype);
-  std::vector<Run> runs(all.valid.size());
+  std::vector<LayoutRun> runs(all.valid.size());
   for (size_t i = 0; i < runs.size(); ++i) {
     runs[i].setup = all.valid[i];
-    plan_run(runs[i], o, mc);
+    plan_layout(runs[i], o, mc);
   }
   std::printf("tetra sweep: %d rank%s, %s, %s, %lld steps per run\n", o.ranks,
               o.ranks > 1 ? "s" : "", o.train.model.str().c_str(), o.train.device.dtype.c_str(),
               (long long)o.train.optimizer.steps);
+  // What the plan is for and what each run is given: every flag the sweep took shows here.
+  std::printf(
+      "machine: %s, %.4g GB %s, %.4g TFLOPS peak, NVLink %.4g GB/s, network %.4g "
+      "GB/s, %d GPUs per node\n",
+      mc.name.c_str(), mc.memory_bytes / 1e9, o.machine.gpu == "cpu" ? "for all ranks" : "per GPU",
+      mc.peak_flops / 1e12, mc.nvlink_Bps / 1e9, mc.network_Bps / 1e9, mc.gpus_per_node);
+  std::printf(
+      "each run: %s tetra train %s, the layout's flags and --metrics %s/runs/LAYOUT.jsonl%s\n",
+      o.job.launcher.c_str(), shell_line(o.pass).c_str(), o.out.empty() ? "OUT" : o.out.c_str(),
+      o.job.run_timeout > 0
+          ? (", stopped after " + format_number("%g", o.job.run_timeout) + " s").c_str()
+          : "");
   std::printf("%zu layout%s to run, %zu skipped%s\n%s", runs.size(), runs.size() == 1 ? "" : "s",
               all.skipped.size(), all.skipped.empty() ? "" : ", as tetra train would refuse them:",
               skipped_summary(all.skipped).c_str());
@@ -344,39 +179,46 @@ int run_sweep(const SweepOptions& o, const TrainArgs& train) {
     print_plan_table(runs);
     return 0;
   }
-  prepare_out(o.out);
-  std::ofstream jsonl(o.out + "/sweep.jsonl", std::ios::trunc);
-  check(bool(jsonl), "cannot write '", o.out, "/sweep.jsonl'");
+  const OutputDir out = out_dir(o.out, runs);
+  const std::string problem = output_dir_problem(out, "--out");
+  check(problem.empty(), problem);
+  const std::string unclaimed = claim_output_dir(out);
+  check(unclaimed.empty(), unclaimed);
+  std::error_code ec;
+  fs::create_directory(o.out + "/runs", ec);
+  check(!ec, "cannot create '", o.out, "/runs': ", ec.message());
+  // sweep.jsonl, a record per line as the runs finish: a fresh file of the sweep's own.
+  const std::string jsonl = o.out + "/sweep.jsonl";
+  const Temporary created = create_replacing(jsonl);
+  check(created.fd >= 0, "cannot write '", jsonl, "': ", created.problem);
+  OutputStream records(created.fd);
   const auto write = [&](const json& j) {
-    jsonl << j.dump() << "\n" << std::flush;
-    check(bool(jsonl), "cannot write '", o.out, "/sweep.jsonl'");
+    const bool written = records.write(j.dump() + "\n");  // errno before strerror reads it
+    check(written, "cannot write '", jsonl, "': ", std::strerror(errno));
   };
   for (const plan::Skipped& s : all.skipped)
     write({{"name", plan::layout_id(s.spec)}, {"status", "skipped"}, {"reason", s.reason}});
 
-  plan::RunSpec one = base;
-  one.layout = {1, 1, 1, 1, false, 1, "1f1b"};
-  one.optimizer.zero = 1;
-  Run ref;
-  ref.setup = plan::make_setup(one, o.train.model, 1);
-  plan_run(ref, o, mc);
-  ref.id = "reference";
-  run_layout(ref, o, train, mc, {});
-  write(record(ref, true));
+  LayoutRun ref = reference_run(o, mc);
+  run_layout(ref, o, train, mc, {}, 0);
+  write(run_record(ref, true));
   if (!ref.ran()) {
-    std::fprintf(stderr, "tetra: error: the one-rank reference run %s: %s (its log: %s)\n",
-                 ref.status == "timeout" ? "timed out" : "failed", ref.error.c_str(),
+    std::fprintf(stderr, "tetra: error: the one-rank reference run %s%s (its log: %s)\n",
+                 ref.status == "timeout" ? "" : "failed: ", ref.error.c_str(),
                  (o.out + "/runs/reference.log").c_str());
     return ref.exit_code == 2 ? 2 : 1;
   }
   std::printf("one rank: losses");
   for (double l : ref.losses) std::printf(" %.6f", l);
   std::printf(" (%.1f s)\n", ref.seconds);
+  // One peak per rank for every layout's MFU.
+  const double peak = layouts_peak(o, ref);
+  const std::string peak_source = layouts_peak_source(o);
 
   for (size_t i = 0; i < runs.size(); ++i) {
-    Run& r = runs[i];
-    run_layout(r, o, train, mc, ref.losses);
-    write(record(r, false));
+    LayoutRun& r = runs[i];
+    run_layout(r, o, train, mc, ref.losses, peak);
+    write(run_record(r, false));
     std::printf("[%zu/%zu] %s: ", i + 1, runs.size(), r.title.c_str());
     if (r.ran())
       std::printf("%s one rank (loss gap %.1e), %.0f tok/s, bytes %s plan (%.1f s)\n",
@@ -387,15 +229,30 @@ int run_sweep(const SweepOptions& o, const TrainArgs& train) {
     std::fflush(stdout);
   }
 
-  const std::vector<const Run*> order = ranked(runs);
-  std::printf("\n");
-  print_ranked_table(order);
+  InterruptScope::check();  // a signal after the last job is not lost
+  const std::vector<const LayoutRun*> order = ranked(runs);
+  // More ranks than cores: a rank that waits for a core is counted as waiting in communication.
+  const unsigned cores = std::thread::hardware_concurrency();
+  const std::string oversubscribed =
+      cores > 0 && unsigned(o.ranks) > cores
+          ? std::to_string(o.ranks) + " ranks on " + std::to_string(cores) +
+                " cores: most of the communication share is waiting for a core, not for the network"
+          : "";
+  std::printf(
+      "\nMFU at one peak for every layout, %s per rank (%s), so it ranks the layouts as "
+      "tok/s does; speedup over the one-rank reference; bubble: the idle share of the "
+      "step, measured and by the schedule's formula\n",
+      (format_number("%.3g", peak / 1e9) + " GFLOP/s").c_str(), peak_source.c_str());
+  if (!oversubscribed.empty()) std::printf("%s\n", oversubscribed.c_str());
+  print_ranked_table(order, ref);
   std::vector<SweepBar> bars;
-  for (const Run* r : order) bars.push_back(bar(*r));
-  write_svg(o.out + "/sweep.svg", sweep_svg(bars, "tetra sweep: " + std::to_string(o.ranks) +
-                                                      " ranks, " + o.train.model.str()));
-  const Run* best = nullptr;
-  for (const Run* r : order)
+  for (const LayoutRun* r : order) bars.push_back(bar(*r));
+  write_svg(
+      o.out + "/sweep.svg",
+      sweep_svg(bars, "tetra sweep: " + std::to_string(o.ranks) + " ranks, " + o.train.model.str(),
+                oversubscribed));
+  const LayoutRun* best = nullptr;
+  for (const LayoutRun* r : order)
     if (r->status == "ok" && r->fits) {
       best = r;
       break;
@@ -404,7 +261,9 @@ int run_sweep(const SweepOptions& o, const TrainArgs& train) {
          {"status", "summary"},
          {"layouts", runs.size()},
          {"skipped", all.skipped.size()},
-         {"fastest", best ? json(best->id) : json(nullptr)}});
+         {"fastest", best ? json(best->id) : json(nullptr)},
+         {"mfu_peak_flops", peak},
+         {"mfu_peak_source", peak_source}});
   std::printf("wrote %s/sweep.jsonl and %s/sweep.svg\n", o.out.c_str(), o.out.c_str());
   if (!best) {
     std::printf("no layout both fits and matches one rank\n");

@@ -69,7 +69,8 @@ inline const settings::Table<ModelConfig> kModelKeys{
     "model",
     "Model",
     {.resume = settings::Resume::Free},
-    {settings::key(&ModelConfig::layers, "layers", "L", "transformer blocks", settings::positive()),
+    {settings::key(&ModelConfig::layers, "layers", "L", "transformer blocks",
+                   settings::positive_up_to(kMaxLayers, "blocks")),
      settings::key(&ModelConfig::dim, "dim", "D", "model width", settings::positive()),
      settings::key(&ModelConfig::heads, "heads", "H", "attention heads", settings::positive()),
      settings::key(&ModelConfig::kv_heads, "kv_heads", "K",
@@ -77,7 +78,7 @@ inline const settings::Table<ModelConfig> kModelKeys{
      settings::key(&ModelConfig::ffn_dim, "ffn_dim", "F", "SwiGLU hidden width",
                    settings::positive()),
      settings::key(&ModelConfig::seq_len, "seq_len", "S", "tokens per sequence",
-                   settings::positive()),
+                   settings::positive_up_to(kMaxSeqLen, "tokens per sequence")),
      settings::key(&ModelConfig::rope_theta, "rope_theta", "X", "RoPE base", settings::positive()),
      settings::choice(&ModelConfig::rope_type, "rope_type", {"default", "llama3"},
                       "RoPE's frequencies: theta^(-2i/hd), or Llama 3's scaling of the low ones "
@@ -101,7 +102,7 @@ inline const settings::Table<ModelConfig> kModelKeys{
      settings::key(&ModelConfig::vocab, "vocab", "V",
                    "token vocabulary of the data (the model pads it to a multiple of 128; the "
                    "padding takes no part in the softmax)",
-                   settings::positive()),
+                   settings::positive_up_to(kMaxVocab, "tokens")),
      settings::key(&ModelConfig::init_from, "init_from", "PATH",
                    "start from a Hugging Face Llama model: a directory (config.json, "
                    "model.safetensors or a sharded index) or one safetensors file")

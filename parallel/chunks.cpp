@@ -5,12 +5,14 @@
 
 namespace tetra {
 
-std::vector<ChunkPlan> plan_chunks(int layers, int pp, int vpp) {
+std::vector<ChunkPlan> plan_chunks(int layers, int pp, int vpp, bool ends) {
   const std::optional<int64_t> chunks64 = checked_mul(pp, vpp);
   check(chunks64 && *chunks64 <= layers, "PP * VPP = ", pp, " * ", vpp, " = ",
         chunks64 ? std::to_string(*chunks64) : std::string("more than 2^63"),
         " chunks is more than the ", layers, " layers");
   const int K = int(*chunks64);
+  // The slots cut evenly: the layers, and with `ends` the embedding and the head too.
+  const int slots = layers + (ends ? 2 : 0);
   std::vector<ChunkPlan> chunks(K);
   int next = 0;
   for (int k = 0; k < K; ++k) {
@@ -18,7 +20,9 @@ std::vector<ChunkPlan> plan_chunks(int layers, int pp, int vpp) {
     c.stage = k % pp;
     c.virtual_stage = k / pp;
     if (k == 0) c.units.push_back(0);
-    const int n = layers / K + (k < layers % K ? 1 : 0);
+    const int n = slots / K + (k < slots % K ? 1 : 0) - (ends && k == 0) - (ends && k == K - 1);
+    check(n >= 1, "`layout.pp_balance` ends leaves chunk ", k, " of PP * VPP = ", K, " without a layer: (",
+          layers, " layers + the embedding and the head) / ", K, " chunks is less than 2");
     for (int i = 0; i < n; ++i) c.units.push_back(1 + next++);
     if (k == K - 1) c.units.push_back(layers + 1);
   }

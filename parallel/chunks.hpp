@@ -2,7 +2,9 @@
 // lives on pipeline rank k mod PP as its virtual stage k / PP. Chunk 0 also holds the
 // embedding, chunk PP*V - 1 the final norm and the head. When PP*V does not divide the
 // layers, the first L mod (PP*V) chunks take one block more; a layout with more chunks
-// than layers is refused.
+// than layers is refused. With `ends` (layout.pp_balance ends) the embedding and the head count
+// as one block each: L + 2 slots are cut as above, so the first and the last chunk hold a
+// block fewer (Llama 3 405B: 126 layers over 16 stages, 7, 8, ..., 8, 7).
 #pragma once
 #include <string>
 #include <vector>
@@ -29,8 +31,9 @@ struct ChunkPlan {
   std::vector<int> units;  // global unit ids: 0 embedding, 1 + l block l, L + 1 head
 };
 
-// All PP*V chunks, in model order. Throws tetra::Error when PP*V > layers.
-std::vector<ChunkPlan> plan_chunks(int layers, int pp, int vpp);
+// All PP*V chunks, in model order. Throws tetra::Error when PP*V > layers, or with `ends`
+// when a chunk would hold no block.
+std::vector<ChunkPlan> plan_chunks(int layers, int pp, int vpp, bool ends = false);
 
 // Which stage holds each global unit, and its index among the units of that stage (units
 // of a stage are numbered in the order of its chunks; under `tied` embeddings the last stage's

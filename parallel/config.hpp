@@ -16,6 +16,10 @@ struct LayoutConfig {
   bool sp = false;                // Megatron sequence parallelism inside the TP group
   int vpp = 1;                    // virtual pipeline stages (model chunks) per pipeline rank
   std::string schedule = "1f1b";  // gpipe, 1f1b or interleaved
+  // How the layers are cut into chunks (parallel/chunks.hpp): even, or ends (the
+  // embedding and the head each count as a layer, so the first and the last chunk hold one
+  // layer fewer, as Llama 3 405B's stages do).
+  std::string pp_balance = "even";
 };
 // A resumed run may take any layout (restore() reshards); a sweep decides it for each run.
 inline const settings::Table<LayoutConfig> kLayoutKeys{
@@ -36,7 +40,11 @@ inline const settings::Table<LayoutConfig> kLayoutKeys{
                    "virtual pipeline stages per rank (interleaved schedule)",
                    settings::at_least_1()),
      settings::choice(&LayoutConfig::schedule, "schedule", {"gpipe", "1f1b", "interleaved"},
-                      "pipeline schedule")}};
+                      "pipeline schedule"),
+     settings::choice(&LayoutConfig::pp_balance, "pp_balance", {"even", "ends"},
+                      "layers per pipeline chunk: even (the first chunks take what does not "
+                      "divide), or ends (the embedding and the head count as a layer each: the "
+                      "first and the last chunk hold one layer fewer, as Llama 3 405B)")}};
 
 struct BatchConfig {
   // global_batch sequences per step, over all DP ranks, in micro-batches of micro_batch

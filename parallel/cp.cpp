@@ -6,10 +6,12 @@ std::vector<int32_t> cp_positions(int64_t S, int cp, int c) {
   // Chunk k covers [k*S/(2CP), (k+1)*S/(2CP)): equal chunks when 2*CP divides S (which the
   // trainer requires for CP > 1), and all of an odd-length sequence when CP = 1.
   std::vector<int32_t> pos;
+  // exercise(cp_chunks) begin
   const int64_t chunks = 2 * int64_t(cp);
   for (int64_t chunk : {int64_t(c), chunks - 1 - c})
     for (int64_t p = chunk * S / chunks; p < (chunk + 1) * S / chunks; ++p)
       pos.push_back(int32_t(p));
+  // exercise(cp_chunks) end
   return pos;
 }
 

@@ -97,6 +97,31 @@ std::string srun_problem() {
          "world of one rank); run srun --mpi=pmix, or set MpiDefault=pmix in slurm.conf";
 }
 
+LauncherRank launcher_rank() {
+  const auto number = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v ? std::max(0, std::atoi(v)) : -1;
+  };
+  const std::pair<const char*, const char*> pairs[] = {
+      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+      {"PMIX_RANK", "SLURM_STEP_NUM_TASKS"},
+      {"PMI_RANK", "PMI_SIZE"},
+      {"PMI_RANK", "SLURM_STEP_NUM_TASKS"}};
+  LauncherRank out;
+  for (const auto& [rank, size] : pairs) {
+    const int r = number(rank), n = number(size);
+    if (r < 0) continue;
+    out.rank = r;
+    // A rank above 0 says there are others even where the size is not told.
+    if (std::max(n, r + 1) > out.size) {
+      out.size = std::max(n, r + 1);
+      out.source = n > r ? std::string(size) + "=" + std::to_string(n)
+                         : std::string(rank) + "=" + std::to_string(r);
+    }
+  }
+  return out;
+}
+
 NodeRank node_rank(MPI_Comm world) {
   MPI_Comm node;
   MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);

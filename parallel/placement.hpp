@@ -36,6 +36,16 @@ std::string node_rank_problem(const Hosts& hosts);
 // Read from the environment, before MPI_Init, which would fail there with pages of text.
 std::string srun_problem();
 
+// This process's place in an MPI job as its launcher tells it in the environment, before
+// MPI_Init: Open MPI's OMPI_COMM_WORLD_RANK/SIZE, PMIx's PMIX_RANK (with Slurm's
+// SLURM_STEP_NUM_TASKS for the size), PMI's PMI_RANK/PMI_SIZE (MPICH, Slurm's PMI-2).
+// {0, 1, ""} when none says so; `source` names the variable that gave the size.
+struct LauncherRank {
+  int rank = 0, size = 1;
+  std::string source;
+};
+LauncherRank launcher_rank();
+
 // The rank of this process among the ranks of its machine, and their number. Collective.
 struct NodeRank {
   int rank = 0, size = 1;

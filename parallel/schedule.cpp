@@ -121,12 +121,14 @@ std::vector<Action> make_schedule(ScheduleKind kind, int pp, int vpp, int m, int
     for (int k = 0; k < total; ++k) out.push_back(forward(k));
     return out;
   }
+  // exercise(pp_1f1b_order) begin
   for (int k = 0; k < w; ++k) out.push_back(forward(k));
   for (int i = 0; i < total - w; ++i) {
     out.push_back(forward(w + i));
     out.push_back(backward(i));
   }
   for (int k = total - w; k < total; ++k) out.push_back(backward(k));
+  // exercise(pp_1f1b_order) end
   return out;
 }
 
@@ -137,8 +139,7 @@ BubbleForms bubble_forms(ScheduleKind kind, int pp, int vpp, int m) {
 }
 
 double bubble_formula(ScheduleKind kind, int pp, int vpp, int m) {
-  const BubbleForms b = bubble_forms(kind, pp, vpp, m);
-  return kind == ScheduleKind::Interleaved ? b.of_compute : b.of_step;
+  return bubble_forms(kind, pp, vpp, m).of_step;
 }
 
 std::string to_string(const std::vector<Action>& actions) {
@@ -253,7 +254,78 @@ SimResult simulate(const std::vector<std::vector<Action>>& ranks, int vpp, int m
     }
   }
   res.in_order = sent == used;
+  auto show = [](const Message& msg) {
+    const auto [gradient, mb, chunk] = msg;
+    return std::string(gradient ? "the gradient of B" : "the activation of F") +
+           std::to_string(mb) + " for chunk " + std::to_string(chunk);
+  };
+  for (const auto& [link, messages] : sent) {
+    const std::vector<Message>& taken = used[link];
+    const auto [s, t] = std::mismatch(messages.begin(), messages.end(), taken.begin(), taken.end());
+    if (s == messages.end() && t == taken.end()) continue;
+    std::ostringstream os;
+    os << "rank " << link.first << " sends rank " << link.second << " "
+       << (s == messages.end() ? "nothing more" : show(*s)) << " where rank " << link.second
+       << " takes " << (t == taken.end() ? "nothing more" : show(*t)) << " next";
+    res.order_problem = os.str();
+    break;
+  }
   return res;
+}
+
+std::string schedule_problem(ScheduleKind kind, int pp, int vpp, int m) {
+  check_schedule(kind, pp, vpp, m);
+  std::vector<std::vector<Action>> ranks;
+  for (int r = 0; r < pp; ++r) ranks.push_back(make_schedule(kind, pp, vpp, m, r));
+  return schedule_problem(ranks, kind, vpp, m);
+}
+
+std::string schedule_problem(const std::vector<std::vector<Action>>& ranks, ScheduleKind kind,
+                             int vpp, int m) {
+  const int pp = int(ranks.size());
+  check_schedule(kind, pp, vpp, m);
+  const std::string where = std::string(schedule_name(kind)) + " PP " + std::to_string(pp) +
+                            (vpp > 1 ? " V " + std::to_string(vpp) : "") + ", m " +
+                            std::to_string(m) + ": ";
+  SimResult sim;
+  try {
+    sim = simulate(ranks, vpp, m, 1, 2);
+  } catch (const Error& e) {
+    return where + e.what();
+  }
+  std::ostringstream os;
+  if (sim.deadlock) {
+    os << "deadlock:";
+    for (int r = 0; r < pp; ++r) {
+      if (sim.timeline[r].size() == ranks[r].size()) continue;
+      const Action a = ranks[r][sim.timeline[r].size()];
+      const int k = a.chunk * pp + r;
+      const bool own_forward_done =
+          std::any_of(sim.timeline[r].begin(), sim.timeline[r].end(), [&](const TimedAction& t) {
+            return t.action == Action{Action::Forward, a.micro_batch, a.chunk};
+          });
+      os << " rank " << r << " stops at " << to_string({a}) << ", waiting for ";
+      if (a.kind == Action::Backward && !own_forward_done)
+        os << "its own F" << a.micro_batch << '.' << a.chunk << ";";
+      else if (a.kind == Action::Forward)
+        os << "F" << a.micro_batch << '.' << (k - 1) / pp << " of rank " << (k - 1) % pp << ";";
+      else
+        os << "B" << a.micro_batch << '.' << (k + 1) / pp << " of rank " << (k + 1) % pp << ";";
+    }
+    std::string text = os.str();
+    text.back() = ' ';
+    return where + text + "(no rank can move on)";
+  }
+  if (!sim.in_order) return where + "messages out of order: " + sim.order_problem;
+  for (int r = 0; r < pp; ++r) {
+    const int bound = max_in_flight_bound(kind, pp, vpp, m, r);
+    if (sim.max_in_flight[r] > bound)
+      return where + "rank " + std::to_string(r) + " holds the activations of " +
+             std::to_string(sim.max_in_flight[r]) +
+             " forwards at once (their backwards not yet run), more than the schedule's " +
+             std::to_string(bound) + ": its backwards start too late";
+  }
+  return "";
 }
 
 }  // namespace tetra

@@ -77,8 +77,8 @@ struct BubbleForms {
 };
 BubbleForms bubble_forms(ScheduleKind kind, int pp, int vpp, int micro_batches);
 
-// The form the step line reports: gpipe and 1f1b: of_step, (p - 1) / (m + p - 1);
-// interleaved: of_compute, (p - 1) / (V m).
+// The bubble as tetra reports it everywhere (plan, plot, step line, metrics, sweep, lab):
+// the idle share of the step, of_step.
 double bubble_formula(ScheduleKind kind, int pp, int vpp, int micro_batches);
 
 struct TimedAction {
@@ -95,6 +95,7 @@ struct SimResult {
                                    // (0 under ForwardOnly, which keeps no activations)
   bool deadlock = false;           // some rank could not run its next action, ever
   bool in_order = true;            // every link carries its messages (both kinds) in receive order
+  std::string order_problem;       // else the first link that does not, and how
   std::vector<std::vector<TimedAction>> timeline;  // per rank: what ran, when
 };
 
@@ -110,6 +111,17 @@ SimResult simulate(ScheduleKind kind, int pp, int vpp, int micro_batches, double
 // chunk < V).
 SimResult simulate(const std::vector<std::vector<Action>>& ranks, int vpp, int micro_batches,
                    double tf, double tb, ScheduleMode mode = ScheduleMode::Train);
+
+// Why the lists of a schedule `kind` (one per pipeline rank, PP = ranks.size()) cannot run,
+// found by simulating them before anything runs: a list that is not F and B of every
+// (micro-batch, own chunk) exactly once, a deadlock (where each stuck rank stops, and what it
+// waits for), a link that carries its messages out of the order its receiver takes them, or a
+// rank holding more activations at once than kind's max_in_flight_bound. "" when they can run.
+// The second form checks make_schedule's own lists: tetra lab --check grades the pp_1f1b_order
+// exercise with it.
+std::string schedule_problem(const std::vector<std::vector<Action>>& ranks, ScheduleKind kind,
+                             int vpp, int micro_batches);
+std::string schedule_problem(ScheduleKind kind, int pp, int vpp, int micro_batches);
 
 // "F0.0 F1.0 B0.0 ..." (F<micro-batch>.<chunk>), for messages and debugging.
 std::string to_string(const std::vector<Action>& actions);

@@ -57,6 +57,7 @@ Buffer ColumnParallelLinear::forward(Buffer x, Buffer& y) const {
 
 Buffer ColumnParallelLinear::backward(const Tensor& dy, const Tensor& x) const {
   check(dw_.ptr != nullptr, "ColumnParallelLinear: backward needs the weight gradient");
+  // exercise(tp_column_backward) begin
   Buffer dx(be_, x.numel(), x.dtype);
   // dx [T, in] = dy W: this rank's part of the sum over TP; dW += dy^T x.
   be_.matmul(dx.view({x.rows(), x.cols()}), dy, false, w_, false);
@@ -64,6 +65,7 @@ Buffer ColumnParallelLinear::backward(const Tensor& dy, const Tensor& x) const {
   // Backward of copy_to_tensor_parallel_region (all-reduce), or under --sp of
   // gather_from_sequence_parallel_region (reduce-scatter): [T, in] -> [Tl, in].
   return reduce_tokens(be_, tp_, std::move(dx));
+  // exercise(tp_column_backward) end
 }
 
 RowParallelLinear::RowParallelLinear(Backend& be, const TensorParallel& tp, Tensor w, Tensor dw,

@@ -97,12 +97,6 @@ void record(bool on) {
   detail::recording = on;
 }
 
-void check_writable(const std::string& path) {
-  // Creates and removes a temporary where write() will make its own: same directory, same rights.
-  const std::string problem = creation_problem(path);
-  check(problem.empty(), "cannot write `output.trace` file '", path, "': ", problem);
-}
-
 void start(MPI_Comm world) {
   events.clear();
   MPI_Barrier(world);

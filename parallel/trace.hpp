@@ -66,10 +66,6 @@ class Span {
   Event event_;
 };
 
-// Rank 0 only: throws tetra::Error when `path` cannot be written, so that a bad path stops
-// the run at start-up rather than after training.
-void check_writable(const std::string& path);
-
 // Collective over world: drops anything recorded so far and sets the common time origin
 // right after a barrier. Ranks on one machine share the steady clock, so their spans line
 // up; across machines the clocks are only as aligned as the barrier's exit.

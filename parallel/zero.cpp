@@ -138,7 +138,11 @@ void ZeroParams::begin_step(int micro_batches) {
 void ZeroParams::hand_over_grads(int i) {
   Unit& u = units_[i];
   const int uses = i == tied_.unit ? tied_.uses : 1;
-  if (++u.backward_calls == micro_batches_ * uses) reduce_scatter_grads(u);
+  // exercise(zero2_reduce_scatter) begin
+  if (++u.backward_calls < micro_batches_ * uses) return;  // later passes still add to u.grads
+  reduce_scatter_grads(u);
+  if (zero_ >= 2 && !alias_) u.grads.reset();  // ZeRO-2 and 3 keep the shard alone
+  // exercise(zero2_reduce_scatter) end
 }
 
 void ZeroParams::tie(const Tied& t) {
@@ -158,8 +162,9 @@ void ZeroParams::reduce_scatter_grads(Unit& u) {
     for (const ParamInfo& p : u.layout.params)
       if (p.tp_dim < 0) sp_tp_->all_reduce(u.grads.flat(p.offset, p.numel()));
   if (alias_) return;  // the gradients are the shard
+  // exercise(ring_reduce_scatter) begin
   comm_.reduce_scatter(u.grad_shard.flat(), u.grads.flat());
-  if (zero_ >= 2) u.grads.reset();
+  // exercise(ring_reduce_scatter) end
 }
 
 ZeroParams::Shard ZeroParams::shard(int i) {

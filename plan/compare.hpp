@@ -9,7 +9,7 @@
 namespace tetra::plan {
 
 struct Comparison {
-  std::string table;  // predicted beside measured, per step
+  std::string table;  // predicted beside measured, per group; the run's throughput
   bool match = true;  // every group's bytes equal, every peak within 10%
 };
 

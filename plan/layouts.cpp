@@ -1,12 +1,32 @@
 #include "plan/layouts.hpp"
 
+#include <cstdint>
+
 #include "util/error.hpp"
 
 namespace tetra::plan {
 
+namespace {
+
+// The divisors of n in increasing order, by trial division up to sqrt(n): at most 4096
+// candidates for the largest --ranks, where trying every candidate up to n took minutes.
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> low, high;
+  for (int64_t d = 1; d * d <= n; ++d)
+    if (n % d == 0) {
+      low.push_back(d);
+      if (d != n / d) high.push_back(n / d);
+    }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
+}
+
+}  // namespace
+
 Layouts enumerate_layouts(int ranks, const RunSpec& base, const ModelConfig& cfg,
                           const LayoutChoices& choices) {
-  check(ranks >= 1, "--ranks must be at least 1 (got ", ranks, ")");
+  check(ranks >= 1 && ranks <= kMaxPlanRanks, "--ranks must be from 1 to ", kMaxPlanRanks, " (got ",
+        ranks, ")");
   Layouts out;
   auto consider = [&](RunSpec spec) {
     try {
@@ -15,18 +35,16 @@ Layouts enumerate_layouts(int ranks, const RunSpec& base, const ModelConfig& cfg
       out.skipped.push_back({spec, e.what()});
     }
   };
-  for (int tp = 1; tp <= ranks; ++tp) {
-    if (ranks % tp) continue;
-    for (int cp = 1; cp <= ranks / tp; ++cp) {
-      if ((ranks / tp) % cp) continue;
-      for (int pp = 1; pp <= ranks / (tp * cp); ++pp) {
-        if ((ranks / (tp * cp)) % pp) continue;
-        const int dp = ranks / (tp * cp * pp);
+  for (const int64_t tp : divisors(ranks))
+    for (const int64_t cp : divisors(ranks / tp))
+      for (const int64_t pp : divisors(ranks / (tp * cp))) {
+        const int64_t dp = ranks / (tp * cp * pp);
         for (int zero : choices.zero)
           for (bool sp : choices.sp) {
             if (sp && tp == 1) continue;
             RunSpec spec = base;
-            spec.layout = {tp, cp, pp, dp, sp, 1, "1f1b"};
+            spec.layout = {int(tp), int(cp), int(pp), int(dp),
+                           sp,      1,       "1f1b",  base.layout.pp_balance};
             spec.optimizer.zero = zero;
             if (pp == 1) {
               consider(spec);
@@ -41,8 +59,6 @@ Layouts enumerate_layouts(int ranks, const RunSpec& base, const ModelConfig& cfg
             }
           }
       }
-    }
-  }
   return out;
 }
 

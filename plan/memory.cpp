@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 
+#include "backend/cpu/cpu_attention.hpp"
 #include "backend/fusions.hpp"
 #include "parallel/schedule.hpp"
 #include "parallel/zero.hpp"
@@ -401,8 +402,8 @@ std::vector<MemoryFix> memory_fixes(const Setup& s, double capacity) {
 }
 
 double cpu_attention_scratch(const Setup& s, int threads) {
-  const double Sq = double(s.run.seq_pos.size()), Sk = double(s.cfg.seq_len);
-  return 2.0 * Sq * Sk * 4 * threads;
+  const double rows = double(std::min<int64_t>(kAttentionBlock, int64_t(s.run.seq_pos.size())));
+  return 2.0 * rows * double(s.cfg.seq_len) * 4 * threads;
 }
 
 }  // namespace tetra::plan

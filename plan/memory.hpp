@@ -50,8 +50,8 @@ struct MemoryFix {
 // --recompute full, each higher ZeRO stage, SP. Those that fit, in that order.
 std::vector<MemoryFix> memory_fixes(const Setup& s, double capacity);
 
-// Scratch the CPU backend's attention takes outside its buffers: one [S/CP, S] score matrix
-// per thread forward, two backward (backend/cpu/cpu_backend.cpp).
+// Scratch the CPU backend's attention takes outside its buffers: one [kAttentionBlock, S] score
+// matrix per thread forward, two backward (backend/cpu/cpu_attention.cpp).
 double cpu_attention_scratch(const Setup& s, int threads);
 
 }  // namespace tetra::plan

@@ -16,7 +16,9 @@ std::string fmt(const char* f, double x) {
   return format_number(f, x);
 }
 
+// Past a million, three significant digits: a peak of 1e-300 TFLOPS makes times of 300 digits.
 std::string seconds(double s) {
+  if (s >= 1e6) return fmt("%.3g s", s);
   if (s >= 0.1) return fmt("%.2f s", s);
   if (s >= 1e-4) return fmt("%.3g ms", s * 1e3);
   return fmt("%.3g us", s * 1e6);
@@ -29,25 +31,23 @@ std::string count(double x) {
 
 // A duration in days, hours or seconds, whichever reads best.
 std::string duration(double s) {
-  if (s >= 2 * 86400) return fmt("%.1f days", s / 86400);
+  if (s >= 2 * 86400) return fmt(s >= 1e6 * 86400 ? "%.3g days" : "%.1f days", s / 86400);
   if (s >= 2 * 3600) return fmt("%.1f hours", s / 3600);
   return fmt("%.3g s", s);
 }
 
 std::string pct(double x) {
-  return fmt(x >= 0.1 ? "%.1f%%" : "%.2f%%", 100 * x);
+  return fmt(x >= 1e4 ? "%.3g%%" : x >= 0.1 ? "%.1f%%" : "%.2f%%", 100 * x);
 }
 
 double num(const json& j) {
   return j.get<double>();
 }
 
-// A setting as its flag gives it: layout.schedule 1f1b -> "--schedule 1f1b", a switch bare.
-std::string flag_of(const std::string& key, const std::string& value) {
-  std::string name = key.substr(key.find('.') + 1);
-  for (char& ch : name)
-    if (ch == '_') ch = '-';
-  return "--" + name + (value == "on" ? "" : " " + value);
+// A setting and its value as a message names them (util/settings.hpp: the printer words the
+// key as the user gave settings): "`layout.schedule` 1f1b", a switch bare.
+std::string setting_of(const std::string& key, const std::string& value) {
+  return "`" + key + "`" + (value == "on" ? "" : " " + value);
 }
 
 void header(std::ostream& os, const json& p) {
@@ -109,8 +109,9 @@ void model_section(std::ostream& os, const json& p) {
      << " tokens: " << fmt("%.3g", num(w["flops"])) << " FLOPs\n";
   if (w["achieved_tflops"].is_null()) return;
   os << "    at " << fmt("%g", num(w["achieved_tflops"]))
-     << " TFLOP/s per GPU: " << commas(num(w["device_years"])) << " GPU-years on one GPU, "
-     << fmt("%.1f", num(w["days"])) << " days on " << commas(num(p["run"]["world"])) << "\n";
+     << " TFLOP/s per GPU: " << count(num(w["device_years"])) << " GPU-years on one GPU, "
+     << fmt(num(w["days"]) >= 1e6 ? "%.3g" : "%.1f", num(w["days"])) << " days on "
+     << commas(num(p["run"]["world"])) << "\n";
 }
 
 void batch_section(std::ostream& os, const json& p) {
@@ -177,11 +178,11 @@ void memory_section(std::ostream& os, const json& p) {
        << "\n";
   if (!m["fits"].get<bool>()) {
     if (m["fixes"].empty())
-      os << "  no one change of the schedule, `optimizer.recompute`, `optimizer.zero` or "
+      os << "  no one change of `layout.schedule`, `optimizer.recompute`, `optimizer.zero` or "
             "`layout.sp` fits it: more pipeline "
             "stages or TP ranks, or a smaller micro-batch\n";
     for (const json& f : m["fixes"])
-      os << "  it fits with " << flag_of(f["key"], f["value"]) << ": peak "
+      os << "  it fits with " << setting_of(f["key"], f["value"]) << ": peak "
          << byte_size(num(f["peak"])) << " (" << f["why"].get<std::string>() << ")\n";
   }
   os << "  dtype  ZeRO  weights    grads      Adam       activations  recompute    peak\n";

@@ -45,10 +45,12 @@ Preset preset_named(const std::string& name) {
         "400 TFLOP/s and 41% MFU per GPU, 15.6T tokens; lr 8e-5 to 8e-7 after 8,000 warmup "
         "steps; GPipe's schedule (the paper's interleaved V and m are not published), with "
         "`optimizer.recompute` full so that its 16 micro-batches in flight fit in 80 GB "
-        "(tetra's choice)";
+        "(tetra's choice); the first and the last stage hold a layer fewer "
+        "(`layout.pp_balance` ends), as the paper's";
     p.layout.pp = 16;
     p.layout.dp = 128;
     p.layout.schedule = "gpipe";
+    p.layout.pp_balance = "ends";  // stages 0 and 15 hold 7 layers and the embedding or head
     p.optimizer.recompute = true;
     p.optimizer.lr = 8e-5;
     p.optimizer.min_lr = 8e-7;

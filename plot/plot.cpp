@@ -7,6 +7,7 @@
 #include "plot/svg_schedule.hpp"
 #include "util/error.hpp"
 #include "util/input_file.hpp"
+#include "util/same_path.hpp"
 
 namespace tetra {
 
@@ -15,6 +16,9 @@ void plot_command(const PlotOptions& opt) {
   const std::string& input = !opt.loss.empty()    ? opt.loss
                              : !opt.trace.empty() ? opt.trace
                                                   : opt.barrier;
+  const char* flag = !opt.loss.empty() ? "--loss" : !opt.trace.empty() ? "--trace" : "--barrier";
+  const std::string clash = same_file_problem("--out", opt.out, flag, input);
+  check(clash.empty(), clash);
   try {
     if (!opt.schedule.empty()) {
       const ScheduleKind kind = parse_schedule(opt.schedule);

@@ -6,12 +6,14 @@
 
 namespace tetra {
 
-std::string sweep_svg(const std::vector<SweepBar>& bars, const std::string& title) {
+std::string sweep_svg(const std::vector<SweepBar>& bars, const std::string& title,
+                      const std::string& note) {
   const char* kCompute = "#3b8c84";
   const char* kComm = "#f2a541";
   const char* kBubble = "#f0a6a6";
   const char* kEstimate = "#1c3f95";
-  const double lane = 20, top = 66, x0 = 250, w = 470;
+  const double line = note.empty() ? 0 : 16;  // the note's line, under the title
+  const double lane = 20, top = 66 + line, x0 = 250, w = 470;
   double end = 1e-3;
   for (const SweepBar& b : bars)
     end = std::max({end, b.compute_ms + b.comm_ms + b.bubble_ms, b.estimate_ms});
@@ -20,7 +22,8 @@ std::string sweep_svg(const std::vector<SweepBar>& bars, const std::string& titl
   const double rows = double(bars.size());
   Svg svg(x0 + w + 110, top + rows * lane + 46);
   svg.text(20, 20, title, {.size = 13, .bold = true});
-  svg.text(20, 38,
+  if (!note.empty()) svg.text(20, 38, note, {.size = 11, .fill = "#c92a2a"});
+  svg.text(20, 38 + line,
            "ms per step, fastest first: measured compute, exposed communication and bubble; "
            "the plan's estimate marked",
            {.size = 11, .fill = "#333"});
@@ -28,12 +31,12 @@ std::string sweep_svg(const std::vector<SweepBar>& bars, const std::string& titl
   for (const auto& [fill, label] : {std::pair{kCompute, "compute"},
                                     {kComm, "communication (exposed)"},
                                     {kBubble, "pipeline bubble"}}) {
-    svg.rect(lx, 46, 10, 10, fill);
-    svg.text(lx + 14, 55, label, {.size = 10});
+    svg.rect(lx, 46 + line, 10, 10, fill);
+    svg.text(lx + 14, 55 + line, label, {.size = 10});
     lx += 24 + 6.2 * double(std::string(label).size());
   }
-  svg.rect(lx, 45, 2, 12, kEstimate);
-  svg.text(lx + 6, 55, "the plan's step time (at peak, no latency)", {.size = 10});
+  svg.rect(lx, 45 + line, 2, 12, kEstimate);
+  svg.text(lx + 6, 55 + line, "the plan's step time (at peak, no latency)", {.size = 10});
 
   const double bottom = top + rows * lane;
   for (double t : nice_ticks(0, end, 8)) {

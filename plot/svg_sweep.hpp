@@ -18,7 +18,9 @@ struct SweepBar {
 };
 
 // Each row is <g class="layout" data-name=... data-status=... data-fits=0|1> holding its
-// rects (class compute, comm, bubble) and, where known, a line of class estimate.
-std::string sweep_svg(const std::vector<SweepBar>& bars, const std::string& title);
+// rects (class compute, comm, bubble) and, where known, a line of class estimate. note: a
+// line under the title that says how to read the bars (empty: none).
+std::string sweep_svg(const std::vector<SweepBar>& bars, const std::string& title,
+                      const std::string& note = "");
 
 }  // namespace tetra

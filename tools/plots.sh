@@ -29,7 +29,7 @@ if [[ " $parts " == *" sweep "* ]]; then
   # The README quotes the ranked table and the verdict, between its two markers.
   python3 - <<'PY'
 table = open("docs/img/sweep.txt").read()
-table = table[table.index("rank  layout"):]
+table = table[table.index("MFU at one peak"):]
 block = "".join("    " + line + "\n" if line else "\n" for line in table.splitlines())
 readme = open("README.md").read()
 begin, end = "<!-- the sweep's table: tools/plots.sh sweep writes it -->\n", "<!-- end of the table -->"

@@ -6,8 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake libopenmpi-dev openmpi-bin libeigen3-dev doctest-dev
-  nlohmann-json3-dev libcli11-dev libsentencepiece-dev libpcre2-dev python3 "$@")
+packages=(build-essential cmake libopenmpi-dev openmpi-bin libeigen3-dev libopenblas-pthread-dev
+  doctest-dev nlohmann-json3-dev libcli11-dev libsentencepiece-dev libpcre2-dev libcpp-httplib-dev
+  pkg-config python3 "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -26,5 +27,12 @@ if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null; then
   bash tools/cudnn_frontend.sh
 fi
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+# Through ccache where it is (tools/test.sh installs it), with file names relative to this
+# tree: tetra lab --check's copies of the sources then find these objects (jobs/lab_exercise.cpp).
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
+fi
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
 cmake --build build -j"$(nproc)"

@@ -4,8 +4,11 @@
 # every test with ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The cluster tests (tests/cluster/) start a Slurm cluster and network namespaces of their own.
-bash tools/setup.sh slurm-wlm munge iproute2 util-linux
+# The cluster tests (tests/cluster/) start a Slurm cluster and network namespaces of their own;
+# the browser test (tests/serve_browser.py) drives Debian's chromium with selenium; ccache lets
+# the lab exercise's test build its copy of the sources from this build's objects.
+bash tools/setup.sh slurm-wlm munge iproute2 util-linux chromium chromium-driver python3-selenium \
+  ccache
 bash tools/python_env.sh
 source tools/env.sh
 cd build

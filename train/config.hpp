@@ -88,8 +88,9 @@ struct TrainConfig {
   // file: to check them against --init-from's shapes, and to tell a default from a chosen
   // value (cli/config_file.hpp keeps it across --print-config and --config).
   std::set<std::string> given;
-  // The --config file and the keys of `given` it gave: how messages word each setting they
-  // name (settings::worded), as the user gave it.
+  // The --config file ("" for none) and the keys of `given` it gave: how messages word each
+  // setting they name (settings::worded), as the user gave it; and an input no output of the
+  // run may replace (train/outputs.hpp).
   settings::Origin origin;
 
   bool was_given(const std::string& key) const { return given.count(key) > 0; }

@@ -2,7 +2,9 @@
 // SIGUSR1 (sbatch --signal=USR1@SECONDS before the time limit; mpirun passes it on to every
 // rank) ask a run to stop at the next step boundary that every rank agrees on, with a
 // checkpoint, and to exit with exit_status::kPreempted (75): "resume me" (tetra launch restarts
-// it, the sbatch example requeues it, with --resume auto). The handler only records the signal,
+// it, the sbatch example requeues it, with --resume auto). SIGINT (Ctrl-C) stops it the same
+// way, checkpoint included, but exits with exit_status::kInterrupted (130): a person stopped
+// it, and no supervisor restarts it. The handler only records the signal,
 // so a second signal while the checkpoint is written changes nothing.
 #pragma once
 

@@ -22,6 +22,7 @@
 #include "parallel/nccl_comm.hpp"
 #include "parallel/placement.hpp"
 #include "plan/memory.hpp"
+#include "train/outputs.hpp"
 #include "util/checked.hpp"
 #include "util/clock.hpp"
 #include "util/output_file.hpp"
@@ -185,40 +186,26 @@ void open_data(RankParts& p, int64_t data_vocab) {
                                tok, documents);
 }
 
-// A checkpoint directory must be writable before the first step, not at the first save.
-void check_writable_dir(const std::string& dir) {
+// Rank 0: the checkpoint directory, locked, so that no other job writes it while this run
+// reads and writes it. While the run's checks are still going only an existing directory is
+// locked (a refusal releases the lock and leaves it as it was); once they have passed
+// (`create`) a missing one is made, and checked writable before the first step, not at the
+// first save.
+void lock_checkpoint_dir(RankParts& p, bool create) {
+  const std::string& dir = p.config.checkpoint.ckpt_dir;
   std::error_code ec;
+  if (dir.empty() || p.lock || (!create && !std::filesystem::is_directory(dir, ec))) return;
   std::filesystem::create_directories(dir, ec);
   check(!ec, "cannot create checkpoint directory '", dir, "': ", ec.message());
   // A fresh temporary made and removed, as every checkpoint file will be made.
   const std::string problem = creation_problem(dir + "/probe");
   check(problem.empty(), "checkpoint directory '", dir, "' is not writable: ", problem);
-}
-
-// Rank 0, before step 0: every output path (a typo or a device must not cost the run), and
-// the checkpoint directory, locked.
-void check_outputs(RankParts& p) {
-  const OutputConfig& o = p.config.output;
-  if (!o.export_.empty()) {
-    const std::string problem = export_problem(o.export_);
-    check(problem.empty(), "cannot write `output.export` ",
-          export_is_file(o.export_) ? "file" : "directory", " '", o.export_, "': ", problem);
-  }
-  for (const auto& [flag, path] :
-       {std::pair{"`output.trace`", &o.trace}, {"`output.metrics`", &o.metrics}}) {
-    if (path->empty()) continue;
-    const std::string problem = output_file_problem(*path);
-    check(problem.empty(), "cannot write ", flag, " file '", *path, "': ", problem);
-  }
-  const std::string& dir = p.config.checkpoint.ckpt_dir;
-  if (dir.empty()) return;
-  check_writable_dir(dir);
   // A supervised restart may start while the failed attempt's ranks are still being torn
   // down: it waits for them a while.
   const bool restart = !FaultPlan::first_attempt();
   p.lock = std::make_unique<ckpt::DirLock>(
-      dir,
-      ckpt::LockRequest{ckpt::job_identity(), restart, restart ? kRestartLockWaitSeconds : 0.0});
+      dir, ckpt::LockRequest{ckpt::job_identity(), restart, restart ? kRestartLockWaitSeconds : 0.0,
+                             FaultPlan::restart_count()});
 }
 
 // The backend (CPU, guarded CPU or CUDA; mixed precision under --dtype bf16) and the process
@@ -348,6 +335,10 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
   RankParts p;
   p.config = c;
   const int sharing_cores = ranks_sharing_my_cores(world);
+  // The outputs before anything is written (a token cache, the checkpoint directory).
+  agree(world, [&] {
+    if (rank == 0) check_train_outputs(c);
+  });
   choose_tokenizer(p, world, rank);
 
   // Everything that can reject the input runs first, on every rank, before any collective;
@@ -395,7 +386,7 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
       check(p.fault.step < o.optimizer.steps, "`checkpoint.inject_failure` at step ", p.fault.step,
             ", after the last step (", o.optimizer.steps - 1, ")");
     }
-    if (rank == 0) check_outputs(p);
+    if (rank == 0) lock_checkpoint_dir(p, false);
     // The user's configuration (text data, not its shards), as it runs.
     p.record = record_of(c, model, p.work.layout);
     if (rank == 0) resume_path = ckpt::resume_path(o.checkpoint);
@@ -415,7 +406,11 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
   });
   resume_path = broadcast_string(world, resume_path);
   const Hosts hosts = gather_hosts(world);
-  if (!c.checkpoint.ckpt_dir.empty()) ckpt::check_shared_dir(world, c.checkpoint.ckpt_dir, hosts);
+  // An existing checkpoint directory (rank 0 holds its lock) is checked shared before a resume
+  // reads it; a new one once it is made.
+  int locked = p.lock != nullptr;
+  MPI_Bcast(&locked, 1, MPI_INT, 0, world);
+  if (locked) ckpt::check_shared_dir(world, c.checkpoint.ckpt_dir, hosts);
   // TP all-reduces activations four times per block and micro-batch, meant for a machine's
   // fast links: a TP group over several hosts computes the same, slowly.
   if (const std::string group = hosts.spanning_group(p.work.layout.tp); rank == 0 && !group.empty())
@@ -435,6 +430,12 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
   for (size_t u = 0; u < init.size(); ++u) p.params->load(int(u), init[u]);
   init.clear();
   if (!resume_path.empty()) agree(world, [&] { resume(p, resume_path); });
+  // Every check has passed: the run may change the file system from here on.
+  agree(world, [&] {
+    if (rank == 0) lock_checkpoint_dir(p, true);
+  });
+  if (!locked && !c.checkpoint.ckpt_dir.empty())
+    ckpt::check_shared_dir(world, c.checkpoint.ckpt_dir, hosts);
   make_pipeline(p);
   p.peak = find_peak(*p.backend, *p.grid.world, c.output.peak_tflops, p.threads,
                      compute_dtype(c.device));

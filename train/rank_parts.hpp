@@ -59,6 +59,8 @@ struct RankParts {
 // layout, the memory a step needs, the fault, the output paths, the checkpoint directory's
 // lock, the checkpoint to resume from and its settings) is checked on every rank before any
 // collective that depends on it, and agree() makes every rank throw the same AgreedError.
+// Nothing is written before every check has passed: the outputs come first
+// (train/outputs.hpp), and a missing checkpoint directory is made (and locked) last.
 RankParts build_rank(const TrainConfig& c, MPI_Comm world);
 
 // What the checkpoints of a run record of its configuration: the model trained, the layout

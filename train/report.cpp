@@ -66,10 +66,13 @@ RunReport::RunReport(const OutputConfig& out, const ReportStart& start)
       steps_(start.steps),
       entropy_floor_(start.entropy_floor),
       ln_vocab_(start.ln_vocab),
-      attention_(start.attention) {
+      attention_(start.attention),
+      interleaved_(start.interleaved) {
   if (!out.metrics.empty()) {
-    metrics_.open(out.metrics, std::ios::app);
-    check(bool(metrics_), "cannot open `output.metrics` file '", out.metrics, "'");
+    // Appended to (a restart continues the file), never through a link (util/output_file.hpp).
+    const Temporary f = open_for_append(out.metrics, true);
+    check(f.fd >= 0, "cannot open `output.metrics` file '", out.metrics, "': ", f.problem);
+    metrics_ = OutputStream(f.fd);
   }
   if (!out.tensorboard.empty()) {
     tensorboard_ = std::make_unique<TensorBoardWriter>(out.tensorboard);
@@ -96,6 +99,7 @@ json RunReport::record(const StepResult& r) const {
   j["comm_share"] = num(r.comm_share);
   j["bubble"] = num(r.bubble);
   j["bubble_formula"] = num(r.bubble_formula);
+  j["bubble_formula_of_compute"] = num(r.bubble_formula_of_compute);
   j["peak_memory_bytes"] = int64_t(r.peak_memory_bytes);
   j["attention_path"] = attention_;
   if (r.val_loss >= 0) j["val_loss"] = num(r.val_loss);
@@ -120,10 +124,11 @@ void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
   if (r.val_loss >= 0) last_val_loss_ = r.val_loss;
   peak_memory_ = std::max(peak_memory_, r.peak_memory_bytes);
   if (timed) {
-    tokens_per_s_ += r.tokens_per_s;
-    mfu_ += r.mfu;
-    hfu_ += r.hfu;
-    ++timed_;
+    const double seconds = r.step_ms / 1e3;
+    timed_tokens_ += r.tokens_per_s * seconds;
+    timed_seconds_ += seconds;
+    mfu_seconds_ += r.mfu * seconds;
+    hfu_seconds_ += r.hfu * seconds;
   }
   wait_ms_.resize(r.wait_ms.size());
   for (size_t q = 0; q < r.wait_ms.size(); ++q) wait_ms_[q] += r.wait_ms[q];
@@ -134,8 +139,13 @@ void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
       "HFU %5.2f%% | %7.1f ms | comm %4.1f%%",
       (long long)r.step, (long long)steps_, r.loss, r.lr, r.grad_norm, r.tokens_per_s, 100 * r.mfu,
       100 * r.hfu, r.step_ms, 100 * r.comm_share);
-  if (pipelined)
-    std::printf(" | bubble %4.1f%% (formula %4.1f%%)", 100 * r.bubble, 100 * r.bubble_formula);
+  // The bubble is the idle share of the step; the interleaved schedule's paper gives its
+  // formula as a ratio to the compute, printed beside.
+  if (pipelined) {
+    std::printf(" | bubble %4.1f%% (formula %4.1f%%", 100 * r.bubble, 100 * r.bubble_formula);
+    if (interleaved_) std::printf("; idle/compute %4.1f%%", 100 * r.bubble_formula_of_compute);
+    std::printf(")");
+  }
   if (r.val_loss >= 0) std::printf(" | val %.4f", r.val_loss);
   const double left = eta_.seconds_left(steps_ - r.step - 1);
   if (left >= 0 && r.step + 1 < steps_) std::printf(" | eta %s", short_duration(left).c_str());
@@ -148,25 +158,28 @@ void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
   if (!metrics_.is_open() && !tensorboard_) return;
   const json j = record(r);
   if (metrics_.is_open()) {
-    metrics_ << j.dump() << "\n";
-    metrics_.flush();
     // A full disk must stop the run, not drop its metrics without a word.
-    check(bool(metrics_), "cannot write `output.metrics` file '", metrics_path_,
+    const bool written = metrics_.write(j.dump() + "\n");  // errno before strerror reads it
+    check(written, "cannot write `output.metrics` file '", metrics_path_,
           "': ", std::strerror(errno));
   }
   if (tensorboard_) tensorboard_->scalars(r.step, scalar_tags(j));
 }
 
 void RunReport::summary(int64_t first_step, int64_t last_step, double seconds, double total) const {
-  const int n = std::max(timed_, 1);
+  // Throughput is the timed steps' tokens over their time, never a mean of the steps' rates.
+  const double t = timed_seconds_ > 0 ? timed_seconds_ : 1;
   std::printf("summary: steps %lld-%lld in %.1f s (total %s) | final loss %.4f",
               (long long)first_step, (long long)last_step, seconds, short_duration(total).c_str(),
               last_loss_);
   if (entropy_floor_ >= 0)
     std::printf(" (entropy floor %.4f, ln(vocab) %.4f)", entropy_floor_, ln_vocab_);
   if (last_val_loss_ >= 0) std::printf(" | validation loss %.4f", last_val_loss_);
-  std::printf(" | %.0f tok/s | MFU %.2f%% | HFU %.2f%% | peak memory per rank %.1f MiB\n",
-              tokens_per_s_ / n, 100 * mfu_ / n, 100 * hfu_ / n, peak_memory_ / (1 << 20));
+  std::printf(
+      " | %.0f tok/s (%.0f tokens in %.3f s of timed steps) | MFU %.2f%% | HFU %.2f%% | peak "
+      "memory per rank %.1f MiB\n",
+      timed_tokens_ / t, timed_tokens_, timed_seconds_, 100 * mfu_seconds_ / t,
+      100 * hfu_seconds_ / t, peak_memory_ / (1 << 20));
   if (wait_ms_.size() < 2) return;
   std::printf("wait per rank over the run (s), %d step%s with a straggler:", straggler_steps_,
               straggler_steps_ == 1 ? "" : "s");

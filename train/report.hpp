@@ -2,7 +2,6 @@
 // step on stdout and one JSON object per step in --metrics, and the summary line.
 #pragma once
 #include <cstdint>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -17,6 +16,7 @@
 #include "train/tensorboard.hpp"
 #include "util/clock.hpp"
 #include "util/json.hpp"
+#include "util/output_file.hpp"
 
 namespace tetra {
 
@@ -25,10 +25,11 @@ struct StepResult {
   double loss = 0, lr = 0, grad_norm = 0;
   double step_ms = 0, tokens_per_s = 0, mfu = 0, hfu = 0;
   double comm_share = 0;  // rank 0's time in communication (bubble excluded) / step time
-  // Pipeline bubble, measured (time blocked on activations or gradients, averaged over the
-  // ranks) and by the schedule's formula; of the step for gpipe and 1f1b, of the compute
-  // for interleaved.
-  double bubble = 0, bubble_formula = 0;
+  // Pipeline bubble, the idle share of the step for every schedule: measured (time blocked
+  // on activations or gradients over the step, averaged over the ranks) and by the
+  // schedule's formula; and the formula as a ratio to the compute, (p - 1) / (V m), the
+  // form the interleaved schedule's paper gives.
+  double bubble = 0, bubble_formula = 0, bubble_formula_of_compute = 0;
   double peak_memory_bytes = 0;           // most backend memory any rank held during the step
   double val_loss = -1;                   // validation loss after the step; < 0: not evaluated
   std::map<std::string, CommStats> comm;  // this rank, this step, per group
@@ -36,7 +37,8 @@ struct StepResult {
   // receives included), up to the step's end; the straggler among them, if any.
   std::vector<double> compute_ms, wait_ms;
   Straggler straggler;
-  int preempted = 0;  // ranks that had received a pre-emption signal by the step's end
+  int preempted = 0;    // ranks that had received a pre-emption signal by the step's end
+  int interrupted = 0;  // ... of which SIGINT (Ctrl-C): the run stops the same way, exit 130
 };
 
 // The start-up table: the run, the model, the batch, the data, the device and its
@@ -59,8 +61,9 @@ struct ReportStart {
   // The data's best possible loss (negative when unknown) and the loss of a uniform guess,
   // where training starts. Both go into every record, for tetra plot.
   double entropy_floor = -1, ln_vocab = 0;
-  std::string config;     // the run's configuration, as --tensorboard's text summary
-  std::string attention;  // the path attention takes (Backend::attention_path), in every record
+  std::string config;        // the run's configuration, as --tensorboard's text summary
+  std::string attention;     // the path attention takes (Backend::attention_path), in every record
+  bool interleaved = false;  // the step line gives the bubble's ratio to compute beside it
 };
 
 class RunReport {
@@ -79,16 +82,18 @@ class RunReport {
   json record(const StepResult& r) const;
 
   std::string metrics_path_;
-  std::ofstream metrics_;
+  OutputStream metrics_;
   std::unique_ptr<TensorBoardWriter> tensorboard_;
   int64_t steps_;
   double entropy_floor_, ln_vocab_;
   Clock::time_point created_ = Clock::now();
   Eta eta_;
   std::string attention_;
-  double last_loss_ = 0, last_val_loss_ = -1, tokens_per_s_ = 0, mfu_ = 0, hfu_ = 0,
-         peak_memory_ = 0;
-  int timed_ = 0;
+  bool interleaved_;
+  double last_loss_ = 0, last_val_loss_ = -1, peak_memory_ = 0;
+  // Over the timed steps: their tokens and seconds, and MFU and HFU weighted by each step's
+  // seconds (tokens per step are fixed, so that is tokens over time at F / (ranks x peak)).
+  double timed_tokens_ = 0, timed_seconds_ = 0, mfu_seconds_ = 0, hfu_seconds_ = 0;
   std::vector<double> wait_ms_;  // per rank, summed over every step
   int straggler_steps_ = 0;
 };

@@ -1,5 +1,6 @@
 #include "train/tensorboard.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -142,8 +143,10 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
   std::snprintf(name, sizeof name, "events.out.tfevents.%010lld.%06lld.%s.%d", us / 1000000,
                 us % 1000000, host, int(::getpid()));
   path_ = (fs::path(dir) / name).string();
-  out_.open(path_, std::ios::binary | std::ios::trunc);
-  check(bool(out_), "cannot write `output.tensorboard` file '", path_, "': ", std::strerror(errno));
+  // A name of its own (time, host, pid), made new: never an existing file, never a link.
+  const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  check(fd >= 0, "cannot write `output.tensorboard` file '", path_, "': ", std::strerror(errno));
+  out_ = OutputStream(fd);
   write_event(tensorboard::file_version_event(wall_seconds()));
 }
 
@@ -162,9 +165,8 @@ void TensorBoardWriter::session_start(int64_t step) {
 
 // Each event is flushed whole: a run killed between steps leaves only complete records.
 void TensorBoardWriter::write_event(const std::string& event) {
-  out_ << tensorboard::tfrecord(event);
-  out_.flush();
-  check(bool(out_), "cannot write `output.tensorboard` file '", path_, "': ", std::strerror(errno));
+  const bool written = out_.write(tensorboard::tfrecord(event));  // errno before strerror
+  check(written, "cannot write `output.tensorboard` file '", path_, "': ", std::strerror(errno));
 }
 
 }  // namespace tetra

@@ -16,12 +16,12 @@
 // (checkpoint/checksum.hpp), so no protobuf library is needed.
 #pragma once
 #include <cstdint>
-#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "util/json.hpp"
+#include "util/output_file.hpp"
 
 namespace tetra {
 
@@ -52,7 +52,7 @@ class TensorBoardWriter {
   void write_event(const std::string& event);
 
   std::string path_;
-  std::ofstream out_;
+  OutputStream out_;
 };
 
 namespace tensorboard {

@@ -1,5 +1,7 @@
 #include "train/trainer.hpp"
 
+#include <csignal>
+
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -132,12 +134,8 @@ PipelineStats Trainer::forward_backward() {
 // gradient shards are disjoint over dp_cp and pipeline stages; the loss counts on the last
 // stage's TP rank 0 only.
 Trainer::StepTotals Trainer::reduce_totals(const PipelineStats& pipe) {
-  // This rank's bubble in the form the schedule's formula uses: of the step for gpipe and
-  // 1f1b, of the compute for interleaved.
-  const double busy = pipe.seconds - pipe.wait_seconds;
-  const double bubble = parts_.work.schedule == ScheduleKind::Interleaved
-                            ? (busy > 0 ? pipe.wait_seconds / busy : 0.0)
-                            : (pipe.seconds > 0 ? pipe.wait_seconds / pipe.seconds : 0.0);
+  // This rank's bubble: the idle share of its pipeline's time, for every schedule.
+  const double bubble = pipe.seconds > 0 ? pipe.wait_seconds / pipe.seconds : 0.0;
   double grad_sq = 0;
   {
     trace::Span norm(trace::Lane::Compute, [](trace::Event& e) { e.name = "grad-norm"; });
@@ -173,7 +171,10 @@ StepResult Trainer::measure(const StepTotals& totals, const PipelineStats& pipe,
   r.lr = lr;
   r.grad_norm = totals.grad_norm;
   r.bubble = totals.bubble;
-  r.bubble_formula = bubble_formula(w.schedule, g.layout.pp, config().layout.vpp, w.micro_batches);
+  const BubbleForms forms =
+      bubble_forms(w.schedule, g.layout.pp, config().layout.vpp, w.micro_batches);
+  r.bubble_formula = forms.of_step;
+  r.bubble_formula_of_compute = forms.of_compute;
   r.step_ms = seconds * 1e3;
   r.tokens_per_s = tokens_per_step() / seconds;
   const double world = g.world->size();
@@ -197,16 +198,19 @@ StepResult Trainer::measure(const StepTotals& totals, const PipelineStats& pipe,
   // read (so it is not in this step's bytes): every rank's compute and wait, each rank
   // writing its own slot of zeros (an all-gather), and its peak of backend memory (weights,
   // gradients, Adam state, activations), of which the step reports the largest.
-  // The last slot counts the ranks that received a pre-emption signal: summed in the same
-  // call, so every rank agrees on the step at which the run stops.
+  // The last two slots count the ranks that received a pre-emption signal, and SIGINT among
+  // them: summed in the same call, so every rank agrees on the step at which the run stops and
+  // on its exit status.
   const int world_size = g.world->size(), me = g.world->rank();
-  std::vector<double> slots(3 * size_t(world_size) + 1, 0.0);
+  std::vector<double> slots(3 * size_t(world_size) + 2, 0.0);
   slots[3 * me] = seconds - wait_s;
   slots[3 * me + 1] = wait_s;
   slots[3 * me + 2] = double(parts_.backend->alloc_stats.peak);
-  slots.back() = PreemptSignals::received() != 0 ? 1 : 0;
+  slots.end()[-2] = PreemptSignals::received() != 0 ? 1 : 0;
+  slots.back() = PreemptSignals::received() == SIGINT ? 1 : 0;
   g.world->all_reduce_host(slots.data(), int(slots.size()));
-  r.preempted = int(slots.back());
+  r.preempted = int(slots.end()[-2]);
+  r.interrupted = int(slots.back());
   for (int q = 0; q < world_size; ++q) {
     r.compute_ms.push_back(1e3 * slots[3 * q]);
     r.wait_ms.push_back(1e3 * slots[3 * q + 1]);

@@ -32,7 +32,8 @@ class Trainer {
   const std::string& resumed_from() const { return parts_.resume.path; }
   // Runs the remaining steps, printing a line per step and a summary on rank 0. Returns the
   // exit status: 0, or exit_status::kPreempted when a pre-emption signal (train/preempt.hpp)
-  // stopped the run at a step boundary, after a checkpoint, with the lock released.
+  // stopped the run at a step boundary, after a checkpoint, with the lock released
+  // (kInterrupted when the signal was SIGINT).
   int run();
 
   // Whole tensors on rank 0 (empty maps elsewhere): the weights, or the reduced gradients
@@ -86,7 +87,8 @@ class Trainer {
   void after_step(StepResult& r);
   // Whether a pre-emption signal stops the run after this step (not after the last).
   bool preempted(const StepResult& r) const;
-  // The run stopped by pre-emption: the lock released, the summary; kPreempted.
+  // The run stopped by pre-emption: the lock released, the summary; kPreempted, or
+  // kInterrupted when a rank's signal was SIGINT.
   int stop(const StepResult& r);
   // After the last step: the trace, the export, the summary; 0.
   int finish();

@@ -47,7 +47,10 @@ double Trainer::save_checkpoint() {
                         s.adam_m.data(), s.adam_v.data()});
   }
   const int signal = parts_.fault.signal_during_checkpoint(g.rank, step_);
-  const std::string path = ckpt::save(world_, c.ckpt_dir, st, segments, c.keep, signal);
+  // Rank 0 holds the directory's lock: a job that took it over ends this one's checkpoints.
+  const std::string path = ckpt::save(world_, c.ckpt_dir, st, segments, c.keep, signal, [this] {
+    if (parts_.lock) parts_.lock->check_held();
+  });
   line_head_ = ckpt::reference_to(c.ckpt_dir, path);
   return seconds_since(t0);
 }

@@ -148,12 +148,10 @@ void Trainer::report_start() const {
 void Trainer::start_run() {
   const bool root = parts_.grid.rank == 0;
   const TrainConfig& c = config();
-  agree(world_, [&] {
-    if (root && !c.checkpoint.ckpt_dir.empty()) point_latest_here();
-  });
+  // The outputs were checked before anything changed (train/outputs.hpp): what is left to fail
+  // here is the file system itself, before `latest` moves.
   agree(world_, [&] {
     if (!root) return;
-    if (!c.output.trace.empty()) trace::check_writable(c.output.trace);
     // The configuration by section, as the checkpoints record it.
     json recorded = parts_.record.config;
     recorded["model"] = parts_.record.model;
@@ -162,7 +160,11 @@ void Trainer::start_run() {
         c.output.tensorboard.empty() ? "" : config_markdown(startup_report(), recorded);
     report_ = std::make_unique<RunReport>(
         c.output, ReportStart{step_, c.optimizer.steps, parts_.data->entropy_floor(),
-                              std::log(double(model().vocab)), text, attention_path()});
+                              std::log(double(model().vocab)), text, attention_path(),
+                              parts_.work.schedule == ScheduleKind::Interleaved});
+  });
+  agree(world_, [&] {
+    if (root && !c.checkpoint.ckpt_dir.empty()) point_latest_here();
   });
   loop_started_ = Clock::now();
   if (!c.output.trace.empty()) trace::start(world_);
@@ -212,20 +214,23 @@ bool Trainer::preempted(const StepResult& r) const {
 
 int Trainer::stop(const StepResult& r) {
   parts_.lock.reset();  // released before exit: the resumed job may start at once, anywhere
-  if (parts_.grid.rank != 0) return exit_status::kPreempted;
+  // SIGINT (Ctrl-C) on any rank: a person stopped the run, no supervisor restarts it.
+  const int status = r.interrupted > 0 ? exit_status::kInterrupted : exit_status::kPreempted;
+  if (parts_.grid.rank != 0) return status;
   report_->summary(parts_.resume.step, step_ - 1, seconds_since(loop_started_),
                    seconds_since(started_));
+  const bool saved = !config().checkpoint.ckpt_dir.empty();
   const std::string line =
-      "pre-empted: a signal reached " + std::to_string(r.preempted) + " of " +
+      std::string(r.interrupted > 0 ? "interrupted (SIGINT)" : "pre-empted") +
+      ": a signal reached " + std::to_string(r.preempted) + " of " +
       std::to_string(parts_.grid.world->size()) + " ranks; stopped after step " +
       std::to_string(step_ - 1) +
-      (config().checkpoint.ckpt_dir.empty() ? " with no `checkpoint.ckpt_dir`, so nothing was saved"
-                                            : ", checkpointed") +
-      "; exit status " + std::to_string(exit_status::kPreempted) +
-      ": resume with `checkpoint.resume` auto";
+      (saved ? ", checkpointed" : " with no `checkpoint.ckpt_dir`, so nothing was saved") +
+      "; exit status " + std::to_string(status) +
+      (saved ? ": resume with `checkpoint.resume` auto" : "");
   std::printf("%s\n", settings::worded(line, config().origin).c_str());
   std::fflush(stdout);
-  return exit_status::kPreempted;
+  return status;
 }
 
 int Trainer::finish() {

@@ -18,8 +18,10 @@ inline std::string format_number(const char* fmt, double x) {
   return out;
 }
 
-// x rounded to an integer with thousands separated: 16777216 -> "16,777,216", -1234 -> "-1,234".
+// x rounded to an integer with thousands separated: 16777216 -> "16,777,216", -1234 -> "-1,234";
+// from 1e15 on, three significant digits ("3.8e+25"), not dozens of digits a user would count.
 inline std::string commas(double x) {
+  if (!(x > -1e15 && x < 1e15)) return format_number("%.3g", x);
   const std::string digits = format_number("%.0f", x);
   std::string out;
   const size_t lead = !digits.empty() && digits[0] == '-' ? 1 : 0;

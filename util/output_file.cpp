@@ -8,8 +8,10 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 
 namespace tetra {
 namespace {
@@ -86,6 +88,37 @@ Temporary create_temporary(const std::string& target) {
   return tmp;
 }
 
+Temporary create_replacing(const std::string& target) {
+  Temporary tmp = create_temporary(target);
+  if (tmp.fd < 0) return tmp;
+  if (::rename(tmp.path.c_str(), target.c_str()) != 0) {
+    const int err = errno;
+    ::close(tmp.fd);
+    ::unlink(tmp.path.c_str());
+    Temporary failed;
+    failed.problem = "cannot replace '" + target + "': " + std::strerror(err);
+    return failed;
+  }
+  tmp.path = target;
+  return tmp;
+}
+
+Temporary open_for_append(const std::string& path, bool create) {
+  Temporary f;
+  f.path = path;
+  f.fd = ::open(path.c_str(),
+                O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (create ? O_CREAT : 0),
+                0644);
+  struct stat st;
+  if (f.fd >= 0 && ::fstat(f.fd, &st) == 0 && S_ISREG(st.st_mode)) return f;
+  f.problem = f.fd < 0 && errno == ELOOP ? "it is a symbolic link"
+              : f.fd < 0                 ? std::string(std::strerror(errno))
+                                         : "it is not a regular file";
+  if (f.fd >= 0) ::close(f.fd);
+  f.fd = -1;
+  return f;
+}
+
 bool write_all(int fd, const void* data, size_t n) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
@@ -99,6 +132,23 @@ bool write_all(int fd, const void* data, size_t n) {
     n -= size_t(r);
   }
   return true;
+}
+
+OutputStream& OutputStream::operator=(OutputStream&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+OutputStream::~OutputStream() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool OutputStream::write(std::string_view text) {
+  return write_all(fd_, text.data(), text.size());
 }
 
 std::string replace_file(const std::string& path, const std::function<bool(int fd)>& fill) {
@@ -128,6 +178,16 @@ std::string creation_problem(const std::string& target) {
   if (tmp.fd < 0) return tmp.problem;
   ::close(tmp.fd);
   ::unlink(tmp.path.c_str());
+  return "";
+}
+
+std::string stdout_problem() {
+  std::cout.flush();
+  errno = 0;
+  if (std::fflush(stdout) != 0)
+    return std::string("cannot write the standard output: ") + std::strerror(errno);
+  if (std::ferror(stdout) || !std::cout.good())
+    return "cannot write the standard output: a write to it failed (a full disk?)";
   return "";
 }
 

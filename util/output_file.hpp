@@ -36,6 +36,34 @@ struct Temporary {
 };
 Temporary create_temporary(const std::string& target);
 
+// A new empty file at `target`, open for writing (fd), made as a fresh temporary beside it and
+// renamed over it: whatever was at target (an earlier run's file, a symbolic link) is
+// replaced, never truncated or written through. For a file written as it goes (a log, a
+// JSONL record per run). path is target; fd is -1 and problem says why on failure.
+Temporary create_replacing(const std::string& target);
+
+// An existing or new regular file at `path` opened to append (O_APPEND), never through a
+// symbolic link (O_NOFOLLOW) nor a FIFO or device; `create`: made when missing. fd -1 and
+// problem says why on failure.
+Temporary open_for_append(const std::string& path, bool create);
+
+// A file written as a run goes (the metrics, TensorBoard's events, sweep.jsonl): a descriptor
+// from create_replacing, open_for_append or an O_EXCL open, closed by the destructor.
+class OutputStream {
+ public:
+  OutputStream() = default;
+  explicit OutputStream(int fd) : fd_(fd) {}
+  OutputStream(OutputStream&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  OutputStream& operator=(OutputStream&& o) noexcept;
+  ~OutputStream();
+  bool is_open() const { return fd_ >= 0; }
+  // Writes text whole (retrying short writes); false, errno set, on failure.
+  bool write(std::string_view text);
+
+ private:
+  int fd_ = -1;
+};
+
 // Writes n bytes to fd, retrying short writes; false (errno set) on failure.
 bool write_all(int fd, const void* data, size_t n);
 
@@ -50,6 +78,10 @@ std::string replace_file(const std::string& path, std::string_view text);
 // "" when a file can be created beside `target`, in its directory (a temporary is made there
 // and removed), else why not.
 std::string creation_problem(const std::string& target);
+
+// "" when everything this process wrote to standard output reached it (flushed, no error),
+// else why not: `tetra plan > /dev/full` must fail, not leave an empty file behind a 0.
+std::string stdout_problem();
 
 // Persists the entries created, renamed or removed in `dir`; "" or the problem.
 std::string sync_dir(const std::string& dir);

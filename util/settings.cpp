@@ -18,6 +18,14 @@ Check number_rule(std::function<bool(double)> ok, std::string words) {
 Check positive() {
   return number_rule([](double x) { return x > 0; }, "must be positive");
 }
+Check positive_up_to(int64_t limit, std::string unit) {
+  return [limit, unit = std::move(unit), positive = positive()](const std::string& text) {
+    if (std::string words = positive(text); !words.empty()) return words;
+    if (std::strtod(text.c_str(), nullptr) <= double(limit)) return std::string();
+    return text + " is more than tetra's limit of " + std::to_string(limit) + " " + unit;
+  };
+}
+
 Check non_negative() {
   return number_rule([](double x) { return x >= 0; }, "must not be negative");
 }

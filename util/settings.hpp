@@ -47,6 +47,9 @@ using Check = std::function<std::string(const std::string& text)>;
 Check positive();
 Check non_negative();
 Check at_least_1();
+// positive(), and at most `limit`, tetra's own for the setting: "1000000 is more than tetra's
+// limit of 65536 blocks" (`unit`), refused before anything is sized by it.
+Check positive_up_to(int64_t limit, std::string unit);
 // A refusal `words` (" (got TEXT)" appended) unless ok(x) for the text read as a number.
 Check number_rule(std::function<bool(double)> ok, std::string words);
 

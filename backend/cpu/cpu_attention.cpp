@@ -1,24 +1,31 @@
-// The CPU backend's attention: per (batch, head) an Eigen product into a [Sq, Sk] score matrix,
-// the softmax masked by positions and documents (backend/attn_mask.hpp), and the product with V;
-// backward per (batch, KV head) so that the query heads sharing a KV head add into dK, dV in order.
+// The CPU backend's attention, in blocks of kBlock query rows. Per (batch, head) and block: the
+// scores against the keys the block can see (the mask by positions ends the block's keys at the
+// last one any of its queries sees, which for a causal sequence skips about half the products
+// and exponentials of a whole [Sq, Sk] score matrix), the softmax masked by positions and
+// documents (backend/attn_mask.hpp's rule, row by row), and the product with V.
+// Backward per (batch, KV head), so that the query heads sharing a KV head, block after block,
+// add into dK, dV in a fixed order. The products are single-threaded gemms (cpu_gemm.hpp); the
+// threads take (batch, head) pairs, so no bit depends on their number.
 #include "backend/cpu/cpu_attention.hpp"
 
 #include <omp.h>
 
-#include <Eigen/Dense>
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <exception>
 #include <limits>
 #include <new>
+#include <vector>
+
+#include "backend/cpu/cpu_gemm.hpp"
+#include "backend/cpu/cpu_parallel.hpp"
 
 namespace tetra {
 namespace {
 
-using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-// A [rows, cols] block inside a wider row-major matrix (one head of a [T, H*hd] tensor).
-using Strided = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
-using MStrided = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
+constexpr int64_t kBlock = kAttentionBlock;
 
 // An exception must not leave an OpenMP parallel region (the program would terminate): the
 // attention loops, which allocate their score matrices per thread, catch inside and keep the
@@ -45,23 +52,108 @@ class RegionErrors {
   std::exception_ptr first_;
 };
 
-// Row-wise masked softmax of sequence b's scores P in place; masked entries become 0,
-// L[i] = log-sum-exp.
-void softmax_masked(RowMat& P, const AttnMaskView& mask, int64_t b, float* L) {
+// e^x for the softmax's x <= 0 (and a rounding above), in a form the compiler vectorizes (the
+// library's expf is a call per element, a third of attention's time): x = n ln 2 + r with
+// |r| <= ln(2)/2, e^r by its Taylor series to r^7 (truncation below 2^-26 relative), times 2^n
+// built in the exponent bits. Within 1.2 ulp of e^x (every float from -87 to 0.5 checked); 0
+// below -87 (e^-87 is near the smallest
+// normal float, and a softmax term that small changes no sum).
+inline float exp_nonpositive(float x) {
+  const float xl = x > -88.f ? x : -88.f;  // 2^n stays a normal float (and NaN becomes -88)
+  const float xc = xl < 88.f ? xl : 88.f;
+  // n = floor(x / ln 2 + 1/2), by truncating a positive number (x / ln 2 lies in [-127, 127]):
+  // std::floor, or a sign test, would keep the loop from vectorizing.
+  const int32_t ni = int32_t(xc * 1.44269504f + 128.5f) - 128;
+  const float n = float(ni);
+  const float r = (xc - n * 0.693145752f) - n * 1.42860677e-6f;  // ln 2 in two parts
+  float p = 1.f / 5040 + r * (1.f / 40320);
+  p = 1.f / 720 + r * p;
+  p = 1.f / 120 + r * p;
+  p = 1.f / 24 + r * p;
+  p = 1.f / 6 + r * p;
+  p = 0.5f + r * p;
+  p = 1.f + r * p;
+  p = 1.f + r * p;
+  const float two_n = std::bit_cast<float>((ni + 127) << 23);
+  return x < -87.f ? 0.f : p * two_n + (x - x);  // x - x: 0, or NaN for a NaN x
+}
+
+// The keys [0, n) that hold every key a query of qp[0, rows) may see: n - 1 is the last key at or
+// before the block's latest position (n is at least 1, so that a block that sees no key still
+// has a row to divide by, as the whole matrix had).
+int64_t visible_keys(const int32_t* qp, int64_t rows, const int32_t* kp, int64_t sk) {
+  const int32_t latest = *std::max_element(qp, qp + rows);
+  int64_t n = sk;
+  while (n > 1 && kp[n - 1] > latest) --n;
+  return n;
+}
+
+// One query row's view of AttnMaskView::visible, in a form the loops below vectorize: key j is
+// visible when kp[j] <= q and, with documents (kd not null), kd[j] == d.
+struct RowMask {
+  const int32_t* kp;  // [n] key positions
+  int32_t q;          // the query's position
+  const int32_t* kd;  // [n] the keys' documents in this sequence, or null
+  int32_t d;          // the query's document
+
+  bool visible(int64_t j) const { return kp[j] <= q && (!kd || kd[j] == d); }
+};
+
+// The row mask of query i of sequence b.
+RowMask row_mask(const AttnMaskView& m, int64_t b, int64_t i) {
+  if (!m.q_doc) return {m.k_pos, m.q_pos[i], nullptr, 0};
+  return {m.k_pos, m.q_pos[i], m.k_doc + b * m.sk, m.q_doc[b * m.sq + i]};
+}
+
+// p[j] = e^(p[j] - shift) for the keys the row sees, 0 for the others (every exponential
+// computed, then selected, in vectors: elementwise, so the same bits).
+void exp_masked(float* p, int64_t n, const RowMask& r, float shift) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) {
+    const float e = exp_nonpositive(p[j] - shift);
+    p[j] = r.visible(j) ? e : 0.f;
+  }
+}
+
+// The largest of the scores p[0, n) the row sees (-inf when none). A maximum is exact in any
+// order, so the vector reduction's order changes no bit.
+float masked_max(const float* p, int64_t n, const RowMask& r) {
   const float neg_inf = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < P.rows(); ++i) {
-    float mx = neg_inf;
-    for (int64_t j = 0; j < P.cols(); ++j) {
-      if (!mask.visible(b, i, j)) P(i, j) = neg_inf;
-      mx = std::max(mx, P(i, j));
-    }
-    float sum = 0;
-    for (int64_t j = 0; j < P.cols(); ++j) {
-      P(i, j) = P(i, j) == neg_inf ? 0.f : std::exp(P(i, j) - mx);
-      sum += P(i, j);
-    }
-    for (int64_t j = 0; j < P.cols(); ++j) P(i, j) /= sum;
-    L[i] = mx + std::log(sum);
+  float m = neg_inf;
+#pragma omp simd reduction(max : m)
+  for (int64_t j = 0; j < n; ++j) {
+    const float x = p[j];
+    m = std::max(m, r.visible(j) ? x : neg_inf);
+  }
+  return m;
+}
+
+// p[0] + ... + p[n-1] in a fixed order that the compiler vectorizes (a single running sum it may
+// not reorder): element j into running sum j mod kLanes, the sums added in order at the end.
+constexpr int64_t kLanes = 16;
+float lane_sum(const float* p, int64_t n) {
+  float lane[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) lane[l] += p[j + l];
+  for (int64_t l = 0; j < n; ++j, ++l) lane[l] += p[j];
+  float s = 0;
+  for (const float v : lane) s += v;
+  return s;
+}
+
+// Row-wise masked softmax of sequence b's scores P [rows, n] for queries i0.. in place; masked
+// entries become 0, L[i] = log-sum-exp (a query sees its own key, so no row is empty).
+void softmax_masked(float* P, int64_t rows, int64_t n, const AttnMaskView& mask, int64_t b,
+                    int64_t i0, float* L) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* p = P + i * n;
+    const RowMask r = row_mask(mask, b, i0 + i);
+    const float m = masked_max(p, n, r);
+    exp_masked(p, n, r, m);
+    const float sum = lane_sum(p, n);
+    for (int64_t j = 0; j < n; ++j) p[j] /= sum;
+    L[i] = m + std::log(sum);
   }
 }
 
@@ -72,85 +164,105 @@ void cpu_attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor
   const int64_t H = s.heads, KV = s.kv_heads, hd = s.head_dim, group = H / KV;
   const float scale = 1.f / std::sqrt(float(hd));
   check_attn_positions(s, pos);
-  check_attn_mask(s, pos.q_pos.i32(), pos.k_pos.i32());
+  const int32_t *qp = pos.q_pos.i32(), *kp = pos.k_pos.i32();
+  check_attn_mask(s, qp, kp);
   const AttnMaskView mask = attn_mask_view(s, pos);
   check_attn_qkv("attention_forward", s, q, k, v);
   const AttnStrides st = attn_strides(s);
   const float *pq = q.f32() + st.q_col, *pk = k.f32() + st.k_col, *pv = v.f32() + st.v_col;
+  const int64_t work = s.batch * H * s.sq * s.sk * hd;  // multiply-adds of Q K^T
   RegionErrors errors;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (parallel_macs(work))
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t h = 0; h < H; ++h) {
       try {
-        const int64_t g = h / group;
-        Strided Q(pq + b * s.sq * st.q + h * hd, s.sq, hd, Eigen::OuterStride<>(st.q));
-        Strided K(pk + b * s.sk * st.kv + g * hd, s.sk, hd, Eigen::OuterStride<>(st.kv));
-        Strided V(pv + b * s.sk * st.kv + g * hd, s.sk, hd, Eigen::OuterStride<>(st.kv));
-        MStrided O(out.f32() + b * s.sq * H * hd + h * hd, s.sq, hd, Eigen::OuterStride<>(H * hd));
-        RowMat P = scale * (Q * K.transpose());  // [Sq, Sk]
+        const int64_t g = h / group, os = H * hd;
+        const float* Q = pq + b * s.sq * st.q + h * hd;   // [Sq, hd], row stride st.q
+        const float* K = pk + b * s.sk * st.kv + g * hd;  // [Sk, hd], row stride st.kv
+        const float* V = pv + b * s.sk * st.kv + g * hd;
+        float* O = out.f32() + b * s.sq * os + h * hd;  // [Sq, hd], row stride H hd
         float* L = lse.f32() + (b * H + h) * s.sq;
-        softmax_masked(P, mask, b, L);
-        O.noalias() = P * V;
-      } catch (...) {
-        errors.capture();
-      }
-    }
-  }
-  errors.rethrow("attention forward", s.sq, s.sk);
-}
-
-void cpu_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
-                            const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                            const AttnPositions& pos, const AttnShape& s) {
-  // Per (batch, kv head) so that the query heads sharing a KV head add into dK, dV in order:
-  //   P = exp(S - lse), dV += P^T dO, dP = dO V^T, D = rowsum(dO * O),
-  //   dS = P * (dP - D), dQ = scale dS K, dK += scale dS^T Q.
-  const int64_t H = s.heads, KV = s.kv_heads, hd = s.head_dim, group = H / KV;
-  const float scale = 1.f / std::sqrt(float(hd));
-  check_attn_positions(s, pos);
-  check_attn_mask(s, pos.q_pos.i32(), pos.k_pos.i32());
-  const AttnMaskView mask = attn_mask_view(s, pos);
-  check_attn_qkv("attention_backward", s, q, k, v);
-  check_attn_qkv("attention_backward", s, dq, dk, dv);
-  const AttnStrides st = attn_strides(s);
-  const float *pq = q.f32() + st.q_col, *pk = k.f32() + st.k_col, *pv = v.f32() + st.v_col;
-  float *pdq = dq.f32() + st.q_col, *pdk = dk.f32() + st.k_col, *pdv = dv.f32() + st.v_col;
-  const Eigen::OuterStride<> qs(st.q), ks(st.kv), os(H * hd);
-  RegionErrors errors;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < s.batch; ++b) {
-    for (int64_t g = 0; g < KV; ++g) {
-      try {
-        const int64_t koff = b * s.sk * st.kv + g * hd;
-        Strided K(pk + koff, s.sk, hd, ks), V(pv + koff, s.sk, hd, ks);
-        MStrided dK(pdk + koff, s.sk, hd, ks), dV(pdv + koff, s.sk, hd, ks);
-        dK.setZero();
-        dV.setZero();
-        for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-          const int64_t qoff = b * s.sq * st.q + h * hd, ooff = b * s.sq * H * hd + h * hd;
-          Strided Q(pq + qoff, s.sq, hd, qs), O(out.f32() + ooff, s.sq, hd, os);
-          Strided dO(dout.f32() + ooff, s.sq, hd, os);
-          MStrided dQ(pdq + qoff, s.sq, hd, qs);
-          const float* L = lse.f32() + (b * H + h) * s.sq;
-          RowMat P = scale * (Q * K.transpose());
-          for (int64_t i = 0; i < s.sq; ++i)
-            for (int64_t j = 0; j < s.sk; ++j)
-              P(i, j) = mask.visible(b, i, j) ? std::exp(P(i, j) - L[i]) : 0.f;
-          dV.noalias() += P.transpose() * dO;
-          RowMat dP = dO * V.transpose();
-          for (int64_t i = 0; i < s.sq; ++i) {
-            const float D = dO.row(i).dot(O.row(i));
-            for (int64_t j = 0; j < s.sk; ++j) dP(i, j) = P(i, j) * (dP(i, j) - D);
-          }
-          dQ.noalias() = scale * (dP * K);
-          dK.noalias() += scale * (dP.transpose() * Q);
+        std::vector<float> P(size_t(std::min(kBlock, s.sq) * s.sk));  // [rows, n] scores
+        for (int64_t i0 = 0; i0 < s.sq; i0 += kBlock) {
+          const int64_t rows = std::min(kBlock, s.sq - i0);
+          const int64_t n = visible_keys(qp + i0, rows, kp, s.sk);
+          gemm_serial(false, true, rows, n, hd, scale, Q + i0 * st.q, st.q, K, st.kv, 0.f, P.data(),
+                      n);
+          softmax_masked(P.data(), rows, n, mask, b, i0, L + i0);
+          gemm_serial(false, false, rows, hd, n, 1.f, P.data(), n, V, st.kv, 0.f, O + i0 * os, os);
         }
       } catch (...) {
         errors.capture();
       }
     }
   }
-  errors.rethrow("attention backward", s.sq, s.sk);
+  errors.rethrow("attention forward", std::min(kBlock, s.sq), s.sk);
+}
+
+void cpu_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
+                            const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                            const AttnPositions& pos, const AttnShape& s) {
+  // Per (batch, kv head) so that the query heads sharing a KV head add into dK, dV in order;
+  // per block of query rows, over the keys it sees:
+  //   P = exp(S - lse), dV += P^T dO, dP = dO V^T, D = rowsum(dO * O),
+  //   dS = P * (dP - D), dQ = scale dS K, dK += scale dS^T Q.
+  const int64_t H = s.heads, KV = s.kv_heads, hd = s.head_dim, group = H / KV;
+  const float scale = 1.f / std::sqrt(float(hd));
+  check_attn_positions(s, pos);
+  const int32_t *qp = pos.q_pos.i32(), *kp = pos.k_pos.i32();
+  check_attn_mask(s, qp, kp);
+  const AttnMaskView mask = attn_mask_view(s, pos);
+  check_attn_qkv("attention_backward", s, q, k, v);
+  check_attn_qkv("attention_backward", s, dq, dk, dv);
+  const AttnStrides st = attn_strides(s);
+  const float *pq = q.f32() + st.q_col, *pk = k.f32() + st.k_col, *pv = v.f32() + st.v_col;
+  float *pdq = dq.f32() + st.q_col, *pdk = dk.f32() + st.k_col, *pdv = dv.f32() + st.v_col;
+  const int64_t qs = st.q, ks = st.kv, os = H * hd;
+  const int64_t work = s.batch * H * s.sq * s.sk * hd;  // multiply-adds of Q K^T
+  RegionErrors errors;
+#pragma omp parallel for collapse(2) schedule(static) if (parallel_macs(work))
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t g = 0; g < KV; ++g) {
+      try {
+        const int64_t koff = b * s.sk * ks + g * hd;
+        const float *K = pk + koff, *V = pv + koff;  // [Sk, hd], row stride ks
+        float *dK = pdk + koff, *dV = pdv + koff;
+        const size_t scratch = size_t(std::min(kBlock, s.sq) * s.sk);
+        std::vector<float> P(scratch), dP(scratch);  // [rows, n]
+        for (int64_t j = 0; j < s.sk; ++j) {
+          std::fill(dK + j * ks, dK + j * ks + hd, 0.f);
+          std::fill(dV + j * ks, dV + j * ks + hd, 0.f);
+        }
+        for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+          const int64_t qoff = b * s.sq * qs + h * hd, ooff = b * s.sq * os + h * hd;
+          const float *Q = pq + qoff, *O = out.f32() + ooff, *dO = dout.f32() + ooff;
+          float* dQ = pdq + qoff;
+          const float* L = lse.f32() + (b * H + h) * s.sq;
+          for (int64_t i0 = 0; i0 < s.sq; i0 += kBlock) {
+            const int64_t rows = std::min(kBlock, s.sq - i0);
+            const int64_t n = visible_keys(qp + i0, rows, kp, s.sk);
+            const float *Qb = Q + i0 * qs, *Ob = O + i0 * os, *dOb = dO + i0 * os;
+            gemm_serial(false, true, rows, n, hd, scale, Qb, qs, K, ks, 0.f, P.data(), n);
+            for (int64_t i = 0; i < rows; ++i)
+              exp_masked(P.data() + i * n, n, row_mask(mask, b, i0 + i), L[i0 + i]);
+            gemm_serial(true, false, n, hd, rows, 1.f, P.data(), n, dOb, os, 1.f, dV, ks);
+            gemm_serial(false, true, rows, n, hd, 1.f, dOb, os, V, ks, 0.f, dP.data(), n);
+            for (int64_t i = 0; i < rows; ++i) {
+              float D = 0;
+              for (int64_t c = 0; c < hd; ++c) D += dOb[i * os + c] * Ob[i * os + c];
+              for (int64_t j = 0; j < n; ++j) dP[i * n + j] = P[i * n + j] * (dP[i * n + j] - D);
+            }
+            gemm_serial(false, false, rows, hd, n, scale, dP.data(), n, K, ks, 0.f, dQ + i0 * qs,
+                        qs);
+            gemm_serial(true, false, n, hd, rows, scale, dP.data(), n, Qb, qs, 1.f, dK, ks);
+          }
+        }
+      } catch (...) {
+        errors.capture();
+      }
+    }
+  }
+  errors.rethrow("attention backward", std::min(kBlock, s.sq), s.sk);
 }
 
 }  // namespace tetra

@@ -1,9 +1,10 @@
-// The CPU backend: fp32 everywhere, Eigen for the matrix products, OpenMP over rows,
-// heads or columns. Every reduction has a fixed order that does not depend on the thread
-// count, so two runs of the same layout agree bit for bit.
+// The CPU backend: fp32 everywhere, OpenBLAS for the matrix products (cpu_gemm.cpp), OpenMP
+// over rows, heads, columns or tiles. Every reduction has a fixed order that does not depend on
+// the thread count, so two runs of the same layout agree bit for bit; ops below a size
+// (cpu_parallel.hpp) run on one thread.
 #include <omp.h>
 
-#include <Eigen/Dense>
+#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -13,30 +14,21 @@
 
 #include "backend/backend.hpp"
 #include "backend/cpu/cpu_attention.hpp"
+#include "backend/cpu/cpu_gemm.hpp"
+#include "backend/cpu/cpu_parallel.hpp"
 #include "backend/op_math.hpp"
 
 namespace tetra {
 namespace {
 
-using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using MapMat = Eigen::Map<RowMat>;
-using CMapMat = Eigen::Map<const RowMat>;
-
-MapMat mat(const Tensor& t) {
-  return MapMat(t.f32(), t.rows(), t.cols());
-}
-CMapMat cmat(const Tensor& t) {
-  return CMapMat(t.f32(), t.rows(), t.cols());
-}
-
-constexpr int64_t kChunk = 1 << 16;                 // fixed reduction chunk for sum_squares
-constexpr int64_t kTileRows = 64, kTileCols = 256;  // matmul's tiles of C
+constexpr int64_t kChunk = 1 << 16;  // fixed reduction chunk for sum_squares
 
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int threads) {
     omp_set_num_threads(threads);
-    Eigen::setNbThreads(1);  // matmul threads over tiles itself
+    Eigen::setNbThreads(1);  // attention threads over heads itself
+    cpu_gemm_init();
   }
   Device device() const override { return Device::CPU; }
   std::string name() const override { return "cpu"; }
@@ -70,7 +62,7 @@ class CpuBackend final : public Backend {
   void fill(Tensor x, float value) override {
     float* p = x.f32();
     const int64_t n = x.numel();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_elements(n))
     for (int64_t i = 0; i < n; ++i) p[i] = value;
   }
   void copy(Tensor dst, const Tensor& src) override {
@@ -84,12 +76,12 @@ class CpuBackend final : public Backend {
     if (dst.dtype == DType::BF16 && src.dtype == DType::F32) {
       uint16_t* d = static_cast<uint16_t*>(dst.ptr);
       const float* s = src.f32();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_elements(n))
       for (int64_t i = 0; i < n; ++i) d[i] = float_to_bf16(s[i]);
     } else if (dst.dtype == DType::F32 && src.dtype == DType::BF16) {
       float* d = dst.f32();
       const uint16_t* s = static_cast<const uint16_t*>(src.ptr);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_elements(n))
       for (int64_t i = 0; i < n; ++i) d[i] = bf16_to_float(s[i]);
     } else {
       fail("cast from ", dtype_name(src.dtype), " to ", dtype_name(dst.dtype));
@@ -100,7 +92,7 @@ class CpuBackend final : public Backend {
     float* py = y.f32();
     const float* px = x.f32();
     const int64_t n = y.numel();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_elements(n))
     for (int64_t i = 0; i < n; ++i) py[i] += px[i];
   }
   void add3(Tensor out, const Tensor& a, const Tensor& b) override {
@@ -108,14 +100,14 @@ class CpuBackend final : public Backend {
     float* po = out.f32();
     const float *pa = a.f32(), *pb = b.f32();
     const int64_t n = out.numel();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_elements(n))
     for (int64_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
   }
   double sum_squares(const Tensor& x) override {
     const float* p = x.f32();
     const int64_t n = x.numel(), chunks = (n + kChunk - 1) / kChunk;
     std::vector<double> part(chunks, 0.0);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_elements(n))
     for (int64_t c = 0; c < chunks; ++c) {
       double s = 0;
       for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) s += double(p[i]) * p[i];
@@ -148,36 +140,7 @@ class CpuBackend final : public Backend {
 
   void matmul(Tensor C, const Tensor& A, bool ta, const Tensor& B, bool tb, float alpha,
               float beta) override {
-    const GemmDims g = gemm_dims(C, A, ta, B, tb);
-    MapMat c = mat(C);
-    CMapMat a = cmat(A), b = cmat(B);
-    // C in fixed tiles of kTileRows x kTileCols, one thread each, every tile a single-threaded
-    // Eigen product over the whole k: Eigen's own threading picks its k-blocking by the
-    // thread count, which would change the rounding, so results would depend on the threads.
-    // Tiles make them depend on the shapes only.
-    const int64_t tm = (g.m + kTileRows - 1) / kTileRows, tn = (g.n + kTileCols - 1) / kTileCols;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t i = 0; i < tm; ++i) {
-      for (int64_t j = 0; j < tn; ++j) {
-        const int64_t r0 = i * kTileRows, rn = std::min(kTileRows, g.m - r0);
-        const int64_t c0 = j * kTileCols, cn = std::min(kTileCols, g.n - c0);
-        auto ct = c.block(r0, c0, rn, cn);
-        if (beta == 0.f)
-          ct.setZero();
-        else if (beta != 1.f)
-          ct *= beta;
-        // op(A) rows [r0, r0 + rn) and op(B) columns [c0, c0 + cn).
-        if (!ta && !tb)
-          ct.noalias() += alpha * (a.middleRows(r0, rn) * b.middleCols(c0, cn));
-        else if (!ta && tb)
-          ct.noalias() += alpha * (a.middleRows(r0, rn) * b.middleRows(c0, cn).transpose());
-        else if (ta && !tb)
-          ct.noalias() += alpha * (a.middleCols(r0, rn).transpose() * b.middleCols(c0, cn));
-        else
-          ct.noalias() +=
-              alpha * (a.middleCols(r0, rn).transpose() * b.middleRows(c0, cn).transpose());
-      }
-    }
+    cpu_matmul(C, A, ta, B, tb, alpha, beta);
   }
 
   void matmul_add(Tensor D, const Tensor& A, bool ta, const Tensor& B, bool tb,
@@ -194,7 +157,7 @@ class CpuBackend final : public Backend {
     const int32_t* tok = tokens.i32();
     const float* w = table.f32();
     float* o = out.f32();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_elements(T * d))
     for (int64_t t = 0; t < T; ++t) {
       const int64_t r = tok[t] - vocab_start;
       if (r >= 0 && r < V)
@@ -211,7 +174,7 @@ class CpuBackend final : public Backend {
     float* dw = dtable.f32();
     // Columns in parallel, tokens in order: no two threads touch one element.
     constexpr int64_t kCols = 16;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_elements(T * d))
     for (int64_t c0 = 0; c0 < d; c0 += kCols) {
       const int64_t c1 = std::min(d, c0 + kCols);
       for (int64_t t = 0; t < T; ++t) {
@@ -227,7 +190,7 @@ class CpuBackend final : public Backend {
     const int64_t T = x.rows(), d = x.cols();
     const float *px = x.f32(), *pw = w.f32();
     float *py = y.f32(), *pr = rstd.f32();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_elements(T * d))
     for (int64_t t = 0; t < T; ++t) {
       const float* xr = px + t * d;
       float ss = 0;
@@ -258,7 +221,7 @@ class CpuBackend final : public Backend {
           "rope_split_qkv ", qkv.shape_str(), " -> ", q.shape_str(), ", ", k.shape_str());
     const float* s = qkv.f32();
     float *pq = q.f32(), *pk = k.f32(), *pv = v.f32();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_elements(T * W))
     for (int64_t t = 0; t < T; ++t) {
       std::memcpy(pq + t * qw, s + t * W, qw * sizeof(float));
       std::memcpy(pk + t * kw, s + t * W + qw, kw * sizeof(float));
@@ -275,7 +238,7 @@ class CpuBackend final : public Backend {
           "rope_merge_qkv ", dq.shape_str(), ", ", dk.shape_str(), " -> ", dqkv.shape_str());
     const float *sq = dq.f32(), *sk = dk.f32(), *sv = dv.f32();
     float* d = dqkv.f32();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_elements(T * W))
     for (int64_t t = 0; t < T; ++t) {
       std::memcpy(d + t * W, sq + t * qw, qw * sizeof(float));
       std::memcpy(d + t * W + qw, sk + t * kw, kw * sizeof(float));
@@ -300,7 +263,7 @@ class CpuBackend final : public Backend {
     const size_t e = dtype_size(src.dtype);
     const char* ps = static_cast<const char*>(src.ptr);
     char* pd = static_cast<char*>(dst.ptr);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_elements(T * width))
     for (int64_t t = 0; t < T; ++t)
       std::memcpy(pd + (t * dst.cols() + dst_col) * e, ps + (t * src.cols() + src_col) * e,
                   width * e);
@@ -323,7 +286,7 @@ class CpuBackend final : public Backend {
           gate_up.shape_str(), " -> ", h.shape_str());
     const float* gu = gate_up.f32();
     float* ph = h.f32();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_elements(T * F))
     for (int64_t t = 0; t < T; ++t)
       for (int64_t i = 0; i < F; ++i)
         ph[t * F + i] = op::swiglu(gu[t * 2 * F + i], gu[t * 2 * F + F + i]);
@@ -334,7 +297,7 @@ class CpuBackend final : public Backend {
           "swiglu_fused_backward ", dh.shape_str(), " -> ", dgate_up.shape_str());
     const float *gu = gate_up.f32(), *pdh = dh.f32();
     float* d = dgate_up.f32();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_elements(T * F))
     for (int64_t t = 0; t < T; ++t)
       for (int64_t i = 0; i < F; ++i) {
         const int64_t g = t * 2 * F + i, u = g + F;  // gate's column i, up's column i
@@ -346,7 +309,7 @@ class CpuBackend final : public Backend {
     const int64_t T = logits.rows(), V = logits.cols();
     const float* l = logits.f32();
     float* m = row_max.f32();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_elements(T * valid))
     for (int64_t t = 0; t < T; ++t)
       m[t] = valid > 0 ? *std::max_element(l + t * V, l + t * V + valid) : -INFINITY;
   }
@@ -356,7 +319,7 @@ class CpuBackend final : public Backend {
     const float *l = logits.f32(), *m = row_max.f32();
     const int32_t* y = targets.i32();
     float* st = stats.f32();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_elements(T * valid))
     for (int64_t t = 0; t < T; ++t) {
       float sum = 0;
       for (int64_t j = 0; j < valid; ++j) sum += std::exp(l[t * V + j] - m[t]);
@@ -371,7 +334,7 @@ class CpuBackend final : public Backend {
     float* l = logits.f32();
     const float *m = row_max.f32(), *st = stats.f32();
     const int32_t* y = targets.i32();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_elements(T * V))
     for (int64_t t = 0; t < T; ++t) {
       const float inv = 1.f / st[2 * t];
       const int64_t r = y[t] - vocab_start;
@@ -389,7 +352,7 @@ class CpuBackend final : public Backend {
           "ce_fused ", logits.shape_str(), ", ", valid, " valid columns");
     float *l = logits.f32(), *mx = row_max.f32(), *st = stats.f32();
     const int32_t* y = targets.i32();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_elements(T * V))
     for (int64_t t = 0; t < T; ++t) {
       float* row = l + t * V;
       float m = -INFINITY, sum = 0;
@@ -413,7 +376,7 @@ class CpuBackend final : public Backend {
     for (const AdamWSegment& s : segments) {
       const op::AdamCoeffs k =
           op::adamw_coeffs(h.lr, h.beta1, h.beta2, h.eps, s.weight_decay, h.grad_scale, h.step);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_elements(s.end - s.begin))
       for (int64_t i = s.begin; i < s.end; ++i) {
         op::adamw_update(p[i], g[i], pm[i], pv[i], k);
         if (c) c[i] = float_to_bf16(p[i]);
@@ -433,7 +396,7 @@ class CpuBackend final : public Backend {
     const int64_t T = x.rows(), d = x.cols();
     const float *px = x.f32(), *pw = w.f32(), *pg = dy.f32(), *pr = rstd.f32();
     float *pdx = dx.f32(), *pdw = dw.f32();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_elements(T * d))
     for (int64_t t = 0; t < T; ++t) {
       const float *xr = px + t * d, *gr = pg + t * d;
       const float r = pr[t];
@@ -446,7 +409,7 @@ class CpuBackend final : public Backend {
         for (int64_t i = 0; i < d; ++i) dr[i] = op::residual_add(dr[i], res[t * d + i]);
     }
     constexpr int64_t kCols = 16;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_elements(T * d))
     for (int64_t c0 = 0; c0 < d; c0 += kCols) {
       const int64_t c1 = std::min(d, c0 + kCols);
       for (int64_t t = 0; t < T; ++t)
@@ -459,7 +422,7 @@ class CpuBackend final : public Backend {
                      const Rope& rope, bool inverse) {
     const int64_t half = hd / 2;
     const float sign = inverse ? -1.f : 1.f;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_elements(T * heads * hd))
     for (int64_t t = 0; t < T; ++t) {
       for (int64_t i = 0; i < half; ++i) {
         const double angle = double(pos[t]) * rope.inv_freq(i, hd);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <string>
 
+#include "../support/refusal.hpp"
 #include "../support/spawn.hpp"
 #include "../support/test_util.hpp"
 #include "cli/options.hpp"

@@ -115,7 +115,8 @@ TEST_CASE("config file: --print-config reads back to the same configuration and 
   CHECK(toml.find("\nlr = 0.001\n") != std::string::npos);
   CHECK(toml.find("\n# min_lr = 0.0001\n") != std::string::npos);  // derived: not given
   CHECK(toml.find("\n# tp = 1\n") != std::string::npos);
-  CHECK(count(toml, " = ") == 54);
+  CHECK(toml.find("\n# pp_balance = \"even\"\n") != std::string::npos);
+  CHECK(count(toml, " = ") == 55);
 }
 
 TEST_CASE("config file: flags on the command line override its keys, and both count as given") {
@@ -149,9 +150,10 @@ TEST_CASE("config file: a bad key or value is one error naming the file and the 
       {"layers = 2\n", ": unknown key 'layers' (layers is model.layers)"},
       {"[model.inner]\nlayers = 2\n",
        ": unknown key 'model.inner.layers' (layers is model.layers)"},
-      {"[model]\nlayers = \"four\"\n", ": model.layers takes an integer (got 'four')"},
+      {"[model]\nlayers = \"four\"\n", ": model.layers takes an integer, not the string \"four\""},
       {"[model]\nlayers = 2.5\n", ": model.layers takes an integer (got '2.5')"},
-      {"[optimizer]\nlr = \"fast\"\n", ": optimizer.lr takes a finite number (got 'fast')"},
+      {"[optimizer]\nlr = \"fast\"\n", ": optimizer.lr takes a number, not the string \"fast\""},
+      {"[optimizer]\nlr = inf\n", ": optimizer.lr takes a finite number (got 'inf')"},
       {"[layout]\nsp = 1\n", ": layout.sp takes true or false (got '1')"},
       {"[layout]\nschedule = \"zb\"\n",
        ": layout.schedule takes gpipe, 1f1b or interleaved (got 'zb')"},
@@ -193,7 +195,8 @@ TEST_CASE("config file: a bad key or value is one error naming the file and the 
     CAPTURE(r.err);
     CHECK(r.status == 2);
     CHECK(count(r.err, "tetra: error:") == 1);
-    CHECK(r.err.find("tetra: error: " + f + ": model.layers takes an integer (got 'four')") !=
+    CHECK(r.err.find("tetra: error: " + f +
+                     ": model.layers takes an integer, not the string \"four\"") !=
           std::string::npos);
     CHECK(r.out.empty());
   }

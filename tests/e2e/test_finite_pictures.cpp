@@ -117,7 +117,7 @@ TEST_CASE("pictures: messages say what is wrong") {
   r = spawn(tetra_bin() + " plan --mfu 99", 30);
   CHECK(r.status == 2);
   CHECK(r.err.find("--mfu must be a percentage below 99 (got 99)") != std::string::npos);
-  CHECK(spawn(tetra_bin() + " plan --mfu 98.5", 30).status == 0);
+  CHECK(spawn(tetra_bin() + " plan --mfu 98.5 --tokens 1e9", 30).status == 0);
 }
 
 TEST_CASE("pictures: a line of checkpoints where one verifies is not 'nothing verifies'") {

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <string>
 
+#include "../support/refusal.hpp"
 #include "../support/spawn.hpp"
 #include "../support/test_util.hpp"
 #include "../support/tiny_model.hpp"

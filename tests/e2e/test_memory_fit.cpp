@@ -24,16 +24,16 @@ TEST_CASE("train: a step that cannot fit in memory is refused before step 0") {
 
 TEST_CASE("cpu backend: a failed allocation inside attention's parallel loop is a tetra::Error") {
   const std::unique_ptr<Backend> be = make_cpu_backend(2);
-  // 2^32 queries against 2^16 keys: a [2^32, 2^16] score matrix per head (a petabyte) cannot
-  // be allocated, so nothing is read from the small buffers behind the queries' claimed
-  // shape. Keys, values and their gradients (zeroed first in backward) are real.
-  const int64_t Sq = int64_t(1) << 32, Sk = int64_t(1) << 16, hd = 8;
-  std::vector<float> small(64, 0.f), k(Sk * hd, 0.f), v(k), dk(k), dv(k);
-  std::vector<int32_t> pos(Sk, 0);
+  // 4 queries against 2^42 keys: a thread's [4, 2^42] block of scores (64 TB) cannot be
+  // allocated, and it is allocated before anything is read or written, so the small buffers
+  // behind the claimed shapes are never touched.
+  const int64_t Sq = 4, Sk = int64_t(1) << 42, hd = 8;
+  std::vector<float> small(64, 0.f);
+  std::vector<int32_t> pos(64, 0);
   const AttnShape shape{1, Sq, Sk, 2, 1, int(hd)};
   const Tensor q(small.data(), {Sq, 2 * hd}), lse(small.data(), {2 * Sq});
-  const Tensor kt(k.data(), {Sk, hd}), vt(v.data(), {Sk, hd});
-  const Tensor dkt(dk.data(), {Sk, hd}), dvt(dv.data(), {Sk, hd});
+  const Tensor kt(small.data(), {Sk, hd}), vt(small.data(), {Sk, hd});
+  const Tensor dkt(small.data(), {Sk, hd}), dvt(small.data(), {Sk, hd});
   const Tensor qp(pos.data(), {Sq}, DType::I32), kp(pos.data(), {Sk}, DType::I32);
   CHECK_THROWS_WITH_AS(be->attention_forward(q, lse, q, kt, vt, {qp, kp, {}, {}}, shape),
                        doctest::Contains("out of host memory in attention forward"), Error);

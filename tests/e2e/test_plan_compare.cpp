@@ -25,7 +25,11 @@ TEST_CASE(
   REQUIRE_MESSAGE(run.status == 0, run.err);
   const Spawned ok = spawn(tetra_bin() + " plan --compare " + metrics + layout, 30);
   CHECK_MESSAGE(ok.status == 0, ok.out, ok.err);
-  CHECK(count(ok.out, " ok") == 2 * 6);  // 5 groups and the peak, each step
+  CHECK(count(ok.out, " ok") == 6);  // 5 groups and the peak, each summed up over the steps
+  CHECK(count(ok.out, "in every step  ok") == 5);
+  // The run's throughput: the tokens of the steps after the first over their time.
+  CHECK(ok.out.find("throughput ") != std::string::npos);
+  CHECK(ok.out.find(" tokens in ") != std::string::npos);
   CHECK(ok.out.find("plan matches") != std::string::npos);
   // Another layout's plan does not match this run.
   const Spawned other = spawn(tetra_bin() + " plan --compare " + metrics +

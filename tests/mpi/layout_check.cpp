@@ -28,7 +28,8 @@ std::string check_plan(const plan::Setup& s, int stage, const StepResult& r, dou
   }
   const double want = plan::stage_memory(s, stage).peak();
   if (!(std::abs(peak - want) <= 0.10 * want))
-    err << "peak memory: predicted " << want << " B, measured " << peak << " B\n";
+    err << "peak memory: predicted " << std::llround(want) << " B, measured " << std::llround(peak)
+        << " B\n";
   return err.str();
 }
 
@@ -95,6 +96,9 @@ RunResult run_on(TrainConfig config, int steps) {
         const std::string plan_diff = check_plan(setup, t.grid().coord.pp, r.steps.back(),
                                                  double(t.backend().alloc_stats.peak));
         CHECK_MESSAGE(plan_diff.empty(), "rank ", rank, " step ", s, ": ", plan_diff);
+        if (!plan_diff.empty() && r.plan_diff.empty())
+          r.plan_diff =
+              "rank " + std::to_string(rank) + " step " + std::to_string(s) + ": " + plan_diff;
         r.largest_alloc = std::max(r.largest_alloc, t.backend().alloc_stats.largest);
         r.losses.push_back(r.steps.back().loss);
         if (s == 0) r.grads0 = t.full_grads();
@@ -133,33 +137,44 @@ void each_tensor(const std::map<std::string, std::vector<float>>& ref,
   }
 }
 
-// max |b - a| / max |a|
-double grad_gap(const std::vector<float>& a, const std::vector<float>& b) {
-  double max_ref = 0, worst = 0;
-  for (float x : a) max_ref = std::max(max_ref, double(std::abs(x)));
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::abs(b[i] - a[i])));
-  return worst / max_ref;
+// The element where |b - a| is largest (the first of equals), or the first that is not a
+// number, which no bound admits.
+size_t largest_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  size_t at = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(b[i] - a[i])) return i;
+    if (std::abs(b[i] - a[i]) > std::abs(b[at] - a[at])) at = i;
+  }
+  return at;
 }
-// ||b - a|| / ||a||
-double weight_gap(const std::vector<float>& a, const std::vector<float>& b) {
+
+}  // namespace
+
+TensorGap grad_gap(const std::vector<float>& a, const std::vector<float>& b) {
+  double max_ref = 0;
+  for (float x : a) max_ref = std::max(max_ref, double(std::abs(x)));
+  const size_t at = largest_difference(a, b);
+  return {double(std::abs(b[at] - a[at])) / max_ref, at};
+}
+
+TensorGap weight_gap(const std::vector<float>& a, const std::vector<float>& b) {
   double diff = 0, norm = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     diff += std::pow(double(b[i]) - a[i], 2);
     norm += double(a[i]) * a[i];
   }
-  return std::sqrt(diff) / std::sqrt(norm);
+  return {std::sqrt(diff) / std::sqrt(norm), largest_difference(a, b)};
 }
-
-}  // namespace
 
 Gaps gaps(const RunResult& ref, const RunResult& run) {
   Gaps g;
   std::ostringstream ignored;
   g.loss = largest_loss_gap(ref.losses, run.losses);
   each_tensor(ref.grads0, run.grads0, ignored, "gradient",
-              [&](auto&, auto& a, auto& b) { g.grad = std::max(g.grad, grad_gap(a, b)); });
-  each_tensor(ref.weights, run.weights, ignored, "weight",
-              [&](auto&, auto& a, auto& b) { g.weight = std::max(g.weight, weight_gap(a, b)); });
+              [&](auto&, auto& a, auto& b) { g.grad = std::max(g.grad, grad_gap(a, b).gap); });
+  each_tensor(ref.weights, run.weights, ignored, "weight", [&](auto&, auto& a, auto& b) {
+    g.weight = std::max(g.weight, weight_gap(a, b).gap);
+  });
   return g;
 }
 
@@ -173,13 +188,13 @@ std::string compare(const RunResult& ref, const RunResult& run, const Gaps& boun
           << ")\n";
   }
   each_tensor(ref.grads0, run.grads0, err, "gradient", [&](auto& name, auto& a, auto& b) {
-    const double g = grad_gap(a, b);
+    const double g = grad_gap(a, b).gap;
     if (!(g <= bound.grad))
       err << "gradient " << name << ": max diff " << g << " of the largest magnitude > "
           << bound.grad << "\n";
   });
   each_tensor(ref.weights, run.weights, err, "weight", [&](auto& name, auto& a, auto& b) {
-    const double g = weight_gap(a, b);
+    const double g = weight_gap(a, b).gap;
     if (!(g <= bound.weight))
       err << "weight " << name << ": ||diff|| / ||w|| " << g << " > " << bound.weight << "\n";
   });

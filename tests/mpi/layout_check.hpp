@@ -26,6 +26,7 @@ struct RunResult {
   int micro_batch = 0;
   int64_t tokens_per_micro_batch = 0;  // on this rank, after CP
   double val_loss = -1;                // after the last step, when the run validates
+  std::string plan_diff;  // this rank's first disagreement with tetra plan's models, else ""
 };
 
 // Runs `config` for `steps` steps on the first TP*CP*PP*DP ranks of MPI_COMM_WORLD (DP 0
@@ -33,7 +34,8 @@ struct RunResult {
 // TETRA_TEST_DEVICE and TETRA_TEST_COMM set the device section of every run:
 // tools/gpu_check.sh runs the layouts on the GPU with "cuda" and "mpi". Every step of every
 // rank is also checked against `tetra plan`'s models: the bytes each group sent equal the
-// prediction exactly, the peak of backend memory is within 10% of it (a failed CHECK).
+// prediction exactly, the peak of backend memory is within 10% of it (a failed CHECK, and
+// RunResult::plan_diff).
 RunResult run_on(TrainConfig config, int steps);
 
 inline int world_rank() {
@@ -44,6 +46,16 @@ inline int world_rank() {
 
 // How far a run is from the reference (train/match.hpp's Gaps).
 Gaps gaps(const RunResult& ref, const RunResult& run);
+
+// One tensor's gap, and the element where |run - ref| is largest.
+struct TensorGap {
+  double gap = 0;
+  size_t at = 0;
+};
+// A gradient's: max |run - ref| / max |ref|.
+TensorGap grad_gap(const std::vector<float>& ref, const std::vector<float>& run);
+// A weight's: ||run - ref|| / ||ref||.
+TensorGap weight_gap(const std::vector<float>& ref, const std::vector<float>& run);
 
 // The matching criteria (train/match.hpp), by default fp32's: per-step losses within 1e-5
 // relative; step-0 gradients within 1e-5 of each tensor's largest magnitude; final weights

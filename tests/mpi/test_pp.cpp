@@ -80,6 +80,24 @@ TEST_CASE("pp: layers that PP*V does not divide are spread, none dropped") {
   CHECK_MESSAGE(diff.empty(), diff);
 }
 
+TEST_CASE("pp: --pp-balance ends (a layer fewer on the first and last chunk) matches one rank") {
+  // 6 layers over 4 chunks: 1, 2, 2, 1 blocks (even gives 2, 2, 1, 1); PP 4, and PP 2 x V 2.
+  TrainConfig six = tiny_model(8);
+  six.model.layers = 6;
+  const RunResult ref = run_on(six, 3);
+  for (int pp : {4, 2}) {
+    TrainConfig c = laid_out(six, 1, 1, pp, 1);
+    c.layout.pp_balance = "ends";
+    c.layout.vpp = 4 / pp;
+    if (pp == 2) c.layout.schedule = "interleaved";
+    const RunResult run = run_on(c, 3);
+    if (world_rank() != 0) continue;
+    CAPTURE(pp);
+    const std::string diff = compare(ref, run);
+    CHECK_MESSAGE(diff.empty(), diff);
+  }
+}
+
 TEST_CASE("pp: wgrad_beta0 and grad_alias give the plain path's bits under every schedule") {
   // A chunk's first backward is not the step's first action; recompute runs forwards between
   // backwards; the DP 2 case reduce-scatters each unit after its last micro-batch.

@@ -65,19 +65,4 @@ inline Spawned spawn(const std::string& command, int timeout_s = 120) {
   return s;
 }
 
-// A refusal: exit status 2 within timeout_s (a run that blocks or allocates for minutes ends
-// in the limit's status instead) with one "tetra: error:" line, which names `why`, no step
-// run, and nothing written where it ran (an empty working directory stays empty).
-inline void expect_refusal(const std::string& command, const std::string& why, int timeout_s = 30) {
-  CAPTURE(command);
-  const TempDir cwd;
-  const Spawned r = spawn("cd " + cwd.path.string() + " && " + command, timeout_s);
-  CAPTURE(r.err);
-  CHECK(r.status == 2);
-  CHECK(count(r.err, "tetra: error:") == 1);
-  CHECK(r.err.find(why) != std::string::npos);
-  CHECK(count(r.out, "step ") == 0);  // refused before any step
-  CHECK(std::filesystem::is_empty(cwd.path));
-}
-
 }  // namespace tetra::test

@@ -5,6 +5,7 @@
 // supervised restart waits for a holder that is still exiting; without hard links the lock is
 // created exclusively.
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -176,10 +177,69 @@ TEST_CASE("lock: a restart of the same job takes the lock over from another host
   CHECK(refusal(dir, {"launch:xyz", true, 0}).first == exit_status::kLocked);
   CHECK(refusal(dir, {"", true, 0}).first == exit_status::kLocked);
   {
-    const ckpt::DirLock taken(dir, {"launch:abc", true, 0});
-    CHECK(read_text(lock) == ckpt::lock_text("launch:abc", int(::getpid())));
+    const ckpt::DirLock taken(dir, {"launch:abc", true, 0, 1});
+    CHECK(read_text(lock) == ckpt::lock_text("launch:abc", int(::getpid()), 1));
   }
   CHECK_FALSE(std::filesystem::exists(lock));
+}
+
+TEST_CASE(
+    "lock: an attempt takes over only an earlier attempt's lock, and says what it could not "
+    "check") {
+  TempDir tmp;
+  const std::string dir = tmp.path.string(), lock = tmp.file("lock");
+  // Attempt 2 of the job holds it, in another PID namespace: attempts 0 to 2 are refused.
+  write_text(lock,
+             holder_text({{"pid_ns", "pid:[1]"}, {"job", "launch:abc"}, {"attempt", 2}}, 4242));
+  for (int attempt : {0, 1, 2}) {
+    CAPTURE(attempt);
+    const auto [status, err] = refusal(dir, {"launch:abc", true, 0, attempt});
+    CHECK(status == exit_status::kLocked);
+    CHECK(err.find("attempt 2 of this job, which this run (attempt " + std::to_string(attempt) +
+                   ") does not follow") != std::string::npos);
+  }
+  // Attempt 3 takes it over, and the warning says what it could not check.
+  const std::string warned = dir + "/warned";
+  {
+    const int saved = ::dup(2);
+    const int file = ::open(warned.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(file, 2);
+    {
+      const ckpt::DirLock taken(dir, {"launch:abc", true, 0, 3});
+      CHECK(read_text(lock) == ckpt::lock_text("launch:abc", int(::getpid()), 3));
+    }
+    ::dup2(saved, 2);
+    ::close(file);
+    ::close(saved);
+  }
+  const std::string text = read_text(warned);
+  CHECK(text.find("left by job launch:abc, attempt 2, pid 4242 on host " + my_host() +
+                  " in another PID namespace (a container), an earlier attempt of this job (this "
+                  "is attempt 3); tetra cannot check from here that it has stopped (it ran in "
+                  "another PID namespace): if it still runs, it stops at its next checkpoint") !=
+        std::string::npos);
+}
+
+TEST_CASE("lock: a holder whose lock was taken over or removed finds out (exit status 73)") {
+  TempDir tmp;
+  const std::string dir = tmp.path.string(), lock = tmp.file("lock");
+  const ckpt::DirLock held(dir, {"launch:abc", false, 0});
+  CHECK_NOTHROW(held.check_held());
+  // Another attempt, elsewhere, wrote its own lock in its place.
+  write_text(lock, holder_text({{"host", "h2"}, {"job", "launch:abc"}, {"attempt", 1}}, 77));
+  try {
+    held.check_held();
+    FAIL("check_held did not throw");
+  } catch (const ckpt::LockedError& e) {
+    CHECK(e.status == exit_status::kLocked);
+    CHECK(std::string(e.what()) ==
+          "checkpoint directory '" + dir +
+              "' is no longer this job's: its lock was taken over by job launch:abc, attempt 1, "
+              "pid 77 on host h2; stopping without saving this checkpoint, so that two jobs do "
+              "not write one directory");
+  }
+  std::filesystem::remove(lock);
+  CHECK(error_of([&] { held.check_held(); }).find("its lock was removed") != std::string::npos);
 }
 
 TEST_CASE("lock: the job identity is Slurm's job id, else tetra launch's token") {

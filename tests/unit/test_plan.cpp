@@ -144,7 +144,7 @@ TEST_CASE("plan: --preset llama3-405b alone is the paper's run; a flag beside it
   // above; --recompute full, which the preset adds to fit in memory, changes none of them), so
   // the preset alone prints the same numbers.
   const std::string alone = plan_text("--preset llama3-405b");
-  CHECK(alone == plan_text(std::string(k405b8k) + " --recompute full"));
+  CHECK(alone == plan_text(std::string(k405b8k) + " --recompute full --pp-balance ends"));
   CHECK(alone.find("preset llama3-405b (a flag given replaces its part): Llama 3 405B") !=
         std::string::npos);
   // The paper's 8,192-GPU run: half the replicas, each taking twice the sequences.
@@ -173,6 +173,50 @@ TEST_CASE("plan: --preset llama3-405b alone is the paper's run; a flag beside it
   CHECK(plan_text("--preset demo")
             .find("TP 2 x CP 2 x PP 2 x DP 2, ZeRO-1, 1f1b, fp32, on 16 x "
                   "this CPU") != std::string::npos);
+}
+
+TEST_CASE("plan: the group gradients are reduced over, the TP count, the link, MFU and HFU") {
+  // Long context: gradients are reduced over dp_cp = DP x CP = 128, not the largest group.
+  const std::string lc =
+      plan_text("--preset llama3-405b --cp 16 --dp 8 --seq-len 131072 --global-batch 128");
+  INFO(lc);
+  CHECK(lc.find("10 GB of gradients all-reduced over dp_cp, 128 ranks: 19.8 GB sent by each") !=
+        std::string::npos);
+  CHECK(lc.find(" dp 8: 1.75; dp_cp 128: 1.98;") != std::string::npos);
+  // TP: 2 forward, 2 backward, and under recompute the forward's 2 again: 6; with SP each
+  // all-reduce is an all-gather and a reduce-scatter.
+  CHECK(plan_text("--tp 2 --gpu cpu")
+            .find("TP: 4 all-reduces per layer per micro-batch (2 forward, 2 backward)\n") !=
+        std::string::npos);
+  const std::string sp = plan_text("--tp 2 --sp --recompute full --gpu cpu");
+  CHECK(sp.find("TP with SP: 6 all-gathers and 6 reduce-scatters per layer per micro-batch (2 "
+                "of each forward, 2 of each backward, where each one's backward is the other, 2 "
+                "more to recompute the forward)") != std::string::npos);
+  // A CPU's ranks share its memory: no NVLink there.
+  const std::string cpu = plan_text("--dp 2 --gpu cpu");
+  CHECK(cpu.find("NVLink") == std::string::npos);
+  CHECK(cpu.find("/s shared memory") != std::string::npos);
+  // An estimate for this schedule, saying what it leaves out; HFU beside it under recompute.
+  const std::string t = plan_text("--preset llama3-405b");
+  CHECK(t.find("MFU bound") == std::string::npos);
+  CHECK(t.find("MFU estimate for this schedule ") != std::string::npos);
+  CHECK(t.find("the estimate assumes every kernel at peak") != std::string::npos);
+  CHECK(t.find(", HFU ") != std::string::npos);
+  CHECK(plan_text("--preset llama3-405b --recompute none").find(", HFU ") == std::string::npos);
+  // The paper's 8,192-GPU run under the preset's GPipe does not fit, and the plan names the
+  // fix: 1F1B keeps PP micro-batches in flight, not all 32.
+  const std::string half = plan_text("--preset llama3-405b --dp 64");
+  CHECK(half.find(": does NOT fit\n") != std::string::npos);
+  CHECK(half.find("  it fits with `layout.schedule` 1f1b: peak ") != std::string::npos);
+  // Both byte counts per parameter: the headline's 16 and ZeRO-1's 4 + 12/N, and tetra's own
+  // bf16 (fp32 gradients), on one rank and at ZeRO-1 over 8.
+  const std::string b = plan_text("--dtype bf16 --dp 8 --global-batch 8 --gpu cpu");
+  CHECK(b.find("the headline's 16 = bf16 weights 2 + bf16 gradients 2 + fp32 master weights, "
+               "Adam m and v 12; ZeRO-1 over dp_cp 8 shards the 12: 5.5 (0.34 of 16)") !=
+        std::string::npos);
+  CHECK(b.find("tetra's own, bf16, one rank: 18 = weights 6 (bf16 2 + fp32 master 4) + "
+               "gradients 4 (fp32) + Adam 8; ZeRO-1 over 8: 8 (0.44 of one rank's") !=
+        std::string::npos);
 }
 
 TEST_CASE("plan: tetra train --preset demo is the demo's run") {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli/options.hpp"
+#include "parallel/chunks.hpp"
 #include "parallel/grid.hpp"
 #include "parallel/schedule.hpp"
 #include "plan/plan_report.hpp"
@@ -131,9 +132,7 @@ TEST_CASE("plan --json: the object parses back to itself, and the text prints it
     check_printed(t, "in flight\\), peak [^ ]+ [a-zA-Z]+ of ", m["capacity_bytes"]);
     CHECK((t.find(": does NOT fit\n") != std::string::npos) == !m["fits"].get<bool>());
     for (const json& f : m["fixes"]) {
-      std::string flag = f["key"].get<std::string>();
-      flag = std::regex_replace(flag.substr(flag.find('.') + 1), std::regex("_"), "-");
-      check_printed(t, "it fits with --" + flag + "[^:]*: peak ", f["peak"]);
+      check_printed(t, "it fits with `" + f["key"].get<std::string>() + "`[^:]*: peak ", f["peak"]);
     }
     // Traffic: each group's bytes exactly, and its time.
     for (const json& g : p["traffic"]["groups"]) {
@@ -228,4 +227,36 @@ TEST_CASE("plot --schedule --json: the simulator's events, and the bubble both w
     CHECK(s["bubble"]["simulated_of_step"].get<double>() == doctest::Approx(f.of_step));
     CHECK(s["bubble"]["simulated_of_compute"].get<double>() == doctest::Approx(f.of_compute));
   }
+}
+
+TEST_CASE("plan: the 405B preset's stages are the paper's, a layer fewer on the first and last") {
+  // Llama 3 405B: 126 layers over 16 stages, the first and the last holding 7 beside the
+  // embedding and the head, the others 8 (--pp-balance ends, the preset's).
+  const json p = plan_of("--preset llama3-405b");
+  CHECK(p["run"]["layout"]["pp_balance"] == "ends");
+  const json& stages = p["grid"]["stages"];
+  REQUIRE(stages.size() == 16);
+  CHECK(stages[0]["label"] == "embed+0-6");
+  CHECK(stages[15]["label"] == "119-125+head");
+  for (size_t i = 0; i < 16; ++i) CHECK(stages[i]["layers"] == (i == 0 || i == 15 ? 7 : 8));
+  // The trainer's placement is the planner's: one function, plan_chunks.
+  const PlanOptions o = options("--preset llama3-405b");
+  const plan::Setup s = plan::make_setup(o.train.run_spec(), o.train.model);
+  const std::vector<ChunkPlan> chunks = plan_chunks(126, 16, 1, true);
+  REQUIRE(s.run.chunks.size() == chunks.size());
+  for (size_t k = 0; k < chunks.size(); ++k) CHECK(s.run.chunks[k].units == chunks[k].units);
+  // Even, the default: stage 0 holds the embedding and 8 layers, stages 14 and 15 seven.
+  const json even = plan_of("--preset llama3-405b --pp-balance even")["grid"]["stages"];
+  CHECK(even[0]["label"] == "embed+0-7");
+  CHECK(even[14]["layers"] == 7);
+  CHECK(even[15]["layers"] == 7);
+  // The plan says which stage is the fullest, and why.
+  const std::string t = plan::plan_text(p);
+  const json& m = p["memory"];
+  CHECK(t.find("  stage " + std::to_string(m["fullest_stage"].get<int>()) + " is the fullest: " +
+               m["fullest_why"].get<std::string>() + "\n") != std::string::npos);
+  // A chunk left without a layer is refused: 3 layers and 2 ends over 3 chunks.
+  CHECK_THROWS_AS(plan_chunks(3, 3, 1, true), Error);
+  CHECK(plan_chunks(6, 4, 1, true)[0].units == std::vector<int>{0, 1});
+  CHECK(plan_chunks(6, 4, 1, true)[3].units == std::vector<int>{6, 7});
 }

@@ -1,0 +1,131 @@
+// Signals everywhere (issue 38, class 9): every command that a person can stop ends with one
+// line and exit status 130, its jobs stopped and its temporaries removed. tetra lab waiting
+// for an answer (SIGINT, SIGTERM), tetra sweep and tetra lab running a job (SIGHUP: a closed
+// terminal), one-rank tetra train (SIGINT: a checkpoint as for SIGTERM, then 130), and tetra
+// launch over mpirun (Ctrl-C: 130, not mpirun's 1). Runs the real binary.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "../support/spawn.hpp"
+#include "../support/test_util.hpp"
+#include "../support/tiny_model.hpp"
+
+using namespace tetra::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Whether `dir` holds an entry whose name starts with `prefix`.
+bool holds(const std::string& dir, const std::string& prefix) {
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+// sh: start `command` in the background (its pid in $t), wait until `file` holds `text`, send
+// `signal`, and print "exit N" with its status.
+std::string signalled(const std::string& command, const std::string& file, const std::string& text,
+                      const std::string& signal) {
+  return command + " & t=$!; for i in $(seq 600); do grep -q \"" + text + "\" " + file +
+         " 2>/dev/null && break; sleep 0.1; done; kill -" + signal + " $t; wait $t; echo exit $?";
+}
+
+}  // namespace
+
+TEST_CASE("signals: tetra lab waiting for an answer stops with one line and leaves no temporary") {
+  for (const char* signal : {"INT", "TERM", "HUP"}) {
+    CAPTURE(signal);
+    TempDir d;
+    const std::string out = d / "out", tmp = d / "tmp";
+    fs::create_directory(tmp);
+    // stdin a FIFO that stays open and says nothing: the lab waits at "your answer: ".
+    const std::string fifo = d / "stdin";
+    const Spawned r =
+        spawn("mkfifo " + fifo + "; sleep 60 > " + fifo + " & s=$!; " +
+                  signalled("TMPDIR=" + tmp + " " + tetra_bin() + " lab dp < " + fifo + " > " + out,
+                            out, "your answer", signal) +
+                  "; kill $s",
+              60);
+    CAPTURE(r.out);
+    CAPTURE(r.err);
+    CHECK(r.out.find("exit 130") != std::string::npos);
+    CHECK(count(r.err, "tetra: error:") == 1);
+    CHECK(r.err.find("tetra: error: interrupted by ") != std::string::npos);
+    CHECK(r.err.find(" while waiting for an answer") != std::string::npos);
+    CHECK_FALSE(holds(tmp, "tetra_lab_"));
+  }
+}
+
+TEST_CASE(
+    "signals: SIGTERM and SIGHUP stop tetra sweep's and tetra lab's running job, exit status 130") {
+  TempDir dir;
+  const std::string launcher = dir / "hang.sh", pid = dir / "pid", tmp = dir / "tmp";
+  fs::create_directory(tmp);
+  std::ofstream(launcher) << "#!/bin/sh\necho $$ > " << pid << "\nexec sleep 60\n";
+  const std::string commands[] = {
+      "sweep --ranks 2 " + tiny_model_flags() + " --out " + dir / "sweep",
+      "lab dp --answer 1",
+  };
+  const std::pair<std::string, std::string> signals[] = {{"TERM", "Terminated"}, {"HUP", "Hangup"}};
+  for (const auto& [signal, name] : signals)
+    for (const std::string& command : commands) {
+      CAPTURE(signal);
+      CAPTURE(command);
+      fs::remove(pid);
+      const std::string script = "TMPDIR=" + tmp + " " + tetra_bin() + " " + command +
+                                 " --launcher \"sh " + launcher + " {n}\" & t=$!; while [ ! -s " +
+                                 pid + " ]; do sleep 0.1; done; kill -" + signal + " $t; wait $t;" +
+                                 " echo exit $?; sleep 0.5; kill -0 $(cat " + pid +
+                                 ") 2>/dev/null && echo alive";
+      const Spawned r = spawn(script, 60);
+      CAPTURE(r.out);
+      CAPTURE(r.err);
+      CHECK(r.out.find("exit 130") != std::string::npos);
+      CHECK(r.out.find("alive") == std::string::npos);  // the job was stopped with us
+      CHECK(count(r.err, "tetra: error:") == 1);
+      CHECK(r.err.find("interrupted by " + name + " (the running job was stopped)") !=
+            std::string::npos);
+      CHECK_FALSE(holds(tmp, "tetra_lab_"));
+    }
+}
+
+TEST_CASE("signals: one-rank tetra train checkpoints on SIGINT as on SIGTERM, then exits 130") {
+  TempDir d;
+  const std::string ck = d / "ck", out = d / "out";
+  // 50 ms a step (an injected straggler) so that the signal lands mid-run.
+  const std::string train = tetra_bin() + " train" + tiny_model_flags({.steps = 400}) +
+                            " --ckpt-dir " + ck + " --inject-failure 0@1:slow=50 > " + out;
+  const Spawned r = spawn(signalled(train, out, "^step *3/", "INT"), 120);
+  const std::string text = slurp(out);
+  CAPTURE(text);
+  CAPTURE(r.err);
+  CHECK(r.out.find("exit 130") != std::string::npos);
+  CHECK(count(r.err, "tetra: error:") == 0);
+  CHECK(count(text, "interrupted (SIGINT): a signal reached 1 of 1 ranks; stopped after step ") ==
+        1);
+  CHECK(text.find(", checkpointed; exit status 130: resume with --resume auto") !=
+        std::string::npos);
+  const Spawned v = spawn(tetra_bin() + " ckpt verify " + ck);
+  CAPTURE(v.err);
+  CHECK(v.status == 0);
+  CHECK(slurp(ck + "/latest").rfind("step_", 0) == 0);
+  CHECK_FALSE(fs::exists(ck + "/lock"));
+}
+
+TEST_CASE("signals: tetra launch over mpirun exits 130 after Ctrl-C, with one line") {
+  TempDir d;
+  const std::string out = d / "out";
+  const std::string launch = tetra_bin() + " launch --restarts 3 -- " + mpirun(2) + tetra_bin() +
+                             " train" + tiny_model_flags({.steps = 400}) + " --tp 2 --ckpt-dir " +
+                             (d / "ck") + " --inject-failure 0@1:slow=50 > " + out;
+  const Spawned r = spawn(signalled(launch, out, "^step *3/", "INT"), 120);
+  CAPTURE(slurp(out));
+  CAPTURE(r.err);
+  CHECK(r.out.find("exit 130") != std::string::npos);
+  CHECK(count(r.err, "tetra: error:") == 1);
+  CHECK(r.err.find("tetra: error: interrupted by Interrupt (the running command was stopped)") !=
+        std::string::npos);
+}
