@@ -330,7 +330,7 @@ TEST_CASE("gradcheck: rope on the fused q|k|v, split and in place, backward as t
   // so that each of its three kinds of frequency is among hd/2 pairs: wavelengths 6.3, 167,
   // 4443 and 118142 against 100 and 400).
   for (const Rope rope : {Rope{10000.0}, Rope{500000.0}, Rope{500000.0, 8, 1, 4, 400}}) {
-    CAPTURE(rope.rope);
+    CAPTURE(rope.theta);
     CAPTURE(rope.factor);
     Floats X = randn(rng, T * W), R = randn(rng, T * W);
     Buffer xb = upload(*be, X), pb = upload(*be, pos), q(*be, T * qw), k(*be, T * kw),
