@@ -57,7 +57,7 @@ std::string Attention::refusal(const AttnShape& a, bool backward) const {
   if (a.mask == AttnMask::General) return "the mask is by positions only (no hint)";
   // cuDNN's SDPA would take documents as packed variable-length sequences (ragged offsets, one
   // per document), a graph per document count; tetra does not build those.
-  if (a.documents) return "--doc-mask (per-document masks are not given to cuDNN)";
+  if (a.documents) return "a document mask (per-document masks are not given to cuDNN)";
   if (a.head_dim % 8 != 0 || a.head_dim > 256)
     return "head_dim " + std::to_string(a.head_dim) + " (cuDNN: a multiple of 8, at most 256)";
   std::string why;
