@@ -137,11 +137,24 @@ void ZeroParams::begin_step(int micro_batches) {
 
 void ZeroParams::hand_over_grads(int i) {
   Unit& u = units_[i];
+  const int uses = i == tied_.unit ? tied_.uses : 1;
   // exercise(zero2_reduce_scatter) begin
-  if (++u.backward_calls < micro_batches_) return;  // later micro-batches still add to u.grads
+  if (++u.backward_calls < micro_batches_ * uses) return;  // later passes still add to u.grads
   reduce_scatter_grads(u);
   if (zero_ >= 2 && !alias_) u.grads.reset();  // ZeRO-2 and 3 keep the shard alone
   // exercise(zero2_reduce_scatter) end
+}
+
+void ZeroParams::tie(const Tied& t) {
+  check(t.unit >= 0 && t.unit < size() && t.uses >= 1 &&
+            units_[t.unit].layout.kind == UnitSpec::Kind::Embedding,
+        "ZeroParams: the tied matrix must be an embedding unit of this rank");
+  tied_ = t;
+}
+
+void ZeroParams::sum_tied_grads() {
+  if (tied_.unit < 0 || !tied_.group || tied_.group->size() == 1) return;
+  tied_.group->all_reduce(grad_shard(units_[tied_.unit]));
 }
 
 void ZeroParams::reduce_scatter_grads(Unit& u) {
@@ -189,7 +202,9 @@ MemoryBytes ZeroParams::persistent_bytes() const {
 
 std::vector<ZeroParams::OwnedSlice> ZeroParams::owned_slices() const {
   std::vector<OwnedSlice> out;
-  for (const Unit& u : units_) {
+  for (int i = 0; i < size(); ++i) {
+    if (!counted(i)) continue;
+    const Unit& u = units_[i];
     const int64_t lo = comm_.rank() * u.shard;
     const Tensor w = master_shard(u);
     for (const Segment& g : u.segments) {

@@ -185,6 +185,10 @@ void open_data(RankParts& p, int64_t data_vocab) {
                             d.val_split};
   const data::DocumentOptions documents{d.data_field, d.skip_bad_lines};
   const data::Tokenizer* tok = p.tokenizer.get();
+  // Without documents every token would be of one document: the mask would change nothing.
+  check(!p.config.model.doc_mask || data::is_documents(d.data),
+        "`model.doc_mask` masks attention between documents, and `data.data` '", d.data,
+        "' has none: give JSONL documents (a .jsonl file, or a directory or glob of them)");
   p.data = data::open_dataset(d.data, vocab, S, seed, train, tok, documents);
   if (!d.val_data.empty())
     p.val = data::open_dataset(d.val_data, vocab, S, seed, {}, tok, documents);
@@ -248,7 +252,24 @@ void make_backend_and_grid(RankParts& p, MPI_Comm world, int sharing_cores) {
           "use `device.comm` mpi (or auto, which takes NCCL only for groups whose ranks each have "
           "one)");
   });
-  p.grid = make_grid(world, p.work.layout, *p.backend, comm_choice(d.comm));
+  p.grid = make_grid(world, p.work.layout, *p.backend, comm_choice(d.comm),
+                     p.config.model.tie_embeddings);
+}
+
+// Tied embeddings: which of this rank's units holds the shared matrix, and how its gradient
+// is summed (parallel/zero.hpp, ZeroParams::Tied): both uses on one rank at PP 1; over the
+// embedding group between the first stage and the last stage's copy beyond.
+void tie_embeddings(RankParts& p) {
+  if (!p.config.model.tie_embeddings) return;
+  const UnitPlacement& place = p.work.place;
+  const int own = place.local_unit[0];
+  if (own < 0 && place.tied_copy < 0) return;  // a stage between the two ends
+  ZeroParams::Tied t;
+  t.unit = own >= 0 ? own : place.tied_copy;
+  t.uses = own >= 0 && place.head_matrix == own ? 2 : 1;
+  t.copy = own < 0;
+  t.group = p.grid.embed.get();
+  p.params->tie(t);
 }
 
 // Continues the checkpoint at `path`: its run's settings checked against this run's, then
@@ -277,8 +298,10 @@ void make_pipeline(RankParts& p) {
     if (c.stage != p.grid.coord.pp) continue;
     std::vector<int> local;
     for (int g : c.units) local.push_back(w.place.local_unit[g]);
-    p.chunks.push_back(std::make_unique<ModelChunk>(
-        be, tp, cp, p.config.model, *p.params, std::move(local), p.config.optimizer.recompute));
+    const bool head = c.units.back() == p.config.model.layers + 1;
+    p.chunks.push_back(std::make_unique<ModelChunk>(be, tp, cp, p.config.model, *p.params,
+                                                    std::move(local), p.config.optimizer.recompute,
+                                                    head ? w.place.head_matrix : -1));
   }
   std::vector<PipelineStage*> stages;
   for (auto& c : p.chunks) stages.push_back(c.get());
@@ -377,12 +400,17 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
     p.record = record_of(c, model, p.work.layout);
     if (rank == 0) resume_path = ckpt::resume_path(o.checkpoint);
     // This rank's units (its pipeline stage's, its TP slice), initialized or read.
-    std::vector<UnitSpec> all = make_units(model, p.work.layout.tp, p.work.coord.tp);
-    for (size_t g = 0; g < all.size(); ++g) {
-      if (p.work.place.local_unit[g] < 0) continue;
+    // Under tied embeddings the last of several stages also holds a copy of the embedding
+    // (UnitPlacement::tied_copy), after its own units, made from the same values.
+    const std::vector<UnitSpec> all = make_units(model, p.work.layout.tp, p.work.coord.tp);
+    std::vector<int> held;
+    for (size_t g = 0; g < all.size(); ++g)
+      if (p.work.place.local_unit[g] >= 0) held.push_back(int(g));
+    if (p.work.place.tied_copy >= 0) held.push_back(0);
+    for (int g : held) {
       init.push_back(file ? read_unit(*file, model, all[g], p.work.coord.tp)
                           : init_unit(all[g], o.optimizer.seed, p.work.coord.tp));
-      units.push_back(std::move(all[g]));
+      units.push_back(all[g]);
     }
   });
   // The data, as tokens: checked after the settings, whose refusal leaves no token cache.
@@ -410,6 +438,7 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
   p.params = std::make_unique<ZeroParams>(*p.backend, *p.grid.dp_cp, std::move(units),
                                           c.optimizer.zero, c.layout.sp ? p.grid.tp.get() : nullptr,
                                           compute_dtype(c.device));
+  tie_embeddings(p);
   for (size_t u = 0; u < init.size(); ++u) p.params->load(int(u), init[u]);
   init.clear();
   if (!resume_path.empty()) agree(world, [&] { resume(p, resume_path); });

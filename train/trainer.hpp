@@ -109,7 +109,7 @@ class Trainer {
     return parts_.grid.coord.tp == 0 && parts_.grid.coord.pp == parts_.grid.layout.pp - 1;
   }
   // The micro-batches of batch `index` of `source` for this rank, with the buffers that hold
-  // their tokens and targets.
+  // their tokens and targets (and under `model.doc_mask` their queries' and keys' documents).
   struct Batch {
     std::vector<Buffer> buffers;
     std::vector<MicroBatch> micro;

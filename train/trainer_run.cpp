@@ -90,11 +90,17 @@ std::string Trainer::attention_path() const {
   const TensorParallel tp{*parts_.grid.tp, config().layout.sp};
   const ContextParallel cp{*parts_.grid.cp};
   const RankWork& w = parts_.work;
-  const TokenPositions pos{w.micro_batch, int64_t(w.seq_pos.size()), parts_.token_pos.flat(),
-                           parts_.seq_pos.flat(), parts_.key_pos.flat()};
+  const TokenPositions pos{w.micro_batch,
+                           int64_t(w.seq_pos.size()),
+                           parts_.token_pos.flat(),
+                           parts_.seq_pos.flat(),
+                           parts_.key_pos.flat(),
+                           {},
+                           {}};
   Backend& be = *parts_.backend;
-  return be.attention_path(attention_shape(BlockContext{be, tp, cp, model(), pos}),
-                           compute_dtype(config().device));
+  AttnShape shape = attention_shape(BlockContext{be, tp, cp, model(), pos});
+  shape.documents = model().doc_mask;  // the step's micro-batches carry their documents
+  return be.attention_path(shape, compute_dtype(config().device));
 }
 
 std::string Trainer::startup_report() const {

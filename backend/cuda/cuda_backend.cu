@@ -352,24 +352,23 @@ class CudaBackend final : public Backend {
   }
 
   void rope_split_qkv(Tensor q, Tensor k, Tensor v, const Tensor& qkv, int heads, int kv_heads,
-                      const Tensor& pos, double theta) override {
+                      const Tensor& pos, const Rope& rope) override {
     const int64_t hd = q.cols() / std::max(heads, 1);
-    rope_split_qkv_any(stream_, q, k, v, qkv, heads, kv_heads, pos, rope_table(hd, theta), theta);
+    rope_split_qkv_any(stream_, q, k, v, qkv, heads, kv_heads, pos, rope_table(hd, rope), rope);
   }
   void rope_merge_qkv(Tensor dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int heads,
-                      int kv_heads, const Tensor& pos, double theta) override {
+                      int kv_heads, const Tensor& pos, const Rope& rope) override {
     const int64_t hd = dq.cols() / std::max(heads, 1);
-    rope_merge_qkv_any(stream_, dqkv, dq, dk, dv, heads, kv_heads, pos, rope_table(hd, theta),
-                       theta);
+    rope_merge_qkv_any(stream_, dqkv, dq, dk, dv, heads, kv_heads, pos, rope_table(hd, rope), rope);
   }
 
   // One launch on the q and k heads of each row (the kernel rope_split_qkv's rotation uses).
-  void rope_qkv(Tensor qkv, int heads, int kv_heads, const Tensor& pos, double theta,
+  void rope_qkv(Tensor qkv, int heads, int kv_heads, const Tensor& pos, const Rope& rope,
                 bool inverse) override {
     check(heads > 0 && kv_heads > 0 && qkv.cols() % (2 * (heads + 2 * kv_heads)) == 0, "rope_qkv ",
           qkv.shape_str(), " with ", heads, " + 2 x ", kv_heads, " heads");
     const int64_t hd = qkv.cols() / (heads + 2 * kv_heads);
-    rope_any(stream_, qkv, heads + kv_heads, hd, pos, rope_table(hd, theta), theta, inverse);
+    rope_any(stream_, qkv, heads + kv_heads, hd, pos, rope_table(hd, rope), rope, inverse);
   }
   void copy_columns(Tensor dst, int64_t dst_col, const Tensor& src, int64_t src_col,
                     int64_t width) override {
@@ -383,19 +382,18 @@ class CudaBackend final : public Backend {
   }
 
   void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
-                         const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
+                         const AttnPositions& pos, const AttnShape& s) override {
     const CategoryTimes::Span timed(*times_, CategoryTimes::kAttention);
-    if (!all_f32({&out, &q, &k, &v}))
-      return attention_->forward(out, lse, q, k, v, q_pos, k_pos, s);
-    fp32_attention_forward(stream_, out, lse, q, k, v, q_pos, k_pos, s);
+    if (!all_f32({&out, &q, &k, &v})) return attention_->forward(out, lse, q, k, v, pos, s);
+    fp32_attention_forward(stream_, out, lse, q, k, v, pos, s);
   }
   void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
                           const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                          const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
+                          const AttnPositions& pos, const AttnShape& s) override {
     const CategoryTimes::Span timed(*times_, CategoryTimes::kAttention);
     if (!all_f32({&dq, &dk, &dv, &dout, &q, &k, &v, &out}))
-      return attention_->backward(dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, s);
-    fp32_attention_backward(stream_, dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, s);
+      return attention_->backward(dq, dk, dv, dout, q, k, v, out, lse, pos, s);
+    fp32_attention_backward(stream_, dq, dk, dv, dout, q, k, v, out, lse, pos, s);
   }
 
   void swiglu_fused_forward(Tensor h, const Tensor& gate_up) override {
@@ -450,12 +448,12 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  // RoPE's cos/sin table for (hd, theta), built on first use (fused_ops.hpp) and kept.
-  const void* rope_table(int64_t hd, double theta) {
-    auto& t = rope_tables_[{hd, theta}];
+  // RoPE's cos/sin table for (hd, rope), built on first use (fused_ops.hpp) and kept.
+  const void* rope_table(int64_t hd, const Rope& rope) {
+    auto& t = rope_tables_[{hd, rope}];
     if (!t) {
       CUDA_CHECK(cudaMallocAsync(&t, rope_table_bytes(hd), stream_));
-      build_rope_table(stream_, t, hd, theta);
+      build_rope_table(stream_, t, hd, rope);
     }
     return t;
   }
@@ -481,7 +479,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<LtGemm> lt_;
   std::unique_ptr<Attention> attention_;
   std::unique_ptr<CategoryTimes> times_;
-  std::map<std::pair<int64_t, double>, void*> rope_tables_;
+  std::map<std::pair<int64_t, Rope>, void*> rope_tables_;
   HostBuffer sum_host_{this};  // pinned: the sums of squares come back through it
 };
 

@@ -82,7 +82,7 @@ TEST_CASE("tokenizer: a bad tokenizer or tokens given as text is one error line,
   const TempDir tmp;
   const std::string dir = corpus_dir(tmp), text = dir + "/corpus.txt";
   std::ofstream(dir + "/corrupt.model") << "not a model";
-  data::write_bin_shard(dir + "/tokens.bin", std::vector<uint16_t>(100, 7));
+  data::write_bin_shard(dir + "/tokens.bin", std::vector<uint32_t>(100, 7));
   struct Case {
     std::string flags, message;
   };

@@ -45,7 +45,7 @@ TEST_CASE("token cache: a shard that does not match its record is made again, an
   const data::CachedShard made = data::tokenize_cached(text, *tok);
   CHECK_FALSE(made.reused);
   CHECK(made.rebuilt.empty());
-  const std::vector<uint16_t> tokens = data::read_bin_shard(made.bin).tokens;
+  const std::vector<uint32_t> tokens = data::read_bin_shard(made.bin).tokens;
   REQUIRE(tokens.size() > 100);
   CHECK(tok->encode(slurp(text)) == std::vector<int>(tokens.begin(), tokens.end()));
   const data::CachedShard again = data::tokenize_cached(text, *tok);
@@ -94,7 +94,7 @@ TEST_CASE("token cache: a shard of another text or another tokenizer under the n
   const auto tok = trained_bpe("bpe:300", text);
   const auto tok2 = trained_bpe("bpe:400", text);
   const std::string bin = data::tokenize_cached(text, *tok).bin;
-  const std::vector<uint16_t> tokens = data::read_bin_shard(bin).tokens;
+  const std::vector<uint32_t> tokens = data::read_bin_shard(bin).tokens;
   struct Case {
     std::string what, foreign;
   };
