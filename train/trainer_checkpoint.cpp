@@ -60,9 +60,10 @@ void Trainer::save_checkpoint() {
 
 void Trainer::saved(const ckpt::Saved& s) {
   line_head_ = s.ref;
-  if (parts_.grid.rank == 0)
-    std::printf("checkpoint: step %lld saved to %s in %.3f s (stall %.3f s)\n", (long long)s.step,
-                config().checkpoint.ckpt_dir.c_str(), s.seconds, s.stall);
+  if (parts_.grid.rank != 0) return;
+  std::printf("checkpoint: step %lld saved to %s in %.3f s (stall %.3f s)\n", (long long)s.step,
+              config().checkpoint.ckpt_dir.c_str(), s.seconds, s.stall);
+  std::fflush(stdout);
 }
 
 }  // namespace tetra

@@ -51,7 +51,7 @@ TEST_CASE("ckpt async: each checkpoint holds its step's state, as a blocking sav
   }
   for (const char* step : {"step_00000002", "step_00000004", "step_00000006", "step_00000008"}) {
     CAPTURE(step);
-    const std::string a = d / "sync" / step, b = d / "async" / step;
+    const std::string a = d / ("sync/" + std::string(step)), b = d / ("async/" + std::string(step));
     REQUIRE(tetra::ckpt::verify(b) == "");
     const tetra::ckpt::Reader ra(a), rb(b);
     CHECK(rb.state().parent.name == ra.state().parent.name);
