@@ -129,7 +129,12 @@ std::string save(MPI_Comm world, const std::string& dir, const RunState& state,
                  const std::vector<Segment>& segments, int keep, int raise_after_shard,
                  const std::function<void()>& still_ours) {
   Saver saver(world);
-  saver.start({dir, state, segments, keep, raise_after_shard, still_ours});
+  saver.start({.dir = dir,
+               .state = state,
+               .segments = segments,
+               .keep = keep,
+               .raise_after_shard = raise_after_shard,
+               .still_ours = still_ours});
   return saver.wait().path;
 }
 

@@ -36,10 +36,11 @@ struct SaveRequest {
   std::vector<Segment> segments;
   int keep = 0;
   int raise_after_shard = 0;         // save()'s; raised by the writer thread
-  std::function<void()> still_ours;  // rank 0; called by its writer thread before installing
+  // Rank 0's writer thread calls it before installing (save()'s); may be null.
+  std::function<void()> still_ours = nullptr;
   // Called by the writer thread before it reads the segments: waits for a copy into them that
   // is still under way (a GPU's copy stream: Backend::copies_landed); may be null.
-  std::function<void()> landed;
+  std::function<void()> landed = nullptr;
   Clock::time_point began = Clock::now();  // when the caller started its copy: the stall's start
 };
 

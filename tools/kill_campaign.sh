@@ -44,7 +44,8 @@ train=(mpirun --oversubscribe -np "$ranks" "$tetra" train $model "${extra[@]}")
 ckpt_flags=(--ckpt-dir "$ck" --ckpt-every 1 --ckpt-async --keep "$keep")
 
 fail() {
-  echo "kill_campaign: FAILED: $*" >&2
+  trap - EXIT
+  echo "kill_campaign: FAILED: $* (left in $work)" >&2
   exit 1
 }
 
@@ -70,11 +71,21 @@ check_latest() {
     fail "latest names $latest, which does not verify: $(cat "$work/verify.out")"
 }
 
-# The line's end: its newest --keep checkpoints, each verifying, and no .tmp.
+# The line's end: its newest --keep checkpoints, each verifying, and no .tmp. Pruning deletes
+# a checkpoint's manifest first, so a kill in the middle of it leaves a directory without one,
+# which no later prune deletes (it does not verify: tetra never deletes such a one); those are
+# counted, not failed.
+pruned_short=0
 check_pruned() {
   local dirs n
   compgen -G "$ck/step_*.tmp" >/dev/null && fail "a .tmp directory is left: $(ls "$ck")"
   dirs=$(cd "$ck" && ls -d step_[0-9]* | grep -v '\.' || true)
+  for d in $dirs; do
+    if [[ ! -e $ck/$d/manifest.json ]]; then
+      dirs=$(echo "$dirs" | grep -vx "$d")
+      pruned_short=$((pruned_short + 1))
+    fi
+  done
   n=$(echo "$dirs" | grep -c . || true)
   [[ $n -eq $keep ]] || fail "$n checkpoints left, not --keep $keep: $dirs"
   for d in $dirs; do "$tetra" ckpt verify "$ck/$d" >/dev/null 2>&1 || fail "$d does not verify"; done
@@ -182,4 +193,5 @@ if ((launch == 1)); then
 else
   summary+=", $runs runs; during a shard write ${seen[writing]}, an installation ${seen[installing]}, neither ${seen[between]}"
 fi
+((pruned_short > 0)) && summary+="; $pruned_short prunes cut short (a directory without its manifest left)"
 echo "$summary; every resume bit-exact, latest always verified"

@@ -47,15 +47,19 @@ void Trainer::save_checkpoint() {
     segments.push_back(
         {s.param->name, g.coord.tp, g.layout.tp, s.begin, s.end, s.weights, s.adam_m, s.adam_v});
   }
-  ckpt::SaveRequest request{c.ckpt_dir, st, std::move(segments), c.keep};
-  request.raise_after_shard = parts_.fault.signal_during_checkpoint(g.rank, step_);
-  // Rank 0 holds the directory's lock: a job that took it over ends this one's checkpoints.
-  request.still_ours = [this] {
-    if (parts_.lock) parts_.lock->check_held();
-  };
-  request.landed = [this] { parts_.backend->copies_landed(); };
-  request.began = began;
-  saver_.start(std::move(request));
+  saver_.start({.dir = c.ckpt_dir,
+                .state = st,
+                .segments = std::move(segments),
+                .keep = c.keep,
+                .raise_after_shard = parts_.fault.signal_during_checkpoint(g.rank, step_),
+                // Rank 0 holds the directory's lock: a job that took it over ends this one's
+                // checkpoints.
+                .still_ours =
+                    [this] {
+                      if (parts_.lock) parts_.lock->check_held();
+                    },
+                .landed = [this] { parts_.backend->copies_landed(); },
+                .began = began});
 }
 
 void Trainer::saved(const ckpt::Saved& s) {

@@ -46,7 +46,7 @@ TEST_CASE("saver: written in the background, installed at a later poll, `latest`
   RunState st = state_at(2, cfg, 1, 1);
   st.parent = first;
   std::atomic<int> landed = 0;
-  SaveRequest request{dir, st, shard.segments, 1};
+  SaveRequest request{.dir = dir, .state = st, .segments = shard.segments, .keep = 1};
   request.landed = [&] { ++landed; };
   saver.start(std::move(request));
   CHECK(saver.busy());
@@ -54,7 +54,8 @@ TEST_CASE("saver: written in the background, installed at a later poll, `latest`
   CHECK(read_bytes(dir + "/latest") == "step_00000001\n");
   CHECK_FALSE(fs::exists(dir + "/step_00000002/manifest.json"));
   CHECK(error_of([&] {
-          saver.start({dir, state_at(3, cfg, 1, 1), shard.segments, 1});
+          saver.start(
+              {.dir = dir, .state = state_at(3, cfg, 1, 1), .segments = shard.segments, .keep = 1});
         }).find("started while another is being saved") != std::string::npos);
 
   int polls = 0;
@@ -82,10 +83,10 @@ TEST_CASE("saver: a writer's failure is thrown by the poll that finds it; no .tm
   save_one(dir, 1, 1, 0);
   const float x = 1.0f;
   Saver saver(MPI_COMM_SELF);
-  saver.start({dir,
-               state_at(2, cfg, 1, 1),
-               {{"model.layers.7.mlp.up_proj.weight", 0, 1, 0, 1, &x, &x, &x}},
-               1});
+  saver.start({.dir = dir,
+               .state = state_at(2, cfg, 1, 1),
+               .segments = {{"model.layers.7.mlp.up_proj.weight", 0, 1, 0, 1, &x, &x, &x}},
+               .keep = 1});
   std::string err;
   for (int i = 0; i < 10000 && err.empty(); ++i) {
     err = error_of([&] { saver.poll(); });
