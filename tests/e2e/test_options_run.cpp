@@ -113,7 +113,7 @@ TEST_CASE("options: each subcommand's --help lists every flag it defines, with i
                                              "--eval-every",   "--eval-batches",
                                              "--tokenizer",    "--sample-every",
                                              "--config",       "--print-config",
-                                             "--preset"});
+                                             "--preset",       "--ckpt-async"});
 
   // tetra plan's --help lists what the plan reads, and not what it does not.
   const std::string plan_help = spawn(tetra_bin() + " plan --help", 60).out;

@@ -4,7 +4,7 @@
     python3 tools/bench/ckpt_async.py [demo] [large]       (default: both)
 
 demo:  the demo (--preset demo, TP 2 x CP 2 x PP 2 x DP 2 on 16 ranks), a checkpoint every
-       2 steps.
+       2 steps of 6.
 large: one rank of a model of 25 M parameters (dim 512, 8 layers) whose checkpoint (each
        parameter's weight and two Adam moments in fp32, 300 MB) takes seconds to write and
        flush; a checkpoint every 2 steps.
@@ -67,8 +67,8 @@ def compare(title, ranks, args):
 
 
 def demo():
-    compare("The demo, 16 ranks: a checkpoint every 2 steps of 8", 16,
-            ["--preset", "demo", "--steps", "8", "--ckpt-every", "2"])
+    compare("The demo, 16 ranks: a checkpoint every 2 steps of 6", 16,
+            ["--preset", "demo", "--steps", "6", "--ckpt-every", "2"])
 
 
 def large():
