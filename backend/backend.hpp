@@ -140,6 +140,13 @@ class Backend {
   // memory on CPU.
   virtual void* host_alloc(size_t bytes);
   virtual void host_free(void* p);
+  // A checkpoint's copy, which training must not wait for: src into `host` (host_alloc's
+  // memory), queued behind the work queued so far on a stream of the copies' own; the
+  // backend's later work waits for it on the device, the calling thread does not.
+  // copies_landed() blocks its caller (the checkpoint's writer thread) until every copy
+  // queued has landed. A plain download on CPU.
+  virtual void download_behind(void* host, const Tensor& src) { download(host, src); }
+  virtual void copies_landed() {}
   // The CUDA stream (a cudaStream_t) the backend queues its work on, for communicators that
   // queue theirs in the same order (NCCL); null on CPU.
   virtual void* stream() { return nullptr; }

@@ -77,6 +77,8 @@ class MixedPrecisionBackend final : public Backend {
   void raw_free(void* p, size_t bytes) override { in_->raw_free(p, bytes); }
   void upload(Tensor dst, const void* host) override { in_->upload(dst, host); }
   void download(void* host, const Tensor& src) override { in_->download(host, src); }
+  void download_behind(void* host, const Tensor& src) override { in_->download_behind(host, src); }
+  void copies_landed() override { in_->copies_landed(); }
   void synchronize() override { in_->synchronize(); }
   void* host_alloc(size_t bytes) override { return in_->host_alloc(bytes); }
   void host_free(void* p) override { in_->host_free(p); }

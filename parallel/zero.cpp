@@ -200,7 +200,11 @@ MemoryBytes ZeroParams::persistent_bytes() const {
   return m;
 }
 
-std::vector<ZeroParams::OwnedSlice> ZeroParams::owned_slices() const {
+std::vector<ZeroParams::OwnedSlice> ZeroParams::owned_slices(HostBuffer& host) const {
+  int64_t total = 0;
+  for (const Unit& u : units_)
+    for (const Segment& g : u.segments) total += 3 * (g.end - g.begin);
+  float* at = reinterpret_cast<float*>(host.get(be_, size_t(total) * sizeof(float)));
   std::vector<OwnedSlice> out;
   for (int i = 0; i < size(); ++i) {
     if (!counted(i)) continue;
@@ -209,13 +213,12 @@ std::vector<ZeroParams::OwnedSlice> ZeroParams::owned_slices() const {
     const Tensor w = master_shard(u);
     for (const Segment& g : u.segments) {
       const ParamInfo& p = *g.param;
-      OwnedSlice s{&p, lo + g.begin - p.offset, lo + g.end - p.offset, {}, {}, {}};
-      for (auto [dst, src] :
-           {std::pair{&s.weights, w}, {&s.adam_m, u.adam_m.flat()}, {&s.adam_v, u.adam_v.flat()}}) {
-        dst->resize(g.end - g.begin);
-        be_.download(dst->data(), src.flat(g.begin, g.end - g.begin));
+      const int64_t n = g.end - g.begin;
+      out.push_back({&p, lo + g.begin - p.offset, lo + g.end - p.offset, at, at + n, at + 2 * n});
+      for (const Tensor& src : {w, u.adam_m.flat(), u.adam_v.flat()}) {
+        be_.download_behind(at, src.flat(g.begin, n));
+        at += n;
       }
-      out.push_back(std::move(s));
     }
   }
   return out;

@@ -133,15 +133,17 @@ class ZeroParams final : public UnitParams {
   MemoryBytes persistent_bytes() const;
 
   // Checkpoints. The piece of each parameter this rank owns: [begin, end) of the
-  // parameter's TP-local flattened elements, with host copies of the master weights and
-  // both Adam moments. Every element of every counted unit is in exactly one rank's shard of
-  // its dp_cp group (a tied copy's are the first stage's).
+  // parameter's TP-local flattened elements, with copies of the master weights and both Adam
+  // moments in `host` (grown as needed, kept for the next checkpoint: pinned on a GPU), queued
+  // behind the step's work (Backend::download_behind): read them after the backend's
+  // copies_landed(). Every element of every counted unit is in exactly one rank's shard of its
+  // dp_cp group (a tied copy's are the first stage's).
   struct OwnedSlice {
     const ParamInfo* param;
     int64_t begin, end;
-    std::vector<float> weights, adam_m, adam_v;
+    const float *weights, *adam_m, *adam_v;  // end - begin elements each, in `host`
   };
-  std::vector<OwnedSlice> owned_slices() const;
+  std::vector<OwnedSlice> owned_slices(HostBuffer& host) const;
   // Restores unit u from whole TP-local host vectors (weights, Adam m and v), keeping what
   // this rank's ZeRO stage keeps.
   void load_state(int u, const std::vector<float>& weights, const std::vector<float>& adam_m,

@@ -65,6 +65,8 @@ void resolve(TrainConfig& c) {
         "`device.comm` nccl needs `device.device` cuda");
   check(c.checkpoint.ckpt_every == 0 || !c.checkpoint.ckpt_dir.empty(),
         "`checkpoint.ckpt_every` needs `checkpoint.ckpt_dir`");
+  check(!c.checkpoint.ckpt_async || !c.checkpoint.ckpt_dir.empty(),
+        "`checkpoint.ckpt_async` needs `checkpoint.ckpt_dir`");
   check(d.val_data.empty() || d.val_split == 0,
         "`data.val_data` and `data.val_split` exclude each other");
   // Settings of something the run does not do would change nothing: given, they are refused.

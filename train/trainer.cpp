@@ -37,7 +37,8 @@ Trainer::Trainer(const TrainConfig& config, MPI_Comm world)
     : parts_(build_rank(config, world)),
       world_(world),
       step_(parts_.resume.step),
-      line_head_(parts_.resume.line) {}
+      line_head_(parts_.resume.line),
+      saver_(world) {}
 
 Trainer::~Trainer() = default;
 

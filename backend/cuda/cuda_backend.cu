@@ -149,6 +149,28 @@ class CudaBackend final : public Backend {
     before_host_wait(stream_);
     CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
+  // The copy stream waits for the work queued so far (an event), copies, and the compute
+  // stream's later work waits for the copy (another event): the next step's update cannot
+  // overwrite what is being copied, and no host thread waits.
+  void download_behind(void* host, const Tensor& src) override {
+    if (src.bytes() == 0) return;
+    if (!copy_stream_) {
+      CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+      CUDA_CHECK(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming));
+      CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
+    }
+    CUDA_CHECK(cudaEventRecord(queued_, stream_));
+    CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, queued_, 0));
+    CUDA_CHECK(cudaMemcpyAsync(host, dev(src), src.bytes(), cudaMemcpyDeviceToHost, copy_stream_));
+    CUDA_CHECK(cudaEventRecord(copied_, copy_stream_));
+    CUDA_CHECK(cudaStreamWaitEvent(stream_, copied_, 0));
+  }
+  // Called from the writer thread: the device is per thread, so it is set first.
+  void copies_landed() override {
+    if (!copy_stream_) return;
+    CUDA_CHECK(cudaSetDevice(device_));
+    CUDA_CHECK(cudaStreamSynchronize(copy_stream_));
+  }
   void synchronize() override {
     before_host_wait(stream_);
     CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -465,6 +487,13 @@ class CudaBackend final : public Backend {
     for (auto& [key, t] : rope_tables_) cudaFreeAsync(t, stream_);
     rope_tables_.clear();
     if (blas_) cublasDestroy(blas_);
+    if (copy_stream_) {
+      cudaStreamSynchronize(copy_stream_);
+      cudaStreamDestroy(copy_stream_);
+      cudaEventDestroy(queued_);
+      cudaEventDestroy(copied_);
+    }
+    copy_stream_ = nullptr;
     if (stream_) {
       cudaStreamSynchronize(stream_);
       cudaStreamDestroy(stream_);
@@ -475,6 +504,10 @@ class CudaBackend final : public Backend {
 
   int device_;
   cudaStream_t stream_ = nullptr;
+  // Checkpoint copies (download_behind): their stream, and the events that order it with
+  // stream_ both ways.
+  cudaStream_t copy_stream_ = nullptr;
+  cudaEvent_t queued_ = nullptr, copied_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   std::unique_ptr<LtGemm> lt_;
   std::unique_ptr<Attention> attention_;

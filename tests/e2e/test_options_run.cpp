@@ -128,6 +128,7 @@ TEST_CASE("options: each subcommand's --help lists every flag it defines, with i
                                              "--comm",
                                              "--ckpt-dir",
                                              "--ckpt-every",
+                                             "--ckpt-async",
                                              "--keep",
                                              "--resume",
                                              "--allow-change",
