@@ -100,19 +100,20 @@ TEST_CASE("pp: --pp-balance ends (a layer fewer on the first and last chunk) mat
 }
 
 TEST_CASE("pp: --pp-balance ends crossed with bf16, TP + SP, CP, ZeRO-3 and 4D") {
-  // PP 2 x V 2 with chunks of 1, 2, 2, 1 blocks beside each other dimension, in the dtype the
-  // 405B preset trains (bf16) where a reference of that dtype is at hand.
+  // PP 2 x V 2 with chunks of 2, 3, 2, 1 blocks (even: 2, 2, 2, 2) beside each other
+  // dimension, in the dtype the 405B preset trains (bf16) where a reference of that dtype is at
+  // hand. Eight layers: the six-layer model above has, at the default seed, one v_proj weight
+  // whose first gradient is of the size of Adam's epsilon, so that TP 2's rounding of it (1e-8)
+  // moves that one weight by 4.5e-4 after a step: a gap of the optimizer, not of the layout.
   struct Cross {
     int tp, cp, dp, zero;
     bool sp, bf16;
   };
-  TrainConfig six = tiny_model(8);
-  six.model.layers = 6;
   std::map<bool, RunResult> ref;  // by bf16
   for (const Cross& x : {Cross{2, 1, 1, 1, true, true}, Cross{1, 2, 1, 1, false, false},
                          Cross{1, 1, 2, 3, false, true}, Cross{2, 2, 1, 2, true, false},
                          Cross{1, 2, 2, 2, false, true}}) {
-    TrainConfig one = six;
+    TrainConfig one = eight_layers(8);
     if (x.bf16) one.device.dtype = "bf16";
     if (!ref.count(x.bf16)) ref[x.bf16] = run_on(one, 3);
     TrainConfig c = laid_out(one, x.tp, x.cp, 2, x.dp);
