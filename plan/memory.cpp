@@ -225,11 +225,37 @@ Memory stage_memory(const Setup& s, int stage) {
   const bool recompute = s.spec.optimizer.recompute;
   const std::vector<std::vector<int>> chunks = s.stage_chunks(stage);
   const bool full_grads_kept = zero == 1 || ZeroParams::aliases_grads(N);
-
   Memory mem = persistent_memory(s, stage);
   const double b = s.run.micro_batch, Sl = double(s.run.seq_pos.size());
 
   Ledger L;
+  // --overlap (parallel/zero.hpp): ZeRO-2/3 free a unit's full gradients at the next
+  // hand-over rather than at its own; ZeRO-3 gathers the next unit of the walk into a
+  // prefetch slot at each acquire (forwards, unless the last acquire was the unit after),
+  // within the unit's chunk.
+  const bool overlap = s.spec.device.overlap && N > 1;
+  double grads_in_flight = 0;
+  std::vector<int> local, chunk_of;  // this rank's units in ZeroParams' order, their chunks
+  for (size_t c = 0; c < chunks.size(); ++c)
+    for (int g : chunks[c]) local.push_back(g), chunk_of.push_back(int(c));
+  int last = -1, slot = -1;  // local indices: the last unit acquired, the prefetched one
+  auto weights_of = [&](int i) { return double(s.padded(local[i])) * pr.compute_w; };
+  auto acquire = [&](int g) {
+    if (zero != 3) return;
+    const int i = int(std::find(local.begin(), local.end(), g) - local.begin());
+    if (slot == i)
+      slot = -1;
+    else
+      L.alloc(weights_of(i));
+    if (!overlap) return;
+    const int next = last == i + 1 ? i - 1 : i + 1;
+    last = i;
+    if (next < 0 || next >= int(local.size()) || chunk_of[next] != chunk_of[i]) return;
+    if (slot >= 0) L.free(weights_of(slot));
+    L.alloc(weights_of(next));
+    slot = next;
+  };
+
   L.alloc(2 * m * b * Sl * 4);   // the step's tokens and targets
   std::map<int, int> backwards;  // per unit, backwards done this step
   auto state_bytes = [&](const std::vector<int>& units) {
@@ -248,7 +274,7 @@ Memory stage_memory(const Setup& s, int stage) {
       if (k > 0 && P > 1) L.alloc(z.R);      // the received activation (from self: already held)
       if (units.front() != 0) L.alloc(z.R);  // the chunk's copy of its input
       for (int g : units) {
-        if (zero == 3) L.alloc(double(s.padded(g)) * pr.compute_w);
+        acquire(g);
         if (g == 0) {
           leave_region(L, z, z.wide(z.x + z.wv));
         } else if (g <= L_) {
@@ -279,7 +305,7 @@ Memory stage_memory(const Setup& s, int stage) {
       for (auto it = units.rbegin(); it != units.rend(); ++it) {
         const int g = *it;
         const double np = double(s.padded(g));
-        if (zero == 3) L.alloc(np * pr.compute_w);
+        acquire(g);
         if (!full_grads_kept && backwards[g] == 0) L.alloc(np * pr.grad);
         if (g == L_ + 1) {
           L.op(z.wide(z.logits));
@@ -297,7 +323,14 @@ Memory stage_memory(const Setup& s, int stage) {
           L.free(z.R);
         }
         if (zero == 3) L.free(np * pr.compute_w);
-        if (++backwards[g] == m && !full_grads_kept) L.free(np * pr.grad);
+        if (++backwards[g] == m && !full_grads_kept) {
+          if (!overlap) {
+            L.free(np * pr.grad);
+          } else {
+            L.free(grads_in_flight);
+            grads_in_flight = np * pr.grad;
+          }
+        }
       }
       if (k < K - 1) L.free(z.R);
       // What the state still held: the chunk's input (or the embedding's output), each
