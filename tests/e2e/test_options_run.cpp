@@ -102,6 +102,7 @@ TEST_CASE("options: each subcommand's --help lists every flag it defines, with i
                                              "--data-field",   "--skip-bad-lines",
                                              "--init-from",    "--device",
                                              "--dtype",        "--comm",
+                                             "--overlap",
                                              "--ckpt-dir",     "--ckpt-every",
                                              "--keep",         "--resume",
                                              "--allow-change", "--inject-failure",
