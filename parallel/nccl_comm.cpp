@@ -205,9 +205,8 @@ class NcclComm final : public Comm {
   // stream after the kernels that wrote the input, and the request's wait makes the compute
   // stream wait for an event recorded after the call. The host waits for neither. The
   // full gradients ZeroParams frees after the wait are freed in the compute stream's order,
-  // so after the call has read them.
+  // so after the call has read them. Groups of one run them too (what one GPU can test).
   std::unique_ptr<Request> queue_reduce_scatter(Tensor out, const Tensor& in) override {
-    if (size() == 1) return Comm::queue_reduce_scatter(out, in);
     check(in.numel() == out.numel() * size(), "reduce_scatter of ", in.shape_str(), " into ",
           out.shape_str(), " over ", size(), " ranks");
     Counted c(*this, CommOp::ReduceScatter, double(size() - 1) / size() * in.bytes(),
@@ -219,7 +218,6 @@ class NcclComm final : public Comm {
     });
   }
   std::unique_ptr<Request> queue_all_gather(Tensor out, const Tensor& in) override {
-    if (size() == 1) return Comm::queue_all_gather(out, in);
     check(out.numel() == in.numel() * size(), "all_gather of ", in.shape_str(), " into ",
           out.shape_str(), " over ", size(), " ranks");
     Counted c(*this, CommOp::AllGather, double(size() - 1) / size() * out.bytes(),
@@ -285,7 +283,7 @@ class NcclComm final : public Comm {
     void wait() override {
       if (joined_) return;
       joined_ = true;
-      Timed t(c_.stats, what_, c_.name_);
+      Timed t(c_.size() > 1 ? c_.stats : c_.uncounted_, what_, c_.name_);
       c_.cuda_check(cudaStreamWaitEvent(c_.stream_, after_, 0), "cudaStreamWaitEvent");
     }
 
