@@ -125,7 +125,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "tetra: error: %s\n", problem.c_str());
     return 2;
   }
-  MPI_Init(&argc, &argv);
+  // --overlap's communication threads call MPI beside the main thread; where MPI gives less
+  // than MPI_THREAD_MULTIPLE their calls run blocking (parallel/comm_queue.hpp).
+  int threads = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &threads);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   // A signal ends a command at once, with one line and status 130 (util/stop_signal.hpp);

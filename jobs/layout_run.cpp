@@ -67,6 +67,8 @@ void measure(LayoutRun& r, const std::string& metrics, const plan::Machine& mc, 
     r.step_ms += num(j, "step_ms") / timed;
     r.compute_share += compute_share(j) / timed;
     r.bubble += num(j, "bubble") / timed;
+    if (j.contains("comm_hidden_ms"))
+      r.hidden_share += num(j, "comm_hidden_ms") / num(j, "step_ms") / timed;
     r.bubble_formula = num(j, "bubble_formula");
     r.probe_flops = num(j, "tokens_per_s") * F / (ranks * num(j, "mfu"));  // its MFU's peak
   }
@@ -194,6 +196,7 @@ json run_record(const LayoutRun& r, bool reference) {
     j["step_ms"] = r.step_ms;
     j["compute_share"] = r.compute_share;
     j["comm_share"] = r.comm_share;
+    j["hidden_share"] = r.hidden_share;
     j["bubble"] = r.bubble;
     j["bubble_formula"] = r.bubble_formula;
     j["split_ms"] = {{"compute", r.step_ms * r.compute_share},

@@ -38,6 +38,9 @@ struct LayoutRun {
   // The step split, averaged over the ranks: compute, the bubble and the exposed
   // communication besides (the rest of the ranks' wait); they sum to 1.
   double compute_share = 0, bubble_of_step = 0, comm_share = 0;
+  // Rank 0's communication hidden under its compute (--overlap on), as a share of the step:
+  // beside the split, not in it.
+  double hidden_share = 0;
   double peak_measured = 0, peak_planned = 0;
   std::map<std::string, double> bytes_planned;  // per step, each rank of pipeline stage 0
   std::map<std::string, int64_t> bytes_measured;

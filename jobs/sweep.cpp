@@ -90,16 +90,16 @@ void print_row(const std::string& rank, const LayoutRun& r, const LayoutRun& ref
                   r.loss_gap, r.fits ? "" : ", does not fit");
   if (r.setup.layout().pp > 1)
     std::snprintf(formula, sizeof formula, "%.1f%%", 100 * r.bubble_formula);
-  std::printf("%4s  %-44s %9.0f %6.2fx %6.2f%% %8.1f %5.1f%% %6.1f%% %7s %16s %7s  %s\n",
+  std::printf("%4s  %-44s %9.0f %6.2fx %6.2f%% %8.1f %5.1f%% %6.1f%% %6.1f%% %7s %16s %7s  %s\n",
               rank.c_str(), r.title.c_str(), r.tokens_per_s, r.tokens_per_s / ref.tokens_per_s,
-              100 * r.mfu, r.step_ms, 100 * r.comm_share, 100 * r.bubble_of_step, formula, peak,
-              r.plan_matches ? "= plan" : "!= plan", match);
+              100 * r.mfu, r.step_ms, 100 * r.comm_share, 100 * r.hidden_share,
+              100 * r.bubble_of_step, formula, peak, r.plan_matches ? "= plan" : "!= plan", match);
 }
 
 void print_ranked_table(const std::vector<const LayoutRun*>& order, const LayoutRun& ref) {
-  std::printf("%4s  %-44s %9s %7s %7s %8s %6s %7s %7s %16s %7s  %s\n", "rank", "layout", "tok/s",
-              "speedup", "MFU", "step ms", "comm", "bubble", "formula", "peak MB (plan)", "bytes",
-              "one rank");
+  std::printf("%4s  %-44s %9s %7s %7s %8s %6s %7s %7s %7s %16s %7s  %s\n", "rank", "layout",
+              "tok/s", "speedup", "MFU", "step ms", "comm", "hidden", "bubble", "formula",
+              "peak MB (plan)", "bytes", "one rank");
   print_row("ref", ref, ref);
   int n = 0;
   for (const LayoutRun* r : order) {

@@ -8,6 +8,13 @@
 // Bytes are counted as a ring algorithm moves them out of each rank, so that the numbers
 // are the textbook volumes: all-reduce 2(N-1)/N * size, reduce-scatter and all-gather
 // (N-1)/N * (full size), broadcast and send the payload.
+//
+// Queued collectives (--overlap on): queue_reduce_scatter and queue_all_gather return at once
+// and run while the rank computes, in the order they were queued: on the MPI communicator on
+// a thread of its own (parallel/comm_queue.hpp), on NCCL on a stream of its own. Each is the
+// blocking call's own call on the same tensors, so its result is the blocking call's, bit for
+// bit; the tensors must stay untouched until the request's wait(). A group of one, or a
+// communicator without a queue, runs them at once (wait() then does nothing).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -26,10 +33,17 @@ enum class CommOp { AllReduce, ReduceScatter, AllGather, Broadcast, SendRecv, Ba
 
 struct CommStats {
   int64_t calls = 0;
-  double bytes = 0;                         // ring bytes sent by this rank
-  double seconds = 0;                       // wall time inside calls, waiting included
+  double bytes = 0;    // ring bytes sent by this rank
+  double seconds = 0;  // wall time inside calls, waiting included
+  // Queued collectives: the time they ran beside the rank's compute (on the communication
+  // thread or stream), and the part of `seconds` the rank spent waiting for them. What ran
+  // while the rank did not wait was hidden.
+  double queued_seconds = 0, waited_seconds = 0;
   int64_t by_op[int(CommOp::kCount)] = {};  // calls of each kind
   int64_t count(CommOp op) const { return by_op[int(op)]; }
+  double hidden_seconds() const {
+    return queued_seconds > waited_seconds ? queued_seconds - waited_seconds : 0;
+  }
   void clear() { *this = CommStats{}; }
 };
 
@@ -61,6 +75,10 @@ class Comm {
   virtual void barrier() = 0;
   // All-reduce of host doubles (loss sums, norms): small, counted like the rest.
   virtual void all_reduce_host(double* x, int n, ReduceOp op = ReduceOp::Sum) = 0;
+
+  // reduce_scatter and all_gather, queued (see above). Here: run at once, done when returned.
+  virtual std::unique_ptr<Request> queue_reduce_scatter(Tensor out, const Tensor& in);
+  virtual std::unique_ptr<Request> queue_all_gather(Tensor out, const Tensor& in);
 
   // The backend whose memory the tensors live in: needed for tensors that are not in host
   // memory, and for local copies (make_grid sets it).

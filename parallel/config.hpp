@@ -66,6 +66,9 @@ struct DeviceConfig {
   std::string device = "cpu";  // cpu, cuda, or guarded-cpu (a test configuration)
   std::string dtype = "fp32";  // fp32, or bf16 compute over fp32 master weights
   std::string comm = "auto";   // device collectives: auto, nccl or mpi
+  // The data-parallel collectives queued to run under compute (parallel/zero.hpp), with
+  // results bit-identical to the blocking calls of off.
+  bool overlap = true;
 };
 // The device and the communicators do not enter the state; the precision may change with
 // --allow-change dtype.
@@ -84,6 +87,11 @@ inline const settings::Table<DeviceConfig> kDeviceKeys{
      settings::choice(&DeviceConfig::comm, "comm", {"auto", "nccl", "mpi"},
                       "device collectives: auto = NCCL for groups whose ranks each have a GPU "
                       "of their own, else MPI through host memory")
+         .on_resume(settings::Resume::Free),
+     settings::choice(&DeviceConfig::overlap, "overlap", {"off", "on"},
+                      "run the data-parallel gradient reduce-scatters and weight all-gathers "
+                      "(ZeRO-3: one unit ahead) beside the compute, on a communication thread "
+                      "(MPI) or stream (NCCL); the same results to the bit")
          .on_resume(settings::Resume::Free)}};
 
 }  // namespace tetra

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "parallel/comm_queue.hpp"
 #include "parallel/self_comm.hpp"
 #include "parallel/timed.hpp"
 #include "parallel/watchdog.hpp"
@@ -143,6 +144,41 @@ class MpiRequest final : public Comm::Request {
   const std::string& group_name_;
 };
 
+class MpiComm;
+
+// A collective queued on the communicator's thread. Its wait shows the call to the watchdog
+// under the number it was entered with when queued, adds the time waited to the group's
+// seconds, and writes a staged output back to the backend's memory.
+class QueuedRequest final : public Comm::Request {
+ public:
+  QueuedRequest(MpiComm& comm, int64_t ticket, watchdog::Op op, int64_t seq, const char* what,
+                std::unique_ptr<Staging> in, std::unique_ptr<Staging> out)
+      : comm_(comm),
+        ticket_(ticket),
+        op_(op),
+        seq_(seq),
+        what_(what),
+        in_(std::move(in)),
+        out_(std::move(out)) {}
+  // A request nobody waited for is completed here; a destructor must not throw.
+  ~QueuedRequest() override {
+    try {
+      wait();
+    } catch (...) {
+    }
+  }
+  void wait() override;
+
+ private:
+  MpiComm& comm_;
+  int64_t ticket_;
+  watchdog::Op op_;
+  int64_t seq_;
+  const char* what_;
+  std::unique_ptr<Staging> in_, out_;  // host copies MPI reads and writes (device tensors)
+  bool done_ = false;
+};
+
 class MpiComm final : public Comm {
  public:
   MpiComm(MPI_Comm c, std::string name) : Comm(std::move(name)), comm_(c), watched_(c, name_) {
@@ -150,6 +186,10 @@ class MpiComm final : public Comm {
     MPI_Comm_size(c, &size_);
   }
   ~MpiComm() override {
+    if (queue_) {
+      queue_.reset();  // runs what is queued
+      MPI_Comm_free(&queued_comm_);
+    }
     if (comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_SELF) MPI_Comm_free(&comm_);
   }
   const char* kind() const override { return "mpi"; }
@@ -230,6 +270,51 @@ class MpiComm final : public Comm {
     return std::make_unique<MpiRequest>(r, std::move(h), stats, watched_, watchdog::Op::WaitRecv,
                                         peer, "wait irecv", name_);
   }
+  std::unique_ptr<Request> queue_reduce_scatter(Tensor out, const Tensor& in) override {
+    check(in.numel() == out.numel() * size_, "reduce_scatter of ", in.shape_str(), " into ",
+          out.shape_str(), " over ", size_, " ranks");
+    if (!start_queue()) return Comm::queue_reduce_scatter(out, in);
+    const double bytes = double(size_ - 1) / size_ * in.bytes();
+    Timed t(stats, CommOp::ReduceScatter, bytes, "queue reduce_scatter", name_);
+    watchdog::Call w(watched_, watchdog::Op::ReduceScatter);  // entered now, in queue order
+    auto hi = std::make_unique<Staging>(pool_, be_, in, true);
+    auto ho = std::make_unique<Staging>(pool_, be_, out, false);
+    const void* src = hi->view.ptr();
+    void* dst = ho->view.ptr();
+    const int n = int(out.numel());
+    const MPI_Datatype type = mpi_type(in);
+    const MPI_Op op = mpi_op(ReduceOp::Sum, in.dtype);
+    const int64_t ticket =
+        queue_->push({[=, this] {
+                        mpi_check(MPI_Reduce_scatter_block(src, dst, n, type, op, queued_comm_),
+                                  "reduce_scatter", name_);
+                      },
+                      "reduce_scatter " + name_, bytes});
+    return std::make_unique<QueuedRequest>(*this, ticket, watchdog::Op::ReduceScatter, w.seq(),
+                                           "wait reduce_scatter", std::move(hi), std::move(ho));
+  }
+  std::unique_ptr<Request> queue_all_gather(Tensor out, const Tensor& in) override {
+    check(out.numel() == in.numel() * size_, "all_gather of ", in.shape_str(), " into ",
+          out.shape_str(), " over ", size_, " ranks");
+    if (!start_queue()) return Comm::queue_all_gather(out, in);
+    const double bytes = double(size_ - 1) / size_ * out.bytes();
+    Timed t(stats, CommOp::AllGather, bytes, "queue all_gather", name_);
+    watchdog::Call w(watched_, watchdog::Op::AllGather);
+    auto hi = std::make_unique<Staging>(pool_, be_, in, true);
+    auto ho = std::make_unique<Staging>(pool_, be_, out, false);
+    const bool in_place = hi->view.ptr() == static_cast<char*>(ho->view.ptr()) + rank_ * in.bytes();
+    const void* src = in_place ? MPI_IN_PLACE : hi->view.ptr();
+    void* dst = ho->view.ptr();
+    const int n = int(in.numel());
+    const MPI_Datatype type = mpi_type(in);
+    const int64_t ticket = queue_->push(
+        {[=, this] {
+           mpi_check(MPI_Allgather(src, n, type, dst, n, type, queued_comm_), "all_gather", name_);
+         },
+         "all_gather " + name_, bytes});
+    return std::make_unique<QueuedRequest>(*this, ticket, watchdog::Op::AllGather, w.seq(),
+                                           "wait all_gather", std::move(hi), std::move(ho));
+  }
   void barrier() override {
     Timed t(stats, CommOp::Barrier, 0, "barrier", name_);
     watchdog::Call w(watched_, watchdog::Op::Barrier);
@@ -245,12 +330,55 @@ class MpiComm final : public Comm {
   }
 
  private:
+  friend class QueuedRequest;
+  // The communication thread and its duplicate communicator, made by the first queued call
+  // (collective: the members queue in the same order). False where MPI was not initialised
+  // with MPI_THREAD_MULTIPLE: queued calls then run at once.
+  bool start_queue() {
+    if (queue_) return true;
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    if (level < MPI_THREAD_MULTIPLE) return false;
+    mpi_check(MPI_Comm_dup(comm_, &queued_comm_), "MPI_Comm_dup", name_);
+    queue_ = std::make_unique<CommQueue>();
+    return true;
+  }
+  // The queued calls that have run: their time into the stats, their spans onto the trace.
+  void collect_finished() {
+    for (CommQueue::Job& j : queue_->take_finished()) {
+      stats.queued_seconds += (j.end_us - j.start_us) * 1e-6;
+      trace::Event e;
+      e.name = j.name;
+      e.arg("bytes", int64_t(std::llround(j.bytes)));
+      e.arg("group", name_);
+      trace::add_span(trace::Lane::Queued, j.start_us, j.end_us, std::move(e));
+    }
+  }
+
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
   HostBuffer stage_in_, stage_out_;  // host copies of device tensors (blocking calls)
   std::shared_ptr<StagingPool> pool_ = std::make_shared<StagingPool>();  // non-blocking calls
   watchdog::Group watched_;  // shows blocking calls to the watchdog
+  MPI_Comm queued_comm_ = MPI_COMM_NULL;
+  std::unique_ptr<CommQueue> queue_;  // last: its thread ends before the members above go
 };
+
+void QueuedRequest::wait() {
+  if (done_) return;
+  done_ = true;
+  const auto t0 = Clock::now();
+  {
+    Timed t(comm_.stats, what_, comm_.name_);
+    watchdog::Call w(comm_.watched_, op_, -1, seq_);
+    comm_.queue_->wait(ticket_);
+  }
+  comm_.stats.waited_seconds += seconds_since(t0);
+  comm_.collect_finished();
+  if (out_) out_->view.commit();
+  in_.reset();
+  out_.reset();
+}
 
 }  // namespace
 

@@ -90,20 +90,14 @@ class NcclComm final : public Comm {
         stream_(static_cast<cudaStream_t>(be.stream())) {
     bind_backend(&be);
     check(stream_ != nullptr, "group ", name, ": NCCL needs a CUDA backend");
-    // Rank 0 makes the id; the group's MPI communicator carries it to the others.
-    ncclUniqueId id;
-    std::memset(&id, 0, sizeof id);
-    if (host_->rank() == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId", name_);
-    static_assert(sizeof id % sizeof(int32_t) == 0);
-    host_->broadcast(Tensor(&id, {int64_t(sizeof id / sizeof(int32_t))}, DType::I32), 0);
-    nccl_check(ncclCommInitRank(&comm_, host_->size(), id, host_->rank()), "ncclCommInitRank",
-               name_);
+    init_comm(&comm_);
     std::lock_guard lock(live_mu);
     live.push_back(this);
   }
   ~NcclComm() override {
-    // The stream drained, this communicator's queued calls are done and can be dropped.
+    // The streams drained, this communicator's queued calls are done and can be dropped.
     cudaStreamSynchronize(stream_);
+    if (queue_stream_) cudaStreamSynchronize(queue_stream_);
     {
       std::lock_guard lock(live_mu);
       live.erase(std::find(live.begin(), live.end(), this));
@@ -118,6 +112,10 @@ class NcclComm final : public Comm {
     }
     for (cudaEvent_t e : spare_) cudaEventDestroy(e);
     if (!aborted_) ncclCommDestroy(comm_);
+    if (queue_stream_) {
+      if (!aborted_) ncclCommDestroy(queue_comm_);
+      cudaStreamDestroy(queue_stream_);
+    }
   }
 
   const char* kind() const override { return "nccl"; }
@@ -201,10 +199,41 @@ class NcclComm final : public Comm {
     take_host_stats();
   }
 
+  // Queued collectives (parallel/comm.hpp) on a stream of their own, over a second NCCL
+  // communicator of the same ranks (the members queue in the same order, as the MPI thread's
+  // duplicate communicator): the queue stream waits for an event recorded on the compute
+  // stream after the kernels that wrote the input, and the request's wait makes the compute
+  // stream wait for an event recorded after the call. The host waits for neither. The
+  // full gradients ZeroParams frees after the wait are freed in the compute stream's order,
+  // so after the call has read them. Groups of one run them too (what one GPU can test).
+  std::unique_ptr<Request> queue_reduce_scatter(Tensor out, const Tensor& in) override {
+    check(in.numel() == out.numel() * size(), "reduce_scatter of ", in.shape_str(), " into ",
+          out.shape_str(), " over ", size(), " ranks");
+    Counted c(*this, CommOp::ReduceScatter, double(size() - 1) / size() * in.bytes(),
+              "queue reduce_scatter");
+    return queue(watchdog::Op::ReduceScatter, "reduce_scatter", "wait reduce_scatter", [&] {
+      nccl_check(ncclReduceScatter(in.ptr, out.ptr, size_t(out.numel()), nccl_type(in), ncclSum,
+                                   queue_comm_, queue_stream_),
+                 "reduce_scatter", name_);
+    });
+  }
+  std::unique_ptr<Request> queue_all_gather(Tensor out, const Tensor& in) override {
+    check(out.numel() == in.numel() * size(), "all_gather of ", in.shape_str(), " into ",
+          out.shape_str(), " over ", size(), " ranks");
+    Counted c(*this, CommOp::AllGather, double(size() - 1) / size() * out.bytes(),
+              "queue all_gather");
+    return queue(watchdog::Op::AllGather, "all_gather", "wait all_gather", [&] {
+      nccl_check(ncclAllGather(in.ptr, out.ptr, size_t(in.numel()), nccl_type(in), queue_comm_,
+                               queue_stream_),
+                 "all_gather", name_);
+    });
+  }
+
   // The watchdog's abort hook: no lock, the process is about to end.
   void abort() {
     aborted_ = true;
     ncclCommAbort(comm_);
+    if (queue_comm_) ncclCommAbort(queue_comm_);
   }
 
   // The host-wait hook (backend/host_wait.hpp): waits for every call queued on `stream`, oldest
@@ -227,6 +256,64 @@ class NcclComm final : public Comm {
     Tensor x;
     int peer;
   };
+
+  // A new NCCL communicator of the group's ranks: rank 0 makes the id, the group's MPI
+  // communicator carries it to the others (collective over the group).
+  void init_comm(ncclComm_t* c) {
+    ncclUniqueId id;
+    std::memset(&id, 0, sizeof id);
+    if (host_->rank() == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId", name_);
+    static_assert(sizeof id % sizeof(int32_t) == 0);
+    host_->broadcast(Tensor(&id, {int64_t(sizeof id / sizeof(int32_t))}, DType::I32), 0);
+    nccl_check(ncclCommInitRank(c, host_->size(), id, host_->rank()), "ncclCommInitRank", name_);
+  }
+
+  // The compute stream's wait for one queued call: the event recorded after it on the queue
+  // stream. Nothing waits on the host.
+  class Joined final : public Request {
+   public:
+    Joined(NcclComm& c, cudaEvent_t after, const char* what) : c_(c), after_(after), what_(what) {}
+    ~Joined() override {
+      try {
+        wait();
+      } catch (const Error&) {
+      }
+      cudaEventDestroy(after_);
+    }
+    void wait() override {
+      if (joined_) return;
+      joined_ = true;
+      Timed t(c_.size() > 1 ? c_.stats : c_.uncounted_, what_, c_.name_);
+      c_.cuda_check(cudaStreamWaitEvent(c_.stream_, after_, 0), "cudaStreamWaitEvent");
+    }
+
+   private:
+    NcclComm& c_;
+    cudaEvent_t after_;
+    const char* what_;
+    bool joined_ = false;
+  };
+
+  // Queues `post` on the queue stream after the compute stream's work so far; made on first
+  // use (collective over the group: its members queue in the same order).
+  template <typename Post>
+  std::unique_ptr<Request> queue(watchdog::Op op, const char* what, const char* wait_what,
+                                 Post&& post) {
+    if (!queue_stream_) {
+      cuda_check(cudaStreamCreateWithFlags(&queue_stream_, cudaStreamNonBlocking),
+                 "cudaStreamCreate");
+      init_comm(&queue_comm_);
+    }
+    cudaEvent_t ready = nullptr, after = nullptr;
+    cuda_check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
+    cuda_check(cudaEventCreateWithFlags(&after, cudaEventDisableTiming), "cudaEventCreate");
+    cuda_check(cudaEventRecord(ready, stream_), "cudaEventRecord");
+    cuda_check(cudaStreamWaitEvent(queue_stream_, ready, 0), "cudaStreamWaitEvent");
+    cudaEventDestroy(ready);  // released once the queue stream has passed it
+    enqueue(op, -1, what, std::forward<Post>(post), queue_stream_);
+    cuda_check(cudaEventRecord(after, queue_stream_), "cudaEventRecord");
+    return std::make_unique<Joined>(*this, after, wait_what);
+  }
 
   // Counts a call (unless the group has one rank) and times the host's part of it, posting
   // every NCCL communicator's held-back sends first.
@@ -300,7 +387,8 @@ class NcclComm final : public Comm {
   // the bytes are counted when the call is made, as they were. An error of NCCL's surfaces at
   // the next wait (or at the next call, polled here), with the group's name.
   template <typename Post>
-  void enqueue(watchdog::Op op, int peer, const char* what, Post&& post) {
+  void enqueue(watchdog::Op op, int peer, const char* what, Post&& post,
+               cudaStream_t on = nullptr) {
     Queued q{this, nullptr, op, peer, 0, what};
     {
       watchdog::Call w(watched_, op, peer);  // enters the collective: its number on the group
@@ -314,7 +402,7 @@ class NcclComm final : public Comm {
       spare_.push_back(e);
     }
     q.done = spare_.back();
-    cuda_check(cudaEventRecord(q.done, stream_), "cudaEventRecord");
+    cuda_check(cudaEventRecord(q.done, on ? on : stream_), "cudaEventRecord");
     spare_.pop_back();
     std::lock_guard lock(live_mu);
     queued.push_back(q);
@@ -375,6 +463,9 @@ class NcclComm final : public Comm {
   std::unique_ptr<Comm> host_;  // the group over MPI: bootstrap, host reductions, barriers
   cudaStream_t stream_;
   ncclComm_t comm_ = nullptr;
+  // Queued collectives: their stream and communicator, made by the first.
+  cudaStream_t queue_stream_ = nullptr;
+  ncclComm_t queue_comm_ = nullptr;
   bool aborted_ = false;
   std::vector<Held> held_;
   std::vector<cudaEvent_t> spare_;  // events of calls seen done, for reuse

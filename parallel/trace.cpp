@@ -31,6 +31,8 @@ const char* lane_name(Lane lane) {
       return "wait";
     case Lane::Comm:
       return "comm";
+    case Lane::Queued:
+      return "comm queued";
   }
   return "?";
 }
@@ -54,7 +56,7 @@ std::string metadata(const char* what, int pid, int tid, const std::string& name
 // This rank's events as JSON objects, one per line, each followed by a comma.
 std::string serialize(int rank, const std::string& process_name) {
   std::string out = metadata("process_name", rank, 0, process_name) + ",\n";
-  for (Lane lane : {Lane::Step, Lane::Compute, Lane::Wait, Lane::Comm})
+  for (Lane lane : {Lane::Step, Lane::Compute, Lane::Wait, Lane::Comm, Lane::Queued})
     out += metadata("thread_name", rank, int(lane), lane_name(lane)) + ",\n";
   for (const Recorded& r : events) {
     out += "{\"ph\":\"X\",\"name\":" + quoted(r.event.name) + ",\"cat\":\"" + lane_name(r.lane) +
@@ -92,6 +94,10 @@ void add(Lane lane, double start_us, Event&& e) {
 }
 
 }  // namespace detail
+
+void add_span(Lane lane, double start_us, double end_us, Event&& e) {
+  if (detail::recording) events.push_back({lane, start_us, end_us - start_us, std::move(e)});
+}
 
 void record(bool on) {
   detail::recording = on;

@@ -19,7 +19,9 @@ namespace tetra::trace {
 
 // A lane is one thread row under its rank's process in the viewer, so that spans of
 // different kinds may overlap (a collective inside a backward, a receive that is also a wait).
-enum class Lane { Step, Compute, Wait, Comm };
+// Queued: the collectives a communication thread or stream ran beside the compute
+// (--overlap on), each recorded by the main thread once it has seen it done.
+enum class Lane { Step, Compute, Wait, Comm, Queued };
 
 struct Event {
   std::string name;
@@ -33,6 +35,10 @@ inline bool recording = false;
 double now_us();
 void add(Lane lane, double start_us, Event&& e);
 }  // namespace detail
+
+// A span that began and ended at detail::now_us() readings taken elsewhere (on a
+// communication thread); recorded by the main thread, only while recording.
+void add_span(Lane lane, double start_us, double end_us, Event&& e);
 
 inline bool recording() {
   return detail::recording;

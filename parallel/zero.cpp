@@ -7,14 +7,15 @@
 namespace tetra {
 
 ZeroParams::ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitSpec> units, int zero_stage,
-                       Comm* sequence_parallel, DType compute)
+                       Comm* sequence_parallel, DType compute, bool overlap)
     : be_(be),
       comm_(dp_cp),
       sp_tp_(sequence_parallel),
       zero_(zero_stage),
       compute_(compute),
       alias_(aliases_grads(dp_cp.size())),
-      fresh_writes_(fused(Fusion::WgradBeta0)) {
+      fresh_writes_(fused(Fusion::WgradBeta0)),
+      overlap_(overlap && dp_cp.size() > 1) {
   check(zero_ >= 1 && zero_ <= 3, "`optimizer.zero` must be 1, 2 or 3 (got ", zero_, ")");
   check(compute_ == DType::F32 || compute_ == DType::BF16, "ZeroParams: compute dtype ",
         dtype_name(compute_));
@@ -43,6 +44,7 @@ ZeroParams::ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitSpec> units, in
     be_.fill(u.adam_v.flat(), 0.f);
     units_.push_back(std::move(u));
   }
+  chunk_of_.assign(units_.size(), 0);
   // The part [begin, end) of this rank's shard (offsets within the shard) that holds each
   // parameter: what the optimizer, the gradient norm and checkpoints walk.
   for (Unit& u : units_) {
@@ -52,6 +54,52 @@ ZeroParams::ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitSpec> units, in
       if (b < e) u.segments.push_back({&p, b - lo, e - lo});
     }
   }
+}
+
+ZeroParams::~ZeroParams() {
+  try {
+    drop_prefetch();
+    settle_all();
+  } catch (...) {  // a destructor must not throw; the requests complete themselves
+  }
+}
+
+void ZeroParams::set_chunks(const std::vector<std::vector<int>>& chunks) {
+  for (size_t c = 0; c < chunks.size(); ++c)
+    for (int u : chunks[c]) chunk_of_.at(u) = int(c);
+}
+
+void ZeroParams::settle(Unit& u) {
+  if (u.grad_sync) {
+    u.grad_sync->wait();
+    u.grad_sync.reset();
+    u.grads_in_flight.reset();
+    grads_queued_.erase(
+        std::find(grads_queued_.begin(), grads_queued_.end(), int(&u - &units_[0])));
+  }
+  if (u.weight_sync) {
+    u.weight_sync->wait();
+    u.weight_sync.reset();
+  }
+}
+
+void ZeroParams::settle_all() {
+  for (Unit& u : units_) settle(u);
+}
+
+void ZeroParams::prefetch(int i) {
+  drop_prefetch();
+  Unit& u = units_[i];
+  prefetch_.unit = i;
+  prefetch_.weights = Buffer(be_, u.padded, compute_);
+  const Tensor mine = prefetch_.weights.flat(comm_.rank() * u.shard, u.shard);
+  be_.cast(mine, u.master.flat());
+  prefetch_.request = comm_.queue_all_gather(prefetch_.weights.flat(), mine);
+}
+
+void ZeroParams::drop_prefetch() {
+  if (prefetch_.request) prefetch_.request->wait();
+  prefetch_ = Prefetch{};
 }
 
 Tensor ZeroParams::master_shard(const Unit& u) const {
@@ -66,6 +114,8 @@ void ZeroParams::publish(Unit& u, bool rounded) {
 
 void ZeroParams::load(int i, const std::vector<float>& host) {
   Unit& u = units_[i];
+  drop_prefetch();
+  settle(u);
   check(int64_t(host.size()) == u.layout.numel, "unit ", u.layout.name, ": ", host.size(),
         " values for ", u.layout.numel, " parameters");
   std::vector<float> padded(host);
@@ -81,7 +131,8 @@ void ZeroParams::load(int i, const std::vector<float>& host) {
 }
 
 std::vector<float> ZeroParams::gather_to_host(int i) {
-  const Unit& u = units_[i];
+  Unit& u = units_[i];
+  settle(u);
   std::vector<float> host(u.padded);
   if (u.master.empty()) {
     be_.download(host.data(), u.weights.flat());
@@ -96,9 +147,20 @@ std::vector<float> ZeroParams::gather_to_host(int i) {
 
 Tensor ZeroParams::acquire(int i) {
   Unit& u = units_[i];
+  settle(u);
   if (zero_ == 3) {
-    u.weights = Buffer(be_, u.padded, compute_);
-    publish(u);
+    if (prefetch_.unit == i) {
+      prefetch_.request->wait();
+      u.weights = std::move(prefetch_.weights);
+      prefetch_ = Prefetch{};
+    } else {
+      u.weights = Buffer(be_, u.padded, compute_);
+      publish(u);
+    }
+    // The next unit of the walk: forwards, unless the last acquire was the unit after this.
+    const int next = last_acquired_ == i + 1 ? i - 1 : i + 1;
+    last_acquired_ = i;
+    if (overlap_ && next >= 0 && next < size() && chunk_of_[next] == chunk_of_[i]) prefetch(next);
   }
   return u.weights.flat(0, u.layout.numel);
 }
@@ -130,6 +192,7 @@ bool ZeroParams::grads_fresh(int i) const {
 void ZeroParams::begin_step(int micro_batches) {
   micro_batches_ = micro_batches;
   for (Unit& u : units_) {
+    settle(u);
     u.backward_calls = 0;
     if (!u.grads.empty() && !fresh_writes_) be_.fill(u.grads.flat(), 0.f);
   }
@@ -162,6 +225,18 @@ void ZeroParams::reduce_scatter_grads(Unit& u) {
     for (const ParamInfo& p : u.layout.params)
       if (p.tp_dim < 0) sp_tp_->all_reduce(u.grads.flat(p.offset, p.numel()));
   if (alias_) return;  // the gradients are the shard
+  if (overlap_) {
+    u.grad_sync = comm_.queue_reduce_scatter(u.grad_shard.flat(), u.grads.flat());
+    grads_queued_.push_back(int(&u - &units_[0]));
+    if (zero_ == 1) return;
+    // ZeRO-2/3: the full gradients live until the queued call has read them (u.grads left
+    // empty for the hand-over to free). The call runs under the next unit's backward and is
+    // waited for at the next hand-over at the latest: a unit's full gradients more than the
+    // blocking path holds.
+    u.grads_in_flight = std::move(u.grads);
+    while (grads_queued_.size() > 1) settle(units_[grads_queued_.front()]);
+    return;
+  }
   // exercise(ring_reduce_scatter) begin
   comm_.reduce_scatter(u.grad_shard.flat(), u.grads.flat());
   // exercise(ring_reduce_scatter) end
@@ -169,6 +244,8 @@ void ZeroParams::reduce_scatter_grads(Unit& u) {
 
 ZeroParams::Shard ZeroParams::shard(int i) {
   Unit& u = units_[i];
+  drop_prefetch();  // the optimizer is about to change the weights it holds
+  settle(u);
   const bool copy = zero_ < 3 && compute_ != DType::F32;
   return {master_shard(u), grad_shard(u),
           u.adam_m.flat(), u.adam_v.flat(),
@@ -177,6 +254,7 @@ ZeroParams::Shard ZeroParams::shard(int i) {
 
 std::vector<float> ZeroParams::gather_grads_to_host(int i) {
   Unit& u = units_[i];
+  settle(u);
   Buffer full(be_, u.padded);
   comm_.all_gather(full.flat(), grad_shard(u));
   std::vector<float> host(u.padded);
@@ -186,8 +264,17 @@ std::vector<float> ZeroParams::gather_grads_to_host(int i) {
 }
 
 void ZeroParams::all_gather_weights() {
+  drop_prefetch();
   if (zero_ == 3) return;
-  for (Unit& u : units_) publish(u, true);  // AdamW wrote the bf16 slice (Shard::copy)
+  for (Unit& u : units_) {
+    settle(u);
+    if (!overlap_) {
+      publish(u, true);  // AdamW wrote the bf16 slice (Shard::copy)
+      continue;
+    }
+    const Tensor mine = u.weights.flat(comm_.rank() * u.shard, u.shard);
+    u.weight_sync = comm_.queue_all_gather(u.weights.flat(), mine);
+  }
 }
 
 MemoryBytes ZeroParams::persistent_bytes() const {
@@ -200,7 +287,8 @@ MemoryBytes ZeroParams::persistent_bytes() const {
   return m;
 }
 
-std::vector<ZeroParams::OwnedSlice> ZeroParams::owned_slices(HostBuffer& host) const {
+std::vector<ZeroParams::OwnedSlice> ZeroParams::owned_slices(HostBuffer& host) {
+  settle_all();
   int64_t total = 0;
   for (const Unit& u : units_)
     for (const Segment& g : u.segments) total += 3 * (g.end - g.begin);

@@ -22,6 +22,24 @@
 // reduce-scatter per unit per step, issued when the unit's last micro-batch backward is
 // done; AdamW (optim/adamw.hpp) updates the shard; ZeRO-1/2 then all-gather the updated
 // weights, ZeRO-3 gathers them before each forward and each backward instead.
+//
+// Overlap (--overlap on): the same collectives, queued (parallel/comm.hpp) so that they run
+// while the rank computes. A unit is a bucket: its flat buffer is already contiguous, and a
+// collective over exactly the blocking path's buffer, with its count, is the blocking call
+// itself (Open MPI chooses its algorithm by size, so a larger bucket could sum in another
+// order and change bits). The reduce-scatter of a unit's gradients runs under the backward of
+// the units before it; ZeRO-1/2's all-gather of the updated weights under the end of the step
+// and the next step's forward up to the unit; ZeRO-3 gathers the next unit's weights one
+// unit ahead within the unit's pipeline chunk (the unit after the one acquired, or the one
+// before it once acquires walk backwards), into a prefetch slot of one unit. A chunk's
+// forward walks its units up from its first and its backward down from its last, so a walk
+// starts at a chunk's end, where a guess of the wrong direction leaves the chunk and is not
+// made: every prefetched unit is the next acquired, and the bytes are the blocking path's. Each
+// result is waited for where the blocking path would have it: a unit's weights at its acquire, its
+// reduced gradients at shard() (the optimizer, the gradient norm) and its full gradients' next use.
+// Under ZeRO-2/3 a unit's full gradients live until the next unit's hand-over (a unit more than the
+// blocking path holds), and ZeRO-3's prefetch slot holds one unit's weights more. At a dp_cp group
+// of one there is nothing to overlap: the blocking path runs.
 #pragma once
 #include <span>
 #include <vector>
@@ -49,14 +67,19 @@ class ZeroParams final : public UnitParams {
   // all-reduced over it before the dp_cp reduce-scatter; nullptr otherwise.
   // compute: the dtype of weights(u); bf16 needs a mixed-precision backend
   // (make_mixed_precision_backend).
+  // overlap: queue the dp_cp collectives (see above) rather than block on them (dp_cp > 1).
   ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitSpec> units, int zero_stage,
-             Comm* sequence_parallel = nullptr, DType compute = DType::F32);
+             Comm* sequence_parallel = nullptr, DType compute = DType::F32, bool overlap = false);
+  ~ZeroParams() override;  // waits for what is still queued
 
   // Whether the gradient shard is the gradients themselves (grad_alias): at a dp_cp group of
   // one, with the fusion on. The planner asks the same question.
   static bool aliases_grads(int dp_cp_size) { return dp_cp_size == 1 && fused(Fusion::GradAlias); }
 
   int size() const { return int(units_.size()); }
+  // The units of each pipeline chunk of this rank (indices into units), for ZeRO-3's
+  // prefetch under overlap, which stays inside a chunk; unset: all one chunk.
+  void set_chunks(const std::vector<std::vector<int>>& chunks);
   const UnitSpec& layout(int u) const override { return units_[u].layout; }
   int zero_stage() const { return zero_; }
   DType compute_dtype() const override { return compute_; }
@@ -113,10 +136,10 @@ class ZeroParams final : public UnitParams {
   void all_gather_weights();
 
   // This rank's shard of unit u (s elements each): master weights, reduced gradients
-  // (valid after reduce_scatter_grads) and Adam moments; segments are the parameters that
-  // lie in it, as [begin, end) offsets within the shard. copy: where the optimizer writes the
-  // updated weights rounded to bf16 (this rank's slice of the ZeRO-1/2 compute copy), or empty
-  // (fp32, whose master is that slice, and ZeRO-3, which rounds at each gather).
+  // (valid after reduce_scatter_grads; waited for here under overlap) and Adam moments; segments
+  // are the parameters that lie in it, as [begin, end) offsets within the shard. copy: where the
+  // optimizer writes the updated weights rounded to bf16 (this rank's slice of the ZeRO-1/2 compute
+  // copy), or empty (fp32, whose master is that slice, and ZeRO-3, which rounds at each gather).
   struct Segment {
     const ParamInfo* param;
     int64_t begin, end;
@@ -143,7 +166,7 @@ class ZeroParams final : public UnitParams {
     int64_t begin, end;
     const float *weights, *adam_m, *adam_v;  // end - begin elements each, in `host`
   };
-  std::vector<OwnedSlice> owned_slices(HostBuffer& host) const;
+  std::vector<OwnedSlice> owned_slices(HostBuffer& host);
   // Restores unit u from whole TP-local host vectors (weights, Adam m and v), keeping what
   // this rank's ZeRO stage keeps.
   void load_state(int u, const std::vector<float>& weights, const std::vector<float>& adam_m,
@@ -159,7 +182,18 @@ class ZeroParams final : public UnitParams {
     Buffer grad_shard, adam_m, adam_v;  // s each (grad_shard empty under grad_alias)
     std::vector<Segment> segments;      // this rank's shard, fixed at construction
     int backward_calls = 0;
+    // Overlap: the queued reduce-scatter of the gradients (with the full gradients it reads,
+    // held until it is done under ZeRO-2/3), and ZeRO-1/2's queued all-gather of the weights.
+    std::unique_ptr<Comm::Request> grad_sync, weight_sync;
+    Buffer grads_in_flight;
   };
+  // The unit's queued collectives done (a no-op without overlap).
+  void settle(Unit& u);
+  void settle_all();
+  // ZeRO-3 under overlap: queues the all-gather of unit i's weights into the prefetch slot,
+  // replacing what the slot held; drop_prefetch empties it (weights about to change).
+  void prefetch(int i);
+  void drop_prefetch();
   Tensor master_shard(const Unit& u) const;
   Tensor grad_shard(const Unit& u) const;  // u.grad_shard, or u.grads under grad_alias
   // The data-parallel gradient sync of unit u: its full gradients reduce-scattered over
@@ -176,9 +210,19 @@ class ZeroParams final : public UnitParams {
   DType compute_;
   bool alias_;         // grad_alias at dp_cp 1: the grad shard is u.grads
   bool fresh_writes_;  // wgrad_beta0: each step's first backward writes the gradients
+  bool overlap_;
   int micro_batches_ = 1;
   std::vector<Unit> units_;
   Tied tied_;
+  std::vector<int> grads_queued_;  // units whose gradient sync is queued, oldest first
+  // ZeRO-3 under overlap: the last unit acquired (walk direction), and the prefetch slot.
+  int last_acquired_ = -1;
+  std::vector<int> chunk_of_;  // per unit
+  struct Prefetch {
+    int unit = -1;
+    Buffer weights;
+    std::unique_ptr<Comm::Request> request;
+  } prefetch_;
 };
 
 }  // namespace tetra

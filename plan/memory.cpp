@@ -234,7 +234,6 @@ Memory stage_memory(const Setup& s, int stage) {
   const bool recompute = s.spec.optimizer.recompute;
   const std::vector<std::vector<int>> chunks = s.stage_chunks(stage);
   const bool full_grads_kept = zero == 1 || ZeroParams::aliases_grads(N);
-
   Memory mem = persistent_memory(s, stage);
   // Tied embeddings: the head reads unit 0's matrix (beyond PP 1 the last stage's copy of it);
   // at PP 1 unit 0 has two backwards per micro-batch.
@@ -243,11 +242,45 @@ Memory stage_memory(const Setup& s, int stage) {
   const double b = s.run.micro_batch, Sl = double(s.run.seq_pos.size());
 
   Ledger L;
+  // --overlap (parallel/zero.hpp): ZeRO-2/3 free a unit's full gradients at the next
+  // hand-over rather than at its own; ZeRO-3 gathers the next unit of the walk into a
+  // prefetch slot at each acquire (forwards, unless the last acquire was the unit after),
+  // within the unit's chunk.
+  const bool overlap = s.spec.device.overlap && N > 1;
+  double grads_in_flight = 0;
+  std::vector<int> local, chunk_of;  // this rank's units in ZeroParams' order, their chunks
+  for (size_t c = 0; c < chunks.size(); ++c)
+    for (int g : chunks[c]) local.push_back(g), chunk_of.push_back(int(c));
+  int last = -1, slot = -1;  // local indices: the last unit acquired, the prefetched one
+  auto weights_of = [&](int i) { return double(s.padded(local[i])) * pr.compute_w; };
+  auto acquire = [&](int g) {
+    if (zero != 3) return;
+    const int i = int(std::find(local.begin(), local.end(), g) - local.begin());
+    if (slot == i)
+      slot = -1;
+    else
+      L.alloc(weights_of(i));
+    if (!overlap) return;
+    const int next = last == i + 1 ? i - 1 : i + 1;
+    last = i;
+    if (next < 0 || next >= int(local.size()) || chunk_of[next] != chunk_of[i]) return;
+    if (slot >= 0) L.free(weights_of(slot));
+    L.alloc(weights_of(next));
+    slot = next;
+  };
+
   L.alloc(2 * m * b * Sl * 4);  // the step's tokens and targets
   // --doc-mask: each micro-batch's documents of its queries [b Sl] and keys [b S], i32.
   if (s.cfg.doc_mask) L.alloc(m * b * (Sl + double(s.cfg.seq_len)) * 4);
   const double tied_w = double(s.padded(0)) * pr.compute_w;  // the tied matrix, gathered
   std::map<int, int> backwards;                              // per unit, backwards done this step
+  // A unit's full gradients after its last backward: freed there, or under --overlap at the
+  // next hand-over (its reduce-scatter runs meanwhile).
+  auto release_grads = [&](double bytes) {
+    if (!overlap) return L.free(bytes);
+    L.free(grads_in_flight);
+    grads_in_flight = bytes;
+  };
   auto state_bytes = [&](const std::vector<int>& units) {
     double n = z.R;  // the chunk's input (or the embedding's output)
     for (int g : units) {
@@ -264,7 +297,7 @@ Memory stage_memory(const Setup& s, int stage) {
       if (k > 0 && P > 1) L.alloc(z.R);      // the received activation (from self: already held)
       if (units.front() != 0) L.alloc(z.R);  // the chunk's copy of its input
       for (int g : units) {
-        if (zero == 3) L.alloc(double(s.padded(g)) * pr.compute_w);
+        acquire(g);
         if (g == 0) {
           leave_region(L, z, z.wide(z.x + z.wv));
         } else if (g <= L_) {
@@ -297,7 +330,7 @@ Memory stage_memory(const Setup& s, int stage) {
       for (auto it = units.rbegin(); it != units.rend(); ++it) {
         const int g = *it;
         const double np = double(s.padded(g));
-        if (zero == 3) L.alloc(np * pr.compute_w);
+        acquire(g);
         if (!full_grads_kept && backwards[g] == 0) L.alloc(np * pr.grad);
         if (g == L_ + 1) {
           if (tied && zero == 3) L.alloc(tied_w);  // the LM head's matrix
@@ -308,7 +341,7 @@ Memory stage_memory(const Setup& s, int stage) {
           leave_region(L, z, z.wide(z.x + z.logits + z.wv));  // dn, freed after the norm's backward
           if (tied) {
             if (zero == 3) L.free(tied_w);
-            if (++backwards[0] == uses0 * m && !full_grads_kept) L.free(np0 * pr.grad);
+            if (++backwards[0] == uses0 * m && !full_grads_kept) release_grads(np0 * pr.grad);
           }
           L.op(z.wide(3 * z.R + z.wn));
           L.free(z.sp ? z.R : z.x);
@@ -324,7 +357,7 @@ Memory stage_memory(const Setup& s, int stage) {
         }
         if (zero == 3) L.free(np * pr.compute_w);
         const int uses = g == 0 ? uses0 : 1;
-        if (++backwards[g] == uses * m && !full_grads_kept) L.free(np * pr.grad);
+        if (++backwards[g] == uses * m && !full_grads_kept) release_grads(np * pr.grad);
       }
       if (k < K - 1) L.free(z.R);
       // What the state still held: the chunk's input (or the embedding's output), each

@@ -55,6 +55,9 @@ json run_json(const Setup& s, const Request& req) {
       {"world", s.world()},
       {"zero", s.spec.optimizer.zero},
       {"recompute", s.spec.optimizer.recompute},
+      // Whether the dp_cp collectives run under compute (--overlap on and dp_cp > 1), which
+      // the memory walk counts (plan/memory.cpp).
+      {"overlap", s.spec.device.overlap && s.dp_cp() > 1},
       {"dtype", s.prec.name}};
 }
 

@@ -167,7 +167,8 @@ void memory_section(std::ostream& os, const json& p) {
   const json& st = m["stages"][size_t(fullest)];
   const double cap = num(m["capacity_bytes"]);
   os << "memory per rank (as " << r["dtype"].get<std::string>() << ", ZeRO-" << r["zero"].get<int>()
-     << (r["recompute"].get<bool>() ? ", recompute" : "") << "; the fullest pipeline stage, "
+     << (r["recompute"].get<bool>() ? ", recompute" : "")
+     << (r["overlap"].get<bool>() ? ", overlap" : "") << "; the fullest pipeline stage, "
      << fullest << "): weights " << byte_size(num(st["weights"])) << ", gradients "
      << byte_size(num(st["gradients"])) << ", Adam " << byte_size(num(st["adam"]))
      << ", activations " << byte_size(num(st["activations"])) << " (" << st["in_flight"].get<int>()

@@ -294,15 +294,17 @@ void make_pipeline(RankParts& p) {
   const ContextParallel cp{*p.grid.cp};
   Backend& be = *p.backend;
   const RankWork& w = p.work;
+  std::vector<std::vector<int>> units;
   for (const ChunkPlan& c : w.chunks) {
     if (c.stage != p.grid.coord.pp) continue;
-    std::vector<int> local;
+    std::vector<int>& local = units.emplace_back();
     for (int g : c.units) local.push_back(w.place.local_unit[g]);
     const bool head = c.units.back() == p.config.model.layers + 1;
-    p.chunks.push_back(std::make_unique<ModelChunk>(be, tp, cp, p.config.model, *p.params,
-                                                    std::move(local), p.config.optimizer.recompute,
+    p.chunks.push_back(std::make_unique<ModelChunk>(be, tp, cp, p.config.model, *p.params, local,
+                                                    p.config.optimizer.recompute,
                                                     head ? w.place.head_matrix : -1));
   }
+  p.params->set_chunks(units);
   std::vector<PipelineStage*> stages;
   for (auto& c : p.chunks) stages.push_back(c.get());
   const int64_t rows = tp.local_rows(w.local_tokens());
@@ -437,7 +439,7 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
   make_backend_and_grid(p, world, sharing_cores);
   p.params = std::make_unique<ZeroParams>(*p.backend, *p.grid.dp_cp, std::move(units),
                                           c.optimizer.zero, c.layout.sp ? p.grid.tp.get() : nullptr,
-                                          compute_dtype(c.device));
+                                          compute_dtype(c.device), c.device.overlap);
   tie_embeddings(p);
   for (size_t u = 0; u < init.size(); ++u) p.params->load(int(u), init[u]);
   init.clear();

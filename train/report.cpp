@@ -97,6 +97,8 @@ json RunReport::record(const StepResult& r) const {
   j["hfu"] = num(r.hfu);
   j["step_ms"] = num(r.step_ms);
   j["comm_share"] = num(r.comm_share);
+  j["comm_exposed_ms"] = num(r.comm_exposed_ms);
+  j["comm_hidden_ms"] = num(r.comm_hidden_ms);
   j["bubble"] = num(r.bubble);
   j["bubble_formula"] = num(r.bubble_formula);
   j["bubble_formula_of_compute"] = num(r.bubble_formula_of_compute);
@@ -139,6 +141,8 @@ void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
       "HFU %5.2f%% | %7.1f ms | comm %4.1f%%",
       (long long)r.step, (long long)steps_, r.loss, r.lr, r.grad_norm, r.tokens_per_s, 100 * r.mfu,
       100 * r.hfu, r.step_ms, 100 * r.comm_share);
+  // What ran beside the compute, as a share of the step like the exposed part before it.
+  if (r.comm_hidden_ms > 0) std::printf(" (+%.1f%% hidden)", 100 * r.comm_hidden_ms / r.step_ms);
   // The bubble is the idle share of the step; the interleaved schedule's paper gives its
   // formula as a ratio to the compute, printed beside.
   if (pipelined) {

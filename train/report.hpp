@@ -25,6 +25,10 @@ struct StepResult {
   double loss = 0, lr = 0, grad_norm = 0;
   double step_ms = 0, tokens_per_s = 0, mfu = 0, hfu = 0;
   double comm_share = 0;  // rank 0's time in communication (bubble excluded) / step time
+  // The exposed and the hidden communication time of rank 0 (ms): the time it spent in
+  // communication calls (comm_share's, bubble excluded), and the time its queued collectives
+  // (--overlap on) ran while it computed, not waiting for them.
+  double comm_exposed_ms = 0, comm_hidden_ms = 0;
   // Pipeline bubble, the idle share of the step for every schedule: measured (time blocked
   // on activations or gradients over the step, averaged over the ranks) and by the
   // schedule's formula; and the formula as a ratio to the compute, (p - 1) / (V m), the

@@ -185,15 +185,18 @@ StepResult Trainer::measure(const StepTotals& totals, const PipelineStats& pipe,
                     (model_flops_per_token(model()) + recompute_flops_per_token(model())) /
                     (world * parts_.peak.flops)
               : r.mfu;
-  double wait_s = 0;  // inside communication calls, pipeline receives (the bubble) included
-  for (Comm* c : {g.tp.get(), g.cp.get(), g.pp.get(), g.dp_cp.get(), g.embed.get()}) {
+  double wait_s = 0;    // inside communication calls, pipeline receives (the bubble) included
+  double hidden_s = 0;  // queued collectives that ran while this rank computed
+  for (Comm* c :
+       {g.tp.get(), g.cp.get(), g.pp.get(), g.dp_cp.get(), g.embed.get(), g.world.get()}) {
     if (!c) continue;  // embed: tied embeddings beyond PP 1 only
     r.comm[c->name()] = c->stats;
     wait_s += c->stats.seconds;
+    hidden_s += c->stats.hidden_seconds();
   }
-  r.comm["world"] = g.world->stats;
-  wait_s += g.world->stats.seconds;
   r.comm_share = (wait_s - pipe.wait_seconds) / seconds;  // the bubble is shown on its own
+  r.comm_exposed_ms = 1e3 * (wait_s - pipe.wait_seconds);
+  r.comm_hidden_ms = 1e3 * hidden_s;
 
   // One small all-reduce over the world at the step's end, after the counters above were
   // read (so it is not in this step's bytes): every rank's compute and wait, each rank

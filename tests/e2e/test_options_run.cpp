@@ -126,6 +126,7 @@ TEST_CASE("options: each subcommand's --help lists every flag it defines, with i
                                              "--device",
                                              "--dtype",
                                              "--comm",
+                                             "--overlap",
                                              "--ckpt-dir",
                                              "--ckpt-every",
                                              "--ckpt-async",

@@ -211,4 +211,19 @@ std::string grad_fusions_diff(const TrainConfig& c, int steps) {
   return compare(plain, fused_run, Gaps{0, 0, 0});
 }
 
+std::string overlap_diff(TrainConfig c, int steps) {
+  c.device.overlap = false;
+  const RunResult blocking = run_on(c, steps);
+  c.device.overlap = true;
+  const RunResult overlapped = run_on(c, steps);
+  std::string diff = compare(blocking, overlapped, Gaps{0, 0, 0});
+  // A test of something: the dp_cp collectives of the run with overlap ran on the thread.
+  double queued = 0;
+  for (const StepResult& r : overlapped.steps)
+    if (const auto it = r.comm.find("dp_cp"); it != r.comm.end())
+      queued += it->second.queued_seconds;
+  if (world_rank() == 0 && !(queued > 0)) diff += "nothing was queued on dp_cp\n";
+  return diff;
+}
+
 }  // namespace tetra::test

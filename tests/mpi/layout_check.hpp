@@ -78,6 +78,11 @@ TrainConfig tiny_model(int global_batch, int micro_batch = 1);
 // fusions are the plain path's arithmetic, 0 + x = x. Collective; rank 0 compares.
 std::string grad_fusions_diff(const TrainConfig& c, int steps);
 
+// Runs c with `device.overlap` off (blocking collectives), then on; returns what differs
+// between the two in any bit of a loss, a step-0 gradient or a final weight, and whether the
+// run with overlap queued nothing on dp_cp (c needs dp_cp > 1). Collective; rank 0 compares.
+std::string overlap_diff(TrainConfig c, int steps);
+
 // c laid out as TP x CP x PP x DP.
 TrainConfig laid_out(TrainConfig c, int tp, int cp, int pp, int dp);
 

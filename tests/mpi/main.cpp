@@ -5,7 +5,8 @@
 #include <mpi.h>
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  int threads = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &threads);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   doctest::Context ctx(argc, argv);

@@ -112,3 +112,18 @@ TEST_CASE("cp: RoPE in place gives bitwise the split copies' run, CP 1 and 2, fp
       CHECK_MESSAGE(diff.empty(), diff);
     }
 }
+
+TEST_CASE("cp: overlap on gives overlap off's bits under CP 2 x DP 2 and 4D, fp32 and bf16") {
+  // dp_cp spans CP and DP: the queued collectives run over both.
+  for (const char* dtype : {"fp32", "bf16"})
+    for (const Layout4& k : {Layout4{1, 2, 1, 2, 3}, Layout4{2, 2, 2, 2, 2, true}}) {
+      TrainConfig c = laid_out(tiny_model(4), k.tp, k.cp, k.pp, k.dp);
+      c.optimizer.zero = k.zero;
+      c.layout.sp = k.sp;
+      c.device.dtype = dtype;
+      const std::string diff = overlap_diff(c, 3);
+      if (world_rank() != 0) continue;
+      CAPTURE(describe(c));
+      CHECK_MESSAGE(diff.empty(), diff);
+    }
+}

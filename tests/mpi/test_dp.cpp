@@ -103,3 +103,22 @@ TEST_CASE("dp: wgrad_beta0 and grad_alias give the plain path's bits over DP, TP
     CHECK_MESSAGE(diff.empty(), diff);
   }
 }
+
+TEST_CASE("dp: overlap on gives overlap off's bits, DP and ZeRO-1/2/3, fp32 and bf16") {
+  // DP is ZeRO-1 here: the reduce-scatter of the gradients and the all-gather of the updated
+  // weights; ZeRO-2 frees each unit's full gradients after its queued reduce-scatter; ZeRO-3
+  // prefetches the next unit's weights. Several micro-batches: hand-over after the last.
+  struct Case {
+    int dp, zero, micro_batches;
+  };
+  for (const char* dtype : {"fp32", "bf16"})
+    for (const Case& k : {Case{4, 1, 1}, Case{2, 2, 2}, Case{4, 3, 1}, Case{2, 3, 2}}) {
+      TrainConfig c = laid_out(tiny_model(k.dp * k.micro_batches), 1, 1, 1, k.dp);
+      c.optimizer.zero = k.zero;
+      c.device.dtype = dtype;
+      const std::string diff = overlap_diff(c, 3);
+      if (world_rank() != 0) continue;
+      CAPTURE(describe(c));
+      CHECK_MESSAGE(diff.empty(), diff);
+    }
+}

@@ -65,3 +65,19 @@ TEST_CASE("tp: no rank ever holds more than vocab/TP logits per token") {
     CHECK(run.largest_alloc == T * V / tp * 4);  // the logits shard is the largest buffer
   }
 }
+
+TEST_CASE("tp: overlap on gives overlap off's bits beside TP 2, with and without --sp") {
+  // Under --sp the norms' gradients are summed over TP (blocking) before the queued
+  // reduce-scatter over DP.
+  for (const char* dtype : {"fp32", "bf16"})
+    for (int zero : {1, 3}) {
+      TrainConfig c = laid_out(tiny_model(2), 2, 1, 1, 2);
+      c.optimizer.zero = zero;
+      c.layout.sp = zero == 3;
+      c.device.dtype = dtype;
+      const std::string diff = overlap_diff(c, 3);
+      if (world_rank() != 0) continue;
+      CAPTURE(describe(c));
+      CHECK_MESSAGE(diff.empty(), diff);
+    }
+}

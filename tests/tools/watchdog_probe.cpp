@@ -9,6 +9,9 @@
 //   wait        the same, rank 3 waiting on an irecv
 //   queued      as all_reduce, each all-reduce entered when it is queued and waited for
 //               later, as the NCCL communicator does: rank 3 waits in the 4th, shown as #4
+//   overlap     each reduce-scatter queued on the MPI communicator's thread (--overlap)
+//               and waited for a little later: rank 3 waits for the 4th, which rank 1
+//               has not queued, shown as #4
 //   quiet       nobody hangs, but every rank computes (sleeps) longer than the timeout
 //               between calls and rank 1 arrives late, by less than the timeout: the run
 //               must end normally, stopping the watchdog in MPI_Finalize
@@ -77,6 +80,17 @@ void stall_in_fourth_queued(MPI_Comm half, int world_rank) {
   }
 }
 
+// The odd group under --overlap: the communicator's own queued calls (parallel/comm_queue.hpp).
+void stall_in_fourth_overlapped(Comm& c, int world_rank) {
+  float in[2] = {1, 1}, out = 0;
+  for (int round = 0; round < 4; ++round) {
+    if (round == 3 && world_rank == 1) sleep_s(60);
+    const auto r = c.queue_reduce_scatter(Tensor(&out, {1}), Tensor(in, {2}));
+    sleep_s(0.01);  // the rank computes before it needs the result
+    r->wait();
+  }
+}
+
 void quiet(Comm& c, int world_rank, double timeout) {
   float x = 1;
   for (int round = 0; round < 3; ++round) {
@@ -122,7 +136,8 @@ void bench(int world_rank) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  int threads = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &threads);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const std::string mode = argc > 1 ? argv[1] : "";
@@ -135,13 +150,16 @@ int main(int argc, char** argv) {
     MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
     MPI_Comm odd;
     MPI_Comm_dup(half, &odd);
-    auto group = make_mpi_comm(half, mode == "all_reduce" || mode == "queued" ? "dp_cp" : "pp");
+    auto group = make_mpi_comm(
+        half, mode == "all_reduce" || mode == "queued" || mode == "overlap" ? "dp_cp" : "pp");
     if (mode == "quiet") {
       quiet(*group, rank, timeout);
     } else if (rank % 2 == 0) {
       keep_busy(*group);
     } else if (mode == "queued") {
       stall_in_fourth_queued(odd, rank);
+    } else if (mode == "overlap") {
+      stall_in_fourth_overlapped(*group, rank);
     } else {
       stall_in_fourth(*group, mode, rank);
     }

@@ -104,6 +104,36 @@ TEST_CASE("nccl: a group of one runs every call in fp32, bf16 and i32 and counts
 #endif
 }
 
+TEST_CASE("nccl: queued calls run on a stream of their own, joined by events, with the same bits") {
+  if (!have_nccl() || !have_gpu()) {
+    MESSAGE("no NCCL or no GPU: skipped");
+    return;
+  }
+#ifdef TETRA_HAVE_CUDA
+  auto be = make_cuda_backend(0);
+  auto comm = make_nccl_comm(self_copy(), "dp_cp", *be);
+  const std::vector<float> x = {1.5f, -2.f, 3.25f, 1e-3f};
+  Buffer a(*be, 4), b(*be, 4), c(*be, 4);
+  be->upload(a.flat(), x.data());
+  // The compute stream's copy after the join reads what the queue stream wrote.
+  std::unique_ptr<Comm::Request> r = comm->queue_reduce_scatter(b.flat(), a.flat());
+  r->wait();
+  be->copy(c.flat(), b.flat());
+  CHECK(down<float>(*be, c.flat()) == x);
+  be->fill(b.flat(), 0.f);
+  r = comm->queue_all_gather(b.flat(), a.flat());
+  r->wait();
+  CHECK(down<float>(*be, b.flat()) == x);
+  // bf16 in place, and a request never waited for joins when it goes.
+  const std::vector<uint16_t> h = {0x3fc0, 0xc000, 0x4050, 0x3a83};
+  Buffer d(*be, 4, DType::BF16);
+  be->upload(d.flat(), h.data());
+  comm->queue_all_gather(d.flat(), d.flat());
+  CHECK(down<uint16_t>(*be, d.flat()) == h);
+  CHECK(comm->stats.calls == 0);
+#endif
+}
+
 TEST_CASE("nccl: make_grid gives a one-rank world NCCL in every group under nccl, none else") {
   if (!have_nccl() || !have_gpu()) {
     MESSAGE("no NCCL or no GPU: skipped");
