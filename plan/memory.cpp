@@ -143,28 +143,39 @@ void block_forward(Ledger& L, const Sizes& z) {
   L.free(z.R);
 }
 
-// block_backward with the gradient [Tl, d] already held; allocates dx [Tl, d] (which becomes
-// the gradient) and frees the block's activations but its output.
-void block_backward(Ledger& L, const Sizes& z, bool recompute) {
+// What the acts of a block keep from B to W (BlockActs::keep_for_weight_grads frees the
+// attention's inputs, lse and gate_up), its output not counted.
+double acts_for_w(const Sizes& z) {
+  return z.block_saved() - z.R - z.attn_saved() - z.lse - 2 * z.F;
+}
+// What BlockGrads keeps from B to W: dout, dhn, dh, dxn [Tl, d], dgate_up, dqkv, the norms'
+// weights, and under --sp the Row layers' gathered output gradients [T, d].
+double grads_for_w(const Sizes& z) {
+  return 4 * z.R + 2 * z.F + z.qkv + 2 * z.wn + (z.sp ? 2 * z.x : 0);
+}
+
+// block_backward_input (B) with the gradient [Tl, d] already held; allocates dx [Tl, d]
+// (which becomes the running gradient, the old one kept as dout), and frees what W does not
+// read.
+void block_backward_input(Ledger& L, const Sizes& z, bool recompute) {
   if (recompute) block_forward(L, z), L.free(z.R);  // the recomputed output is dropped
   L.alloc(z.R);                                     // dx
-  // MLP half: dact, dgate, dup; dn2 leaves the region; dh.
+  L.alloc(2 * z.wn);                                // the norms' weights, for W
+  // MLP half: dout gathered (kept), dact, dgate_up (kept); dhn leaves the region (kept); dh.
   if (z.sp) L.alloc(z.x);
   L.alloc(z.F);
   L.op(z.wide(z.F + z.x + z.wf));
-  if (z.sp) L.free(z.x);
   L.alloc(2 * z.F);  // dgate_up
   L.op(z.wide(5 * z.F));
   leave_region(L, z, z.wide(z.x + 2 * z.F + 2 * z.wf));
   L.alloc(z.R);  // dh
   L.op(z.wide(3 * z.R + z.wn));
-  L.free(3 * z.F), L.free(z.R);
-  // Attention half: dattn, dq, dk and dv for every CP rank (dattn then freed), scattered back,
-  // merged into dqkv (dq, dk, dv freed); dn1.
+  L.free(z.F);  // dact
+  // Attention half: dh gathered (kept), dattn, dq, dk and dv for every CP rank (dattn then
+  // freed), scattered back, merged into dqkv (kept; dq, dk, dv freed); dxn (kept).
   if (z.sp) L.alloc(z.x);
   L.alloc(z.q);
   L.op(z.wide(z.q + z.x + z.wq));
-  if (z.sp) L.free(z.x);
   if (!z.in_place) {
     L.alloc(z.q), L.alloc(z.kv), L.alloc(z.kv);
     L.op(z.wide(4 * z.q + 4 * z.kv));
@@ -185,13 +196,25 @@ void block_backward(Ledger& L, const Sizes& z, bool recompute) {
     if (z.cp > 1) L.free(2 * z.kv_local);  // copied into dqkv
     L.op(z.wide(z.qkv));                   // rotated back in place
   }
-  leave_region(L, z, z.wide(z.x + z.qkv + z.wqkv));  // dn1
+  leave_region(L, z, z.wide(z.x + z.qkv + z.wqkv));  // dxn
   L.op(z.wide(3 * z.R + z.wn));
-  L.free(z.R);                    // dn1 after the norm's backward
-  L.free(z.qkv);                  // dqkv
-  L.free(z.R);                    // dh
-  L.free(z.block_saved() - z.R);  // the activations (a.clear())
-  L.free(z.R);                    // the old gradient (grad = dx)
+  L.free(z.attn_saved() + z.lse + 2 * z.F);  // keep_for_weight_grads
+}
+
+// block_backward_weight (W): the weight-gradient GEMMs and the norms' backward again (into a
+// scratch dx); then the block's activations (but its output) and BlockGrads are freed.
+void block_backward_weight(Ledger& L, const Sizes& z) {
+  L.op(z.wide(z.x + z.F));      // dWdown
+  L.op(z.wide(2 * z.F + z.x));  // d[Wgate; Wup]
+  L.alloc(z.R);                 // scratch dx
+  L.op(z.wide(3 * z.R + z.wn));
+  L.free(z.R);
+  L.op(z.wide(z.x + z.q));    // dWo
+  L.op(z.wide(z.qkv + z.x));  // d[Wq; Wk; Wv]
+  L.alloc(z.R);
+  L.op(z.wide(3 * z.R + z.wn));
+  L.free(z.R);
+  L.free(acts_for_w(z) + grads_for_w(z));
 }
 
 }  // namespace
@@ -240,6 +263,51 @@ Memory stage_memory(const Setup& s, int stage) {
     }
     return n;
   };
+  // Between a split backward's B and W: each block's acts for W and BlockGrads, the
+  // embedding's gradient, what the chunk's state keeps (its input, the blocks' outputs, the
+  // head's norm and loss statistics).
+  auto pending_w_bytes = [&](const std::vector<int>& units) {
+    double n = z.R;
+    for (int g : units) {
+      if (g >= 1 && g <= L_) n += z.R + acts_for_w(z) + grads_for_w(z);
+      if (g == 0) n += z.R;
+      if (g == L_ + 1) n += z.norm + z.stats;
+    }
+    return n;
+  };
+  // A unit's gradients: allocated by its first weight-gradient pass of the step (ZeRO-2/3),
+  // freed after its last (reduce-scattered into the shard).
+  auto weight_grads_begin = [&](int g) {
+    if (!full_grads_kept && backwards[g] == 0) L.alloc(double(s.padded(g)) * pr.grad);
+  };
+  auto weight_grads_end = [&](int g) {
+    if (++backwards[g] == m && !full_grads_kept) L.free(double(s.padded(g)) * pr.grad);
+  };
+  // W of a block or the embedding (the head's runs in its B).
+  auto unit_weights = [&](int g) {
+    weight_grads_begin(g);
+    if (g >= 1) {
+      block_backward_weight(L, z);
+    } else if (z.sp) {
+      L.alloc(z.x), L.op(z.wide(z.x));  // the gradient, gathered and consumed
+      L.free(z.R), L.free(z.x);
+    } else {
+      L.op(z.wide(z.R));
+      L.free(z.R);
+    }
+    weight_grads_end(g);
+  };
+  // What the state still held when the micro-batch's last pass is done: the chunk's input (or
+  // the embedding's output), each block's output, the head's norm and loss statistics. The
+  // running gradient stays as the message to the previous chunk (the embedding consumed it
+  // on chunk 0).
+  auto chunk_state_freed = [&](const std::vector<int>& units) {
+    double rest = z.R;
+    for (int g : units) rest += (g >= 1 && g <= L_) ? z.R : 0;
+    if (units.back() == L_ + 1) rest += z.norm + z.stats;
+    L.free(rest);
+  };
+  const bool split = splits_backward(s.run.schedule);
   int in_flight = 0;
   for (const Action& a : make_schedule(s.run.schedule, P, s.spec.layout.vpp, m, stage)) {
     const std::vector<int>& units = chunks[a.chunk];
@@ -273,41 +341,41 @@ Memory stage_memory(const Setup& s, int stage) {
       L.keep(state_bytes(units));
       ++in_flight;
       mem.in_flight = std::max(mem.in_flight, in_flight);
-    } else {
+    } else if (a.kind == Action::Backward) {
       if (k < K - 1 && P > 1) L.alloc(z.R);  // the received gradient
       L.alloc(z.R);                          // the chunk's running gradient
       for (auto it = units.rbegin(); it != units.rend(); ++it) {
         const int g = *it;
         const double np = double(s.padded(g));
-        if (zero == 3) L.alloc(np * pr.compute_w);
-        if (!full_grads_kept && backwards[g] == 0) L.alloc(np * pr.grad);
-        if (g == L_ + 1) {
+        if (g == L_ + 1) {  // the head's B and W at once
+          if (zero == 3) L.alloc(np * pr.compute_w);
+          weight_grads_begin(g);
           L.op(z.wide(z.logits));
           leave_region(L, z, z.wide(z.x + z.logits + z.wv));  // dn, freed after the norm's backward
           L.op(z.wide(3 * z.R + z.wn));
           L.free(z.sp ? z.R : z.x);
           L.free(z.logits + z.x);  // logits and the head's input
-        } else if (g >= 1) {
-          block_backward(L, z, recompute);
-        } else if (z.sp) {
-          L.alloc(z.x), L.op(z.wide(z.x));  // the gradient, gathered and consumed
-          L.free(z.R), L.free(z.x);
-        } else {
-          L.op(z.wide(z.R));
-          L.free(z.R);
+          if (zero == 3) L.free(np * pr.compute_w);
+          weight_grads_end(g);
+          continue;
         }
-        if (zero == 3) L.free(np * pr.compute_w);
-        if (++backwards[g] == m && !full_grads_kept) L.free(np * pr.grad);
+        if (g >= 1) {
+          if (zero == 3) L.alloc(np * pr.compute_w);
+          block_backward_input(L, z, recompute);
+          if (zero == 3) L.free(np * pr.compute_w);
+        }
+        // g == 0: the embedding's gradient is the running gradient, kept for its W.
+        if (!split) unit_weights(g);
       }
       if (k < K - 1) L.free(z.R);
-      // What the state still held: the chunk's input (or the embedding's output), each
-      // block's output, the head's norm and loss statistics. The running gradient stays
-      // as the message to the previous chunk (the embedding consumed it on chunk 0).
-      double rest = z.R;
-      for (int g : units) rest += (g >= 1 && g <= L_) ? z.R : 0;
-      if (units.back() == L_ + 1) rest += z.norm + z.stats;
-      L.free(rest);
-      L.keep(-state_bytes(units));
+      if (!split) chunk_state_freed(units);
+      L.keep(split ? pending_w_bytes(units) - state_bytes(units) : -state_bytes(units));
+      if (!split) --in_flight;
+    } else {  // W
+      for (auto it = units.rbegin(); it != units.rend(); ++it)
+        if (*it != L_ + 1) unit_weights(*it);
+      chunk_state_freed(units);
+      L.keep(-pending_w_bytes(units));
       --in_flight;
     }
   }
