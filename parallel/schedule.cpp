@@ -165,6 +165,12 @@ BubbleForms bubble_forms(ScheduleKind kind, int pp, int vpp, int m) {
   return {(pp - 1) / (units + pp - 1), (pp - 1) / units};
 }
 
+const char* bubble_formula_text(ScheduleKind kind) {
+  if (kind == ScheduleKind::Interleaved) return "(p-1)/(V*m+p-1)";
+  if (kind == ScheduleKind::ZeroBubbleH1) return "(p-1)/(3m+p-1)";
+  return "(p-1)/(m+p-1)";
+}
+
 double bubble_formula(ScheduleKind kind, int pp, int vpp, int m) {
   return bubble_forms(kind, pp, vpp, m).of_step;
 }

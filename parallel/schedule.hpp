@@ -94,6 +94,10 @@ struct BubbleForms {
 };
 BubbleForms bubble_forms(ScheduleKind kind, int pp, int vpp, int micro_batches);
 
+// bubble_forms' of_step as a formula, for reports: "(p-1)/(m+p-1)", "(p-1)/(V*m+p-1)"
+// (interleaved) or "(p-1)/(3m+p-1)" (zb-h1, with T_F = T_B = T_W).
+const char* bubble_formula_text(ScheduleKind kind);
+
 // The bubble as tetra reports it everywhere (plan, plot, step line, metrics, sweep, lab):
 // the idle share of the step, of_step.
 double bubble_formula(ScheduleKind kind, int pp, int vpp, int micro_batches);
