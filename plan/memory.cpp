@@ -39,6 +39,7 @@ struct Sizes {
   double R, x, q, kv_local, kv, qkv, F, lse, norm, logits, stats;
   double wq, wkv, wqkv, wf, wn, wv;  // weights: [qw, d], [kw, d], [qw + 2 kw, d], [F/TP, d], [d],
                                      // [V/TP, d]
+  double dwn;                        // a norm weight's gradient [d], fp32
   double e;                          // bytes of an activation
   bool sp, tp1;                      // tp1: the residuals ride on the o and down GEMMs (matmul_add)
   bool in_place;                     // RoPE in place on qkv (backend/fusions.hpp)
@@ -70,6 +71,7 @@ struct Sizes {
     wqkv = wq + 2 * wkv;
     wf = (c.ffn_dim / t) * d * w;
     wn = d * w;
+    dwn = f * d;
     wv = double(c.rows() / t) * d * w;
   }
   // The mixed-precision backend's fp32 scratch for an op whose bf16 arguments (outputs
@@ -168,9 +170,10 @@ void block_backward_input(Ledger& L, const Sizes& z, bool recompute) {
   L.alloc(2 * z.F);  // dgate_up
   L.op(z.wide(5 * z.F));
   leave_region(L, z, z.wide(z.x + 2 * z.F + 2 * z.wf));
-  L.alloc(z.R);  // dh
+  L.alloc(z.R);    // dh
+  L.alloc(z.dwn);  // the norm's weight gradient, W's (dropped)
   L.op(z.wide(3 * z.R + z.wn));
-  L.free(z.F);  // dact
+  L.free(z.dwn), L.free(z.F);  // and dact
   // Attention half: dh gathered (kept), dattn, dq, dk and dv for every CP rank (dattn then
   // freed), scattered back, merged into dqkv (kept; dq, dk, dv freed); dxn (kept).
   if (z.sp) L.alloc(z.x);
@@ -197,7 +200,9 @@ void block_backward_input(Ledger& L, const Sizes& z, bool recompute) {
     L.op(z.wide(z.qkv));                   // rotated back in place
   }
   leave_region(L, z, z.wide(z.x + z.qkv + z.wqkv));  // dxn
+  L.alloc(z.dwn);
   L.op(z.wide(3 * z.R + z.wn));
+  L.free(z.dwn);
   L.free(z.attn_saved() + z.lse + 2 * z.F);  // keep_for_weight_grads
 }
 
