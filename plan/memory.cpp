@@ -397,10 +397,15 @@ PeakMemory peak_memory(const Setup& s) {
   // embedding, the last the head, and in between a later stage never holds more blocks
   // (the first L mod (PP V) chunks take the extra ones) nor more micro-batches in flight
   // (every schedule's warm-up shrinks with the stage) than an earlier one. Walking three
-  // stages keeps the plan's cost that of one stage's schedule, not PP times it.
+  // stages keeps the plan's cost that of one stage's schedule, not PP times it. A schedule
+  // that splits the backward keeps p in flight on every stage, and a later stage more of
+  // them between B and W (which hold more than before B): every stage is walked.
   const int P = s.layout().pp;
+  std::vector<int> stages = {0, 1, P - 1};
+  if (splits_backward(s.run.schedule))
+    for (int stage = 2; stage < P - 1; ++stage) stages.push_back(stage);
   PeakMemory best;
-  for (int stage : {0, 1, P - 1}) {
+  for (int stage : stages) {
     if (stage >= P || (stage > 0 && stage == best.stage)) continue;
     const Memory m = stage_memory(s, stage);
     if (stage == 0 || m.peak() > best.memory.peak()) best = {m, stage};

@@ -91,7 +91,8 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
   const auto it = states_.find(id);
   check(it != states_.end(), "ModelChunk: backward of micro-batch ", id, " before its forward");
   State& s = it->second;
-  check(s.grads.empty(), "ModelChunk: backward of micro-batch ", id, " twice");
+  check(!s.input_grad_done, "ModelChunk: backward of micro-batch ", id, " twice");
+  s.input_grad_done = true;
   s.grads.resize(s.acts.size());
   // dL/d(current activation) [Tl, d], walking backwards, in the activations' dtype.
   Buffer grad(be_, Tl * d, params_.compute_dtype());
@@ -149,7 +150,7 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
 
 void ModelChunk::backward_weight(int id, const MicroBatch& mb) {
   const auto it = states_.find(id);
-  check(it != states_.end() && !it->second.grads.empty(), "ModelChunk: W of micro-batch ", id,
+  check(it != states_.end() && it->second.input_grad_done, "ModelChunk: W of micro-batch ", id,
         " before its B");
   for (size_t i = units_.size(); i-- > 0;) unit_weight_grads(i, it->second, mb);
   states_.erase(it);

@@ -62,6 +62,7 @@ class ModelChunk final : public PipelineStage {
     std::vector<BlockActs> acts;
     std::vector<BlockGrads> grads;  // per block, from its B to its W
     Buffer embed_grad;              // the embedding output's gradient [Tl, d], for its W
+    bool input_grad_done = false;   // B has run; W may
     HeadActs head;
     Buffer logits, row_max, ce_stats;  // [T, V/TP], [T], [T, 2]
     float dlogits_scale = 0;           // not 0: logits already hold dlogits at this loss scale
