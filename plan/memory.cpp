@@ -364,13 +364,12 @@ Memory stage_memory(const Setup& s, int stage) {
           weight_grads_end(g);
           continue;
         }
-        if (g >= 1) {
-          if (zero == 3) L.alloc(np * pr.compute_w);
-          block_backward_input(L, z, recompute);
-          if (zero == 3) L.free(np * pr.compute_w);
-        }
+        // The weights held through B, and through W where it follows at once.
+        if (zero == 3 && (g >= 1 || !split)) L.alloc(np * pr.compute_w);
+        if (g >= 1) block_backward_input(L, z, recompute);
         // g == 0: the embedding's gradient is the running gradient, kept for its W.
         if (!split) unit_weights(g);
+        if (zero == 3 && (g >= 1 || !split)) L.free(np * pr.compute_w);
       }
       if (k < K - 1) L.free(z.R);
       if (!split) chunk_state_freed(units);

@@ -108,8 +108,8 @@ std::vector<Collective> step_traffic(const Setup& s, int stage) {
             tally.add("tp", t, CommOp::AllReduce, "SP norm weight gradients [d] fp32",
                       double(p.numel()) * s.prec.grad, 1);
       // ZeRO over dp_cp: one gradient reduce-scatter per unit per step; the weights
-      // all-gathered after the update (ZeRO-1/2) or before each forward and B (ZeRO-3; W
-      // needs none).
+      // all-gathered after the update (ZeRO-1/2) or before each forward and backward (ZeRO-3;
+      // a W apart from its B, as zb-h1 runs it, needs none).
       const int N = s.dp_cp();
       const double np = double(s.padded(g));
       tally.add("dp_cp", N, CommOp::ReduceScatter, "gradient reduce-scatter (per unit)",
@@ -117,7 +117,7 @@ std::vector<Collective> step_traffic(const Setup& s, int stage) {
       if (s.spec.optimizer.zero < 3)
         tally.add("dp_cp", N, CommOp::AllGather, "updated weights all-gather (per unit)",
                   np * s.prec.compute_w, 1);
-      else if (g == 0)  // the embedding's backward is a weight gradient alone (W): no weights
+      else if (g == 0 && splits_backward(s.run.schedule))  // the embedding's W apart: no weights
         tally.add("dp_cp", N, CommOp::AllGather, "ZeRO-3 weight all-gather (embedding, F)",
                   np * s.prec.compute_w, m);
       else

@@ -101,8 +101,11 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
   for (size_t i = units_.size(); i-- > 0;) {
     const int u = units_[i];
     const UnitSpec& l = params_.layout(u);
+    // Where W follows at once, the unit's weights stay acquired through it, as one backward
+    // holds them (W itself reads none: a W apart gathers nothing under ZeRO-3).
     if (l.kind == UnitSpec::Kind::Embedding) {  // all W: the gradient waits for it
       s.embed_grad = std::move(grad);
+      if (run_weights) params_.acquire(u);
     } else {
       const Tensor w = params_.acquire(u);
       if (l.kind == UnitSpec::Kind::Head) {  // B and W at once (see chunk.hpp)
@@ -139,9 +142,9 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
       block_backward_input(ctx, l, w, x, std::move(grad), dx.view({Tl, d}), a, s.grads[block]);
       a.keep_for_weight_grads();
       grad = std::move(dx);
-      params_.release(u);
+      if (!run_weights) params_.release(u);
     }
-    if (run_weights) unit_weight_grads(i, s, mb);
+    if (run_weights) unit_weight_grads(i, s, mb), params_.release(u);
   }
   if (run_weights) states_.erase(it);
   if (has_embedding()) return Buffer();
