@@ -1,5 +1,6 @@
-// The attention mask hint against the positions it summarizes, and where q, k, v lie
-// (backend/backend.hpp: AttnMask, AttnLayout).
+// The attention mask hint against the positions it summarizes, the mask's tensors against the
+// call's shape, and where q, k, v lie (backend/backend.hpp: AttnMask, AttnPositions,
+// AttnLayout).
 #include "backend/backend.hpp"
 
 namespace tetra {
@@ -26,6 +27,30 @@ void check_attn_mask(const AttnShape& s, const int32_t* q_pos, const int32_t* k_
     check(q_pos[i] == c * C + i % C, "CP attention mask hint (rank ", s.cp_rank, " of ", s.cp,
           "): query ", i, " is at position ", q_pos[i], ", not ", c * C + i % C);
   }
+}
+
+void check_attn_positions(const AttnShape& s, const AttnPositions& p) {
+  const auto is = [](const Tensor& t, int64_t n) {
+    return t.ptr != nullptr && t.dtype == DType::I32 && t.numel() == n;
+  };
+  check(is(p.q_pos, s.sq) && is(p.k_pos, s.sk), "attention positions ", p.q_pos.shape_str(), ", ",
+        p.k_pos.shape_str(), " for ", s.sq, " queries and ", s.sk, " keys");
+  if (s.documents)
+    check(is(p.q_doc, s.batch * s.sq) && is(p.k_doc, s.batch * s.sk), "attention documents ",
+          p.q_doc.shape_str(), ", ", p.k_doc.shape_str(), " for batch ", s.batch, ", ", s.sq,
+          " queries and ", s.sk, " keys");
+  else
+    check(p.q_doc.ptr == nullptr && p.k_doc.ptr == nullptr,
+          "attention documents given to a call whose shape has none");
+}
+
+AttnMaskView attn_mask_view(const AttnShape& s, const AttnPositions& p) {
+  return {p.q_pos.i32(),
+          p.k_pos.i32(),
+          s.documents ? p.q_doc.i32() : nullptr,
+          s.documents ? p.k_doc.i32() : nullptr,
+          s.sq,
+          s.sk};
 }
 
 AttnStrides attn_strides(const AttnShape& s) {

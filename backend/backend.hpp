@@ -13,6 +13,8 @@
 #include <span>
 #include <string>
 
+#include "backend/attn_mask.hpp"
+#include "backend/rope.hpp"
 #include "backend/tensor.hpp"
 
 namespace tetra {
@@ -26,7 +28,8 @@ namespace tetra {
 //             sequence in order, k_pos = 0..Sk-1 with Sk = 2 cp C. Local chunk g (global g')
 //             sees the key prefix [0, (g'+1) C), bottom-right aligned.
 // The positions stay the truth: the CPU backend masks by them and checks the hint against
-// them, so every CPU test checks the hints the layers pass.
+// them, so every CPU test checks the hints the layers pass. Documents (--doc-mask) mask within
+// any of these: AttnShape::documents says the call has them.
 enum class AttnMask { General, Causal, CpChunks };
 
 // Geometry of one attention call. Queries are [B*Sq, H*hd], keys and values
@@ -48,9 +51,21 @@ struct AttnShape {
   AttnMask mask = AttnMask::General;
   int cp = 1, cp_rank = 0;  // CpChunks only
   AttnLayout layout = AttnLayout::Packed;
+  bool documents = false;  // the mask also keeps each query within its document (--doc-mask)
+};
+// What an attention call masks by (backend/attn_mask.hpp): the positions q_pos [Sq] and
+// k_pos [Sk] (i32, one sequence's, shared by the batch's) and, under --doc-mask, each token's
+// document q_doc [B*Sq] and k_doc [B*Sk] (i32; left empty without documents).
+struct AttnPositions {
+  Tensor q_pos, k_pos, q_doc, k_doc;
 };
 // Throws tetra::Error unless host positions q_pos [Sq] and k_pos [Sk] are what s.mask says.
 void check_attn_mask(const AttnShape& s, const int32_t* q_pos, const int32_t* k_pos);
+// Throws tetra::Error unless the tensors fit s: positions [Sq] and [Sk], and documents [B*Sq]
+// and [B*Sk] exactly when s.documents. Reads no element (device memory alike).
+void check_attn_positions(const AttnShape& s, const AttnPositions& p);
+// The mask of a call, from the tensors' pointers (host or device memory alike).
+AttnMaskView attn_mask_view(const AttnShape& s, const AttnPositions& p);
 // Where s.layout puts q, k, v in their tensors: column c < H hd of token t's query heads is
 // element t * q + q_col + c of q's tensor (and of dq's); k's and v's are at t * kv + k_col + c
 // and t * kv + v_col + c (dk's, dv's likewise).
@@ -125,6 +140,13 @@ class Backend {
   // memory on CPU.
   virtual void* host_alloc(size_t bytes);
   virtual void host_free(void* p);
+  // A checkpoint's copy, which training must not wait for: src into `host` (host_alloc's
+  // memory), queued behind the work queued so far on a stream of the copies' own; the
+  // backend's later work waits for it on the device, the calling thread does not.
+  // copies_landed() blocks its caller (the checkpoint's writer thread) until every copy
+  // queued has landed. A plain download on CPU.
+  virtual void download_behind(void* host, const Tensor& src) { download(host, src); }
+  virtual void copies_landed() {}
   // The CUDA stream (a cudaStream_t) the backend queues its work on, for communicators that
   // queue theirs in the same order (NCCL); null on CPU.
   virtual void* stream() { return nullptr; }
@@ -189,36 +211,36 @@ class Backend {
 
   // Rotate-half RoPE of a head x [hd] at global position p: for i < hd/2,
   // (x_i, x_{i+hd/2}) -> (x_i cos - x_{i+hd/2} sin, x_{i+hd/2} cos + x_i sin),
-  // angle = p * theta^(-2i/hd); its backward is the transposed rotation (angle -> -angle).
+  // angle = p * rope.inv_freq(i, hd) (backend/rope.hpp: theta^(-2i/hd), or Llama 3's scaling of
+  // it); its backward is the transposed rotation (angle -> -angle).
   // The fused projection's output qkv [T, (H + 2 KV) hd] (columns q | k | v) split into
   // q [T, H*hd] = rope(q part), k [T, KV*hd] = rope(k part), v [T, KV*hd] = v part, at the
   // positions pos [T] (i32).
   virtual void rope_split_qkv(Tensor q, Tensor k, Tensor v, const Tensor& qkv, int heads,
-                              int kv_heads, const Tensor& pos, double theta) = 0;
+                              int kv_heads, const Tensor& pos, const Rope& rope) = 0;
   // Its backward: dqkv [T, (H + 2 KV) hd] = (rope^-1(dq) | rope^-1(dk) | dv), overwritten.
   virtual void rope_merge_qkv(Tensor dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv,
-                              int heads, int kv_heads, const Tensor& pos, double theta) = 0;
+                              int heads, int kv_heads, const Tensor& pos, const Rope& rope) = 0;
   // RoPE in place on the q and k columns of qkv [T, (H + 2 KV) hd] (v's are left alone): the
   // same rotation as rope_split_qkv's, without the copies (Fusion::RopeInPlace); inverse, on
   // dqkv, is the backward's (rope_merge_qkv's).
-  virtual void rope_qkv(Tensor qkv, int heads, int kv_heads, const Tensor& pos, double theta,
+  virtual void rope_qkv(Tensor qkv, int heads, int kv_heads, const Tensor& pos, const Rope& rope,
                         bool inverse) = 0;
   // Columns [src_col, src_col + width) of src's rows into columns [dst_col, dst_col + width) of
   // dst's rows (the same number of rows, the same dtype), bytes as they are.
   virtual void copy_columns(Tensor dst, int64_t dst_col, const Tensor& src, int64_t src_col,
                             int64_t width) = 0;
 
-  // out = softmax(q k^T / sqrt(hd) + causal mask) v per (batch, head); lse [B, H, Sq]
-  // keeps each row's log-sum-exp so that backward can rebuild the probabilities. q, k, v (and
-  // the backward's dq, dk, dv) as s.layout says.
+  // out = softmax(q k^T / sqrt(hd) + mask) v per (batch, head), the mask by pos
+  // (backend/attn_mask.hpp); lse [B, H, Sq] keeps each row's log-sum-exp so that backward can
+  // rebuild the probabilities. q, k, v (and the backward's dq, dk, dv) as s.layout says.
   virtual void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k,
-                                 const Tensor& v, const Tensor& q_pos, const Tensor& k_pos,
-                                 const AttnShape& s) = 0;
+                                 const Tensor& v, const AttnPositions& pos, const AttnShape& s) = 0;
   // dq overwritten; dk, dv overwritten (summed over the query heads that share them).
   virtual void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout,
                                   const Tensor& q, const Tensor& k, const Tensor& v,
-                                  const Tensor& out, const Tensor& lse, const Tensor& q_pos,
-                                  const Tensor& k_pos, const AttnShape& s) = 0;
+                                  const Tensor& out, const Tensor& lse, const AttnPositions& pos,
+                                  const AttnShape& s) = 0;
 
   // SwiGLU on the fused projection's output gate_up [T, 2F] (columns gate | up):
   // h [T, F] = silu(gate) * up; backward writes dgate_up [T, 2F] = (dgate | dup).

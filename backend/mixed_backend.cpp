@@ -77,6 +77,8 @@ class MixedPrecisionBackend final : public Backend {
   void raw_free(void* p, size_t bytes) override { in_->raw_free(p, bytes); }
   void upload(Tensor dst, const void* host) override { in_->upload(dst, host); }
   void download(void* host, const Tensor& src) override { in_->download(host, src); }
+  void download_behind(void* host, const Tensor& src) override { in_->download_behind(host, src); }
+  void copies_landed() override { in_->copies_landed(); }
   void synchronize() override { in_->synchronize(); }
   void* host_alloc(size_t bytes) override { return in_->host_alloc(bytes); }
   void host_free(void* p) override { in_->host_free(p); }
@@ -177,24 +179,24 @@ class MixedPrecisionBackend final : public Backend {
     wdw.store(*this);
   }
   void rope_split_qkv(Tensor q, Tensor k, Tensor v, const Tensor& qkv, int heads, int kv_heads,
-                      const Tensor& pos, double theta) override {
+                      const Tensor& pos, const Rope& rope) override {
     const Wide wq(*this, q, false), wk(*this, k, false), wv(*this, v, false), wx(*this, qkv);
-    in_->rope_split_qkv(wq, wk, wv, wx, heads, kv_heads, pos, theta);
+    in_->rope_split_qkv(wq, wk, wv, wx, heads, kv_heads, pos, rope);
     wq.store(*this);
     wk.store(*this);
     wv.store(*this);
   }
   void rope_merge_qkv(Tensor dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int heads,
-                      int kv_heads, const Tensor& pos, double theta) override {
+                      int kv_heads, const Tensor& pos, const Rope& rope) override {
     const Wide wd(*this, dqkv, false), wq(*this, dq), wk(*this, dk), wv(*this, dv);
-    in_->rope_merge_qkv(wd, wq, wk, wv, heads, kv_heads, pos, theta);
+    in_->rope_merge_qkv(wd, wq, wk, wv, heads, kv_heads, pos, rope);
     wd.store(*this);
   }
 
-  void rope_qkv(Tensor qkv, int heads, int kv_heads, const Tensor& pos, double theta,
+  void rope_qkv(Tensor qkv, int heads, int kv_heads, const Tensor& pos, const Rope& rope,
                 bool inverse) override {
     const Wide w(*this, qkv);
-    in_->rope_qkv(w, heads, kv_heads, pos, theta, inverse);
+    in_->rope_qkv(w, heads, kv_heads, pos, rope, inverse);
     w.store(*this);
   }
   // Moves bytes only: any dtype as it is.
@@ -204,20 +206,19 @@ class MixedPrecisionBackend final : public Backend {
   }
 
   void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
-                         const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
+                         const AttnPositions& pos, const AttnShape& s) override {
     const Wide wo(*this, out, false), wl(*this, lse, false);
     const WideQkv w(*this, s, q, k, v, true);
-    in_->attention_forward(wo, wl, w.q(), w.k(), w.v(), q_pos, k_pos, s);
+    in_->attention_forward(wo, wl, w.q(), w.k(), w.v(), pos, s);
     wo.store(*this);
     wl.store(*this);
   }
   void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
                           const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                          const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
+                          const AttnPositions& pos, const AttnShape& s) override {
     const WideQkv wd(*this, s, dq, dk, dv, false), w(*this, s, q, k, v, true);
     const Wide wg(*this, dout), wo(*this, out), wl(*this, lse);
-    in_->attention_backward(wd.q(), wd.k(), wd.v(), wg, w.q(), w.k(), w.v(), wo, wl, q_pos, k_pos,
-                            s);
+    in_->attention_backward(wd.q(), wd.k(), wd.v(), wg, w.q(), w.k(), w.v(), wo, wl, pos, s);
     wd.store(*this);
   }
 

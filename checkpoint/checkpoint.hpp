@@ -7,7 +7,8 @@
 // Writing is crash-safe: everything goes into step_00000100.tmp/, each file is flushed
 // (fsync) before the directory is renamed, which happens only after every rank has
 // finished; DIR/latest (a one-line file naming the directory) then moves atomically by
-// rename. Nothing that exists is ever overwritten in place.
+// rename. Nothing that exists is ever overwritten in place. The files may be written while
+// training goes on (checkpoint/saver.hpp).
 //
 // Lines: each checkpoint names its parent, the checkpoint the run that wrote it had
 // resumed from or written before it. Resuming from an earlier checkpoint starts a new line;
@@ -91,7 +92,8 @@ ModelConfig model_from_json(const json& v, const std::string& what);
 // lock taken over, checkpoint/lock.hpp's check_held): called before anything is written into
 // dir and again before the checkpoint is installed, so that a job that lost its lock leaves
 // the directory to the one that took it.
-// Returns the path of the new checkpoint directory.
+// Returns the path of the new checkpoint directory. (Saver, checkpoint/saver.hpp, does the
+// same with the writing in the background; save() is its start() and wait().)
 std::string save(MPI_Comm world, const std::string& dir, const RunState& state,
                  const std::vector<Segment>& segments, int keep, int raise_after_shard = 0,
                  const std::function<void()>& still_ours = nullptr);
@@ -106,6 +108,8 @@ struct ShardRecord {
   uint64_t bytes = 0;
   uint32_t crc32c = 0;
 };
+// dir/step_<8 digits>.tmp: where a checkpoint of that step is written before it is installed.
+std::string tmp_dir_of(const std::string& dir, int64_t step);
 // Creates dir (with its parents) and an empty dir/step_<8 digits>.tmp, removing a stale one
 // that a crashed writer left. Returns the path of the .tmp directory.
 std::string begin_write(const std::string& dir, int64_t step);

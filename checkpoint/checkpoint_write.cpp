@@ -1,14 +1,12 @@
 // Writing a checkpoint: rank 0 prepares step_X.tmp/, every rank writes its shard file into
-// it, rank 0 writes the manifest and moves the directory into place. Each phase ends with
-// every rank agreeing on success, so that one rank's failure stops them all with the same
-// message instead of leaving some waiting in a collective.
+// it, rank 0 writes the manifest and moves the directory into place (the one-process steps;
+// checkpoint/saver.cpp runs them across the ranks, in the background or not).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -19,7 +17,6 @@
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checksum.hpp"
 #include "checkpoint/manifest.hpp"
-#include "parallel/agree.hpp"
 #include "util/error.hpp"
 
 namespace tetra::ckpt {
@@ -30,10 +27,6 @@ namespace {
 
 std::string cannot_write(const std::string& dir) {
   return "cannot write checkpoint directory '" + dir + "'";
-}
-
-std::string tmp_dir_of(const std::string& dir, int64_t step) {
-  return (fs::path(dir) / (step_dir_name(step) + ".tmp")).string();
 }
 
 // Where the old checkpoint of a step waits while a new one replaces it, on filesystems that
@@ -127,6 +120,10 @@ void prune(const std::string& dir, const CheckpointRef& parent, int keep) {
 }
 
 }  // namespace
+
+std::string tmp_dir_of(const std::string& dir, int64_t step) {
+  return (fs::path(dir) / (step_dir_name(step) + ".tmp")).string();
+}
 
 std::string begin_write(const std::string& dir, int64_t step) {
   const std::string context = cannot_write(dir);
@@ -223,44 +220,6 @@ std::string finish_write(const std::string& dir, const RunState& state,
   set_latest(dir, name);
   prune(dir, state.parent, keep);
   return final_dir;
-}
-
-std::string save(MPI_Comm world, const std::string& dir, const RunState& state,
-                 const std::vector<Segment>& segments, int keep, int raise_after_shard,
-                 const std::function<void()>& still_ours) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(world, &rank);
-  MPI_Comm_size(world, &size);
-  const std::string tmp = tmp_dir_of(dir, state.step);
-  try {
-    agree(world, [&] {
-      model_from_json(state.model, "checkpoint state");
-      if (rank == 0 && still_ours) still_ours();
-      if (rank == 0) begin_write(dir, state.step);
-    });
-    ShardRecord mine;
-    agree(world, [&] {
-      mine = write_shard(tmp, rank, size, state, segments);
-      if (raise_after_shard != 0) ::raise(raise_after_shard);
-    });
-    // Fixed-size records: file names follow from the ranks.
-    const uint64_t record[2] = {mine.bytes, mine.crc32c};
-    std::vector<uint64_t> all(rank == 0 ? 2 * size_t(size) : 0);
-    MPI_Gather(record, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, 0, world);
-    std::vector<ShardRecord> shards;
-    for (int r = 0; r < int(all.size() / 2); ++r) {
-      shards.push_back({shard_file_name(r), all[2 * size_t(r)], uint32_t(all[2 * size_t(r) + 1])});
-    }
-    agree(world, [&] {
-      if (rank == 0) finish_write(dir, state, shards, keep, still_ours);
-    });
-  } catch (const Error&) {
-    // Leave no half-written directory behind; earlier checkpoints were never touched.
-    std::error_code ec;
-    if (rank == 0) fs::remove_all(tmp, ec);
-    throw;
-  }
-  return (fs::path(dir) / step_dir_name(state.step)).string();
 }
 
 }  // namespace tetra::ckpt

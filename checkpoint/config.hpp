@@ -20,6 +20,9 @@ struct CheckpointConfig {
   std::string ckpt_dir;    // sharded checkpoints here, locked while running ("": none)
   int64_t ckpt_every = 0;  // with ckpt_dir: also every N steps (0: only after the last)
   int keep = 3;            // the newest K checkpoints of the line are kept
+  // Written by a thread per rank while training goes on (checkpoint/saver.hpp); the run
+  // stops only to copy its state to memory.
+  bool ckpt_async = false;
   // "auto" (the newest checkpoint in ckpt_dir that verifies, if any), "never", or a
   // checkpoint directory.
   std::string resume = "auto";
@@ -59,6 +62,9 @@ inline const settings::Table<CheckpointConfig> kCheckpointKeys{
                    settings::non_negative()),
      settings::key(&CheckpointConfig::keep, "keep", "K", "keep the newest K checkpoints",
                    settings::at_least_1()),
+     settings::key(&CheckpointConfig::ckpt_async, "ckpt_async", "",
+                   "write checkpoints in the background: training stops only to copy the "
+                   "state to memory; pre-emption and the last step wait for the write"),
      settings::key(&CheckpointConfig::resume, "resume", "auto|never|DIR",
                    "auto: continue from the newest checkpoint in `checkpoint.ckpt_dir` that "
                    "verifies",

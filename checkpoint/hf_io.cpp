@@ -33,14 +33,6 @@ bool is_vocab_tensor(const std::string& name) {
   return name == "model.embed_tokens.weight" || name == "lm_head.weight";
 }
 
-// Where a tensor's values are: a model with tied embeddings stores no lm_head.
-std::string stored_name(const HfModel& m, const std::string& name) {
-  if (name == "lm_head.weight" && !m.has(name) && m.config().is_object() &&
-      m.config().value("tie_word_embeddings", false))
-    return "model.embed_tokens.weight";
-  return name;
-}
-
 const st::TensorInfo& need(const HfModel& m, const std::string& name) {
   check(m.has(name), "init model '", m.path(), "': missing tensor '", name, "'");
   return m.info(name);
@@ -109,32 +101,58 @@ void check_architecture(const HfModel& m) {
   refuse_if(c.value("mlp_bias", false), "MLP biases");
 }
 
-// RoPE's base. transformers 5 writes it inside "rope_parameters" (with "rope_type"), earlier
-// versions at the top as "rope_theta", with "rope_scaling" for the variants; tetra computes
-// the default type only, over the whole head.
-double config_rope_theta(const HfModel& m) {
+// RoPE as one object of config.json (`key`: "rope_scaling", as transformers 4 writes the
+// variants, or "rope_parameters", as transformers 5 writes all of it) or of a single file's
+// metadata, into c: the default type, or Llama 3's with its four numbers. Other types, and
+// RoPE over part of each head, are refused.
+void read_rope(const HfModel& m, const char* key, const json& r, ModelConfig& c) {
+  const std::string where = "init model '" + m.path() + "': config.json's \"" + key + "\"";
+  check(r.is_object(), where, " is ", r.dump(), ", not an object");
+  const json& type = r.contains("rope_type") ? r["rope_type"]
+                     : r.contains("type")    ? r["type"]
+                                             : json("default");
+  check(type == "default" || type == "llama3", where, " asks for RoPE of type ", type.dump(),
+        ", which tetra does not implement (default and llama3 only)");
+  check(!r.contains("partial_rotary_factor") || r["partial_rotary_factor"] == 1, where,
+        " asks for RoPE over part of each head, which tetra does not implement");
+  const auto positive = [&](const char* name) {
+    check(r.contains(name) && r[name].is_number() && r[name].get<double>() > 0, where, ".", name,
+          " is ", r.value(name, json()).dump(), ", not a positive number");
+    return r[name].get<double>();
+  };
+  if (r.contains("rope_theta")) c.rope_theta = positive("rope_theta");
+  if (type != "llama3") return;
+  c.rope_type = "llama3";
+  c.rope_factor = positive("factor");
+  c.rope_low_freq_factor = positive("low_freq_factor");
+  c.rope_high_freq_factor = positive("high_freq_factor");
+  const std::optional<int64_t> original = r.contains("original_max_position_embeddings")
+                                              ? json_int(r["original_max_position_embeddings"])
+                                              : std::nullopt;
+  check(original && *original > 0, where, ".original_max_position_embeddings is ",
+        r.value("original_max_position_embeddings", json()).dump(), ", not a positive integer");
+  c.rope_original_context =
+      model_int(m, std::string(key) + ".original_max_position_embeddings", *original);
+}
+
+// RoPE's base and type from config.json: "rope_theta" at the top (10000 when missing), then
+// what "rope_scaling" or "rope_parameters" says (the default type when neither does).
+void config_rope(const HfModel& m, ModelConfig& c) {
+  const json& j = m.config();
+  c.rope_theta = config_number(m, "rope_theta", 10000.0);
+  c.rope_type = "default";
+  for (const char* key : {"rope_scaling", "rope_parameters"})
+    if (j.contains(key) && !j[key].is_null()) read_rope(m, key, j[key], c);
+}
+
+// config.json's "tie_word_embeddings" (transformers' LlamaConfig defaults it to false).
+bool config_tied(const HfModel& m) {
   const json& c = m.config();
-  double theta = config_number(m, "rope_theta", 10000.0);
-  for (const char* key : {"rope_scaling", "rope_parameters"}) {
-    if (!c.contains(key) || c[key].is_null()) continue;
-    const json& r = c[key];
-    check(r.is_object(), "init model '", m.path(), "': config.json's \"", key, "\" is ", r.dump(),
-          ", not an object");
-    const json& type = r.contains("rope_type") ? r["rope_type"]
-                       : r.contains("type")    ? r["type"]
-                                               : json("default");
-    check(type == "default", "init model '", m.path(), "': config.json's \"", key,
-          "\" asks for RoPE of type ", type.dump(), ", which tetra does not implement");
-    check(!r.contains("partial_rotary_factor") || r["partial_rotary_factor"] == 1, "init model '",
-          m.path(), "': config.json's \"", key,
-          "\" asks for RoPE over part of each head, which tetra does not implement");
-    if (!r.contains("rope_theta")) continue;
-    check(r["rope_theta"].is_number() && r["rope_theta"].get<double>() > 0, "init model '",
-          m.path(), "': config.json's ", key, ".rope_theta is ", r["rope_theta"].dump(),
-          ", not a positive number");
-    theta = r["rope_theta"].get<double>();
-  }
-  return theta;
+  if (!c.contains("tie_word_embeddings")) return false;
+  check(c["tie_word_embeddings"].is_boolean(), "init model '", m.path(),
+        "': config.json's \"tie_word_embeddings\" is ", c["tie_word_embeddings"].dump(),
+        ", not true or false");
+  return c["tie_word_embeddings"].get<bool>();
 }
 
 // Every tensor of the model is one that a Llama of shape `c` has (transformers' older files
@@ -144,10 +162,21 @@ void check_all_used(const HfModel& m, const ModelConfig& c) {
   std::set<std::string> used;
   for (const UnitSpec& u : make_units(c, 1, 0))
     for (const ParamInfo& p : u.params) used.insert(p.name);
+  // A tied model's file may still hold the head's copy, which transformers ties over too.
+  if (c.tie_embeddings) used.insert("lm_head.weight");
   for (const std::string& name : m.names())
     check(used.count(name) || name.ends_with(".rotary_emb.inv_freq"), "init model '", m.path(),
           "': holds tensor '", name, "', which a Llama model of ", c.layers,
           c.layers == 1 ? " layer" : " layers", " does not have");
+}
+
+// Llama 3's RoPE as transformers' config.json says it (rope_scaling).
+json llama3_rope_json(const ModelConfig& c) {
+  return {{"rope_type", "llama3"},
+          {"factor", c.rope_factor},
+          {"low_freq_factor", c.rope_low_freq_factor},
+          {"high_freq_factor", c.rope_high_freq_factor},
+          {"original_max_position_embeddings", c.rope_original_context}};
 }
 
 }  // namespace
@@ -167,7 +196,6 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& asked,
   c.vocab = emb.shape[0];
   c.vocab_rows = padded_vocab(emb.shape[0]);
   c.dim = model_int(m, "model.embed_tokens.weight's width", emb.shape[1]);
-  c.rope_theta = asked.rope_theta;
   if (m.config().is_object()) {
     check_architecture(m);
     check(config_int(m, "vocab_size") == c.vocab, "init model '", m.path(),
@@ -179,7 +207,8 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& asked,
     c.heads = config_size(m, "num_attention_heads");
     c.kv_heads = config_size(m, "num_key_value_heads", c.heads);
     c.ffn_dim = config_size(m, "intermediate_size");
-    c.rope_theta = config_rope_theta(m);
+    config_rope(m, c);
+    c.tie_embeddings = config_tied(m);
     c.norm_eps = float(config_number(m, "rms_norm_eps", 1e-6));
     check(c.dim % c.heads == 0, "init model '", m.path(), "': hidden_size ", c.dim,
           " is not divisible by ", c.heads, " heads");
@@ -206,6 +235,15 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& asked,
       check(!text.empty() && *end == '\0' && c.rope_theta > 0, "init model '", m.path(),
             "': metadata rope_theta = '", text, "' is not a positive number");
     }
+    // tetra's single-file exports say Llama 3's RoPE in the metadata, as config.json would.
+    if (m.metadata().count("rope_scaling")) {
+      json r;
+      check(parse_json(m.metadata().at("rope_scaling"), r).empty(), "init model '", m.path(),
+            "': metadata rope_scaling is not JSON");
+      read_rope(m, "rope_scaling", r, c);
+    }
+    // A file without the head's matrix ties it to the embedding's.
+    c.tie_embeddings = !m.has("lm_head.weight");
     check(c.heads > 0 && c.dim % c.heads == 0, "init model '", m.path(), "': dim ", c.dim,
           " is not divisible by ", c.heads, " heads");
     const int64_t kv_rows = need(m, "model.layers.0.self_attn.k_proj.weight").shape[0];
@@ -226,6 +264,9 @@ ModelConfig config_from_model(const HfModel& m, const ModelConfig& asked,
   check_given("kv_heads", c.kv_heads, asked.kv_heads);
   check_given("ffn_dim", c.ffn_dim, asked.ffn_dim);
   check_given("rope_theta", c.rope_theta, asked.rope_theta);
+  check_given("rope_type", c.rope_type, asked.rope_type);
+  const auto word = [](bool b) { return std::string(b ? "true" : "false"); };
+  check_given("tie_embeddings", word(c.tie_embeddings), word(asked.tie_embeddings));
   // Every size within tetra's limits before the model's tensors are listed.
   try {
     c.validate();
@@ -242,7 +283,7 @@ std::vector<float> read_unit(const HfModel& m, const ModelConfig& cfg, const Uni
   for (const ParamInfo& p : unit.params) {
     std::vector<int64_t> stored = p.shape;
     if (is_vocab_tensor(p.name)) stored[0] = cfg.vocab;
-    const std::string name = stored_name(m, p.name);
+    const std::string& name = p.name;
     const st::TensorInfo& info = need(m, name);
     check(info.shape == stored, "init model '", m.path(), "': tensor '", name, "' has shape ",
           shape_str(info.shape), ", expected ", shape_str(stored));
@@ -306,11 +347,12 @@ json hf_config_json(const ModelConfig& cfg, const data::Tokenizer& tok, bool bf1
   c["vocab_size"] = cfg.vocab;
   c["rms_norm_eps"] = double(cfg.norm_eps);
   c["rope_theta"] = cfg.rope_theta;
+  if (cfg.rope_type == "llama3") c["rope_scaling"] = llama3_rope_json(cfg);
   c["max_position_embeddings"] = cfg.seq_len;
   c["hidden_act"] = "silu";
   c["attention_bias"] = false;
   c["mlp_bias"] = false;
-  c["tie_word_embeddings"] = false;
+  c["tie_word_embeddings"] = cfg.tie_embeddings;
   c["torch_dtype"] = bf16 ? "bfloat16" : "float32";
   if (tok.begin_of_text() >= 0) c["bos_token_id"] = tok.begin_of_text();
   if (tok.end_of_text() >= 0 && tok.kind() != "bytes") c["eos_token_id"] = tok.end_of_text();
@@ -335,6 +377,7 @@ void write_export(const std::string& path, const std::map<std::string, std::vect
   theta.precision(17);
   theta << cfg.rope_theta;
   w.set_metadata("rope_theta", theta.str());
+  if (cfg.rope_type == "llama3") w.set_metadata("rope_scaling", llama3_rope_json(cfg).dump());
   w.set_metadata("seq_len", std::to_string(cfg.seq_len));
   if (export_is_file(path)) {
     w.write(path);

@@ -192,6 +192,22 @@ ModelConfig model_from_json(const json& v, const std::string& what) {
     c.ffn_dim = int(int_member(v, "ffn_dim", 1, INT_MAX));
     c.seq_len = int(int_member(v, "seq_len", 1, INT_MAX));
     c.rope_theta = number_member(v, "rope_theta");
+    // Llama 3's RoPE, tied embeddings and the document mask; a manifest written before them has
+    // none of them.
+    if (v.contains("rope_type")) {
+      c.rope_type = string_member(v, "rope_type");
+      c.rope_factor = number_member(v, "rope_factor");
+      c.rope_low_freq_factor = number_member(v, "rope_low_freq_factor");
+      c.rope_high_freq_factor = number_member(v, "rope_high_freq_factor");
+      c.rope_original_context = int(int_member(v, "rope_original_context", 1, INT_MAX));
+    }
+    for (auto [key, field] :
+         {std::pair{"tie_embeddings", &c.tie_embeddings}, {"doc_mask", &c.doc_mask}})
+      if (v.contains(key)) {
+        const json& x = member(v, key);
+        check(x.is_boolean(), "\"", key, "\" is ", x.dump(), ", not true or false");
+        *field = x.get<bool>();
+      }
     c.norm_eps = float(number_member(v, "norm_eps"));
     c.validate();
   });

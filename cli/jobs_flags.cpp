@@ -14,6 +14,7 @@
 #include "jobs/serve.hpp"
 #include "jobs/sweep.hpp"
 #include "parallel/schedule.hpp"
+#include "plan/machine.hpp"
 #include "plan/setup.hpp"
 #include "util/error.hpp"
 
@@ -113,6 +114,10 @@ void finish_lab_options(const CLI::App& app, LabOptions& o) {
     check(!o.dir.empty(), "--dir is empty");
     return;
   }
+  // The list runs nothing: what would choose or run a lesson changes nothing there.
+  for (const char* what : {"LESSON", "--answer", "--out", "--launcher", "--run-timeout"})
+    check(!o.list || app.count(what) == 0, "--list takes no ", what,
+          ": it lists the lessons and runs none");
   if (!o.lesson.empty()) lab::find_lesson(lab::lessons(train_args()), o.lesson);
   if (app.count("--answer") == 0) return;
   check(!o.lesson.empty(), "--answer needs a LESSON: one lesson's question to answer");
@@ -166,7 +171,7 @@ void add_sweep_options(CLI::App& app, SweepOptions& o) {
              "sequence parallelism where TP > 1: off, on, or both");
 
   app.option_defaults()->group("Machine");
-  add_choice(app, "--gpu", o.machine.gpu, {"h100", "h200", "a100", "cpu"},
+  add_choice(app, "--gpu", o.machine.gpu, plan::machine_names(),
              "what fits and the plan's step time are for (default: cpu, or h100 under --device "
              "cuda)")
       ->default_str("cpu|h100");

@@ -8,7 +8,8 @@
 // worded as the user gave it (settings::worded: --heads, or the --config file's model.heads),
 // and its exit status (util/error.hpp's table) on every rank: 2 for bad input, 65 for a
 // diverged run (a non-finite loss or gradient norm), 73 for a checkpoint directory that
-// another job holds; a pre-empted run (SIGTERM, SIGUSR1) checkpoints and exits 75.
+// another job holds; a pre-empted run (SIGTERM, SIGUSR1) checkpoints and exits 75; SIGINT,
+// SIGTERM or SIGHUP ends any other command with one line and 130.
 #include <mpi.h>
 
 #include <cstdio>
@@ -31,6 +32,7 @@
 #include "util/error.hpp"
 #include "util/input_file.hpp"
 #include "util/same_path.hpp"
+#include "util/stop_signal.hpp"
 
 namespace {
 
@@ -126,6 +128,9 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  // A signal ends a command at once, with one line and status 130 (util/stop_signal.hpp);
+  // tetra train replaces this with its own handlers, which checkpoint first.
+  const tetra::StopOnSignal stop(rank == 0);
   int rc = 0;
   tetra::CommandLine cli;
   try {

@@ -371,6 +371,11 @@ void finish(CommandLine& cli, TrainSettings& settings, std::unique_ptr<CLI::App>
     finish_lab_options(*apps[1], cli.lab);
   } else if (cli.command == "serve") {
     check_job_options(cli.serve.job);
+  } else if (cli.command == "generate") {
+    // At temperature 0 each token is the most likely one: no draw for these to change.
+    for (const char* flag : {"--top-k", "--seed"})
+      check(cli.generate.temperature > 0 || apps[1]->count(flag) == 0, flag,
+            " goes with --temperature above 0 (sampling); at 0 each token is the most likely one");
   } else if (cli.command == "ckpt") {
     cli.ckpt.action = apps[2]->get_name();
   } else if (cli.command == "plot") {

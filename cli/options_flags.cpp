@@ -181,7 +181,7 @@ void add_tokenize_options(CLI::App& app, TokenizeOptions& o) {
 void add_plan_options(CLI::App& app, PlanOptions& p) {
   plan::Request& o = p.request;
   app.option_defaults()->group("Plan");
-  add_choice(app, "--gpu", o.gpu, {"h100", "h200", "a100", "cpu"},
+  add_choice(app, "--gpu", o.gpu, plan::machine_names(),
              "the machine: peak, memory and links per GPU, GPUs per node");
   add(app, "--gpu-memory", o.memory_gb, "GB", "memory per GPU (0: the --gpu's)")
       ->check(kNonNegative);

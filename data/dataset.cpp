@@ -2,14 +2,9 @@
 // that maps a step's batch positions to sequences (docs/design.md, "Sequence order").
 #include "data/dataset.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
-#include <bit>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <numeric>
 #include <sstream>
@@ -17,20 +12,9 @@
 #include "data/documents.hpp"
 #include "data/hash.hpp"
 #include "util/error.hpp"
-#include "util/input_file.hpp"
-#include "util/output_file.hpp"
 
 namespace tetra::data {
 namespace {
-
-// llm.c shard layout: 256 int32 header words, then header[2] uint16 tokens.
-constexpr int32_t kMagic = 20240520;
-constexpr int32_t kVersion = 1;
-constexpr int kHeaderWords = 256;
-constexpr int64_t kHeaderBytes = kHeaderWords * sizeof(int32_t);
-
-// Shards are little-endian and are read and written with plain memory copies.
-static_assert(std::endian::native == std::endian::little, "tetra assumes a little-endian host");
 
 // ---------------------------------------------------------------------------------------
 // Synthetic source: an order-1 Markov chain over A = min(vocab, 64) symbols. Each symbol
@@ -110,15 +94,15 @@ class Synthetic final : public Dataset {
 };
 
 // ---------------------------------------------------------------------------------------
-// File sources: all T tokens are held in memory (uint16 is enough for both a byte file
-// and an llm.c shard); sequence k is the slice [k*S, k*S+S].
+// File sources: all T tokens are held in memory (as uint32, which holds either shard width);
+// sequence k is the slice [k*S, k*S+S].
 
 class TokenFile final : public Dataset {
  public:
   // `kind` says what the tokens are ("text file", "llm.c shard", "JSONL documents (...)"),
   // `portion` which of them ("", " (training split)"); `end_of_text` ends each document (-1:
   // one stream).
-  TokenFile(std::string path, std::string kind, std::string portion, std::vector<uint16_t> tokens,
+  TokenFile(std::string path, std::string kind, std::string portion, std::vector<uint32_t> tokens,
             int seq_len, int end_of_text)
       : path_(std::move(path)),
         kind_(std::move(kind)),
@@ -152,86 +136,35 @@ class TokenFile final : public Dataset {
 
   std::string describe() const override {
     std::ostringstream os;
-    os << kind_ << portion_ << " '" << path_ << "': " << tokens_.size() << " tokens, "
-       << count_ << " sequences of seq-len+1 = " << seq_len_ + 1;
+    os << kind_ << portion_ << " '" << path_ << "': " << tokens_.size() << " tokens, " << count_
+       << " sequences of seq-len+1 = " << seq_len_ + 1;
     return os.str();
   }
 
  private:
   std::string path_;
   std::string kind_, portion_;
-  std::vector<uint16_t> tokens_;
+  std::vector<uint32_t> tokens_;
   int seq_len_;
   int64_t count_;  // K = floor((T-1)/S)
   int end_of_text_;
 };
 
-// A regular file opened for reading (util/input_file: never a FIFO or a device, whose open or
-// read would not end), or a clear error naming it.
-InputFile open_data_file(const std::string& path) {
-  InputFile f = open_input_file(path);
-  check(f.fd >= 0, "data file '", path, "': ", f.problem);
-  return f;
-}
-
-// n bytes at offset, or a clear error.
-void read_exactly(const InputFile& f, void* buf, int64_t n, int64_t offset, const std::string& path,
-                  const char* what) {
-  auto* p = static_cast<char*>(buf);
-  while (n > 0) {
-    const ssize_t r = ::pread(f.fd, p, size_t(n), off_t(offset));
-    if (r < 0 && errno == EINTR) continue;
-    check(r > 0, "data file '", path, "': cannot read ", what,
-          r < 0 ? std::string(": ") + std::strerror(errno) : std::string(" (it shrank)"));
-    p += r;
-    n -= r;
-    offset += r;
-  }
-}
-
-}  // namespace
-
-BinShard read_bin_shard(const std::string& path) {
-  const InputFile f = open_data_file(path);
-  const int64_t bytes = f.size;
-  check(bytes >= kHeaderBytes, "data file '", path, "': ", bytes, " bytes, too short for the ",
-        kHeaderBytes, "-byte llm.c header");
-  BinShard shard;
-  std::array<int32_t, kHeaderWords>& header = shard.header;
-  read_exactly(f, header.data(), kHeaderBytes, 0, path, "the header");
-  check(header[0] == kMagic, "data file '", path, "': bad magic ", header[0], " (expected ", kMagic,
-        ")");
-  check(header[1] == kVersion, "data file '", path, "': unsupported version ", header[1],
-        " (expected ", kVersion, ")");
-  check(header[2] >= 0, "data file '", path, "': negative token count ", header[2],
-        " in the header");
-  const int64_t held = (bytes - kHeaderBytes) / int64_t(sizeof(uint16_t));
-  check(held >= header[2], "data file '", path, "': header says ", header[2],
-        " tokens but the file holds ", held);
-  // Extra bytes after the header's count are ignored, as llm.c does.
-  shard.tokens.resize(size_t(header[2]));
-  read_exactly(f, shard.tokens.data(), int64_t(shard.tokens.size() * sizeof(uint16_t)),
-               kHeaderBytes, path, "its tokens");
-  return shard;
-}
-
-namespace {
-
 // A text file under the byte tokenizer: byte b is token b.
-std::vector<uint16_t> read_text(const std::string& path) {
+std::vector<uint32_t> read_text(const std::string& path) {
   const InputFile f = open_data_file(path);
   std::string bytes(size_t(f.size), '\0');
   read_exactly(f, bytes.data(), f.size, 0, path, "its bytes");
-  std::vector<uint16_t> tokens(bytes.size());
+  std::vector<uint32_t> tokens(bytes.size());
   // Through unsigned char: char may be signed, and byte 0xC3 must become token 195.
   std::transform(bytes.begin(), bytes.end(), tokens.begin(),
-                 [](char c) { return static_cast<uint16_t>(static_cast<unsigned char>(c)); });
+                 [](char c) { return static_cast<uint32_t>(static_cast<unsigned char>(c)); });
   return tokens;
 }
 
-void check_vocab(const std::string& path, const std::vector<uint16_t>& tokens, int vocab) {
+void check_vocab(const std::string& path, const std::vector<uint32_t>& tokens, int vocab) {
   const auto bad =
-      std::find_if(tokens.begin(), tokens.end(), [&](uint16_t t) { return t >= vocab; });
+      std::find_if(tokens.begin(), tokens.end(), [&](uint32_t t) { return int64_t(t) >= vocab; });
   check(bad == tokens.end(), "data file '", path, "': token id ", bad == tokens.end() ? 0 : *bad,
         " at position ", bad - tokens.begin(), " is not below `model.vocab` ", vocab);
 }
@@ -252,7 +185,7 @@ std::unique_ptr<Dataset> open_dataset(const std::string& spec, int vocab, int se
   // shard named .txt would otherwise be read as text, header included.
   const std::vector<std::string> files = source_files(spec);
   const std::vector<std::string> each = files.empty() ? std::vector<std::string>{spec} : files;
-  std::vector<uint16_t> tokens;
+  std::vector<uint32_t> tokens;
   std::string kind;
   int end_of_text = -1;
   if (is_documents(spec)) {
@@ -261,7 +194,7 @@ std::unique_ptr<Dataset> open_dataset(const std::string& spec, int vocab, int se
     int64_t count = 0;
     for (const std::string& f : document_files(spec)) {
       const CachedShard cached = tokenize_documents(f, tok, documents);
-      const std::vector<uint16_t> part = read_bin_shard(cached.bin).tokens;
+      const std::vector<uint32_t> part = read_bin_shard(cached.bin).tokens;
       tokens.insert(tokens.end(), part.begin(), part.end());
       count += cached.documents;
     }
@@ -272,7 +205,7 @@ std::unique_ptr<Dataset> open_dataset(const std::string& spec, int vocab, int se
     for (const std::string& f : each) {
       check(files.empty() || is_bin_shard(f), "data '", spec, "': '", f,
             "' is not an llm.c .bin shard (a directory or a glob takes shards or documents)");
-      const std::vector<uint16_t> part = read_bin_shard(f).tokens;
+      const std::vector<uint32_t> part = read_bin_shard(f).tokens;
       tokens.insert(tokens.end(), part.begin(), part.end());
     }
     kind = files.size() > 1 ? std::to_string(files.size()) + " llm.c shards" : "llm.c shard";
@@ -285,22 +218,15 @@ std::unique_ptr<Dataset> open_dataset(const std::string& spec, int vocab, int se
   if (portion.kind != Portion::All) {
     // The first 1-F of the tokens train, the last F validate.
     const auto cut = tokens.begin() + int64_t(double(tokens.size()) * (1.0 - portion.fraction));
-    tokens = validation ? std::vector<uint16_t>(cut, tokens.end())
-                        : std::vector<uint16_t>(tokens.begin(), cut);
+    tokens = validation ? std::vector<uint32_t>(cut, tokens.end())
+                        : std::vector<uint32_t>(tokens.begin(), cut);
     part = validation ? " (validation split)" : " (training split)";
   }
   return std::make_unique<TokenFile>(spec, kind, part, std::move(tokens), seq_len, end_of_text);
 }
 
-bool is_bin_shard(const std::string& path) {
-  const InputFile f = open_input_file(path);
-  int32_t first = 0;
-  return f.fd >= 0 && ::pread(f.fd, &first, sizeof first, 0) == ssize_t(sizeof first) &&
-         first == kMagic;
-}
-
 void fill_batch(const Dataset& ds, int64_t step, int global_batch, int first, int count,
-                int seq_len, int32_t* out) {
+                int seq_len, int32_t* out, int32_t* docs) {
   check(step >= 0 && first >= 0 && count >= 0 && first + count <= global_batch,
         "fill_batch: positions [", first, ", ", first + count, ") of step ", step,
         " do not fit in a global batch of ", global_batch);
@@ -309,26 +235,10 @@ void fill_batch(const Dataset& ds, int64_t step, int global_batch, int first, in
     // step*G + j stays far below 2^63 for any real run, also for the synthetic source
     // whose K is INT64_MAX.
     const int64_t k = (step * global_batch + j) % num;
-    ds.sequence(k, out + int64_t(j - first) * (seq_len + 1));
+    const int64_t at = int64_t(j - first) * (seq_len + 1);
+    ds.sequence(k, out + at);
+    if (docs) ds.document_ids(k, docs + at);
   }
-}
-
-void write_bin_shard(const std::string& path, const std::vector<uint16_t>& tokens,
-                     const std::vector<int32_t>& extra) {
-  check(tokens.size() <= size_t(std::numeric_limits<int32_t>::max()), "data file '", path,
-        "': ", tokens.size(), " tokens do not fit the int32 count of an llm.c header");
-  check(extra.size() <= size_t(kHeaderWords - 3), "data file '", path, "': ", extra.size(),
-        " extra header words do not fit");
-  std::array<int32_t, kHeaderWords> header{};
-  header[0] = kMagic;
-  header[1] = kVersion;
-  header[2] = static_cast<int32_t>(tokens.size());
-  std::copy(extra.begin(), extra.end(), header.begin() + 3);
-  const std::string problem = replace_file(path, [&](int fd) {
-    return write_all(fd, header.data(), kHeaderBytes) &&
-           write_all(fd, tokens.data(), tokens.size() * sizeof(uint16_t));
-  });
-  check(problem.empty(), "data file '", path, "': cannot be written: ", problem);
 }
 
 }  // namespace tetra::data

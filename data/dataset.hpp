@@ -2,8 +2,9 @@
 //
 // Sources (chosen by --data):
 //   synthetic      generated in-process from the seed; has a known entropy floor
-//   PATH.bin       llm.c token shard: 256 int32 header (magic 20240520, version 1,
-//                  token count), then that many uint16 tokens
+//   PATH.bin       llm.c token shard: 256 int32 header (magic, version, token count), then
+//                  that many tokens: uint16 (GPT-2's: magic 20240520, version 1) or uint32
+//                  (Llama 3's: magic 20240801, version 7)
 //   PATH.jsonl     documents, one JSON object a line (data/documents.hpp), each tokenized and
 //                  ended with the tokenizer's end-of-text token, cached as a shard beside it
 //   DIR or GLOB    the .jsonl documents (else the .bin shards) in a directory or matching a
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "data/documents.hpp"
+#include "data/shard.hpp"
 #include "data/tokenizer.hpp"
 
 namespace tetra::data {
@@ -62,26 +64,10 @@ std::unique_ptr<Dataset> open_dataset(const std::string& spec, int vocab, int se
                                       const Tokenizer* tokenizer = nullptr,
                                       const DocumentOptions& documents = {});
 
-// Whether the file begins with the llm.c shard magic number (false when it cannot be read).
-bool is_bin_shard(const std::string& path);
-
 // The tokens of step `step`: sequences j = first .. first+count-1 of the global batch of
-// G = global_batch sequences, each seq_len+1 tokens, written one after another to out.
+// G = global_batch sequences, each seq_len+1 tokens, written one after another to out; and
+// when `docs` is given, each token's document (Dataset::document_ids) there in the same order.
 void fill_batch(const Dataset& ds, int64_t step, int global_batch, int first, int count,
-                int seq_len, int32_t* out);
-
-// An llm.c shard as read: its header (words 3.. are free: llm.c reads only the first three,
-// and tetra's token cache keeps there what the shard was made from) and its tokens.
-struct BinShard {
-  std::array<int32_t, 256> header{};
-  std::vector<uint16_t> tokens;
-};
-// Throws tetra::Error as open_dataset does for a file that is not a whole shard.
-BinShard read_bin_shard(const std::string& path);
-
-// Writes an llm.c-format token shard whole (a temporary renamed over `path`), with `extra` as
-// header words 3 onwards.
-void write_bin_shard(const std::string& path, const std::vector<uint16_t>& tokens,
-                     const std::vector<int32_t>& extra = {});
+                int seq_len, int32_t* out, int32_t* docs = nullptr);
 
 }  // namespace tetra::data

@@ -85,7 +85,6 @@ CachedShard tokenize_documents(const std::string& jsonl, const Tokenizer& tok,
         "' has no end-of-text token to end documents with (tetra takes tokenizer_config.json's "
         "eos_token beside a tokenizer.json, else its added token <|endoftext|>, <|end_of_text|> "
         "or </s>)");
-  check_shard_vocab(tok);
   std::string recipe = "bytes";
   if (!tok.model_file().empty()) {
     const std::string problem = read_input_file(tok.model_file(), recipe);
@@ -95,6 +94,7 @@ CachedShard tokenize_documents(const std::string& jsonl, const Tokenizer& tok,
             std::to_string(o.skip_bad_lines) + ", end of text " + std::to_string(eot);
   return cached_tokens(jsonl, recipe, [&](const std::string& bytes) {
     Made made;
+    made.width = token_width(tok.vocab());
     int64_t line_no = 0;
     std::vector<int> ids;
     for (size_t at = 0; at < bytes.size();) {
@@ -111,10 +111,7 @@ CachedShard tokenize_documents(const std::string& jsonl, const Tokenizer& tok,
         if (made.skipped++ == 0) made.first_skipped = where + ": " + bad;
         continue;
       }
-      for (const int id : ids) {
-        check(id >= 0 && id < 65536, "tokenizer: id ", id, " does not fit an llm.c shard's uint16");
-        made.tokens.push_back(uint16_t(id));
-      }
+      made.tokens.insert(made.tokens.end(), ids.begin(), ids.end());
       ++made.documents;
     }
     return made;

@@ -44,7 +44,7 @@ std::vector<std::string> document_files(const std::string& spec);
 
 // The cached shard of one JSONL file's documents under `tok`, made now when missing. Throws
 // tetra::Error naming the file and line for a bad line (unless o.skip_bad_lines), and for a
-// tokenizer with no end-of-text token or too many pieces for the shard.
+// tokenizer with no end-of-text token.
 CachedShard tokenize_documents(const std::string& jsonl, const Tokenizer& tok,
                                const DocumentOptions& o);
 

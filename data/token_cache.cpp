@@ -3,9 +3,10 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "data/dataset.hpp"
+#include "data/shard.hpp"
 #include "util/error.hpp"
 #include "util/input_file.hpp"
+#include "util/output_file.hpp"
 
 namespace tetra::data {
 namespace {
@@ -67,8 +68,10 @@ struct Origin {
   }
 };
 
-uint64_t tokens_hash(const std::vector<uint16_t>& tokens) {
-  return fnv1a(tokens.data(), tokens.size() * sizeof(uint16_t));
+// The hash of the tokens as the shard stores them (so a uint16 shard's is what it always was).
+uint64_t tokens_hash(const std::vector<uint32_t>& tokens, TokenWidth width) {
+  const std::string bytes = shard_bytes(tokens, width);
+  return fnv1a(bytes.data(), bytes.size());
 }
 
 // Why the cached shard at `bin` is not the tokens of (text, tokenizer); "" when it is, and then
@@ -89,15 +92,15 @@ std::string mismatch(const std::string& bin, const Origin& want, Origin& had) {
   if (had.text_bytes != want.text_bytes || had.text_hash != want.text_hash)
     return "was made from another text";
   if (had.tokenizer_hash != want.tokenizer_hash) return "was made with another tokenizer";
-  if (had.tokens_hash != tokens_hash(shard.tokens)) return "holds tokens that were changed since";
+  if (had.tokens_hash != tokens_hash(shard.tokens, shard.width))
+    return "holds tokens that were changed since";
   return "";
 }
 
 }  // namespace
 
-std::string tokenizer_model(const std::string& spec, const std::string& text, bool* trained) {
-  *trained = false;
-  if (spec.rfind("bpe:", 0) != 0) return spec;
+TokenizerModel tokenizer_model(const std::string& spec, const std::string& text) {
+  if (spec.rfind("bpe:", 0) != 0) return {spec, ""};
   refuse_tokens(text);
   int pieces = 0;
   try {
@@ -108,18 +111,23 @@ std::string tokenizer_model(const std::string& spec, const std::string& text, bo
     pieces = 0;
   }
   check(pieces > 0, "`data.tokenizer` ", spec, ": N in bpe:N must be a positive integer");
-  const std::string model = text + ".bpe" + std::to_string(pieces) + "-" +
-                            content_hash(read_all(text, "data file")) + ".model";
+  TokenizerModel m;
+  m.path = text + ".bpe" + std::to_string(pieces) + "-" +
+           content_hash(read_all(text, "data file")) + ".model";
   std::error_code ec;
-  if (std::filesystem::exists(model, ec)) return model;
-  train_bpe(text, pieces, model);
-  *trained = true;
-  return model;
+  if (!std::filesystem::exists(m.path, ec)) m.trained = train_bpe(text, pieces);
+  return m;
 }
 
-void check_shard_vocab(const Tokenizer& tok) {
-  check(tok.vocab() <= 65536, "tokenizer '", tok.model_file(), "' has ", tok.vocab(),
-        " pieces, and an llm.c shard's uint16 tokens hold ids below 65536 only");
+std::unique_ptr<Tokenizer> load_tokenizer_model(const TokenizerModel& m) {
+  return m.trained.empty() ? load_tokenizer(m.path) : load_sentencepiece(m.path, m.trained);
+}
+
+void save_tokenizer_model(const TokenizerModel& m) {
+  if (m.trained.empty()) return;
+  // A fresh temporary per call: two runs training on the same text write the same bytes.
+  const std::string problem = replace_file(m.path, m.trained);
+  check(problem.empty(), "cannot write the tokenizer model '", m.path, "': ", problem);
 }
 
 CachedShard cached_tokens(const std::string& source, const std::string& recipe,
@@ -142,7 +150,7 @@ CachedShard cached_tokens(const std::string& source, const std::string& recipe,
     }
   }
   Made made = make(bytes);
-  origin.tokens_hash = tokens_hash(made.tokens);
+  origin.tokens_hash = tokens_hash(made.tokens, made.width);
   origin.documents = uint64_t(made.documents);
   origin.skipped = uint64_t(made.skipped);
   out.documents = made.documents;
@@ -150,29 +158,25 @@ CachedShard cached_tokens(const std::string& source, const std::string& recipe,
   out.first_skipped = made.first_skipped;
   // Through a fresh temporary: two runs tokenizing the same text write the same bytes, and
   // either rename wins.
-  write_bin_shard(out.bin, made.tokens, origin.words());
+  write_bin_shard(out.bin, made.tokens, made.width, origin.words());
   return out;
 }
 
 CachedShard tokenize_cached(const std::string& text, const Tokenizer& tok) {
   refuse_tokens(text);
-  check_shard_vocab(tok);
   // The whole text at once: the tokenizer keeps newlines (as byte pieces), so decoding the
   // shard gives the text back.
   return cached_tokens(text, read_all(tok.model_file(), "tokenizer"),
                        [&](const std::string& bytes) {
                          Made made;
+                         made.width = token_width(tok.vocab());
                          std::vector<int> ids;
                          try {
                            ids = tok.encode(bytes);
                          } catch (const Error& e) {
                            fail("data file '", text, "': ", e.what());
                          }
-                         for (int id : ids) {
-                           check(id >= 0 && id < 65536, "tokenizer: id ", id,
-                                 " does not fit an llm.c shard's uint16");
-                           made.tokens.push_back(uint16_t(id));
-                         }
+                         made.tokens.assign(ids.begin(), ids.end());
                          return made;
                        });
 }

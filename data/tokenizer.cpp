@@ -6,7 +6,6 @@
 #include "util/error.hpp"
 #include "util/input_file.hpp"
 #include "util/json.hpp"
-#include "util/output_file.hpp"
 
 #ifdef TETRA_HAVE_SENTENCEPIECE
 #include <sentencepiece_processor.h>
@@ -36,10 +35,8 @@ class Bytes final : public Tokenizer {
 #ifdef TETRA_HAVE_SENTENCEPIECE
 class SentencePiece final : public Tokenizer {
  public:
-  explicit SentencePiece(const std::string& path) : path_(path) {
-    std::string bytes;
-    const std::string problem = read_input_file(path, bytes);
-    check(problem.empty(), "tokenizer '", path, "': ", problem);
+  // The model's bytes, read from `path` (or to be written there: a model trained now).
+  SentencePiece(const std::string& path, const std::string& bytes) : path_(path) {
     const auto status = sp_.LoadFromSerializedProto(bytes);
     check(status.ok(), "tokenizer '", path, "': not a SentencePiece model (", status.ToString(),
           ")");
@@ -114,8 +111,18 @@ bool have_sentencepiece() {
 }
 
 std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path) {
+  std::string bytes;
+  if (have_sentencepiece()) {  // else the build's lack is the problem, said below
+    const std::string problem = read_input_file(model_path, bytes);
+    check(problem.empty(), "tokenizer '", model_path, "': ", problem);
+  }
+  return load_sentencepiece(model_path, bytes);
+}
+
+std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path,
+                                              const std::string& bytes) {
 #ifdef TETRA_HAVE_SENTENCEPIECE
-  return std::make_unique<SentencePiece>(model_path);
+  return std::make_unique<SentencePiece>(model_path, bytes);
 #else
   fail("tokenizer '", model_path,
        "': this build has no SentencePiece (libsentencepiece-dev was not found when tetra was "
@@ -138,7 +145,7 @@ std::string model_dir_tokenizer(const std::string& dir) {
   return "";
 }
 
-void train_bpe(const std::string& text_path, int pieces, const std::string& model_path) {
+std::string train_bpe(const std::string& text_path, int pieces) {
 #ifdef TETRA_HAVE_SENTENCEPIECE
   // Llama's settings: BPE, no normalization (text decodes back exactly), digits split, bytes
   // for what the pieces do not cover (a newline, a rare character), ids 0-2 for <unk>, <s>
@@ -161,9 +168,7 @@ void train_bpe(const std::string& text_path, int pieces, const std::string& mode
                                                  nullptr, &serialized);
   check(status.ok(), "`data.tokenizer` bpe:", pieces, " on '", text_path,
         "': SentencePiece could not train: ", status.ToString());
-  // A fresh temporary per call: two runs training on the same text write the same bytes.
-  const std::string problem = replace_file(model_path, serialized);
-  check(problem.empty(), "cannot write the tokenizer model '", model_path, "': ", problem);
+  return serialized;
 #else
   fail("`data.tokenizer` bpe:", pieces,
        ": this build has no SentencePiece (libsentencepiece-dev was not found when tetra was "

@@ -57,13 +57,17 @@ bool have_sentencepiece();
 // Loads a SentencePiece model. Throws tetra::Error naming the file when it is missing or
 // is not a SentencePiece model, or when this build has no SentencePiece.
 std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path);
+// The same from the model's bytes; model_path is where they are (or will be) written.
+std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path,
+                                              const std::string& bytes);
 // A tokenizer file: a tokenizer.json (a name ending in .json), else a SentencePiece model.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
 // The tokenizer file of a model directory: tokenizer.model (SentencePiece, as tetra has read
 // it before), else tokenizer.json; "" when it has neither (or `dir` is a file).
 std::string model_dir_tokenizer(const std::string& dir);
-// Trains a BPE model of `pieces` pieces on a text file and writes it to model_path (through
-// a temporary and a rename). Throws tetra::Error with SentencePiece's reason on failure.
-void train_bpe(const std::string& text_path, int pieces, const std::string& model_path);
+// Trains a BPE model of `pieces` pieces on a text file: the model's bytes (a SentencePiece
+// model, written by whoever keeps it). Throws tetra::Error with SentencePiece's reason on
+// failure.
+std::string train_bpe(const std::string& text_path, int pieces);
 
 }  // namespace tetra::data

@@ -129,7 +129,7 @@ Lesson six_nd() {
       "1/0.42) = {point} GPU 小时，相当于整个集群 {cluster} 小时，按每 H100 小时 2 美元约 "
       "{dollars} 百万美元。tetra plan --preset llama3-405b 会打印这些数。"};
   l.code = {{"model/config.cpp", "model_flops_per_token"},
-            {"plan/plan_report.cpp", "plan_report"},
+            {"plan/plan_json.cpp", "plan_json"},
             {"plan/preset.cpp", "preset_named"}};
   l.measure = [days](const std::vector<RunOutput>&) { return computed(days, "6ND / (G R)"); };
   return l;
@@ -402,7 +402,7 @@ Lesson llama405b() {
       "这还没算一个激活值。所以训练状态要分片（ZeRO，见 zero 两课），模型要切开（TP、PP）。"
       "完整的方案，包括每个 rank 的显存和每个组的通信：tetra plan --preset llama3-405b。"};
   l.code = {{"plan/preset.cpp", "preset_named"},
-            {"plan/plan_report.cpp", "plan_report"},
+            {"plan/plan_json.cpp", "plan_json"},
             {"plan/memory.cpp", "stage_memory"}};
   l.measure = [gpus](const std::vector<RunOutput>&) {
     return computed(gpus, "ceil(16 N / memory)");

@@ -37,7 +37,6 @@ const std::vector<std::pair<std::string, std::vector<std::string>>> kPageSection
     {"device", {"dtype"}}};
 // tetra plan's machine, which is not a setting of a run.
 const char* const kGpuKey = "plan.gpu";
-const std::vector<std::string> kGpus = {"h100", "h200", "a100", "cpu"};
 
 bool page_section_allows(const std::string& section, const std::string& name) {
   for (const auto& [s, names] : kPageSections)
@@ -183,7 +182,7 @@ Reply Api::options() const {
       if (k.kind == settings::Kind::Choice && page_section_allows(table.name, k.name))
         choices[table.name + "." + k.name] = k.choices;
   });
-  choices[kGpuKey] = kGpus;
+  choices[kGpuKey] = plan::machine_names();
   return {200,
           {{"settings", page_settings(defaults.train, defaults.request)},
            {"keys", page_setting_keys()},

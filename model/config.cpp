@@ -24,6 +24,17 @@ void ModelConfig::validate() const {
         "limit of ", kMaxVocab);
   check(vocab <= rows(), "the vocabulary ", vocab, " is larger than the model's ", rows(), " rows");
   check(rope_theta > 0, "`model.rope_theta` must be positive (got ", rope_theta, ")");
+  check(rope_type == "default" || rope_type == "llama3", "`model.rope_type` ", rope_type,
+        ": expected default or llama3");
+  if (rope_type == "llama3") {
+    check(rope_factor > 0 && rope_low_freq_factor > 0 && rope_original_context > 0,
+          "`model.rope_factor`, `model.rope_low_freq_factor` and `model.rope_original_context` "
+          "must be positive (got ",
+          rope_factor, ", ", rope_low_freq_factor, ", ", rope_original_context, ")");
+    check(rope_high_freq_factor > rope_low_freq_factor, "`model.rope_high_freq_factor` ",
+          rope_high_freq_factor, " must be above `model.rope_low_freq_factor` ",
+          rope_low_freq_factor);
+  }
   check(dim % heads == 0, "`model.dim` ", dim, " is not divisible by `model.heads` ", heads);
   check(heads % kv_heads == 0, "`model.heads` ", heads, " is not divisible by `model.kv_heads` ",
         kv_heads);
@@ -38,7 +49,8 @@ void ModelConfig::validate() const {
         std::optional<int64_t>(2 * d)})  // k, v; gate, up, down; two norms
     n = n && term ? checked_add(*n, *term) : std::nullopt;
   n = n ? checked_mul(*n, layers) : std::nullopt;
-  const std::optional<int64_t> ends = checked_add(2 * rows() * d, d);  // embedding, head, norm
+  // The embedding, the head (unless it is the embedding's matrix) and the final norm.
+  const std::optional<int64_t> ends = checked_add((tie_embeddings ? 1 : 2) * rows() * d, d);
   n = n && ends ? checked_add(*n, *ends) : std::nullopt;
   check(n && *n <= kMaxParams, "the model (", str(), ") has ",
         n ? std::to_string(*n) : std::string("more than 2^63"),
@@ -51,7 +63,24 @@ std::string ModelConfig::str() const {
      << ", head_dim " << head_dim() << "), ffn " << ffn_dim << ", vocab " << vocab;
   if (rows() != vocab) os << " (padded to " << rows() << ")";
   os << ", seq " << seq_len;
+  if (rope_type == "llama3")
+    os << ", rope llama3 (factor " << rope_factor << ", low " << rope_low_freq_factor << ", high "
+       << rope_high_freq_factor << ", original context " << rope_original_context << ")";
+  if (tie_embeddings) os << ", tied embeddings";
+  if (doc_mask) os << ", document mask";
   return os.str();
+}
+
+Rope ModelConfig::rope() const {
+  Rope r;
+  r.theta = rope_theta;
+  if (rope_type == "llama3") {
+    r.factor = rope_factor;
+    r.low_freq_factor = rope_low_freq_factor;
+    r.high_freq_factor = rope_high_freq_factor;
+    r.original_context = rope_original_context;
+  }
+  return r;
 }
 
 int64_t ModelConfig::matmul_params() const {
@@ -62,7 +91,8 @@ int64_t ModelConfig::matmul_params() const {
 }
 
 int64_t ModelConfig::total_params() const {
-  return matmul_params() + rows() * dim + int64_t(layers) * 2 * dim + dim;
+  const int64_t embedding = tie_embeddings ? 0 : rows() * dim;  // tied: the head's matrix
+  return matmul_params() + embedding + int64_t(layers) * 2 * dim + dim;
 }
 
 double model_flops_per_token(const ModelConfig& c) {
@@ -141,7 +171,7 @@ std::vector<UnitSpec> make_units(const ModelConfig& c, int tp, int tp_rank) {
 
   UnitSpec head{UnitSpec::Kind::Head, -1, "head", {}, 0};
   add(head, "model.norm.weight", {d}, -1, tp);
-  add(head, "lm_head.weight", {c.rows(), d}, 0, tp);
+  if (!c.tie_embeddings) add(head, "lm_head.weight", {c.rows(), d}, 0, tp);
   units.push_back(std::move(head));
   return units;
 }

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/rope.hpp"
 #include "util/settings.hpp"
 
 namespace tetra {
@@ -28,12 +29,25 @@ struct ModelConfig {
   int ffn_dim = 384;
   int seq_len = 64;
   double rope_theta = 10000.0;
+  // RoPE's frequencies (backend/rope.hpp): "default", or "llama3" with Llama 3's scaling of
+  // the low frequencies (config.json's rope_scaling: factor, low_freq_factor,
+  // high_freq_factor, original_max_position_embeddings).
+  std::string rope_type = "default";
+  double rope_factor = 8, rope_low_freq_factor = 1, rope_high_freq_factor = 4;
+  int rope_original_context = 8192;
+  // One matrix for the token embedding and the LM head (config.json's tie_word_embeddings):
+  // the embedding unit's, which the head reads (make_units).
+  bool tie_embeddings = false;
+  // Attention within documents only, as Llama 3 trained: a token sees the earlier tokens of
+  // its own document in its sequence (JSONL data, whose end-of-text tokens end documents).
+  bool doc_mask = false;
   float norm_eps = 1e-5f;
   // The weights to start from: a Hugging Face Llama model (a directory or one safetensors
   // file, checkpoint/hf_io.hpp), whose shape replaces the one above; "": random.
   std::string init_from;
 
   int head_dim() const { return dim / heads; }
+  Rope rope() const;
   // The embedding's and the LM head's rows; those from `vocab` on are padding, never looked
   // up and masked out of the softmax.
   int64_t rows() const { return vocab_rows > 0 ? vocab_rows : vocab; }
@@ -44,6 +58,7 @@ struct ModelConfig {
   // Parameters that take part in matrix products (attention, MLP, LM head): the N of 6N.
   // Exact for a shape that validate() accepts (it checks the count in 64 bits).
   int64_t matmul_params() const;
+  // Every parameter once: a tied embedding is the LM head's matrix, counted once.
   int64_t total_params() const;
 };
 // The settings of the model: its shape and its starting weights. The padding (vocab_rows) is
@@ -65,6 +80,24 @@ inline const settings::Table<ModelConfig> kModelKeys{
      settings::key(&ModelConfig::seq_len, "seq_len", "S", "tokens per sequence",
                    settings::positive_up_to(kMaxSeqLen, "tokens per sequence")),
      settings::key(&ModelConfig::rope_theta, "rope_theta", "X", "RoPE base", settings::positive()),
+     settings::choice(&ModelConfig::rope_type, "rope_type", {"default", "llama3"},
+                      "RoPE's frequencies: theta^(-2i/hd), or Llama 3's scaling of the low ones "
+                      "(rope_factor and the three keys after it)"),
+     settings::key(&ModelConfig::rope_factor, "rope_factor", "X",
+                   "llama3 RoPE: low frequencies are divided by X", settings::positive()),
+     settings::key(&ModelConfig::rope_low_freq_factor, "rope_low_freq_factor", "X",
+                   "llama3 RoPE: wavelengths past original context / X are low",
+                   settings::positive()),
+     settings::key(&ModelConfig::rope_high_freq_factor, "rope_high_freq_factor", "X",
+                   "llama3 RoPE: wavelengths below original context / X are kept",
+                   settings::positive()),
+     settings::key(&ModelConfig::rope_original_context, "rope_original_context", "N",
+                   "llama3 RoPE: the context the model was first trained on", settings::positive()),
+     settings::key(&ModelConfig::tie_embeddings, "tie_embeddings", "",
+                   "one matrix for the token embedding and the LM head (tie_word_embeddings)"),
+     settings::key(&ModelConfig::doc_mask, "doc_mask", "",
+                   "attention within documents only: a token sees the earlier tokens of its own "
+                   "document (JSONL data; the end-of-text token ends a document)"),
      settings::key(&ModelConfig::vocab, "vocab", "V",
                    "token vocabulary of the data (the model pads it to a multiple of 128; the "
                    "padding takes no part in the softmax)",
@@ -100,7 +133,8 @@ struct ParamInfo {
 };
 
 // A unit is the set of parameters that live in one flat buffer, are sharded together by
-// ZeRO and gathered together by ZeRO-3: the embedding, one block, or the final norm + head.
+// ZeRO and gathered together by ZeRO-3: the embedding, one block, or the final norm + head
+// (the final norm alone under tie_embeddings: the head then reads the embedding's matrix).
 struct UnitSpec {
   enum class Kind { Embedding, Block, Head };
   Kind kind;

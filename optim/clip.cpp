@@ -11,6 +11,7 @@ double local_grad_sum_squares(ZeroParams& zero, Backend& be, bool tp_rank0) {
   std::vector<Tensor> grads;
   std::vector<bool> split;
   for (int u = 0; u < zero.size(); ++u) {
+    if (!zero.counted(u)) continue;  // a tied matrix counts once, on the first stage
     const ZeroParams::Shard s = zero.shard(u);
     for (const ZeroParams::Segment& g : s.segments) {
       grads.push_back(s.grads.flat(g.begin, g.end - g.begin));

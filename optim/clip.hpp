@@ -1,8 +1,9 @@
 // Global-norm gradient clipping (torch.nn.utils.clip_grad_norm_). The norm is over every
 // parameter of the model: each rank sums the squares of its reduced gradient shards, which
 // are disjoint over dp_cp and pipeline stages; parameters that TP replicates (norms) are
-// the same on every TP rank, so only TP rank 0 counts them. The caller all-reduces the sums
-// over the world.
+// the same on every TP rank, so only TP rank 0 counts them, and a tied embedding's copy on the
+// last pipeline stage is the first stage's matrix, counted there. The caller all-reduces the
+// sums over the world.
 #pragma once
 #include "backend/backend.hpp"
 #include "parallel/zero.hpp"

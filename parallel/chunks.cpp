@@ -29,7 +29,7 @@ std::vector<ChunkPlan> plan_chunks(int layers, int pp, int vpp, bool ends) {
   return chunks;
 }
 
-UnitPlacement place_units(const std::vector<ChunkPlan>& chunks, int layers, int stage) {
+UnitPlacement place_units(const std::vector<ChunkPlan>& chunks, int layers, int stage, bool tied) {
   UnitPlacement p;
   p.unit_stage.assign(layers + 2, -1);
   p.local_unit.assign(layers + 2, -1);
@@ -39,6 +39,11 @@ UnitPlacement place_units(const std::vector<ChunkPlan>& chunks, int layers, int 
       p.unit_stage[g] = c.stage;
       if (c.stage == stage) p.local_unit[g] = local++;
     }
+  }
+  const int head_stage = chunks.back().stage;
+  if (tied && stage == head_stage) {
+    if (p.local_unit[0] < 0) p.tied_copy = local++;
+    p.head_matrix = p.local_unit[0] >= 0 ? p.local_unit[0] : p.tied_copy;
   }
   return p;
 }

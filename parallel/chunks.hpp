@@ -13,9 +13,16 @@ namespace tetra {
 
 // unit_stage[g]: the pipeline rank that holds global unit g (embedding 0, blocks 1..L,
 // head L+1); local_unit[g]: its index in params on that stage, or -1 elsewhere.
+// Tied embeddings at PP > 1 (Megatron's embedding group): the last stage holds a copy of the
+// embedding unit for the LM head, after its own units; tied_copy is its index there (-1 on
+// every other stage, and at PP 1, where the head reads the embedding unit itself).
 struct UnitPlacement {
   std::vector<int> unit_stage;
   std::vector<int> local_unit;
+  int tied_copy = -1;
+  // The local unit whose matrix the LM head reads under tied embeddings: the copy, or at PP 1
+  // the embedding unit; -1 where the stage has no head or the embeddings are untied.
+  int head_matrix = -1;
 };
 
 struct ChunkPlan {
@@ -29,8 +36,10 @@ struct ChunkPlan {
 std::vector<ChunkPlan> plan_chunks(int layers, int pp, int vpp, bool ends = false);
 
 // Which stage holds each global unit, and its index among the units of that stage (units
-// of a stage are numbered in the order of its chunks).
-UnitPlacement place_units(const std::vector<ChunkPlan>& chunks, int layers, int stage);
+// of a stage are numbered in the order of its chunks; under `tied` embeddings the last stage's
+// copy of the embedding follows them).
+UnitPlacement place_units(const std::vector<ChunkPlan>& chunks, int layers, int stage,
+                          bool tied = false);
 
 // The layers a chunk of a model of `layers` blocks holds, as reports print them: "embed+0-3",
 // "4-7", "8-11+head".

@@ -73,6 +73,7 @@ std::string Grid::comm_kinds() const {
   std::ostringstream os;
   os << "tp " << tp->kind() << ", cp " << cp->kind() << ", pp " << pp->kind() << ", dp_cp "
      << dp_cp->kind();
+  if (embed) os << ", embed " << embed->kind();
   return os.str();
 }
 
@@ -83,7 +84,7 @@ CommChoice comm_choice(const std::string& flag) {
   return CommChoice::Mpi;
 }
 
-Grid make_grid(MPI_Comm world, const Layout& l, Backend& be, CommChoice choice) {
+Grid make_grid(MPI_Comm world, const Layout& l, Backend& be, CommChoice choice, bool tied) {
   Grid g;
   g.layout = l;
   MPI_Comm_rank(world, &g.rank);
@@ -109,6 +110,12 @@ Grid make_grid(MPI_Comm world, const Layout& l, Backend& be, CommChoice choice) 
   g.pp = split(rank_of(l, {c.tp, c.cp, 0, c.dp}), c.pp, "pp");
   g.dp = split(rank_of(l, {c.tp, c.cp, c.pp, 0}), c.dp, "dp");
   g.dp_cp = split(rank_of(l, {c.tp, 0, c.pp, 0}), c.cp + l.cp * c.dp, "dp_cp");
+  // The ends of the pipeline of one (tp, cp, dp) pair up; a stage between them is alone (its
+  // color past every rank number).
+  if (tied && l.pp > 1) {
+    const bool end = c.pp == 0 || c.pp == l.pp - 1;
+    g.embed = split(end ? rank_of(l, {c.tp, c.cp, 0, c.dp}) : l.world() + g.rank, c.pp, "embed");
+  }
   // world carries host values only (barriers, the GEMM probe's rate), always over MPI.
   MPI_Comm dup;
   MPI_Comm_dup(world, &dup);

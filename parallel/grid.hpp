@@ -3,7 +3,10 @@
 // so TP varies fastest (a TP group shares a machine's fast links) and DP is outermost
 // (its traffic overlaps with compute). Each rank belongs to one group per dimension, plus
 // dp_cp: the ranks holding the same weights (weights are replicated over CP as over DP),
-// over which gradients are reduced and optimizer state is sharded.
+// over which gradients are reduced and optimizer state is sharded; and, for tied embeddings
+// at PP > 1, embed (Megatron's embedding group): the first and the last pipeline stage of one
+// (tp, cp, dp) coordinate, which both hold the tied matrix and sum its gradients (a group of
+// one on the stages between).
 #pragma once
 #include <mpi.h>
 
@@ -39,6 +42,7 @@ struct Grid {
   int rank = 0;
   Coord coord;
   std::unique_ptr<Comm> world, tp, cp, pp, dp, dp_cp;
+  std::unique_ptr<Comm> embed;  // tied embeddings at PP > 1 only, else null
   // "tp nccl, cp mpi, pp self, ...": the communicator each group got.
   std::string comm_kinds() const;
 };
@@ -54,9 +58,9 @@ bool shares_device(MPI_Comm comm, const Backend& be);
 enum class CommChoice { Mpi, Auto, Nccl };
 CommChoice comm_choice(const std::string& flag);  // "mpi", "auto" or "nccl"
 
-// Collective over `world`: every rank must call it with the same layout and choice. Every
-// group's tensors live in be's memory.
+// Collective over `world`: every rank must call it with the same layout, choice and tied.
+// Every group's tensors live in be's memory. tied: make the embedding group (at PP > 1).
 Grid make_grid(MPI_Comm world, const Layout& layout, Backend& be,
-               CommChoice choice = CommChoice::Mpi);
+               CommChoice choice = CommChoice::Mpi, bool tied = false);
 
 }  // namespace tetra

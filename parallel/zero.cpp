@@ -137,11 +137,24 @@ void ZeroParams::begin_step(int micro_batches) {
 
 void ZeroParams::hand_over_grads(int i) {
   Unit& u = units_[i];
+  const int uses = i == tied_.unit ? tied_.uses : 1;
   // exercise(zero2_reduce_scatter) begin
-  if (++u.weight_passes < micro_batches_) return;  // later micro-batches still add to u.grads
+  if (++u.weight_passes < micro_batches_ * uses) return;  // later passes still add to u.grads
   reduce_scatter_grads(u);
   if (zero_ >= 2 && !alias_) u.grads.reset();  // ZeRO-2 and 3 keep the shard alone
   // exercise(zero2_reduce_scatter) end
+}
+
+void ZeroParams::tie(const Tied& t) {
+  check(t.unit >= 0 && t.unit < size() && t.uses >= 1 &&
+            units_[t.unit].layout.kind == UnitSpec::Kind::Embedding,
+        "ZeroParams: the tied matrix must be an embedding unit of this rank");
+  tied_ = t;
+}
+
+void ZeroParams::sum_tied_grads() {
+  if (tied_.unit < 0 || !tied_.group || tied_.group->size() == 1) return;
+  tied_.group->all_reduce(grad_shard(units_[tied_.unit]));
 }
 
 void ZeroParams::reduce_scatter_grads(Unit& u) {
@@ -187,20 +200,25 @@ MemoryBytes ZeroParams::persistent_bytes() const {
   return m;
 }
 
-std::vector<ZeroParams::OwnedSlice> ZeroParams::owned_slices() const {
+std::vector<ZeroParams::OwnedSlice> ZeroParams::owned_slices(HostBuffer& host) const {
+  int64_t total = 0;
+  for (const Unit& u : units_)
+    for (const Segment& g : u.segments) total += 3 * (g.end - g.begin);
+  float* at = reinterpret_cast<float*>(host.get(be_, size_t(total) * sizeof(float)));
   std::vector<OwnedSlice> out;
-  for (const Unit& u : units_) {
+  for (int i = 0; i < size(); ++i) {
+    if (!counted(i)) continue;
+    const Unit& u = units_[i];
     const int64_t lo = comm_.rank() * u.shard;
     const Tensor w = master_shard(u);
     for (const Segment& g : u.segments) {
       const ParamInfo& p = *g.param;
-      OwnedSlice s{&p, lo + g.begin - p.offset, lo + g.end - p.offset, {}, {}, {}};
-      for (auto [dst, src] :
-           {std::pair{&s.weights, w}, {&s.adam_m, u.adam_m.flat()}, {&s.adam_v, u.adam_v.flat()}}) {
-        dst->resize(g.end - g.begin);
-        be_.download(dst->data(), src.flat(g.begin, g.end - g.begin));
+      const int64_t n = g.end - g.begin;
+      out.push_back({&p, lo + g.begin - p.offset, lo + g.end - p.offset, at, at + n, at + 2 * n});
+      for (const Tensor& src : {w, u.adam_m.flat(), u.adam_v.flat()}) {
+        be_.download_behind(at, src.flat(g.begin, n));
+        at += n;
       }
-      out.push_back(std::move(s));
     }
   }
   return out;

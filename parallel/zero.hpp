@@ -80,11 +80,34 @@ class ZeroParams final : public UnitParams {
   // nothing). Otherwise always false: begin_step zeroed them and backwards add.
   bool grads_fresh(int u) const override;
 
+  // Tied embeddings (model/config.hpp: tie_embeddings): unit `unit` of this rank holds the
+  // matrix the embedding and the LM head share. Where one rank runs both ends (PP 1) the unit
+  // has two backwards per micro-batch (the head's, then the embedding's: uses 2), and its
+  // gradient is the sum of both. At PP > 1 the first stage's embedding unit and the last
+  // stage's copy of it (`copy`, UnitPlacement::tied_copy) each hold the matrix, and
+  // sum_tied_grads adds their gradients over `group` (the embedding group) before the update,
+  // so that both take the same step; the copy counts in neither the gradient norm nor
+  // checkpoints (counted).
+  struct Tied {
+    int unit = -1;
+    int uses = 1;
+    bool copy = false;
+    Comm* group = nullptr;
+  };
+  void tie(const Tied& t);
+  // After the step's backwards (every unit's reduce-scatter issued): the tied matrix's gradient
+  // shard all-reduced over the embedding group; nothing without one. Collective over it.
+  void sum_tied_grads();
+  // Whether unit u is the model's own here, rather than the copy of a tied matrix another stage
+  // holds: what the gradient norm sums and checkpoints store.
+  bool counted(int u) const { return !(tied_.copy && u == tied_.unit); }
+
   // A step of `micro_batches` micro-batches begins: gradients zeroed (unless wgrad_beta0 has
   // each unit's first W overwrite them), W passes counted anew.
   void begin_step(int micro_batches);
-  // Counts the weight-gradient passes (W) of unit u; after the step's last micro-batch's the
-  // unit's gradients are complete and are synced (reduce_scatter_grads).
+  // Counts the weight-gradient passes (W) of unit u; after the step's last micro-batch's (and
+  // the unit's last use in it) the unit's gradients are complete and are synced
+  // (reduce_scatter_grads).
   void hand_over_grads(int u) override;
   // ZeRO-1/2, after the optimizer step: every rank's updated master shard, rounded to the
   // compute dtype (by AdamW itself into Shard::copy under bf16), all-gathered into the full
@@ -112,15 +135,17 @@ class ZeroParams final : public UnitParams {
   MemoryBytes persistent_bytes() const;
 
   // Checkpoints. The piece of each parameter this rank owns: [begin, end) of the
-  // parameter's TP-local flattened elements, with host copies of the master weights and
-  // both Adam moments. Every element of every unit is in exactly one rank's shard of its
-  // dp_cp group.
+  // parameter's TP-local flattened elements, with copies of the master weights and both Adam
+  // moments in `host` (grown as needed, kept for the next checkpoint: pinned on a GPU), queued
+  // behind the step's work (Backend::download_behind): read them after the backend's
+  // copies_landed(). Every element of every counted unit is in exactly one rank's shard of its
+  // dp_cp group (a tied copy's are the first stage's).
   struct OwnedSlice {
     const ParamInfo* param;
     int64_t begin, end;
-    std::vector<float> weights, adam_m, adam_v;
+    const float *weights, *adam_m, *adam_v;  // end - begin elements each, in `host`
   };
-  std::vector<OwnedSlice> owned_slices() const;
+  std::vector<OwnedSlice> owned_slices(HostBuffer& host) const;
   // Restores unit u from whole TP-local host vectors (weights, Adam m and v), keeping what
   // this rank's ZeRO stage keeps.
   void load_state(int u, const std::vector<float>& weights, const std::vector<float>& adam_m,
@@ -155,6 +180,7 @@ class ZeroParams final : public UnitParams {
   bool fresh_writes_;  // wgrad_beta0: each step's first W writes the gradients
   int micro_batches_ = 1;
   std::vector<Unit> units_;
+  Tied tied_;
 };
 
 }  // namespace tetra

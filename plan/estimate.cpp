@@ -25,7 +25,8 @@ bool inside_node(const Layout& l, int dim, int g) {
 Link group_link(const Setup& s, const Machine& mc, const std::string& group) {
   const Layout& l = s.layout();
   const int g = mc.gpus_per_node;
-  const std::map<std::string, int> dim = {{"tp", 0}, {"cp", 1}, {"pp", 2}};
+  // The embedding group pairs two pipeline stages: it crosses what the pp group crosses.
+  const std::map<std::string, int> dim = {{"tp", 0}, {"cp", 1}, {"pp", 2}, {"embed", 2}};
   const bool inside = group == "dp_cp"   ? inside_node(l, 1, g) && inside_node(l, 3, g)
                       : group == "world" ? l.world() <= g
                                          : inside_node(l, dim.at(group), g);
@@ -38,7 +39,10 @@ StepEstimate estimate_step(const Setup& s, const Machine& mc) {
     if (bytes == 0) continue;
     const double bw = group_link(s, mc, group).bytes_per_s;
     const double secs = bw > 0 ? bytes / bw : 0;
-    (group == "tp" ? e.tp : group == "cp" ? e.cp : group == "pp" ? e.pp : e.dp) += secs;
+    (group == "tp"                       ? e.tp
+     : group == "cp"                     ? e.cp
+     : group == "pp" || group == "embed" ? e.pp
+                                         : e.dp) += secs;
   }
   const double peak = mc.peak_flops;
   if (peak <= 0) return e;

@@ -10,6 +10,11 @@
 
 namespace tetra::plan {
 
+const std::vector<std::string>& machine_names() {
+  static const std::vector<std::string> names = {"h100", "h200", "a100", "cpu"};
+  return names;
+}
+
 Machine machine_named(const std::string& name) {
   // H100 and H200 SXM: 989 TFLOP/s dense BF16, 18 NVLinks of 25 GB/s per direction
   // (450 GB/s), one 400 Gb/s NIC per GPU (50 GB/s). A100 SXM: 312 TFLOP/s, 12 NVLinks
@@ -23,7 +28,9 @@ Machine machine_named(const std::string& name) {
     // One node: every rank shares this machine's memory; memory moves at a few GB/s.
     return {"this CPU", 0, 0, pages * page, 10e9, 10e9, 1 << 20, "shared memory"};
   }
-  fail("--gpu takes h100, h200, a100 or cpu (got '", name, "')");
+  std::string names;
+  for (const std::string& n : machine_names()) names += (names.empty() ? "" : ", ") + n;
+  fail("--gpu takes one of ", names, " (got '", name, "')");
 }
 
 namespace {

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tetra::plan {
 
@@ -18,11 +19,13 @@ struct Machine {
   std::string node_link = "NVLink";  // what links the devices of a node
 };
 
+// The names machine_named takes, in the order --gpu's help and the serve page list them.
+const std::vector<std::string>& machine_names();
+
 // h100, h200, a100 (SXM, dense BF16 peaks, and the fp32 ones train/peak.cpp uses; NVLink
 // and one NIC per GPU, per direction), or
 // cpu: this machine, one node, its memory, its ranks linked by shared memory; peak and links
-// from the flags. Throws
-// tetra::Error for any other name.
+// from the flags. Throws tetra::Error for any other name.
 Machine machine_named(const std::string& name);
 
 // Bytes this process may still allocate on this machine: the kernel's MemAvailable, lowered

@@ -229,16 +229,25 @@ Memory persistent_memory(const Setup& s, int stage) {
   const Precision& pr = s.prec;
   // grad_alias: at dp_cp 1 the gradient shard is the full gradients, kept at every stage.
   const bool alias = ZeroParams::aliases_grads(N);
-  Memory mem;
+  const bool full_grads_kept = zero == 1 || alias;
+
+  // Tied embeddings: beyond PP 1 the last stage also holds a copy of unit 0, whose matrix its
+  // head reads (UnitPlacement::tied_copy).
+  const int P = s.layout().pp;
+  std::vector<int> held;
   for (const std::vector<int>& units : s.stage_chunks(stage))
-    for (int g : units) {
-      const double np = double(s.padded(g)), sh = np / N;
-      // The full compute copy (ZeRO-1/2) and the fp32 master shard when it is its own.
-      mem.weights +=
-          (zero < 3 ? np * pr.compute_w : 0) + (pr.separate_master(zero) ? sh * pr.master : 0);
-      mem.grads += alias ? np * pr.grad : sh * pr.grad + (zero == 1 ? np * pr.grad : 0);
-      mem.adam += sh * pr.adam;
-    }
+    held.insert(held.end(), units.begin(), units.end());
+  if (s.cfg.tie_embeddings && P > 1 && stage == P - 1) held.push_back(0);
+
+  Memory mem;
+  for (int g : held) {
+    const double np = double(s.padded(g)), sh = np / N;
+    // The full compute copy (ZeRO-1/2) and the fp32 master shard when it is its own.
+    mem.weights +=
+        (zero < 3 ? np * pr.compute_w : 0) + (pr.separate_master(zero) ? sh * pr.master : 0);
+    mem.grads += alias ? np * pr.grad : sh * pr.grad + (zero == 1 ? np * pr.grad : 0);
+    mem.adam += sh * pr.adam;
+  }
   const double b = s.run.micro_batch, Sl = double(s.run.seq_pos.size());
   mem.other = 4 * (b * Sl + Sl + double(s.cfg.seq_len));  // token, query and key positions
   return mem;
@@ -255,11 +264,18 @@ Memory stage_memory(const Setup& s, int stage) {
   const bool full_grads_kept = zero == 1 || ZeroParams::aliases_grads(N);
 
   Memory mem = persistent_memory(s, stage);
+  // Tied embeddings: the head reads unit 0's matrix (beyond PP 1 the last stage's copy of it);
+  // at PP 1 unit 0 has two backwards per micro-batch.
+  const bool tied = s.cfg.tie_embeddings;
+  const int uses0 = tied && P == 1 ? 2 : 1;
   const double b = s.run.micro_batch, Sl = double(s.run.seq_pos.size());
 
   Ledger L;
-  L.alloc(2 * m * b * Sl * 4);   // the step's tokens and targets
-  std::map<int, int> backwards;  // per unit, backwards done this step
+  L.alloc(2 * m * b * Sl * 4);  // the step's tokens and targets
+  // --doc-mask: each micro-batch's documents of its queries [b Sl] and keys [b S], i32.
+  if (s.cfg.doc_mask) L.alloc(m * b * (Sl + double(s.cfg.seq_len)) * 4);
+  const double tied_w = double(s.padded(0)) * pr.compute_w;  // the tied matrix, gathered
+  std::map<int, int> backwards;                              // per unit, backwards done this step
   auto state_bytes = [&](const std::vector<int>& units) {
     double n = z.R;  // the chunk's input (or the embedding's output)
     for (int g : units) {
@@ -286,7 +302,8 @@ Memory stage_memory(const Setup& s, int stage) {
     if (!full_grads_kept && backwards[g] == 0) L.alloc(double(s.padded(g)) * pr.grad);
   };
   auto weight_grads_end = [&](int g) {
-    if (++backwards[g] == m && !full_grads_kept) L.free(double(s.padded(g)) * pr.grad);
+    const int uses = g == 0 ? uses0 : 1;
+    if (++backwards[g] == uses * m && !full_grads_kept) L.free(double(s.padded(g)) * pr.grad);
   };
   // W of a block or the embedding (the head's runs in its B).
   auto unit_weights = [&](int g) {
@@ -328,11 +345,13 @@ Memory stage_memory(const Setup& s, int stage) {
           block_forward(L, z);
           if (recompute) L.free(z.block_saved() - z.R);
         } else {
-          L.alloc(z.R), L.alloc(z.norm);  // n, rstd
+          if (tied && zero == 3) L.alloc(tied_w);  // the LM head's matrix
+          L.alloc(z.R), L.alloc(z.norm);           // n, rstd
           L.op(z.wide(2 * z.R + z.wn));
           enter_region(L, z);
           L.alloc(z.logits);
           L.op(z.wide(z.logits + z.x + z.wv));
+          if (tied && zero == 3) L.free(tied_w);
           L.alloc(z.stats);
           L.op(z.wide(z.logits));
           L.alloc(z.stats);  // their copy for the step's loss (DeviceLoss), to the step's end
@@ -355,8 +374,16 @@ Memory stage_memory(const Setup& s, int stage) {
         if (g == L_ + 1) {  // the head's B and W at once
           if (zero == 3) L.alloc(np * pr.compute_w);
           weight_grads_begin(g);
+          if (tied && zero == 3) L.alloc(tied_w);  // the LM head's matrix
           L.op(z.wide(z.logits));
+          // Its gradient: the tied unit's, made at its first backward of the step.
+          const double np0 = double(s.padded(0));
+          if (tied && !full_grads_kept && backwards[0] == 0) L.alloc(np0 * pr.grad);
           leave_region(L, z, z.wide(z.x + z.logits + z.wv));  // dn, freed after the norm's backward
+          if (tied) {
+            if (zero == 3) L.free(tied_w);
+            if (++backwards[0] == uses0 * m && !full_grads_kept) L.free(np0 * pr.grad);
+          }
           L.op(z.wide(3 * z.R + z.wn));
           L.free(z.sp ? z.R : z.x);
           L.free(z.logits + z.x);  // logits and the head's input

@@ -349,9 +349,13 @@ json traffic_json(const Setup& s, const Machine& mc) {
   const std::vector<Collective> calls = step_traffic(s, 0);
   const std::map<std::string, double> by = bytes_by_group(calls);
   const std::map<std::string, int> size = {
-      {"tp", l.tp}, {"cp", l.cp}, {"pp", l.pp}, {"dp_cp", s.dp_cp()}, {"world", l.world()}};
+      {"tp", l.tp},         {"cp", l.cp}, {"pp", l.pp},
+      {"dp_cp", s.dp_cp()}, {"embed", 2},  // tied embeddings beyond PP 1: the first stage and the
+                                           // last
+      {"world", l.world()}};
   json groups = json::array();
-  for (const char* group : {"tp", "cp", "pp", "dp_cp", "world"}) {
+  for (const char* group : {"tp", "cp", "pp", "dp_cp", "embed", "world"}) {
+    if (!by.count(group)) continue;  // embed: only where the embeddings are tied across stages
     const Link link = group_link(s, mc, group);
     json list = json::array();
     for (const Collective& k : calls)

@@ -1,7 +1,8 @@
 // Mirrors where the layers communicate: parallel/tp.cpp (the region edges), parallel/cp.cpp
 // (K/V all-gather, dK/dV reduce-scatter), parallel/pipeline.cpp (one send per activation and
-// per gradient between stages), parallel/zero.cpp (the per-unit reduce-scatter and the weight
-// all-gathers) and train/trainer.cpp (one all-reduce of three doubles over the world).
+// per gradient between stages), parallel/zero.cpp (the per-unit reduce-scatter, the weight
+// all-gathers and a tied embedding's gradient summed over the embedding group) and
+// train/trainer.cpp (one all-reduce of three doubles over the world).
 #include "plan/traffic.hpp"
 
 namespace tetra::plan {
@@ -73,6 +74,26 @@ std::vector<Collective> step_traffic(const Setup& s, int stage) {
     }
   };
 
+  // ZeRO over dp_cp: one gradient reduce-scatter per unit per step; the weights all-gathered
+  // after the update (ZeRO-1/2) or before each forward and backward of the unit's own
+  // (ZeRO-3; a tied copy has none: the head's gathers of it are counted with the head; the
+  // embedding's W apart from its B, as zb-h1 runs it, needs none).
+  auto zero_sync = [&](int g, bool own_passes) {
+    const int N = s.dp_cp();
+    const double np = double(s.padded(g));
+    tally.add("dp_cp", N, CommOp::ReduceScatter, "gradient reduce-scatter (per unit)",
+              np * s.prec.grad, 1);
+    if (s.spec.optimizer.zero < 3)
+      tally.add("dp_cp", N, CommOp::AllGather, "updated weights all-gather (per unit)",
+                np * s.prec.compute_w, 1);
+    else if (own_passes && g == 0 && splits_backward(s.run.schedule))  // its W apart: none
+      tally.add("dp_cp", N, CommOp::AllGather, "ZeRO-3 weight all-gather (embedding, F)",
+                np * s.prec.compute_w, m);
+    else if (own_passes)
+      tally.add("dp_cp", N, CommOp::AllGather, "ZeRO-3 weight all-gather (per unit, F and B)",
+                np * s.prec.compute_w, 2 * m);
+  };
+
   const std::vector<std::vector<int>> chunks = s.stage_chunks(stage);
   const int L = c.layers;
   for (size_t v = 0; v < chunks.size(); ++v) {
@@ -107,22 +128,16 @@ std::vector<Collective> step_traffic(const Setup& s, int stage) {
           if (p.tp_dim < 0)
             tally.add("tp", t, CommOp::AllReduce, "SP norm weight gradients [d] fp32",
                       double(p.numel()) * s.prec.grad, 1);
-      // ZeRO over dp_cp: one gradient reduce-scatter per unit per step; the weights
-      // all-gathered after the update (ZeRO-1/2) or before each forward and backward (ZeRO-3;
-      // a W apart from its B, as zb-h1 runs it, needs none).
-      const int N = s.dp_cp();
-      const double np = double(s.padded(g));
-      tally.add("dp_cp", N, CommOp::ReduceScatter, "gradient reduce-scatter (per unit)",
-                np * s.prec.grad, 1);
-      if (s.spec.optimizer.zero < 3)
-        tally.add("dp_cp", N, CommOp::AllGather, "updated weights all-gather (per unit)",
-                  np * s.prec.compute_w, 1);
-      else if (g == 0 && splits_backward(s.run.schedule))  // the embedding's W apart: no weights
-        tally.add("dp_cp", N, CommOp::AllGather, "ZeRO-3 weight all-gather (embedding, F)",
-                  np * s.prec.compute_w, m);
-      else
-        tally.add("dp_cp", N, CommOp::AllGather, "ZeRO-3 weight all-gather (per unit, F and B)",
-                  np * s.prec.compute_w, 2 * m);
+      zero_sync(g, true);
+      // Tied embeddings: the head reads the embedding's matrix, gathered for it too under
+      // ZeRO-3; beyond PP 1 from the last stage's copy, which is synced as a unit of its own.
+      if (g == L + 1 && c.tie_embeddings) {
+        if (P > 1) zero_sync(0, false);
+        if (s.spec.optimizer.zero == 3)
+          tally.add("dp_cp", s.dp_cp(), CommOp::AllGather,
+                    "ZeRO-3 all-gather of the tied embedding for the head (F and B)",
+                    double(s.padded(0)) * s.prec.compute_w, 2 * m);
+      }
     }
     // Pipeline: an activation to the next chunk, a gradient to the previous one.
     if (P > 1) {
@@ -131,6 +146,11 @@ std::vector<Collective> step_traffic(const Setup& s, int stage) {
       if (k > 0) tally.add("pp", P, CommOp::SendRecv, "gradient send [Tl, d]", msg, m);
     }
   }
+  // Tied embeddings at PP > 1 (Megatron's embedding group): the first stage and the last sum
+  // the matrix's gradient shard before the update.
+  if (c.tie_embeddings && P > 1 && (stage == 0 || stage == P - 1))
+    tally.add("embed", 2, CommOp::AllReduce, "tied embedding gradient shard all-reduce fp32",
+              double(s.padded(0)) / s.dp_cp() * s.prec.grad, 1);
   // The step's totals: loss, gradient norm and bubble, three doubles.
   tally.add("world", s.world(), CommOp::AllReduce, "step totals (3 doubles)", 24, 1);
   return tally.list_;

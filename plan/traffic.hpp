@@ -18,7 +18,7 @@ double ring_factor(CommOp op, int n);
 
 // One kind of call of one step on one rank.
 struct Collective {
-  std::string group;  // tp, cp, pp, dp_cp or world (the metrics' names)
+  std::string group;  // tp, cp, pp, dp_cp, embed or world (the metrics' names)
   int size = 1;       // ranks in the group
   CommOp op = CommOp::AllReduce;
   std::string what;   // which tensor, for the table

@@ -1,5 +1,6 @@
 #include "train/config.hpp"
 
+#include "data/documents.hpp"
 #include "util/error.hpp"
 
 namespace tetra {
@@ -64,10 +65,28 @@ void resolve(TrainConfig& c) {
         "`device.comm` nccl needs `device.device` cuda");
   check(c.checkpoint.ckpt_every == 0 || !c.checkpoint.ckpt_dir.empty(),
         "`checkpoint.ckpt_every` needs `checkpoint.ckpt_dir`");
+  check(!c.checkpoint.ckpt_async || !c.checkpoint.ckpt_dir.empty(),
+        "`checkpoint.ckpt_async` needs `checkpoint.ckpt_dir`");
   check(d.val_data.empty() || d.val_split == 0,
         "`data.val_data` and `data.val_split` exclude each other");
-  check(!c.was_given("data.eval_every") || !d.val_data.empty() || d.val_split > 0,
+  // Settings of something the run does not do would change nothing: given, they are refused.
+  const bool validation = !d.val_data.empty() || d.val_split > 0;
+  check(!c.was_given("data.eval_every") || validation,
         "`data.eval_every` needs `data.val_data` or `data.val_split`");
+  check(!c.was_given("data.eval_batches") || validation,
+        "`data.eval_batches` needs `data.val_data` or `data.val_split`");
+  check(!c.was_given("checkpoint.keep") || !c.checkpoint.ckpt_dir.empty(),
+        "`checkpoint.keep` needs `checkpoint.ckpt_dir`");
+  check(!c.was_given("output.trace_steps") || !c.output.trace.empty(),
+        "`output.trace_steps` needs `output.trace`");
+  check(!c.was_given("output.export_dtype") || !c.output.export_.empty(),
+        "`output.export_dtype` needs `output.export`");
+  const bool documents =
+      data::is_documents(d.data) || (!d.val_data.empty() && data::is_documents(d.val_data));
+  check(!c.was_given("data.data_field") || documents,
+        "`data.data_field` needs JSONL documents in `data.data` or `data.val_data`");
+  check(!c.was_given("data.skip_bad_lines") || documents,
+        "`data.skip_bad_lines` needs JSONL documents in `data.data` or `data.val_data`");
   check(d.tokenizer.empty() || !c.was_given("model.vocab"),
         "`model.vocab` and `data.tokenizer` exclude each other: the tokenizer's pieces are the "
         "vocabulary");

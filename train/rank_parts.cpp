@@ -42,24 +42,27 @@ std::string broadcast_string(MPI_Comm comm, std::string s) {
   return s;
 }
 
-// --tokenizer (or the init model's own): loads it, training bpe:N on the text first; the
-// model's vocabulary becomes its pieces. `report` prints what it did.
-void load_tokenizer(RankParts& p, bool report) {
+// --tokenizer (or the init model's own), in memory: for bpe:N, rank 0 trains it on the text
+// unless it is cached, and the others take its bytes. The model's vocabulary becomes its pieces.
+// Nothing is written here: a model trained now is returned for write_token_caches.
+data::TokenizerModel load_tokenizer(RankParts& p, MPI_Comm world, int rank) {
   DataConfig& d = p.config.data;
-  check(d.data != "synthetic", "`data.tokenizer` needs text data: give `data.data` FILE");
-  check(d.tokenizer.rfind("bpe:", 0) != 0 || !data::is_documents(d.data), "`data.tokenizer` ",
-        d.tokenizer,
-        " trains on a text file, and `data.data` names JSONL documents: give a tokenizer file (a "
-        "tokenizer.json or a SentencePiece .model)");
-  bool trained = false;
-  const std::string model = data::tokenizer_model(d.tokenizer, d.data, &trained);
-  p.tokenizer = data::load_tokenizer(model);
+  data::TokenizerModel m;
+  agree(world, [&] {
+    check(d.data != "synthetic", "`data.tokenizer` needs text data: give `data.data` FILE");
+    check(d.tokenizer.rfind("bpe:", 0) != 0 || !data::is_documents(d.data), "`data.tokenizer` ",
+          d.tokenizer,
+          " trains on a text file, and `data.data` names JSONL documents: give a tokenizer file "
+          "(a tokenizer.json or a SentencePiece .model)");
+    if (rank == 0) m = data::tokenizer_model(d.tokenizer, d.data);
+  });
+  m.path = broadcast_string(world, m.path);
+  m.trained = broadcast_string(world, m.trained);
+  agree(world, [&] { p.tokenizer = data::load_tokenizer_model(m); });
   const int vocab = p.tokenizer->vocab();
-  if (report)
-    std::printf("tokenizer: %s, %d pieces (%s)\n", model.c_str(), vocab,
-                trained ? "trained now" : "reused");
   p.config.model.vocab = vocab;
   p.config.model.vocab_rows = padded_vocab(vocab);
+  return m;
 }
 
 // What became of a token cache: "reused", "tokenized now", or why it was made again.
@@ -108,10 +111,9 @@ bool is_text(const std::string& data) {
 
 // The tokenizer: bytes, --tokenizer's, or a model directory's own (tetra's or another's
 // export): text is tokenized with it unless --tokenizer names one, and token shards are taken
-// as its tokens, so that the samples decode through it and the export carries it. Then the
-// data's tokens: rank 0 trains and tokenizes what is not cached; the others then find it all
-// cached.
-void choose_tokenizer(RankParts& p, MPI_Comm world, int rank) {
+// as its tokens, so that the samples decode through it and the export carries it. Returns the
+// model when it comes from a file or bpe:N (its path "" for bytes and for token shards).
+data::TokenizerModel choose_tokenizer(RankParts& p, MPI_Comm world, int rank) {
   DataConfig& d = p.config.data;
   p.tokenizer = data::byte_tokenizer();
   const std::string own = data::model_dir_tokenizer(p.config.model.init_from);
@@ -124,15 +126,24 @@ void choose_tokenizer(RankParts& p, MPI_Comm world, int rank) {
     else if (readable)
       agree(world, [&] { p.tokenizer = data::load_tokenizer(own); });
   }
-  const auto prepare = [&](bool report) {
-    if (!d.tokenizer.empty()) load_tokenizer(p, report);
-    tokenize_data(p, report);
-  };
+  return d.tokenizer.empty() ? data::TokenizerModel{} : load_tokenizer(p, world, rank);
+}
+
+// Once the run's settings are checked: a tokenizer trained now, and the data's tokens, where
+// they are not cached, are written beside the data. Rank 0 writes them; the others then find
+// them all cached.
+void write_token_caches(RankParts& p, const data::TokenizerModel& tokenizer, MPI_Comm world,
+                        int rank) {
   agree(world, [&] {
-    if (rank == 0) prepare(true);
+    if (rank != 0) return;
+    data::save_tokenizer_model(tokenizer);
+    if (!tokenizer.path.empty())
+      std::printf("tokenizer: %s, %d pieces (%s)\n", tokenizer.path.c_str(), p.tokenizer->vocab(),
+                  tokenizer.trained.empty() ? "reused" : "trained now");
+    tokenize_data(p, true);
   });
   agree(world, [&] {
-    if (rank != 0) prepare(false);
+    if (rank != 0) tokenize_data(p, false);
   });
 }
 
@@ -174,6 +185,10 @@ void open_data(RankParts& p, int64_t data_vocab) {
                             d.val_split};
   const data::DocumentOptions documents{d.data_field, d.skip_bad_lines};
   const data::Tokenizer* tok = p.tokenizer.get();
+  // Without documents every token would be of one document: the mask would change nothing.
+  check(!p.config.model.doc_mask || data::is_documents(d.data),
+        "`model.doc_mask` masks attention between documents, and `data.data` '", d.data,
+        "' has none: give JSONL documents (a .jsonl file, or a directory or glob of them)");
   p.data = data::open_dataset(d.data, vocab, S, seed, train, tok, documents);
   if (!d.val_data.empty())
     p.val = data::open_dataset(d.val_data, vocab, S, seed, {}, tok, documents);
@@ -237,7 +252,24 @@ void make_backend_and_grid(RankParts& p, MPI_Comm world, int sharing_cores) {
           "use `device.comm` mpi (or auto, which takes NCCL only for groups whose ranks each have "
           "one)");
   });
-  p.grid = make_grid(world, p.work.layout, *p.backend, comm_choice(d.comm));
+  p.grid = make_grid(world, p.work.layout, *p.backend, comm_choice(d.comm),
+                     p.config.model.tie_embeddings);
+}
+
+// Tied embeddings: which of this rank's units holds the shared matrix, and how its gradient
+// is summed (parallel/zero.hpp, ZeroParams::Tied): both uses on one rank at PP 1; over the
+// embedding group between the first stage and the last stage's copy beyond.
+void tie_embeddings(RankParts& p) {
+  if (!p.config.model.tie_embeddings) return;
+  const UnitPlacement& place = p.work.place;
+  const int own = place.local_unit[0];
+  if (own < 0 && place.tied_copy < 0) return;  // a stage between the two ends
+  ZeroParams::Tied t;
+  t.unit = own >= 0 ? own : place.tied_copy;
+  t.uses = own >= 0 && place.head_matrix == own ? 2 : 1;
+  t.copy = own < 0;
+  t.group = p.grid.embed.get();
+  p.params->tie(t);
 }
 
 // Continues the checkpoint at `path`: its run's settings checked against this run's, then
@@ -266,8 +298,10 @@ void make_pipeline(RankParts& p) {
     if (c.stage != p.grid.coord.pp) continue;
     std::vector<int> local;
     for (int g : c.units) local.push_back(w.place.local_unit[g]);
-    p.chunks.push_back(std::make_unique<ModelChunk>(
-        be, tp, cp, p.config.model, *p.params, std::move(local), p.config.optimizer.recompute));
+    const bool head = c.units.back() == p.config.model.layers + 1;
+    p.chunks.push_back(std::make_unique<ModelChunk>(be, tp, cp, p.config.model, *p.params,
+                                                    std::move(local), p.config.optimizer.recompute,
+                                                    head ? w.place.head_matrix : -1));
   }
   std::vector<PipelineStage*> stages;
   for (auto& c : p.chunks) stages.push_back(c.get());
@@ -316,7 +350,9 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
   agree(world, [&] {
     if (rank == 0) check_train_outputs(c);
   });
-  choose_tokenizer(p, world, rank);
+  const data::TokenizerModel tokenizer = choose_tokenizer(p, world, rank);
+  // The model trained replaces the flags' in the configuration; their vocabulary is the data's.
+  const int64_t data_vocab = p.config.model.vocab;
 
   // Everything that can reject the input runs first, on every rank, before any collective;
   // agree() then makes every rank stop together with rank 0's (or the first) message.
@@ -330,9 +366,6 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
           "configured)");
 #endif
     const TrainConfig& o = p.config;
-    // The model trained replaces the flags' in the configuration; their vocabulary is the
-    // data's.
-    const int64_t data_vocab = o.model.vocab;
     std::unique_ptr<HfModel> file;
     if (!o.model.init_from.empty()) {
       file = std::make_unique<HfModel>(o.model.init_from);
@@ -355,7 +388,6 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
           " tokens are more tokens than 64 bits count");
     const NodeRank node = node_rank(world);
     check_memory_fits(o, model, world_size, node.size, threads_per_rank(sharing_cores, false));
-    open_data(p, data_vocab);
     if (!o.checkpoint.inject_failure.empty()) {
       p.fault = FaultPlan::parse(o.checkpoint.inject_failure);
       check(p.fault.rank < world_size, "`checkpoint.inject_failure` names rank ", p.fault.rank,
@@ -368,14 +400,22 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
     p.record = record_of(c, model, p.work.layout);
     if (rank == 0) resume_path = ckpt::resume_path(o.checkpoint);
     // This rank's units (its pipeline stage's, its TP slice), initialized or read.
-    std::vector<UnitSpec> all = make_units(model, p.work.layout.tp, p.work.coord.tp);
-    for (size_t g = 0; g < all.size(); ++g) {
-      if (p.work.place.local_unit[g] < 0) continue;
+    // Under tied embeddings the last of several stages also holds a copy of the embedding
+    // (UnitPlacement::tied_copy), after its own units, made from the same values.
+    const std::vector<UnitSpec> all = make_units(model, p.work.layout.tp, p.work.coord.tp);
+    std::vector<int> held;
+    for (size_t g = 0; g < all.size(); ++g)
+      if (p.work.place.local_unit[g] >= 0) held.push_back(int(g));
+    if (p.work.place.tied_copy >= 0) held.push_back(0);
+    for (int g : held) {
       init.push_back(file ? read_unit(*file, model, all[g], p.work.coord.tp)
                           : init_unit(all[g], o.optimizer.seed, p.work.coord.tp));
-      units.push_back(std::move(all[g]));
+      units.push_back(all[g]);
     }
   });
+  // The data, as tokens: checked after the settings, whose refusal leaves no token cache.
+  write_token_caches(p, tokenizer, world, rank);
+  agree(world, [&] { open_data(p, data_vocab); });
   resume_path = broadcast_string(world, resume_path);
   const Hosts hosts = gather_hosts(world);
   // An existing checkpoint directory (rank 0 holds its lock) is checked shared before a resume
@@ -398,6 +438,7 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
   p.params = std::make_unique<ZeroParams>(*p.backend, *p.grid.dp_cp, std::move(units),
                                           c.optimizer.zero, c.layout.sp ? p.grid.tp.get() : nullptr,
                                           compute_dtype(c.device));
+  tie_embeddings(p);
   for (size_t u = 0; u < init.size(); ++u) p.params->load(int(u), init[u]);
   init.clear();
   if (!resume_path.empty()) agree(world, [&] { resume(p, resume_path); });

@@ -37,7 +37,8 @@ Trainer::Trainer(const TrainConfig& config, MPI_Comm world)
     : parts_(build_rank(config, world)),
       world_(world),
       step_(parts_.resume.step),
-      line_head_(parts_.resume.line) {}
+      line_head_(parts_.resume.line),
+      saver_(world) {}
 
 Trainer::~Trainer() = default;
 
@@ -46,33 +47,52 @@ Trainer::Batch Trainer::batch_of(const data::Dataset& source, int64_t index) {
   const int S = model().seq_len, b = w.micro_batch, G = config().batch.global_batch;
   const int per_dp = G / parts_.grid.layout.dp;
   const int64_t local = w.local_tokens();
+  const bool docs = model().doc_mask;
   Batch batch;
-  batch.buffers.reserve(2 * size_t(w.micro_batches));  // references below stay valid
+  batch.buffers.reserve((docs ? 4 : 2) * size_t(w.micro_batches));  // references stay valid
+  Backend& be = *parts_.backend;
+  const auto upload = [&](const std::vector<int32_t>& v) {
+    Buffer& t = batch.buffers.emplace_back(be, int64_t(v.size()), DType::I32);
+    be.upload(t.flat(), v.data());
+    return t.flat();
+  };
   for (int j = 0; j < w.micro_batches; ++j) {
     // Micro-batch j: b sequences of this DP rank's share, this CP rank's tokens of each.
-    std::vector<int32_t> seqs(size_t(b) * (S + 1));
-    data::fill_batch(source, index, G, parts_.grid.coord.dp * per_dp + j * b, b, S, seqs.data());
+    std::vector<int32_t> seqs(size_t(b) * (S + 1)), seq_docs(docs ? seqs.size() : 0);
+    data::fill_batch(source, index, G, parts_.grid.coord.dp * per_dp + j * b, b, S, seqs.data(),
+                     docs ? seq_docs.data() : nullptr);
     std::vector<int32_t> in(static_cast<size_t>(local)), out(in.size());
     cp_slice(seqs.data(), b, S, w.seq_pos, in.data(), out.data());
-    Buffer& tokens = batch.buffers.emplace_back(*parts_.backend, local, DType::I32);
-    Buffer& targets = batch.buffers.emplace_back(*parts_.backend, local, DType::I32);
-    parts_.backend->upload(tokens.flat(), in.data());
-    parts_.backend->upload(targets.flat(), out.data());
     MicroBatch& mb = batch.micro.emplace_back();
-    mb.tokens = tokens.flat();
-    mb.targets = targets.flat();
+    mb.tokens = upload(in);
+    mb.targets = upload(out);
     mb.pos.batch = b;
     mb.pos.seq = int64_t(w.seq_pos.size());
     mb.pos.token_pos = parts_.token_pos.flat();
     mb.pos.seq_pos = parts_.seq_pos.flat();
     mb.pos.key_pos = parts_.key_pos.flat();
+    if (docs) {
+      // `model.doc_mask`: the documents of this rank's tokens (the queries, cut as the tokens
+      // are) and of the whole sequence (the keys, in sequence order, as CP gathers them):
+      // each rank has every sequence's tokens, so no document ids travel.
+      std::vector<int32_t> q_doc(in.size()), ignored(in.size()), k_doc;
+      cp_slice(seq_docs.data(), b, S, w.seq_pos, q_doc.data(), ignored.data());
+      for (int i = 0; i < b; ++i)
+        k_doc.insert(k_doc.end(), seq_docs.begin() + i * (S + 1),
+                     seq_docs.begin() + i * (S + 1) + S);
+      mb.pos.token_doc = upload(q_doc);
+      mb.pos.key_doc = upload(k_doc);
+    }
   }
   return batch;
 }
 
 std::vector<CommStats*> Trainer::comm_stats() {
   const Grid& g = parts_.grid;
-  return {&g.tp->stats, &g.cp->stats, &g.pp->stats, &g.dp->stats, &g.dp_cp->stats, &g.world->stats};
+  std::vector<CommStats*> all = {&g.tp->stats, &g.cp->stats,    &g.pp->stats,
+                                 &g.dp->stats, &g.dp_cp->stats, &g.world->stats};
+  if (g.embed) all.push_back(&g.embed->stats);
+  return all;
 }
 
 // One step, in the four phases of a training step: forward and backward over the
@@ -103,7 +123,12 @@ StepResult Trainer::step() {
 PipelineStats Trainer::forward_backward() {
   parts_.params->begin_step(parts_.work.micro_batches);
   const Batch batch = batch_of(*parts_.data, step_);
-  return parts_.executor->train_step(batch.micro, float(1.0 / tokens_per_step()));
+  const PipelineStats pipe =
+      parts_.executor->train_step(batch.micro, float(1.0 / tokens_per_step()));
+  // Tied embeddings beyond PP 1: the first and the last stage sum the matrix's gradient (after
+  // the schedule: inside it the two stages are at different points of their backwards).
+  parts_.params->sum_tied_grads();
+  return pipe;
 }
 
 // The loss, the global gradient norm and the bubble, in one all-reduce over the world:
@@ -161,7 +186,8 @@ StepResult Trainer::measure(const StepTotals& totals, const PipelineStats& pipe,
                     (world * parts_.peak.flops)
               : r.mfu;
   double wait_s = 0;  // inside communication calls, pipeline receives (the bubble) included
-  for (Comm* c : {g.tp.get(), g.cp.get(), g.pp.get(), g.dp_cp.get()}) {
+  for (Comm* c : {g.tp.get(), g.cp.get(), g.pp.get(), g.dp_cp.get(), g.embed.get()}) {
+    if (!c) continue;  // embed: tied embeddings beyond PP 1 only
     r.comm[c->name()] = c->stats;
     wait_s += c->stats.seconds;
   }

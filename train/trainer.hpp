@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/saver.hpp"
 #include "train/rank_parts.hpp"
 #include "train/report.hpp"
 #include "util/clock.hpp"
@@ -109,7 +110,7 @@ class Trainer {
     return parts_.grid.coord.tp == 0 && parts_.grid.coord.pp == parts_.grid.layout.pp - 1;
   }
   // The micro-batches of batch `index` of `source` for this rank, with the buffers that hold
-  // their tokens and targets.
+  // their tokens and targets (and under `model.doc_mask` their queries' and keys' documents).
   struct Batch {
     std::vector<Buffer> buffers;
     std::vector<MicroBatch> micro;
@@ -121,8 +122,11 @@ class Trainer {
   // Rank 0, before the first step: `latest` names the line this run trains from now on
   // (the checkpoint it resumed from, or none yet).
   void point_latest_here();
-  // Collective; returns the seconds it took.
-  double save_checkpoint();
+  // Collective: waits for the checkpoint being saved, if any, then copies this rank's state to
+  // memory (ckpt_copy_) and starts writing it (saver_); --ckpt-async leaves it writing.
+  void save_checkpoint();
+  // A checkpoint installed: the line's head moves to it; rank 0 says so, with its stall.
+  void saved(const ckpt::Saved& s);
 
   RankParts parts_;  // everything build_rank made: the configuration, the model, the data, ...
   MPI_Comm world_;
@@ -130,7 +134,11 @@ class Trainer {
   int64_t step_;                       // the next step to train
   ckpt::CheckpointRef line_head_;      // the newest checkpoint of the line trained
   std::unique_ptr<RunReport> report_;  // rank 0, from start_run
-  Clock::time_point loop_started_;     // start_run's time
+  // The checkpoint's copy of this rank's shards, which saver_'s writer reads until it is
+  // installed (declared first: saver_'s destructor waits for the writer).
+  HostBuffer ckpt_copy_;
+  ckpt::Saver saver_;               // the checkpoint being saved
+  Clock::time_point loop_started_;  // start_run's time
 };
 
 }  // namespace tetra

@@ -29,30 +29,45 @@ int Trainer::finish_already_done() {
   return 0;
 }
 
-double Trainer::save_checkpoint() {
-  const Clock::time_point t0 = Clock::now();
+void Trainer::save_checkpoint() {
   const CheckpointConfig& c = config().checkpoint;
   const Grid& g = parts_.grid;
+  // A new checkpoint waits for the previous one, and names it as its parent.
+  if (saver_.busy()) saved(saver_.wait());
+  const Clock::time_point began = Clock::now();
   ckpt::RunState st = parts_.record;
   st.step = step_;
   st.tokens_seen = step_ * config().batch.global_batch * model().seq_len;
   st.sampler_step = step_;
   st.parent = line_head_;
-  const auto slices = parts_.params->owned_slices();  // what the segments point into
   std::vector<ckpt::Segment> segments;
-  for (const auto& s : slices) {
+  for (const auto& s : parts_.params->owned_slices(ckpt_copy_)) {
     // A TP-replicated tensor (the norms) is the same on every TP rank: TP rank 0 stores it.
     if (s.param->tp_dim < 0 && g.coord.tp != 0) continue;
-    segments.push_back({s.param->name, g.coord.tp, g.layout.tp, s.begin, s.end, s.weights.data(),
-                        s.adam_m.data(), s.adam_v.data()});
+    segments.push_back(
+        {s.param->name, g.coord.tp, g.layout.tp, s.begin, s.end, s.weights, s.adam_m, s.adam_v});
   }
-  const int signal = parts_.fault.signal_during_checkpoint(g.rank, step_);
-  // Rank 0 holds the directory's lock: a job that took it over ends this one's checkpoints.
-  const std::string path = ckpt::save(world_, c.ckpt_dir, st, segments, c.keep, signal, [this] {
-    if (parts_.lock) parts_.lock->check_held();
-  });
-  line_head_ = ckpt::reference_to(c.ckpt_dir, path);
-  return seconds_since(t0);
+  saver_.start({.dir = c.ckpt_dir,
+                .state = st,
+                .segments = std::move(segments),
+                .keep = c.keep,
+                .raise_after_shard = parts_.fault.signal_during_checkpoint(g.rank, step_),
+                // Rank 0 holds the directory's lock: a job that took it over ends this one's
+                // checkpoints.
+                .still_ours =
+                    [this] {
+                      if (parts_.lock) parts_.lock->check_held();
+                    },
+                .landed = [this] { parts_.backend->copies_landed(); },
+                .began = began});
+}
+
+void Trainer::saved(const ckpt::Saved& s) {
+  line_head_ = s.ref;
+  if (parts_.grid.rank != 0) return;
+  std::printf("checkpoint: step %lld saved to %s in %.3f s (stall %.3f s)\n", (long long)s.step,
+              config().checkpoint.ckpt_dir.c_str(), s.seconds, s.stall);
+  std::fflush(stdout);
 }
 
 }  // namespace tetra

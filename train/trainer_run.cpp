@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
 #include "checkpoint/gather.hpp"
@@ -90,11 +91,17 @@ std::string Trainer::attention_path() const {
   const TensorParallel tp{*parts_.grid.tp, config().layout.sp};
   const ContextParallel cp{*parts_.grid.cp};
   const RankWork& w = parts_.work;
-  const TokenPositions pos{w.micro_batch, int64_t(w.seq_pos.size()), parts_.token_pos.flat(),
-                           parts_.seq_pos.flat(), parts_.key_pos.flat()};
+  const TokenPositions pos{w.micro_batch,
+                           int64_t(w.seq_pos.size()),
+                           parts_.token_pos.flat(),
+                           parts_.seq_pos.flat(),
+                           parts_.key_pos.flat(),
+                           {},
+                           {}};
   Backend& be = *parts_.backend;
-  return be.attention_path(attention_shape(BlockContext{be, tp, cp, model(), pos}),
-                           compute_dtype(config().device));
+  AttnShape shape = attention_shape(BlockContext{be, tp, cp, model(), pos});
+  shape.documents = model().doc_mask;  // the step's micro-batches carry their documents
+  return be.attention_path(shape, compute_dtype(config().device));
 }
 
 std::string Trainer::startup_report() const {
@@ -194,11 +201,12 @@ void Trainer::after_step(StepResult& r) {
   if (root)
     report_->step(r, parts_.grid.layout.pp > 1, r.step > first || c.optimizer.steps - first == 1);
   if (root && !text.empty()) std::printf("sample: %s\n", text.c_str());
-  if (!c.checkpoint.ckpt_dir.empty() && (every(c.checkpoint.ckpt_every) || last || preempted(r))) {
-    const double seconds = save_checkpoint();
-    if (root)
-      std::printf("checkpoint: step %lld saved to %s in %.3f s\n", (long long)step_,
-                  c.checkpoint.ckpt_dir.c_str(), seconds);
+  if (c.checkpoint.ckpt_dir.empty()) return;
+  if (std::optional<ckpt::Saved> s = saver_.poll()) saved(*s);
+  if (every(c.checkpoint.ckpt_every) || last || preempted(r)) {
+    save_checkpoint();
+    // Pre-emption and the end of the run wait for it: the run is over once it is installed.
+    if (!c.checkpoint.ckpt_async || last || preempted(r)) saved(saver_.wait());
   }
 }
 

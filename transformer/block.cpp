@@ -16,6 +16,10 @@ Tensor param_view(const Tensor& flat, const ParamInfo& p) {
   return p.local_shape.size() == 2 ? t.reshape({p.local_shape[0], p.local_shape[1]}) : t;
 }
 
+AttnPositions attn_positions(const BlockContext& ctx) {
+  return {ctx.pos.seq_pos, ctx.pos.key_pos, ctx.pos.token_doc, ctx.pos.key_doc};
+}
+
 AttnShape attention_shape(const BlockContext& ctx) {
   const int tp = ctx.tp.size();
   const int64_t S = ctx.pos.seq, Sk = ctx.pos.key_pos.numel();
@@ -26,6 +30,7 @@ AttnShape attention_shape(const BlockContext& ctx) {
     a.mask = AttnMask::CpChunks, a.cp = ctx.cp.size(), a.cp_rank = ctx.cp.comm.rank();
   else if (S == Sk)
     a.mask = AttnMask::Causal;
+  a.documents = ctx.pos.token_doc.ptr != nullptr;
   // RoPE in place: q (and at CP 1 k and v) read from the projection's qkv; CP's gathered keys
   // and decoding's cached ones are packed.
   if (fused(Fusion::RopeInPlace))
@@ -140,12 +145,12 @@ void attention_forward(const BlockContext& ctx, const BlockDims& dims, const Par
     a.q = Buffer(be, dims.T * dims.qw, t);
     be.rope_split_qkv(a.q.view({dims.T, dims.qw}), k.view({dims.T, dims.kw}),
                       v.view({dims.T, dims.kw}), qkv.view({dims.T, dims.qkvw}), dims.H, dims.KV,
-                      ctx.pos.token_pos, ctx.cfg.rope_theta);
+                      ctx.pos.token_pos, ctx.cfg.rope());
     qkv.reset();
   } else {
     a.q = std::move(qkv);
     const Tensor rotated = a.q.view({dims.T, dims.qkvw});
-    be.rope_qkv(rotated, dims.H, dims.KV, ctx.pos.token_pos, ctx.cfg.rope_theta, false);
+    be.rope_qkv(rotated, dims.H, dims.KV, ctx.pos.token_pos, ctx.cfg.rope(), false);
     if (shape.layout == AttnLayout::QInQkv) {
       be.copy_columns(k.view({dims.T, dims.kw}), 0, rotated, dims.qw, dims.kw);
       be.copy_columns(v.view({dims.T, dims.kw}), 0, rotated, dims.qw + dims.kw, dims.kw);
@@ -163,11 +168,12 @@ void attention_forward(const BlockContext& ctx, const BlockDims& dims, const Par
     keys = a.k.view({dims.B * dims.Sk, dims.kw});
     values = a.v.view({dims.B * dims.Sk, dims.kw});
   }
-  // attn [T, qw] = softmax(q k^T / sqrt(hd), causal by global position) v; lse [B, H, S].
+  // attn [T, qw] = softmax(q k^T / sqrt(hd), causal by global position and within documents
+  // under --doc-mask) v; lse [B, H, S].
   a.attn = Buffer(be, dims.T * dims.qw, t);
   a.lse = Buffer(be, dims.B * dims.H * dims.S);
   be.attention_forward(a.attn.view({dims.T, dims.qw}), a.lse.flat(), q, keys, values,
-                       ctx.pos.seq_pos, ctx.pos.key_pos, shape);
+                       attn_positions(ctx), shape);
   // h [Tl, d] = x + attn Wo^T, the partial sums reduced over TP.
   const RowParallelLinear o(be, ctx.tp, w[kO]);
   a.h = o.forward(a.attn.view({dims.T, dims.qw}), &x);
@@ -186,15 +192,13 @@ Buffer qkv_grad_split(const BlockContext& ctx, const BlockDims& dims, const Bloc
   be.attention_backward(dqv, dk_all.view({keys, dims.kw}), dv_all.view({keys, dims.kw}),
                         dattn.view({dims.T, dims.qw}), a.q.view({dims.T, dims.qw}),
                         a.k.view({keys, dims.kw}), a.v.view({keys, dims.kw}),
-                        a.attn.view({dims.T, dims.qw}), a.lse.flat(), ctx.pos.seq_pos,
-                        ctx.pos.key_pos, shape);
+                        a.attn.view({dims.T, dims.qw}), a.lse.flat(), attn_positions(ctx), shape);
   dattn.reset();
   Buffer dk = ctx.cp.scatter_kv_grad(be, std::move(dk_all), dims.B);
   Buffer dv = ctx.cp.scatter_kv_grad(be, std::move(dv_all), dims.B);
   Buffer dqkv(be, dims.T * dims.qkvw, t);
   be.rope_merge_qkv(dqkv.view({dims.T, dims.qkvw}), dqv, dk.view({dims.T, dims.kw}),
-                    dv.view({dims.T, dims.kw}), dims.H, dims.KV, ctx.pos.token_pos,
-                    ctx.cfg.rope_theta);
+                    dv.view({dims.T, dims.kw}), dims.H, dims.KV, ctx.pos.token_pos, ctx.cfg.rope());
   return dqkv;
 }
 
@@ -211,20 +215,20 @@ Buffer qkv_grad_in_place(const BlockContext& ctx, const BlockDims& dims, const B
   const Tensor dattnv = dattn.view({dims.T, dims.qw}), attn = a.attn.view({dims.T, dims.qw});
   if (shape.layout == AttnLayout::Qkv) {
     be.attention_backward(dqkvv, dqkvv, dqkvv, dattnv, qkv, qkv, qkv, attn, a.lse.flat(),
-                          ctx.pos.seq_pos, ctx.pos.key_pos, shape);
+                          attn_positions(ctx), shape);
     dattn.reset();
   } else {
     Buffer dk_all(be, keys * dims.kw, t), dv_all(be, keys * dims.kw, t);
     be.attention_backward(dqkvv, dk_all.view({keys, dims.kw}), dv_all.view({keys, dims.kw}), dattnv,
                           qkv, a.k.view({keys, dims.kw}), a.v.view({keys, dims.kw}), attn,
-                          a.lse.flat(), ctx.pos.seq_pos, ctx.pos.key_pos, shape);
+                          a.lse.flat(), attn_positions(ctx), shape);
     dattn.reset();
     const Buffer dk = ctx.cp.scatter_kv_grad(be, std::move(dk_all), dims.B);
     const Buffer dv = ctx.cp.scatter_kv_grad(be, std::move(dv_all), dims.B);
     be.copy_columns(dqkvv, dims.qw, dk.view({dims.T, dims.kw}), 0, dims.kw);
     be.copy_columns(dqkvv, dims.qw + dims.kw, dv.view({dims.T, dims.kw}), 0, dims.kw);
   }
-  be.rope_qkv(dqkvv, dims.H, dims.KV, ctx.pos.token_pos, ctx.cfg.rope_theta, true);
+  be.rope_qkv(dqkvv, dims.H, dims.KV, ctx.pos.token_pos, ctx.cfg.rope(), true);
   return dqkv;
 }
 

@@ -86,8 +86,10 @@ void block_backward_weight(const BlockContext& ctx, const UnitSpec& u, Tensor dw
                            const BlockActs& a, const BlockGrads& g, bool dw_fresh = false);
 
 // The geometry and mask hint of the block's attention call on this rank (what
-// Backend::attention_path reports for the run).
+// Backend::attention_path reports for the run), and what it masks by: the positions and, under
+// --doc-mask, the documents.
 AttnShape attention_shape(const BlockContext& ctx);
+AttnPositions attn_positions(const BlockContext& ctx);
 
 // A view of parameter i of a flat unit buffer (w or dw) with its local shape.
 Tensor param_view(const Tensor& flat, const ParamInfo& p);

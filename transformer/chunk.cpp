@@ -16,14 +16,22 @@ void zero_accumulated_grads(Backend& be, const UnitSpec& l, const Tensor& dw) {
 
 ModelChunk::ModelChunk(Backend& be, const TensorParallel& tp, const ContextParallel& cp,
                        const ModelConfig& cfg, UnitParams& params, std::vector<int> units,
-                       bool recompute)
+                       bool recompute, int head_matrix)
     : be_(be),
       tp_(tp),
       cp_(cp),
       cfg_(cfg),
       params_(params),
       units_(std::move(units)),
-      recompute_(recompute) {}
+      recompute_(recompute),
+      head_matrix_(head_matrix) {
+  check(!has_head() || (head_matrix_ >= 0) == cfg_.tie_embeddings,
+        "ModelChunk: the LM head's matrix is the embedding's exactly when the embeddings are tied");
+}
+
+int ModelChunk::head_unit(int head) const {
+  return head_matrix_ < 0 ? head : head_matrix_;
+}
 
 bool ModelChunk::has_embedding() const {
   return params_.layout(units_.front()).kind == UnitSpec::Kind::Embedding;
@@ -61,8 +69,13 @@ StageOutput ModelChunk::forward(int id, const MicroBatch& mb, const Tensor* x_in
       if (recompute_) s.acts.back().clear();
       s.xs.push_back(std::move(out));
     } else {  // final norm, LM head, vocab-parallel cross-entropy
-      const int64_t V = l.params[kLmHead].local_shape[0];
-      s.logits = head_forward(be_, tp_, cfg_, l, w, s.xs.back().view({Tl, d}), s.head);
+      // The LM head's matrix: the head unit's own, or the tied embedding's (acquired here).
+      const int hu = head_unit(u);
+      const Tensor hw = hu == u ? w : params_.acquire(hu);
+      const Tensor w_head = head_matrix(params_.layout(hu), hw);
+      const int64_t V = w_head.rows();
+      s.logits = head_forward(be_, tp_, cfg_, l, w, w_head, s.xs.back().view({Tl, d}), s.head);
+      if (hu != u) params_.release(hu);
       s.row_max = Buffer(be_, T);
       s.ce_stats = Buffer(be_, 2 * T);
       // The loss statistics; at TP 1 in training also dlogits, in the same pass (the fused
@@ -109,10 +122,15 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
     } else {
       const Tensor w = params_.acquire(u);
       if (l.kind == UnitSpec::Kind::Head) {  // B and W at once (see chunk.hpp)
-        const int64_t V = l.params[kLmHead].local_shape[0];
         const Tensor dw = params_.grads(u);
         const bool fresh = params_.grads_fresh(u);
         if (fresh) zero_accumulated_grads(be_, l, dw);
+        const int hu = head_unit(u);
+        const bool own = hu == u;
+        const Tensor hw = own ? w : params_.acquire(hu);
+        const UnitSpec& hl = params_.layout(hu);
+        const Tensor w_head = head_matrix(hl, hw);
+        const int64_t V = w_head.rows();
         // dlogits [T, V/TP] = loss_scale * (softmax - onehot(target)), over the logits
         // (already, when the forward fused the classifier).
         const Tensor dlogits = s.logits.view({T, V});
@@ -123,8 +141,15 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
           check(s.dlogits_scale == loss_scale, "ModelChunk: micro-batch ", id,
                 "'s forward computed dlogits at loss scale ", s.dlogits_scale, ", backward asks ",
                 loss_scale);
-        head_backward(be_, tp_, l, w, dw, s.xs.back().view({Tl, d}), dlogits, grad.view({Tl, d}),
-                      s.head, fresh);
+        // The head's gradient: the tied embedding's, where the embedding adds its rows too,
+        // which counts this as one of its weight-gradient passes.
+        head_backward(be_, tp_, l, w, dw, w_head, head_matrix(hl, own ? dw : params_.grads(hu)),
+                      s.xs.back().view({Tl, d}), dlogits, grad.view({Tl, d}), s.head,
+                      own ? fresh : params_.grads_fresh(hu));
+        if (!own) {
+          params_.release(hu);
+          params_.hand_over_grads(hu);
+        }
         s.logits.reset();
         s.head.n.reset();
         params_.release(u);

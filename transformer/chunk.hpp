@@ -27,9 +27,13 @@ namespace tetra {
 
 class ModelChunk final : public PipelineStage {
  public:
-  // units: indices into params of this chunk's units, in model order.
+  // units: indices into params of this chunk's units, in model order. head_matrix: under tied
+  // embeddings, the unit whose matrix the LM head reads (UnitPlacement::head_matrix: the
+  // embedding unit, or on the last of several stages its copy), whose gradient the head's
+  // backward adds to and hands over; -1 when the head unit has an lm_head of its own.
   ModelChunk(Backend& be, const TensorParallel& tp, const ContextParallel& cp,
-             const ModelConfig& cfg, UnitParams& params, std::vector<int> units, bool recompute);
+             const ModelConfig& cfg, UnitParams& params, std::vector<int> units, bool recompute,
+             int head_matrix = -1);
 
   bool has_embedding() const;
   bool has_head() const;
@@ -70,6 +74,9 @@ class ModelChunk final : public PipelineStage {
   BlockContext block_ctx(const MicroBatch& mb) const;
   // W of unit u (the i-th of units_) for the micro-batch whose state is s.
   void unit_weight_grads(size_t i, State& s, const MicroBatch& mb);
+  // The unit whose matrix the LM head of unit `head` reads: itself, or under tied embeddings
+  // the embedding unit (or its copy).
+  int head_unit(int head) const;
 
   Backend& be_;
   TensorParallel tp_;
@@ -78,6 +85,7 @@ class ModelChunk final : public PipelineStage {
   UnitParams& params_;
   std::vector<int> units_;
   bool recompute_;
+  int head_matrix_;
   std::map<int, State> states_;  // by micro-batch id, from forward to backward
   DeviceLoss loss_;              // the head's losses of this step, until take_loss
 };

@@ -7,7 +7,8 @@
 //              head a ColumnParallelLinear over the shard). The loss on the logits is the
 //              chunk's (VocabParallelCrossEntropy).
 // u is the end's unit (UnitSpec::Kind::Embedding or Head), w and dw its weights and their
-// gradient (flat, TP-local).
+// gradient (flat, TP-local). The head's matrix W_head [V/TP, d] is passed apart (head_matrix):
+// the head unit's lm_head.weight, or under tied embeddings the embedding unit's table.
 #pragma once
 #include "backend/backend.hpp"
 #include "model/config.hpp"
@@ -28,17 +29,21 @@ struct HeadActs {
   Buffer rstd;  // the final norm's 1/rms [Tl]
   Buffer n;     // its output on all T tokens [T, d]: the LM head's input
 };
-// logits [T, V/TP], a new buffer in x's dtype.
+// The LM head's matrix [V/TP, d] in w, the flat weights (or gradients) of unit u: the head
+// unit's lm_head.weight, or (u the embedding unit, under tied embeddings) its table.
+Tensor head_matrix(const UnitSpec& u, const Tensor& w);
+// logits [T, V/TP], a new buffer in x's dtype; w_head [V/TP, d] the LM head's matrix.
 Buffer head_forward(Backend& be, const TensorParallel& tp, const ModelConfig& cfg,
-                    const UnitSpec& u, const Tensor& w, const Tensor& x, HeadActs& a);
-// dx [Tl, d] = dL/dx (overwritten) from dlogits [T, V/TP]; dw += dL/dw (the LM head's part
-// written instead under dw_fresh, as block_backward's GEMMs).
+                    const UnitSpec& u, const Tensor& w, const Tensor& w_head, const Tensor& x,
+                    HeadActs& a);
+// dx [Tl, d] = dL/dx (overwritten) from dlogits [T, V/TP]; dw += the final norm's dL/dw;
+// dw_head += dlogits^T n (written instead under head_fresh, as block_backward's GEMMs).
 void head_backward(Backend& be, const TensorParallel& tp, const UnitSpec& u, const Tensor& w,
-                   const Tensor& dw, const Tensor& x, const Tensor& dlogits, Tensor dx,
-                   const HeadActs& a, bool dw_fresh);
+                   const Tensor& dw, const Tensor& w_head, const Tensor& dw_head, const Tensor& x,
+                   const Tensor& dlogits, Tensor dx, const HeadActs& a, bool head_fresh);
 // The logits of x's last row alone [1, V] (decoding's next token, at TP 1): the head on that
 // row.
 Buffer head_last_row(Backend& be, const TensorParallel& tp, const ModelConfig& cfg,
-                     const UnitSpec& u, const Tensor& w, const Tensor& x);
+                     const UnitSpec& u, const Tensor& w, const Tensor& w_head, const Tensor& x);
 
 }  // namespace tetra

@@ -59,8 +59,11 @@ std::vector<float> Generator::forward(const std::vector<int>& tokens, int64_t p0
       block_forward(ctx, u, w, x.view({n, d}), y.view({n, d}), acts);
       x = std::move(y);
     } else {
-      // The last token's logits [1, rows]; the padding rows are not tokens.
-      const Buffer logits = head_last_row(be_, tp, cfg_, u, w, x.view({n, d}));
+      // The last token's logits [1, rows]; the padding rows are not tokens. The head's matrix:
+      // its own, or under tied embeddings the embedding's table (unit 0).
+      const Tensor w_head =
+          cfg_.tie_embeddings ? head_matrix(units_[0], weights_[0].flat()) : head_matrix(u, w);
+      const Buffer logits = head_last_row(be_, tp, cfg_, u, w, w_head, x.view({n, d}));
       out.resize(cfg_.rows());
       be_.download(out.data(), logits.flat());
       out.resize(cfg_.vocab);

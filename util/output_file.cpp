@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <iostream>
 
+#include "util/stop_signal.hpp"
+
 namespace tetra {
 namespace {
 
@@ -154,6 +156,7 @@ bool OutputStream::write(std::string_view text) {
 std::string replace_file(const std::string& path, const std::function<bool(int fd)>& fill) {
   Temporary tmp = create_temporary(path);
   if (tmp.fd < 0) return tmp.problem;
+  const TrackedTemporary tracked(tmp.path);  // removed if a signal ends the process meanwhile
   const auto abandon = [&](const char* step) {
     const int err = errno;
     if (tmp.fd >= 0) ::close(tmp.fd);
@@ -176,6 +179,7 @@ std::string replace_file(const std::string& path, std::string_view text) {
 std::string creation_problem(const std::string& target) {
   const Temporary tmp = create_temporary(target);
   if (tmp.fd < 0) return tmp.problem;
+  const TrackedTemporary tracked(tmp.path);
   ::close(tmp.fd);
   ::unlink(tmp.path.c_str());
   return "";

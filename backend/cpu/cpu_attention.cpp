@@ -1,7 +1,8 @@
 // The CPU backend's attention, in blocks of kBlock query rows. Per (batch, head) and block: the
 // scores against the keys the block can see (the mask by positions ends the block's keys at the
 // last one any of its queries sees, which for a causal sequence skips about half the products
-// and exponentials of a whole [Sq, Sk] score matrix), the softmax, and the product with V.
+// and exponentials of a whole [Sq, Sk] score matrix), the softmax masked by positions and
+// documents (backend/attn_mask.hpp's rule, row by row), and the product with V.
 // Backward per (batch, KV head), so that the query heads sharing a KV head, block after block,
 // add into dK, dV in a fixed order. The products are single-threaded gemms (cpu_gemm.hpp); the
 // threads take (batch, head) pairs, so no bit depends on their number.
@@ -87,25 +88,42 @@ int64_t visible_keys(const int32_t* qp, int64_t rows, const int32_t* kp, int64_t
   return n;
 }
 
-// p[j] = e^(p[j] - shift) for the keys a query at position q sees (kp[j] <= q), 0 for the others
-// (every exponential computed, then selected, in vectors: elementwise, so the same bits).
-void exp_masked(float* p, int64_t n, const int32_t* kp, int32_t q, float shift) {
+// One query row's view of AttnMaskView::visible, in a form the loops below vectorize: key j is
+// visible when kp[j] <= q and, with documents (kd not null), kd[j] == d.
+struct RowMask {
+  const int32_t* kp;  // [n] key positions
+  int32_t q;          // the query's position
+  const int32_t* kd;  // [n] the keys' documents in this sequence, or null
+  int32_t d;          // the query's document
+
+  bool visible(int64_t j) const { return kp[j] <= q && (!kd || kd[j] == d); }
+};
+
+// The row mask of query i of sequence b.
+RowMask row_mask(const AttnMaskView& m, int64_t b, int64_t i) {
+  if (!m.q_doc) return {m.k_pos, m.q_pos[i], nullptr, 0};
+  return {m.k_pos, m.q_pos[i], m.k_doc + b * m.sk, m.q_doc[b * m.sq + i]};
+}
+
+// p[j] = e^(p[j] - shift) for the keys the row sees, 0 for the others (every exponential
+// computed, then selected, in vectors: elementwise, so the same bits).
+void exp_masked(float* p, int64_t n, const RowMask& r, float shift) {
 #pragma omp simd
   for (int64_t j = 0; j < n; ++j) {
     const float e = exp_nonpositive(p[j] - shift);
-    p[j] = kp[j] <= q ? e : 0.f;
+    p[j] = r.visible(j) ? e : 0.f;
   }
 }
 
-// The largest of the scores p[0, n) a query at position q sees (-inf when none). A maximum is
-// exact in any order, so the vector reduction's order changes no bit.
-float masked_max(const float* p, int64_t n, const int32_t* kp, int32_t q) {
+// The largest of the scores p[0, n) the row sees (-inf when none). A maximum is exact in any
+// order, so the vector reduction's order changes no bit.
+float masked_max(const float* p, int64_t n, const RowMask& r) {
   const float neg_inf = -std::numeric_limits<float>::infinity();
   float m = neg_inf;
 #pragma omp simd reduction(max : m)
   for (int64_t j = 0; j < n; ++j) {
     const float x = p[j];
-    m = std::max(m, kp[j] <= q ? x : neg_inf);
+    m = std::max(m, r.visible(j) ? x : neg_inf);
   }
   return m;
 }
@@ -124,14 +142,15 @@ float lane_sum(const float* p, int64_t n) {
   return s;
 }
 
-// Row-wise causal softmax of the scores P [rows, n] in place; masked entries become 0,
-// L[i] = log-sum-exp.
-void softmax_causal(float* P, int64_t rows, int64_t n, const int32_t* qp, const int32_t* kp,
-                    float* L) {
+// Row-wise masked softmax of sequence b's scores P [rows, n] for queries i0.. in place; masked
+// entries become 0, L[i] = log-sum-exp (a query sees its own key, so no row is empty).
+void softmax_masked(float* P, int64_t rows, int64_t n, const AttnMaskView& mask, int64_t b,
+                    int64_t i0, float* L) {
   for (int64_t i = 0; i < rows; ++i) {
     float* p = P + i * n;
-    const float m = masked_max(p, n, kp, qp[i]);
-    exp_masked(p, n, kp, qp[i], m);
+    const RowMask r = row_mask(mask, b, i0 + i);
+    const float m = masked_max(p, n, r);
+    exp_masked(p, n, r, m);
     const float sum = lane_sum(p, n);
     for (int64_t j = 0; j < n; ++j) p[j] /= sum;
     L[i] = m + std::log(sum);
@@ -141,12 +160,13 @@ void softmax_causal(float* P, int64_t rows, int64_t n, const int32_t* qp, const 
 }  // namespace
 
 void cpu_attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k,
-                           const Tensor& v, const Tensor& q_pos, const Tensor& k_pos,
-                           const AttnShape& s) {
+                           const Tensor& v, const AttnPositions& pos, const AttnShape& s) {
   const int64_t H = s.heads, KV = s.kv_heads, hd = s.head_dim, group = H / KV;
   const float scale = 1.f / std::sqrt(float(hd));
-  const int32_t *qp = q_pos.i32(), *kp = k_pos.i32();
+  check_attn_positions(s, pos);
+  const int32_t *qp = pos.q_pos.i32(), *kp = pos.k_pos.i32();
   check_attn_mask(s, qp, kp);
+  const AttnMaskView mask = attn_mask_view(s, pos);
   check_attn_qkv("attention_forward", s, q, k, v);
   const AttnStrides st = attn_strides(s);
   const float *pq = q.f32() + st.q_col, *pk = k.f32() + st.k_col, *pv = v.f32() + st.v_col;
@@ -168,7 +188,7 @@ void cpu_attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor
           const int64_t n = visible_keys(qp + i0, rows, kp, s.sk);
           gemm_serial(false, true, rows, n, hd, scale, Q + i0 * st.q, st.q, K, st.kv, 0.f, P.data(),
                       n);
-          softmax_causal(P.data(), rows, n, qp + i0, kp, L + i0);
+          softmax_masked(P.data(), rows, n, mask, b, i0, L + i0);
           gemm_serial(false, false, rows, hd, n, 1.f, P.data(), n, V, st.kv, 0.f, O + i0 * os, os);
         }
       } catch (...) {
@@ -181,15 +201,17 @@ void cpu_attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor
 
 void cpu_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
                             const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                            const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) {
+                            const AttnPositions& pos, const AttnShape& s) {
   // Per (batch, kv head) so that the query heads sharing a KV head add into dK, dV in order;
   // per block of query rows, over the keys it sees:
   //   P = exp(S - lse), dV += P^T dO, dP = dO V^T, D = rowsum(dO * O),
   //   dS = P * (dP - D), dQ = scale dS K, dK += scale dS^T Q.
   const int64_t H = s.heads, KV = s.kv_heads, hd = s.head_dim, group = H / KV;
   const float scale = 1.f / std::sqrt(float(hd));
-  const int32_t *qp = q_pos.i32(), *kp = k_pos.i32();
+  check_attn_positions(s, pos);
+  const int32_t *qp = pos.q_pos.i32(), *kp = pos.k_pos.i32();
   check_attn_mask(s, qp, kp);
+  const AttnMaskView mask = attn_mask_view(s, pos);
   check_attn_qkv("attention_backward", s, q, k, v);
   check_attn_qkv("attention_backward", s, dq, dk, dv);
   const AttnStrides st = attn_strides(s);
@@ -222,7 +244,7 @@ void cpu_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout,
             const float *Qb = Q + i0 * qs, *Ob = O + i0 * os, *dOb = dO + i0 * os;
             gemm_serial(false, true, rows, n, hd, scale, Qb, qs, K, ks, 0.f, P.data(), n);
             for (int64_t i = 0; i < rows; ++i)
-              exp_masked(P.data() + i * n, n, kp, qp[i0 + i], L[i0 + i]);
+              exp_masked(P.data() + i * n, n, row_mask(mask, b, i0 + i), L[i0 + i]);
             gemm_serial(true, false, n, hd, rows, 1.f, P.data(), n, dOb, os, 1.f, dV, ks);
             gemm_serial(false, true, rows, n, hd, 1.f, dOb, os, V, ks, 0.f, dP.data(), n);
             for (int64_t i = 0; i < rows; ++i) {

@@ -9,10 +9,9 @@ namespace tetra {
 constexpr int64_t kAttentionBlock = 64;
 
 void cpu_attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k,
-                           const Tensor& v, const Tensor& q_pos, const Tensor& k_pos,
-                           const AttnShape& s);
+                           const Tensor& v, const AttnPositions& pos, const AttnShape& s);
 void cpu_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
                             const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                            const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s);
+                            const AttnPositions& pos, const AttnShape& s);
 
 }  // namespace tetra

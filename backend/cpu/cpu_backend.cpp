@@ -214,7 +214,7 @@ class CpuBackend final : public Backend {
   }
 
   void rope_split_qkv(Tensor q, Tensor k, Tensor v, const Tensor& qkv, int heads, int kv_heads,
-                      const Tensor& pos, double theta) override {
+                      const Tensor& pos, const Rope& rope) override {
     const int64_t T = qkv.rows(), W = qkv.cols(), qw = q.cols(), kw = k.cols();
     check(qw % heads == 0 && kw * heads == qw * kv_heads && W == qw + 2 * kw && v.cols() == kw &&
               q.rows() == T && k.rows() == T && v.rows() == T,
@@ -227,11 +227,11 @@ class CpuBackend final : public Backend {
       std::memcpy(pk + t * kw, s + t * W + qw, kw * sizeof(float));
       std::memcpy(pv + t * kw, s + t * W + qw + kw, kw * sizeof(float));
     }
-    rotate(pq, qw, T, heads, qw / heads, pos.i32(), theta, false);
-    rotate(pk, kw, T, kv_heads, qw / heads, pos.i32(), theta, false);
+    rotate(pq, qw, T, heads, qw / heads, pos.i32(), rope, false);
+    rotate(pk, kw, T, kv_heads, qw / heads, pos.i32(), rope, false);
   }
   void rope_merge_qkv(Tensor dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int heads,
-                      int kv_heads, const Tensor& pos, double theta) override {
+                      int kv_heads, const Tensor& pos, const Rope& rope) override {
     const int64_t T = dqkv.rows(), W = dqkv.cols(), qw = dq.cols(), kw = dk.cols();
     check(qw % heads == 0 && kw * heads == qw * kv_heads && W == qw + 2 * kw && dv.cols() == kw &&
               dq.rows() == T && dk.rows() == T && dv.rows() == T,
@@ -245,17 +245,16 @@ class CpuBackend final : public Backend {
       std::memcpy(d + t * W + qw + kw, sv + t * kw, kw * sizeof(float));
     }
     // The q and k parts are heads + kv_heads adjacent heads of each row.
-    rotate(d, W, T, heads + kv_heads, qw / heads, pos.i32(), theta, true);
+    rotate(d, W, T, heads + kv_heads, qw / heads, pos.i32(), rope, true);
   }
 
-  void rope_qkv(Tensor qkv, int heads, int kv_heads, const Tensor& pos, double theta,
+  void rope_qkv(Tensor qkv, int heads, int kv_heads, const Tensor& pos, const Rope& rope,
                 bool inverse) override {
     const int64_t T = qkv.rows(), W = qkv.cols();
     check(heads > 0 && kv_heads > 0 && W % (2 * (heads + 2 * kv_heads)) == 0 && pos.numel() == T,
           "rope_qkv ", qkv.shape_str(), " with ", heads, " + 2 x ", kv_heads, " heads");
     // The q and k parts are heads + kv_heads adjacent heads of each row.
-    rotate(qkv.f32(), W, T, heads + kv_heads, W / (heads + 2 * kv_heads), pos.i32(), theta,
-           inverse);
+    rotate(qkv.f32(), W, T, heads + kv_heads, W / (heads + 2 * kv_heads), pos.i32(), rope, inverse);
   }
   void copy_columns(Tensor dst, int64_t dst_col, const Tensor& src, int64_t src_col,
                     int64_t width) override {
@@ -271,13 +270,13 @@ class CpuBackend final : public Backend {
   }
 
   void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
-                         const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
-    cpu_attention_forward(out, lse, q, k, v, q_pos, k_pos, s);
+                         const AttnPositions& pos, const AttnShape& s) override {
+    cpu_attention_forward(out, lse, q, k, v, pos, s);
   }
   void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
                           const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                          const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
-    cpu_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, s);
+                          const AttnPositions& pos, const AttnShape& s) override {
+    cpu_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, pos, s);
   }
 
   // gate_up [T, 2F]: gate = columns [0, F) of a row, up = [F, 2F).
@@ -418,15 +417,15 @@ class CpuBackend final : public Backend {
     }
   }
   // Rotate-half RoPE in place on the first `heads` heads (hd wide) of T rows of `stride`
-  // floats, at positions pos[T]: angle = pos theta^(-2i/hd) in double, c, s in float.
+  // floats, at positions pos[T]: angle = pos rope.inv_freq(i, hd) in double, c, s in float.
   static void rotate(float* x, int64_t stride, int64_t T, int heads, int64_t hd, const int32_t* pos,
-                     double theta, bool inverse) {
+                     const Rope& rope, bool inverse) {
     const int64_t half = hd / 2;
     const float sign = inverse ? -1.f : 1.f;
 #pragma omp parallel for schedule(static) if (parallel_elements(T * heads * hd))
     for (int64_t t = 0; t < T; ++t) {
       for (int64_t i = 0; i < half; ++i) {
-        const double angle = double(pos[t]) * std::pow(theta, -2.0 * double(i) / double(hd));
+        const double angle = double(pos[t]) * rope.inv_freq(i, hd);
         const float c = float(std::cos(angle)), s = sign * float(std::sin(angle));
         for (int h = 0; h < heads; ++h) {
           float* xh = x + t * stride + h * hd;

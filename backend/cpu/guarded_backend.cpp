@@ -78,30 +78,30 @@ class GuardedBackend final : public Backend {
     cpu_->rmsnorm_backward_residual(in(dx), in(dw), in(dy), in(x), in(w), in(rstd), in(residual));
   }
   void rope_split_qkv(Tensor q, Tensor k, Tensor v, const Tensor& qkv, int heads, int kv_heads,
-                      const Tensor& pos, double theta) override {
-    cpu_->rope_split_qkv(in(q), in(k), in(v), in(qkv), heads, kv_heads, in(pos), theta);
+                      const Tensor& pos, const Rope& rope) override {
+    cpu_->rope_split_qkv(in(q), in(k), in(v), in(qkv), heads, kv_heads, in(pos), rope);
   }
   void rope_merge_qkv(Tensor dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int heads,
-                      int kv_heads, const Tensor& pos, double theta) override {
-    cpu_->rope_merge_qkv(in(dqkv), in(dq), in(dk), in(dv), heads, kv_heads, in(pos), theta);
+                      int kv_heads, const Tensor& pos, const Rope& rope) override {
+    cpu_->rope_merge_qkv(in(dqkv), in(dq), in(dk), in(dv), heads, kv_heads, in(pos), rope);
   }
-  void rope_qkv(Tensor qkv, int heads, int kv_heads, const Tensor& pos, double theta,
+  void rope_qkv(Tensor qkv, int heads, int kv_heads, const Tensor& pos, const Rope& rope,
                 bool inverse) override {
-    cpu_->rope_qkv(in(qkv), heads, kv_heads, in(pos), theta, inverse);
+    cpu_->rope_qkv(in(qkv), heads, kv_heads, in(pos), rope, inverse);
   }
   void copy_columns(Tensor dst, int64_t dst_col, const Tensor& src, int64_t src_col,
                     int64_t width) override {
     cpu_->copy_columns(in(dst), dst_col, in(src), src_col, width);
   }
   void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
-                         const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
-    cpu_->attention_forward(in(out), in(lse), in(q), in(k), in(v), in(q_pos), in(k_pos), s);
+                         const AttnPositions& pos, const AttnShape& s) override {
+    cpu_->attention_forward(in(out), in(lse), in(q), in(k), in(v), in(pos), s);
   }
   void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
                           const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                          const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
+                          const AttnPositions& pos, const AttnShape& s) override {
     cpu_->attention_backward(in(dq), in(dk), in(dv), in(dout), in(q), in(k), in(v), in(out),
-                             in(lse), in(q_pos), in(k_pos), s);
+                             in(lse), in(pos), s);
   }
   void swiglu_fused_forward(Tensor h, const Tensor& gate_up) override {
     cpu_->swiglu_fused_forward(in(h), in(gate_up));
@@ -138,6 +138,9 @@ class GuardedBackend final : public Backend {
     t.ptr = flip(t.ptr);
     t.device = Device::CPU;
     return t;
+  }
+  static AttnPositions in(const AttnPositions& p) {
+    return {in(p.q_pos), in(p.k_pos), in(p.q_doc), in(p.k_doc)};
   }
 
   std::unique_ptr<Backend> cpu_;

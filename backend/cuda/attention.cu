@@ -55,6 +55,9 @@ std::string Attention::refusal(const AttnShape& a, bool backward) const {
   if (forced_fallback_) return "TETRA_ATTENTION=fallback";
   if (!cudnn_) return "cuDNN did not start: " + unavailable_;
   if (a.mask == AttnMask::General) return "the mask is by positions only (no hint)";
+  // cuDNN's SDPA would take documents as packed variable-length sequences (ragged offsets, one
+  // per document), a graph per document count; tetra does not build those.
+  if (a.documents) return "a document mask (per-document masks are not given to cuDNN)";
   if (a.head_dim % 8 != 0 || a.head_dim > 256)
     return "head_dim " + std::to_string(a.head_dim) + " (cuDNN: a multiple of 8, at most 256)";
   std::string why;
@@ -80,9 +83,9 @@ std::string Attention::path(const AttnShape& a) const {
 }
 
 void Attention::forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& q_pos, const Tensor& k_pos, const AttnShape& a) {
+                        const AttnPositions& pos, const AttnShape& a) {
   if (!refusal(a, false).empty())
-    return gemm_attention_forward(stream_, blas_, out, lse, q, k, v, q_pos, k_pos, a);
+    return gemm_attention_forward(stream_, blas_, out, lse, q, k, v, pos, a);
 #ifdef TETRA_HAVE_CUDNN
   const int64_t H = a.heads, hd = a.head_dim;
   check(q.dtype == DType::BF16 && k.dtype == DType::BF16 && v.dtype == DType::BF16 &&
@@ -117,10 +120,9 @@ void Attention::forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k
 
 void Attention::backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
                          const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                         const Tensor& q_pos, const Tensor& k_pos, const AttnShape& a) {
+                         const AttnPositions& pos, const AttnShape& a) {
   if (!refusal(a, true).empty())
-    return gemm_attention_backward(stream_, blas_, dq, dk, dv, dout, q, k, v, out, lse, q_pos,
-                                   k_pos, a);
+    return gemm_attention_backward(stream_, blas_, dq, dk, dv, dout, q, k, v, out, lse, pos, a);
 #ifdef TETRA_HAVE_CUDNN
   const int64_t H = a.heads, KV = a.kv_heads, hd = a.head_dim, kw = KV * hd;
   check_attn_qkv("cuDNN attention backward", a, q, k, v);

@@ -1,8 +1,8 @@
 // Attention on bf16 tensors for the CUDA backend's native path: cuDNN SDPA where the build has it
 // and the mask hint and geometry allow (Causal: one call; CpChunks: each local query chunk
-// against its key prefix, bottom-right), else the GEMM fallback (attn_fallback.hpp), which takes
-// any mask by positions. TETRA_ATTENTION=fallback in the environment forces the fallback (the
-// on-device cross-check and the benchmark's comparison).
+// against its key prefix, bottom-right; no documents), else the GEMM fallback
+// (attn_fallback.hpp), which takes any mask by positions and documents. TETRA_ATTENTION=fallback in
+// the environment forces the fallback (the on-device cross-check and the benchmark's comparison).
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -28,10 +28,10 @@ class Attention {
   // forward's graph and refuse the backward's; the fallback backward costs about half the MFU).
   std::string path(const AttnShape& a) const;
   void forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
-               const Tensor& q_pos, const Tensor& k_pos, const AttnShape& a);
+               const AttnPositions& pos, const AttnShape& a);
   void backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
                 const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                const Tensor& q_pos, const Tensor& k_pos, const AttnShape& a);
+                const AttnPositions& pos, const AttnShape& a);
 
  private:
   // Why cuDNN does not take this pass ("" when it does), and the pass's path as said above.

@@ -18,7 +18,8 @@ constexpr int kAttnCols = kMaxHeadDim / kAttnThreads;  // output columns per att
 // ---- Attention ----
 // q, dq: rows q_stride apart; out, dout: [B*Sq, H*hd]; k, v, dk, dv: rows kv_stride apart
 // (AttnShape's layout; the pointers at their column offsets); lse, D: [B, H, Sq]. Query head h
-// reads KV head g = h / (H/KV). Key j is visible from query i when k_pos[j] <= q_pos[i];
+// reads KV head g = h / (H/KV). Key j is visible from query i of sequence b when
+// mask.visible(b, i, j) (backend/attn_mask.hpp: by positions, and documents under --doc-mask);
 // s_ij = scale q_i . k_j, scale = 1/sqrt(hd). Scores are recomputed where needed rather than
 // stored, so any Sk fits; the products over keys (or queries) go in tiles of kAttnThreads:
 // each thread computes one weight into shared memory, then each thread accumulates its own
@@ -41,8 +42,7 @@ __device__ inline float dot(const float* a, const float* b, int n) {
 //   m = max_j s_ij, l = sum_j exp(s_ij - m), lse_i = m + log l,
 //   out_i = sum_j exp(s_ij - m) / l * v_j (masked keys contribute nothing).
 __global__ void attention_forward_kernel(float* out, float* lse, const float* q, const float* k,
-                                         const float* v, const int32_t* q_pos, const int32_t* k_pos,
-                                         AttnDims a) {
+                                         const float* v, AttnMaskView mask, AttnDims a) {
   extern __shared__ float smem[];
   float* qs = smem;         // [hd] the query row
   float* ps = smem + a.hd;  // [kAttnThreads] probabilities of a tile of keys
@@ -55,22 +55,21 @@ __global__ void attention_forward_kernel(float* out, float* lse, const float* q,
   const float* vb = v + b * a.Sk * ks_stride + int64_t(g) * a.hd;
   for (int c = tid; c < a.hd; c += kAttnThreads) qs[c] = q[qoff + c];
   __syncthreads();
-  const int32_t qp = q_pos[i];
 
   float m = -INFINITY;
   for (int64_t j = tid; j < a.Sk; j += kAttnThreads)
-    if (k_pos[j] <= qp) m = fmaxf(m, a.scale * dot(qs, kb + j * ks_stride, a.hd));
+    if (mask.visible(b, i, j)) m = fmaxf(m, a.scale * dot(qs, kb + j * ks_stride, a.hd));
   m = block_reduce(m, Max{}, -INFINITY);
   float l = 0;
   for (int64_t j = tid; j < a.Sk; j += kAttnThreads)
-    if (k_pos[j] <= qp) l += expf(a.scale * dot(qs, kb + j * ks_stride, a.hd) - m);
+    if (mask.visible(b, i, j)) l += expf(a.scale * dot(qs, kb + j * ks_stride, a.hd) - m);
   l = block_reduce(l, Sum{}, 0.f);
   if (tid == 0) lse[(b * a.H + h) * a.Sq + i] = m + logf(l);
 
   float acc[kAttnCols] = {};
   for (int64_t j0 = 0; j0 < a.Sk; j0 += kAttnThreads) {
     const int64_t j = j0 + tid;
-    ps[tid] = (j < a.Sk && k_pos[j] <= qp)
+    ps[tid] = (j < a.Sk && mask.visible(b, i, j))
                   ? expf(a.scale * dot(qs, kb + j * ks_stride, a.hd) - m) / l
                   : 0.f;
     __syncthreads();
@@ -97,8 +96,7 @@ __global__ void attention_forward_kernel(float* out, float* lse, const float* q,
 // keys p_ij = exp(s_ij - lse_i), ds_ij = p_ij (dO_i . v_j - D_i); dq_i = scale sum_j ds_ij k_j.
 __global__ void attention_backward_dq_kernel(float* dq, float* D, const float* dout, const float* q,
                                              const float* k, const float* v, const float* out,
-                                             const float* lse, const int32_t* q_pos,
-                                             const int32_t* k_pos, AttnDims a) {
+                                             const float* lse, AttnMaskView mask, AttnDims a) {
   extern __shared__ float smem[];
   float* qs = smem;              // [hd] q_i
   float* dos = smem + a.hd;      // [hd] dO_i
@@ -120,13 +118,12 @@ __global__ void attention_backward_dq_kernel(float* dq, float* D, const float* d
   const int64_t row = (b * a.H + h) * a.Sq + i;
   if (tid == 0) D[row] = di;
   const float L = lse[row];
-  const int32_t qp = q_pos[i];
 
   float acc[kAttnCols] = {};
   for (int64_t j0 = 0; j0 < a.Sk; j0 += kAttnThreads) {
     const int64_t j = j0 + tid;
     float ds = 0.f;
-    if (j < a.Sk && k_pos[j] <= qp) {
+    if (j < a.Sk && mask.visible(b, i, j)) {
       const float p = expf(a.scale * dot(qs, kb + j * ks_stride, a.hd) - L);
       ds = p * (dot(dos, vb + j * ks_stride, a.hd) - di);
     }
@@ -156,8 +153,7 @@ __global__ void attention_backward_dq_kernel(float* dq, float* D, const float* d
 //   dv_j = sum_h sum_i p_ij dO_i,  dk_j = scale sum_h sum_i ds_ij q_i   (both overwritten).
 __global__ void attention_backward_dkdv_kernel(float* dk, float* dv, const float* dout,
                                                const float* q, const float* k, const float* v,
-                                               const float* lse, const float* D,
-                                               const int32_t* q_pos, const int32_t* k_pos,
+                                               const float* lse, const float* D, AttnMaskView mask,
                                                AttnDims a) {
   extern __shared__ float smem[];
   float* ks = smem;                             // [hd] k_j
@@ -173,7 +169,6 @@ __global__ void attention_backward_dkdv_kernel(float* dk, float* dv, const float
     vs[c] = v[koff + c];
   }
   __syncthreads();
-  const int32_t kp = k_pos[j];
 
   float dk_acc[kAttnCols] = {}, dv_acc[kAttnCols] = {};
   for (int h = g * group; h < (g + 1) * group; ++h) {
@@ -184,7 +179,7 @@ __global__ void attention_backward_dkdv_kernel(float* dk, float* dv, const float
     for (int64_t i0 = 0; i0 < a.Sq; i0 += kAttnThreads) {
       const int64_t i = i0 + tid;
       float p = 0.f, ds = 0.f;
-      if (i < a.Sq && kp <= q_pos[i]) {
+      if (i < a.Sq && mask.visible(b, i, j)) {
         p = expf(a.scale * dot(qb + i * qs_stride, ks, a.hd) - Lh[i]);
         ds = p * (dot(dob + i * os_stride, vs, a.hd) - Dh[i]);
       }
@@ -218,14 +213,13 @@ __global__ void attention_backward_dkdv_kernel(float* dk, float* dv, const float
 }
 
 AttnDims attn_dims(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
-                   const Tensor& q_pos, const Tensor& k_pos) {
+                   const AttnPositions& pos) {
   check(s.heads > 0 && s.kv_heads > 0 && s.heads % s.kv_heads == 0 && s.head_dim > 0 &&
             s.head_dim <= kMaxHeadDim,
         "attention: heads ", s.heads, ", kv_heads ", s.kv_heads, ", head_dim ", s.head_dim,
         " (the CUDA kernels take head_dim <= ", kMaxHeadDim, ")");
   check_attn_qkv("attention", s, q, k, v);
-  check(q_pos.numel() == s.sq && k_pos.numel() == s.sk, "attention positions ", q_pos.shape_str(),
-        ", ", k_pos.shape_str());
+  check_attn_positions(s, pos);
   check(s.batch <= 65535 && s.heads <= 65535, "attention grid: batch ", s.batch, ", heads ",
         s.heads);
   const AttnStrides st = attn_strides(s);
@@ -247,9 +241,9 @@ dim3 attn_grid(int64_t rows, int heads, int64_t batch) {
 }  // namespace
 
 void fp32_attention_forward(cudaStream_t stream, Tensor out, Tensor lse, const Tensor& q,
-                            const Tensor& k, const Tensor& v, const Tensor& q_pos,
-                            const Tensor& k_pos, const AttnShape& s) {
-  const AttnDims a = attn_dims(s, q, k, v, q_pos, k_pos);
+                            const Tensor& k, const Tensor& v, const AttnPositions& pos,
+                            const AttnShape& s) {
+  const AttnDims a = attn_dims(s, q, k, v, pos);
   check(out.numel() == s.batch * s.sq * s.heads * s.head_dim &&
             lse.numel() == s.batch * s.heads * s.sq,
         "attention_forward outputs ", out.shape_str(), ", ", lse.shape_str());
@@ -257,16 +251,17 @@ void fp32_attention_forward(cudaStream_t stream, Tensor out, Tensor lse, const T
   const AttnStrides st = attn_strides(s);
   const size_t smem = (a.hd + kAttnThreads) * sizeof(float);
   attention_forward_kernel<<<attn_grid(s.sq, s.heads, s.batch), kAttnThreads, smem, stream>>>(
-      f32(out), f32(lse), f32(q) + st.q_col, f32(k) + st.k_col, f32(v) + st.v_col, i32(q_pos),
-      i32(k_pos), a);
+      f32(out), f32(lse), f32(q) + st.q_col, f32(k) + st.k_col, f32(v) + st.v_col,
+      attn_mask_view(s, pos), a);
   TETRA_LAUNCH_CHECK("attention_forward_kernel");
 }
 
 void fp32_attention_backward(cudaStream_t stream, Tensor dq, Tensor dk, Tensor dv,
                              const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
-                             const Tensor& out, const Tensor& lse, const Tensor& q_pos,
-                             const Tensor& k_pos, const AttnShape& s) {
-  const AttnDims a = attn_dims(s, q, k, v, q_pos, k_pos);
+                             const Tensor& out, const Tensor& lse, const AttnPositions& pos,
+                             const AttnShape& s) {
+  const AttnDims a = attn_dims(s, q, k, v, pos);
+  const AttnMaskView mask = attn_mask_view(s, pos);
   check_attn_qkv("attention_backward", s, dq, dk, dv);
   const int64_t qn = s.batch * s.sq * s.heads * s.head_dim;
   check(dout.numel() == qn && out.numel() == qn && lse.numel() == s.batch * s.heads * s.sq,
@@ -280,15 +275,14 @@ void fp32_attention_backward(cudaStream_t stream, Tensor dq, Tensor dk, Tensor d
   if (s.sq > 0) {
     const size_t smem = (2 * a.hd + kAttnThreads) * sizeof(float);
     attention_backward_dq_kernel<<<attn_grid(s.sq, s.heads, s.batch), kAttnThreads, smem, stream>>>(
-        f32(dq) + st.q_col, pD, f32(dout), pq, pk, pv, f32(out), f32(lse), i32(q_pos), i32(k_pos),
-        a);
+        f32(dq) + st.q_col, pD, f32(dout), pq, pk, pv, f32(out), f32(lse), mask, a);
     TETRA_LAUNCH_CHECK("attention_backward_dq_kernel");
   }
   if (s.sk > 0) {
     const size_t smem = (2 * a.hd + 2 * kAttnThreads) * sizeof(float);
     attention_backward_dkdv_kernel<<<attn_grid(s.sk, s.kv_heads, s.batch), kAttnThreads, smem,
                                      stream>>>(f32(dk) + st.k_col, f32(dv) + st.v_col, f32(dout),
-                                               pq, pk, pv, f32(lse), pD, i32(q_pos), i32(k_pos), a);
+                                               pq, pk, pv, f32(lse), pD, mask, a);
     TETRA_LAUNCH_CHECK("attention_backward_dkdv_kernel");
   }
 }

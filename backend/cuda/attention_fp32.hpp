@@ -8,11 +8,11 @@
 namespace tetra::cuda {
 
 void fp32_attention_forward(cudaStream_t stream, Tensor out, Tensor lse, const Tensor& q,
-                            const Tensor& k, const Tensor& v, const Tensor& q_pos,
-                            const Tensor& k_pos, const AttnShape& s);
+                            const Tensor& k, const Tensor& v, const AttnPositions& pos,
+                            const AttnShape& s);
 void fp32_attention_backward(cudaStream_t stream, Tensor dq, Tensor dk, Tensor dv,
                              const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
-                             const Tensor& out, const Tensor& lse, const Tensor& q_pos,
-                             const Tensor& k_pos, const AttnShape& s);
+                             const Tensor& out, const Tensor& lse, const AttnPositions& pos,
+                             const AttnShape& s);
 
 }  // namespace tetra::cuda

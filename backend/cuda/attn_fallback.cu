@@ -10,36 +10,33 @@ namespace tetra::cuda {
 namespace {
 
 // ---- Attention by GEMMs (attn_fallback.cu), fp32, one sequence b at a time ----
-// S holds [H, Sq, Sk] scores already scaled (s_ij = scale q_i . k_j); key j is visible from
-// query i when k_pos[j] <= q_pos[i]. One block per row (h, i).
+// S holds [H, Sq, Sk] scores of sequence b already scaled (s_ij = scale q_i . k_j); key j is
+// visible from query i when mask.visible(b, i, j) (backend/attn_mask.hpp). One block per row
+// (h, i).
 
 // Forward: P = softmax over the visible keys in place of S; lse[h, i] = m + log l.
-__global__ void masked_softmax_kernel(float* S, float* lse, const int32_t* q_pos,
-                                      const int32_t* k_pos, int64_t Sq, int64_t Sk) {
-  const int64_t row = blockIdx.x, i = row % Sq;
+__global__ void masked_softmax_kernel(float* S, float* lse, AttnMaskView mask, int64_t b) {
+  const int64_t Sq = mask.sq, Sk = mask.sk, row = blockIdx.x, i = row % Sq;
   float* s = S + row * Sk;
-  const int32_t qp = q_pos[i];
   float m = -INFINITY;
   for (int64_t j = threadIdx.x; j < Sk; j += blockDim.x)
-    if (k_pos[j] <= qp) m = fmaxf(m, s[j]);
+    if (mask.visible(b, i, j)) m = fmaxf(m, s[j]);
   m = block_reduce(m, Max{}, -INFINITY);
   float l = 0;
   for (int64_t j = threadIdx.x; j < Sk; j += blockDim.x)
-    if (k_pos[j] <= qp) l += expf(s[j] - m);
+    if (mask.visible(b, i, j)) l += expf(s[j] - m);
   l = block_reduce(l, Sum{}, 0.f);
   for (int64_t j = threadIdx.x; j < Sk; j += blockDim.x)
-    s[j] = k_pos[j] <= qp ? expf(s[j] - m) / l : 0.f;
+    s[j] = mask.visible(b, i, j) ? expf(s[j] - m) / l : 0.f;
   if (threadIdx.x == 0) lse[row] = m + logf(l);
 }
 // Backward: P = exp(S - lse) over the visible keys, in place.
-__global__ void probs_from_lse_kernel(float* S, const float* lse, const int32_t* q_pos,
-                                      const int32_t* k_pos, int64_t Sq, int64_t Sk) {
-  const int64_t row = blockIdx.x, i = row % Sq;
+__global__ void probs_from_lse_kernel(float* S, const float* lse, AttnMaskView mask, int64_t b) {
+  const int64_t Sq = mask.sq, Sk = mask.sk, row = blockIdx.x, i = row % Sq;
   float* s = S + row * Sk;
-  const int32_t qp = q_pos[i];
   const float L = lse[row];
   for (int64_t j = threadIdx.x; j < Sk; j += blockDim.x)
-    s[j] = k_pos[j] <= qp ? expf(s[j] - L) : 0.f;
+    s[j] = mask.visible(b, i, j) ? expf(s[j] - L) : 0.f;
 }
 // dS = P (dP - D_i) in place of dP, D_i = dO_i . O_i (rows of dout, out at stride ld, head h
 // at column h hd).
@@ -132,20 +129,20 @@ struct QkvF32 {
 };
 
 void check_shapes(const AttnShape& a, const Tensor& q, const Tensor& k, const Tensor& v,
-                  const Tensor& q_pos, const Tensor& k_pos) {
-  check(a.heads > 0 && a.kv_heads > 0 && a.heads % a.kv_heads == 0 && a.head_dim > 0 &&
-            q_pos.numel() == a.sq && k_pos.numel() == a.sk,
-        "attention shapes: heads ", a.heads, "/", a.kv_heads, ", head_dim ", a.head_dim,
-        ", positions ", q_pos.shape_str(), ", ", k_pos.shape_str());
+                  const AttnPositions& pos) {
+  check(a.heads > 0 && a.kv_heads > 0 && a.heads % a.kv_heads == 0 && a.head_dim > 0,
+        "attention shapes: heads ", a.heads, "/", a.kv_heads, ", head_dim ", a.head_dim);
+  check_attn_positions(a, pos);
   check_attn_qkv("attention", a, q, k, v);
 }
 
 }  // namespace
 
 void gemm_attention_forward(cudaStream_t s, cublasHandle_t blas, Tensor out, Tensor lse,
-                            const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos,
-                            const Tensor& k_pos, const AttnShape& a) {
-  check_shapes(a, q, k, v, q_pos, k_pos);
+                            const Tensor& q, const Tensor& k, const Tensor& v,
+                            const AttnPositions& pos, const AttnShape& a) {
+  check_shapes(a, q, k, v, pos);
+  const AttnMaskView mask = attn_mask_view(a, pos);
   check(out.numel() == a.batch * a.sq * a.heads * a.head_dim &&
             lse.numel() == a.batch * a.heads * a.sq && lse.dtype == DType::F32,
         "attention_forward outputs ", out.shape_str(), ", ", lse.shape_str());
@@ -164,8 +161,7 @@ void gemm_attention_forward(cudaStream_t s, cublasHandle_t blas, Tensor out, Ten
     for (int64_t g = 0; g < KV; ++g)  // S_h [Sq, Sk] = scale Q_h K_g^T for the group's heads h
       gemm(blas, false, true, Sq, Sk, hd, scale, qb + g * G * hd, qs, hd, kb + g * hd, ks, 0, 0.f,
            P + g * G * Sq * Sk, Sk, Sq * Sk, G);
-    masked_softmax_kernel<<<unsigned(H * Sq), kThreads, 0, s>>>(P, f32(lse) + b * H * Sq,
-                                                                i32(q_pos), i32(k_pos), Sq, Sk);
+    masked_softmax_kernel<<<unsigned(H * Sq), kThreads, 0, s>>>(P, f32(lse) + b * H * Sq, mask, b);
     TETRA_LAUNCH_CHECK("masked_softmax_kernel");
     for (int64_t g = 0; g < KV; ++g)  // O_h [Sq, hd] = P_h V_g
       gemm(blas, false, false, Sq, hd, Sk, 1.f, P + g * G * Sq * Sk, Sk, Sq * Sk, vb + g * hd, vs,
@@ -176,9 +172,10 @@ void gemm_attention_forward(cudaStream_t s, cublasHandle_t blas, Tensor out, Ten
 
 void gemm_attention_backward(cudaStream_t s, cublasHandle_t blas, Tensor dq, Tensor dk, Tensor dv,
                              const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
-                             const Tensor& out, const Tensor& lse, const Tensor& q_pos,
-                             const Tensor& k_pos, const AttnShape& a) {
-  check_shapes(a, q, k, v, q_pos, k_pos);
+                             const Tensor& out, const Tensor& lse, const AttnPositions& pos,
+                             const AttnShape& a) {
+  check_shapes(a, q, k, v, pos);
+  const AttnMaskView mask = attn_mask_view(a, pos);
   check_attn_qkv("attention_backward", a, dq, dk, dv);
   const int64_t qn = a.batch * a.sq * a.heads * a.head_dim;
   check(dout.numel() == qn && out.numel() == qn && lse.numel() == a.batch * a.heads * a.sq,
@@ -211,8 +208,8 @@ void gemm_attention_backward(cudaStream_t s, cublasHandle_t blas, Tensor dq, Ten
            dP + h0 * Sq * Sk, Sk, Sq * Sk, G);
     }
     if (Sq > 0) {
-      probs_from_lse_kernel<<<unsigned(H * Sq), kThreads, 0, s>>>(P, f32(lse) + b * H * Sq,
-                                                                  i32(q_pos), i32(k_pos), Sq, Sk);
+      probs_from_lse_kernel<<<unsigned(H * Sq), kThreads, 0, s>>>(P, f32(lse) + b * H * Sq, mask,
+                                                                  b);
       TETRA_LAUNCH_CHECK("probs_from_lse_kernel");
       // dS = P (dP - rowsum(dO O)), in place of dP.
       softmax_grad_kernel<<<unsigned(H * Sq), kThreads, 0, s>>>(dP, P, dob, ob, Sq, Sk, qw,

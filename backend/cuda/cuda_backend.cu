@@ -149,6 +149,28 @@ class CudaBackend final : public Backend {
     before_host_wait(stream_);
     CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
+  // The copy stream waits for the work queued so far (an event), copies, and the compute
+  // stream's later work waits for the copy (another event): the next step's update cannot
+  // overwrite what is being copied, and no host thread waits.
+  void download_behind(void* host, const Tensor& src) override {
+    if (src.bytes() == 0) return;
+    if (!copy_stream_) {
+      CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+      CUDA_CHECK(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming));
+      CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
+    }
+    CUDA_CHECK(cudaEventRecord(queued_, stream_));
+    CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, queued_, 0));
+    CUDA_CHECK(cudaMemcpyAsync(host, dev(src), src.bytes(), cudaMemcpyDeviceToHost, copy_stream_));
+    CUDA_CHECK(cudaEventRecord(copied_, copy_stream_));
+    CUDA_CHECK(cudaStreamWaitEvent(stream_, copied_, 0));
+  }
+  // Called from the writer thread: the device is per thread, so it is set first.
+  void copies_landed() override {
+    if (!copy_stream_) return;
+    CUDA_CHECK(cudaSetDevice(device_));
+    CUDA_CHECK(cudaStreamSynchronize(copy_stream_));
+  }
   void synchronize() override {
     before_host_wait(stream_);
     CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -352,24 +374,23 @@ class CudaBackend final : public Backend {
   }
 
   void rope_split_qkv(Tensor q, Tensor k, Tensor v, const Tensor& qkv, int heads, int kv_heads,
-                      const Tensor& pos, double theta) override {
+                      const Tensor& pos, const Rope& rope) override {
     const int64_t hd = q.cols() / std::max(heads, 1);
-    rope_split_qkv_any(stream_, q, k, v, qkv, heads, kv_heads, pos, rope_table(hd, theta), theta);
+    rope_split_qkv_any(stream_, q, k, v, qkv, heads, kv_heads, pos, rope_table(hd, rope), rope);
   }
   void rope_merge_qkv(Tensor dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int heads,
-                      int kv_heads, const Tensor& pos, double theta) override {
+                      int kv_heads, const Tensor& pos, const Rope& rope) override {
     const int64_t hd = dq.cols() / std::max(heads, 1);
-    rope_merge_qkv_any(stream_, dqkv, dq, dk, dv, heads, kv_heads, pos, rope_table(hd, theta),
-                       theta);
+    rope_merge_qkv_any(stream_, dqkv, dq, dk, dv, heads, kv_heads, pos, rope_table(hd, rope), rope);
   }
 
   // One launch on the q and k heads of each row (the kernel rope_split_qkv's rotation uses).
-  void rope_qkv(Tensor qkv, int heads, int kv_heads, const Tensor& pos, double theta,
+  void rope_qkv(Tensor qkv, int heads, int kv_heads, const Tensor& pos, const Rope& rope,
                 bool inverse) override {
     check(heads > 0 && kv_heads > 0 && qkv.cols() % (2 * (heads + 2 * kv_heads)) == 0, "rope_qkv ",
           qkv.shape_str(), " with ", heads, " + 2 x ", kv_heads, " heads");
     const int64_t hd = qkv.cols() / (heads + 2 * kv_heads);
-    rope_any(stream_, qkv, heads + kv_heads, hd, pos, rope_table(hd, theta), theta, inverse);
+    rope_any(stream_, qkv, heads + kv_heads, hd, pos, rope_table(hd, rope), rope, inverse);
   }
   void copy_columns(Tensor dst, int64_t dst_col, const Tensor& src, int64_t src_col,
                     int64_t width) override {
@@ -383,19 +404,18 @@ class CudaBackend final : public Backend {
   }
 
   void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
-                         const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
+                         const AttnPositions& pos, const AttnShape& s) override {
     const CategoryTimes::Span timed(*times_, CategoryTimes::kAttention);
-    if (!all_f32({&out, &q, &k, &v}))
-      return attention_->forward(out, lse, q, k, v, q_pos, k_pos, s);
-    fp32_attention_forward(stream_, out, lse, q, k, v, q_pos, k_pos, s);
+    if (!all_f32({&out, &q, &k, &v})) return attention_->forward(out, lse, q, k, v, pos, s);
+    fp32_attention_forward(stream_, out, lse, q, k, v, pos, s);
   }
   void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q,
                           const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                          const Tensor& q_pos, const Tensor& k_pos, const AttnShape& s) override {
+                          const AttnPositions& pos, const AttnShape& s) override {
     const CategoryTimes::Span timed(*times_, CategoryTimes::kAttention);
     if (!all_f32({&dq, &dk, &dv, &dout, &q, &k, &v, &out}))
-      return attention_->backward(dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, s);
-    fp32_attention_backward(stream_, dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, s);
+      return attention_->backward(dq, dk, dv, dout, q, k, v, out, lse, pos, s);
+    fp32_attention_backward(stream_, dq, dk, dv, dout, q, k, v, out, lse, pos, s);
   }
 
   void swiglu_fused_forward(Tensor h, const Tensor& gate_up) override {
@@ -450,12 +470,12 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  // RoPE's cos/sin table for (hd, theta), built on first use (fused_ops.hpp) and kept.
-  const void* rope_table(int64_t hd, double theta) {
-    auto& t = rope_tables_[{hd, theta}];
+  // RoPE's cos/sin table for (hd, rope), built on first use (fused_ops.hpp) and kept.
+  const void* rope_table(int64_t hd, const Rope& rope) {
+    auto& t = rope_tables_[{hd, rope}];
     if (!t) {
       CUDA_CHECK(cudaMallocAsync(&t, rope_table_bytes(hd), stream_));
-      build_rope_table(stream_, t, hd, theta);
+      build_rope_table(stream_, t, hd, rope);
     }
     return t;
   }
@@ -467,6 +487,13 @@ class CudaBackend final : public Backend {
     for (auto& [key, t] : rope_tables_) cudaFreeAsync(t, stream_);
     rope_tables_.clear();
     if (blas_) cublasDestroy(blas_);
+    if (copy_stream_) {
+      cudaStreamSynchronize(copy_stream_);
+      cudaStreamDestroy(copy_stream_);
+      cudaEventDestroy(queued_);
+      cudaEventDestroy(copied_);
+    }
+    copy_stream_ = nullptr;
     if (stream_) {
       cudaStreamSynchronize(stream_);
       cudaStreamDestroy(stream_);
@@ -477,11 +504,15 @@ class CudaBackend final : public Backend {
 
   int device_;
   cudaStream_t stream_ = nullptr;
+  // Checkpoint copies (download_behind): their stream, and the events that order it with
+  // stream_ both ways.
+  cudaStream_t copy_stream_ = nullptr;
+  cudaEvent_t queued_ = nullptr, copied_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   std::unique_ptr<LtGemm> lt_;
   std::unique_ptr<Attention> attention_;
   std::unique_ptr<CategoryTimes> times_;
-  std::map<std::pair<int64_t, double>, void*> rope_tables_;
+  std::map<std::pair<int64_t, Rope>, void*> rope_tables_;
   HostBuffer sum_host_{this};  // pinned: the sums of squares come back through it
 };
 

@@ -11,6 +11,7 @@
 
 #include "backend/cuda/reduce.cuh"
 #include "backend/op_math.hpp"
+#include "backend/rope.hpp"
 
 namespace tetra::cuda {
 
@@ -220,32 +221,32 @@ static __global__ void rmsnorm_dw_sum_kernel(float* dw, const float* partial, in
   }
 }
 
-// ---- RoPE from a table: table[p, i] = (cos, sin) of p theta^(-2i/hd), built in double ----
+// ---- RoPE from a table: table[p, i] = (cos, sin) of p rope.inv_freq(i, hd) (backend/rope.hpp),
+// built in double ----
 
-static __global__ void rope_table_kernel(float2* table, int64_t positions, int64_t hd,
-                                         double theta) {
+static __global__ void rope_table_kernel(float2* table, int64_t positions, int64_t hd, Rope rope) {
   const int64_t half = hd / 2;
   TETRA_FOR(idx, positions * half) {
     const int64_t p = idx / half, i = idx % half;
-    const double angle = double(p) * pow(theta, -2.0 * double(i) / double(hd));
+    const double angle = double(p) * rope.inv_freq(i, hd);
     table[idx] = make_float2(float(cos(angle)), float(sin(angle)));
   }
 }
 __device__ inline float2 rope_cs(const float2* table, int32_t p, int64_t i, int64_t hd,
-                                 double theta) {
+                                 const Rope& rope) {
   if (p >= 0 && p < kRopeTablePositions) return table[int64_t(p) * (hd / 2) + i];
-  const double angle = double(p) * pow(theta, -2.0 * double(i) / double(hd));
+  const double angle = double(p) * rope.inv_freq(i, hd);
   return make_float2(float(cos(angle)), float(sin(angle)));
 }
 // In place on the first `heads` heads (hd wide) of rows `stride` apart: one thread per
 // (t, i < hd/2), all heads. sign -1: the inverse rotation.
 template <typename T>
 __global__ void rope_t_kernel(T* x, int64_t stride, const int32_t* pos, const float2* table,
-                              int64_t T_, int heads, int64_t hd, double theta, float sign) {
+                              int64_t T_, int heads, int64_t hd, Rope rope, float sign) {
   const int64_t half = hd / 2;
   TETRA_FOR(idx, T_ * half) {
     const int64_t t = idx / half, i = idx % half;
-    const float2 cs = rope_cs(table, pos[t], i, hd, theta);
+    const float2 cs = rope_cs(table, pos[t], i, hd, rope);
     for (int h = 0; h < heads; ++h) {
       const int64_t o = t * stride + int64_t(h) * hd + i;
       float x1 = load(x, o), x2 = load(x, o + half);

@@ -233,15 +233,15 @@ size_t rope_table_bytes(int64_t hd) {
   return size_t(kRopeTablePositions) * size_t(hd / 2) * sizeof(float2);
 }
 
-void build_rope_table(cudaStream_t s, void* table, int64_t hd, double theta) {
+void build_rope_table(cudaStream_t s, void* table, int64_t hd, const Rope& rope) {
   const int64_t n = int64_t(kRopeTablePositions) * (hd / 2);
   rope_table_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(static_cast<float2*>(table),
-                                                               kRopeTablePositions, hd, theta);
+                                                               kRopeTablePositions, hd, rope);
   TETRA_LAUNCH_CHECK("rope_table_kernel");
 }
 
 void rope_any(cudaStream_t s, Tensor x, int heads, int64_t hd, const Tensor& pos, const void* table,
-              double theta, bool inverse) {
+              const Rope& rope, bool inverse) {
   const int64_t T = x.rows();
   check(heads > 0 && hd % 2 == 0 && heads * hd <= x.cols() && pos.numel() == T, "rope on ",
         x.shape_str(), " with ", heads, " heads of ", hd);
@@ -249,7 +249,7 @@ void rope_any(cudaStream_t s, Tensor x, int heads, int64_t hd, const Tensor& pos
   by_dtype(x.dtype, "rope", [&](auto tag) {
     using T_ = decltype(tag);
     rope_t_kernel<T_><<<grid_for(T * hd / 2, kThreads), kThreads, 0, s>>>(
-        dev_as<T_>(x), x.cols(), i32(pos), static_cast<const float2*>(table), T, heads, hd, theta,
+        dev_as<T_>(x), x.cols(), i32(pos), static_cast<const float2*>(table), T, heads, hd, rope,
         inverse ? -1.f : 1.f);
   });
   TETRA_LAUNCH_CHECK("rope_t_kernel");
@@ -278,25 +278,25 @@ void check_qkv(const char* op, const Tensor& qkv, const Tensor& q, const Tensor&
 }  // namespace
 
 void rope_split_qkv_any(cudaStream_t s, Tensor q, Tensor k, Tensor v, const Tensor& qkv, int heads,
-                        int kv_heads, const Tensor& pos, const void* table, double theta) {
+                        int kv_heads, const Tensor& pos, const void* table, const Rope& rope) {
   check_qkv("rope_split_qkv", qkv, q, k, v, heads, kv_heads);
   const int64_t qw = q.cols(), kw = k.cols(), hd = qw / heads;
   columns(s, q, qkv, 0, false);
   columns(s, k, qkv, qw, false);
   columns(s, v, qkv, qw + kw, false);
-  rope_any(s, q, heads, hd, pos, table, theta, false);
-  rope_any(s, k, kv_heads, hd, pos, table, theta, false);
+  rope_any(s, q, heads, hd, pos, table, rope, false);
+  rope_any(s, k, kv_heads, hd, pos, table, rope, false);
 }
 
 void rope_merge_qkv_any(cudaStream_t s, Tensor dqkv, const Tensor& dq, const Tensor& dk,
                         const Tensor& dv, int heads, int kv_heads, const Tensor& pos,
-                        const void* table, double theta) {
+                        const void* table, const Rope& rope) {
   check_qkv("rope_merge_qkv", dqkv, dq, dk, dv, heads, kv_heads);
   const int64_t qw = dq.cols(), kw = dk.cols(), hd = qw / heads;
   columns(s, dq, dqkv, 0, true);
   columns(s, dk, dqkv, qw, true);
   columns(s, dv, dqkv, qw + kw, true);
-  rope_any(s, dqkv, heads + kv_heads, hd, pos, table, theta, true);
+  rope_any(s, dqkv, heads + kv_heads, hd, pos, table, rope, true);
 }
 
 void swiglu_fused_forward_any(cudaStream_t s, Tensor h, const Tensor& gate_up) {

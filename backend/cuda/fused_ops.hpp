@@ -36,18 +36,18 @@ void rmsnorm_forward_any(cudaStream_t s, Tensor y, Tensor rstd, const Tensor& x,
 void rmsnorm_backward_any(cudaStream_t s, Tensor dx, Tensor dw, const Tensor& dy, const Tensor& x,
                           const Tensor& w, const Tensor& rstd, const Tensor& residual = {});
 
-// The cos/sin table [kRopeTablePositions, hd/2] (float2) for one (theta, hd), built on the
+// The cos/sin table [kRopeTablePositions, hd/2] (float2) for one (rope, hd), built on the
 // stream into `table` (device memory of that size, from rope_table_bytes).
 size_t rope_table_bytes(int64_t hd);
-void build_rope_table(cudaStream_t s, void* table, int64_t hd, double theta);
+void build_rope_table(cudaStream_t s, void* table, int64_t hd, const Rope& rope);
 // Rotates the first `heads` heads of each row of x (any width) in place.
 void rope_any(cudaStream_t s, Tensor x, int heads, int64_t hd, const Tensor& pos, const void* table,
-              double theta, bool inverse);
+              const Rope& rope, bool inverse);
 void rope_split_qkv_any(cudaStream_t s, Tensor q, Tensor k, Tensor v, const Tensor& qkv, int heads,
-                        int kv_heads, const Tensor& pos, const void* table, double theta);
+                        int kv_heads, const Tensor& pos, const void* table, const Rope& rope);
 void rope_merge_qkv_any(cudaStream_t s, Tensor dqkv, const Tensor& dq, const Tensor& dk,
                         const Tensor& dv, int heads, int kv_heads, const Tensor& pos,
-                        const void* table, double theta);
+                        const void* table, const Rope& rope);
 
 // Gate and up fused as gate_up [T, 2F] (columns gate | up).
 void swiglu_fused_forward_any(cudaStream_t s, Tensor h, const Tensor& gate_up);

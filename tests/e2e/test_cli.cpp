@@ -130,7 +130,7 @@ TEST_CASE("cli: data files") {
     f.write(reinterpret_cast<const char*>(tokens.data()), 20);
   }
   expect_error("--data " + bin, "header says 1000 tokens");
-  std::vector<uint16_t> tokens(200, 3);
+  std::vector<uint32_t> tokens(200, 3);
   tokens[17] = 300;
   tetra::data::write_bin_shard(bin, tokens);
   expect_error("--data " + bin + " --seq-len 8",

@@ -122,8 +122,8 @@ TEST_CASE("generate: --sample-every prints a sample from rank 0 during training"
 TEST_CASE("generate: a sample of token shards with no tokenizer shows their ids, not bytes") {
   const TempDir tmp;
   const std::string bin = tmp / "gen_ids.bin";
-  std::vector<uint16_t> tokens;
-  for (int i = 0; i < 400; ++i) tokens.push_back(uint16_t(250 + i % 40));  // ids past a byte
+  std::vector<uint32_t> tokens;
+  for (int i = 0; i < 400; ++i) tokens.push_back(uint32_t(250 + i % 40));  // ids past a byte
   data::write_bin_shard(bin, tokens);
   Trainer t(parse_train_options({"--layers",       "2",   "--dim",     "32", "--heads",       "4",
                                  "--kv-heads",     "2",   "--ffn-dim", "64", "--seq-len",     "16",

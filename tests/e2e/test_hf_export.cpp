@@ -98,6 +98,52 @@ TEST_CASE("hf: an init model whose vocabulary TP does not divide is padded, not 
   CHECK(std::abs(l1 - std::log(301.0)) < 0.02);
 }
 
+TEST_CASE("hf: Llama 3's RoPE and tied embeddings out and back in, one matrix stored") {
+  const TempDir tmp;
+  const std::vector<std::string> llama3 = {"--tie-embeddings",
+                                           "--rope-type",
+                                           "llama3",
+                                           "--rope-theta",
+                                           "500000",
+                                           "--rope-factor",
+                                           "8",
+                                           "--rope-original-context",
+                                           "64",
+                                           "--rope-high-freq-factor",
+                                           "2"};
+  Trainer t(options(llama3), MPI_COMM_SELF);
+  const std::string dir = tmp / "llama3";
+  t.export_weights(dir);
+  const json c = read_json_file(dir + "/config.json");
+  CHECK(c["tie_word_embeddings"] == true);
+  CHECK(c["rope_theta"].get<double>() == 500000.0);
+  CHECK(c["rope_scaling"] == json{{"rope_type", "llama3"},
+                                  {"factor", 8.0},
+                                  {"low_freq_factor", 1.0},
+                                  {"high_freq_factor", 2.0},
+                                  {"original_max_position_embeddings", 64}});
+  const st::Reader model(dir + "/model.safetensors");
+  CHECK(model.names().size() == 1 + 2 * 9 + 1);  // no lm_head.weight
+  for (const std::string& name : model.names()) CHECK(name != "lm_head.weight");
+  // Both forms read back the same model: the directory (config.json), and one file (its
+  // metadata for RoPE, the missing lm_head for the tie).
+  const std::string file = tmp / "llama3.safetensors";
+  t.export_weights(file);
+  const auto weights = t.full_weights();
+  const double loss = t.step().loss;
+  for (const std::string& path : {dir, file}) {
+    CAPTURE(path);
+    Trainer b(options({"--init-from", path}, false), MPI_COMM_SELF);
+    CHECK(b.model().tie_embeddings);
+    CHECK(b.model().rope_type == "llama3");
+    CHECK(b.model().rope_factor == 8.0);
+    CHECK(b.model().rope_high_freq_factor == 2.0);
+    CHECK(b.model().rope_original_context == 64);
+    CHECK(b.full_weights() == weights);
+    CHECK(b.step().loss == loss);
+  }
+}
+
 TEST_CASE("hf: --export DIR writes a model directory with LlamaForCausalLM's config") {
   const TempDir tmp;
   const std::string dir = tmp / "hf_dir";
@@ -218,16 +264,41 @@ TEST_CASE("hf: config.json as transformers 5 writes it; one that disagrees with 
     c["rope_parameters"] = {{"rope_theta", 500000.0}, {"rope_type", "default"}};
   });
   CHECK(v5.rope_theta == 500000.0);
-  // A RoPE variant tetra does not compute is refused, in either place.
-  CHECK_THROWS_WITH_AS(
-      read_with([](json& c) {
-        c["rope_parameters"] = {{"rope_theta", 500000.0}, {"rope_type", "llama3"}, {"factor", 8.0}};
-      }),
-      doctest::Contains("RoPE of type \"llama3\""), Error);
+  // Llama 3's RoPE, as transformers 4 writes it (rope_scaling) and as 5 does (rope_parameters).
+  const json llama3 = {{"rope_type", "llama3"},
+                       {"factor", 32.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 8192}};
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    CAPTURE(key);
+    const ModelConfig m = read_with([&](json& c) { c[key] = llama3; });
+    CHECK(m.rope_type == "llama3");
+    CHECK(m.rope_factor == 32.0);
+    CHECK(m.rope_low_freq_factor == 1.0);
+    CHECK(m.rope_high_freq_factor == 4.0);
+    CHECK(m.rope_original_context == 8192);
+  }
+  // One of its numbers missing is named; a RoPE variant tetra does not compute is refused.
+  CHECK_THROWS_WITH_AS(read_with([&](json& c) {
+                         c["rope_scaling"] = llama3;
+                         c["rope_scaling"].erase("low_freq_factor");
+                       }),
+                       doctest::Contains("\"rope_scaling\".low_freq_factor is null"), Error);
   CHECK_THROWS_WITH_AS(read_with([](json& c) {
                          c["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
                        }),
                        doctest::Contains("RoPE of type \"linear\""), Error);
+  // Tied embeddings: one matrix, and a file that still holds the head's copy is taken as tied.
+  CHECK_FALSE(read_with([](json&) {}).tie_embeddings);
+  CHECK(read_with([](json& c) { c["tie_word_embeddings"] = true; }).tie_embeddings);
+  // --tie-embeddings given for an untied model disagrees with it.
+  std::ofstream(dir + "/config.json") << exported.dump();
+  ModelConfig tied_flags;
+  tied_flags.tie_embeddings = true;
+  CHECK_THROWS_WITH_AS(
+      config_from_model(HfModel(dir), tied_flags, {"model.tie_embeddings"}),
+      doctest::Contains("`model.tie_embeddings` true disagrees with the init model"), Error);
   // Fewer layers than the file holds: refused, not silently cut to the first layer.
   CHECK_THROWS_WITH_AS(read_with([](json& c) { c["num_hidden_layers"] = 1; }),
                        doctest::Contains("holds tensor 'model.layers.1."), Error);

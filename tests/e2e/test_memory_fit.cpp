@@ -35,8 +35,9 @@ TEST_CASE("cpu backend: a failed allocation inside attention's parallel loop is 
   const Tensor kt(small.data(), {Sk, hd}), vt(small.data(), {Sk, hd});
   const Tensor dkt(small.data(), {Sk, hd}), dvt(small.data(), {Sk, hd});
   const Tensor qp(pos.data(), {Sq}, DType::I32), kp(pos.data(), {Sk}, DType::I32);
-  CHECK_THROWS_WITH_AS(be->attention_forward(q, lse, q, kt, vt, qp, kp, shape),
+  CHECK_THROWS_WITH_AS(be->attention_forward(q, lse, q, kt, vt, {qp, kp, {}, {}}, shape),
                        doctest::Contains("out of host memory in attention forward"), Error);
-  CHECK_THROWS_WITH_AS(be->attention_backward(q, dkt, dvt, q, q, kt, vt, q, lse, qp, kp, shape),
-                       doctest::Contains("out of host memory in attention backward"), Error);
+  CHECK_THROWS_WITH_AS(
+      be->attention_backward(q, dkt, dvt, q, q, kt, vt, q, lse, {qp, kp, {}, {}}, shape),
+      doctest::Contains("out of host memory in attention backward"), Error);
 }

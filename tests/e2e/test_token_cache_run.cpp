@@ -32,7 +32,7 @@ TEST_CASE("token cache: the run says a cache was rebuilt, and names one it canno
   REQUIRE(r.status == 0);
   const std::string bin = only_file(dir, ".bin");
   REQUIRE(!bin.empty());
-  const std::vector<uint16_t> tokens = data::read_bin_shard(bin).tokens;
+  const std::vector<uint32_t> tokens = data::read_bin_shard(bin).tokens;
   data::write_bin_shard(bin, tokens);  // the record gone
   r = spawn(run, 120);
   CAPTURE(r.out);

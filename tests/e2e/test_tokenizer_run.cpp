@@ -82,7 +82,7 @@ TEST_CASE("tokenizer: a bad tokenizer or tokens given as text is one error line,
   const TempDir tmp;
   const std::string dir = corpus_dir(tmp), text = dir + "/corpus.txt";
   std::ofstream(dir + "/corrupt.model") << "not a model";
-  data::write_bin_shard(dir + "/tokens.bin", std::vector<uint16_t>(100, 7));
+  data::write_bin_shard(dir + "/tokens.bin", std::vector<uint32_t>(100, 7));
   struct Case {
     std::string flags, message;
   };
@@ -112,12 +112,12 @@ TEST_CASE("tokenizer: tetra generate refuses a tokenizer.model of another vocabu
   }
   const TempDir tmp;
   const std::string dir = corpus_dir(tmp);
-  bool trained = false;
-  const std::string model = data::tokenizer_model("bpe:400", dir + "/corpus.txt", &trained);
+  const data::TokenizerModel model = data::tokenizer_model("bpe:400", dir + "/corpus.txt");
+  data::save_tokenizer_model(model);
   // A byte-level model (256 tokens) given the 400-piece tokenizer.
   const auto made = spawn(tetra_bin() + kTiny + "--steps 1 --export " + dir + "/m", 60);
   REQUIRE(made.status == 0);
-  std::filesystem::copy_file(model, dir + "/m/tokenizer.model");
+  std::filesystem::copy_file(model.path, dir + "/m/tokenizer.model");
   const auto r =
       spawn(tetra_bin() + " generate --init-from " + dir + "/m --prompt 'the cat' --tokens 8", 60);
   CAPTURE(r.out);

@@ -5,14 +5,16 @@
 // the newest), no token cache written. An output may not be an input (the --data text, the
 // --config file, --init-from, the checkpoint directory's lock and latest, a checkpoint in it,
 // --resume's checkpoint) nor another output, by any spelling: a hard link, a link in the path.
-// plot --out and plan --draw may not replace what they read either. Runs the real `tetra`
-// binary.
+// plot --out and plan --draw may not replace what they read either. A run refused for its
+// settings (a model setting, a layout that does not divide) leaves no token cache beside its
+// data: neither bpe:N's model nor the tokens. Runs the real `tetra` binary.
 #include <doctest/doctest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "../support/corpus.hpp"
 #include "../support/refusal.hpp"
 #include "../support/spawn.hpp"
 #include "../support/test_util.hpp"
@@ -139,4 +141,35 @@ TEST_CASE("outputs against inputs: plot --out and plan --draw may not replace wh
       {" plan --config plan.toml --draw plan.toml", "--draw 'plan.toml' is --config 'plan.toml'"},
   };
   for (const auto& [args, why] : cases) expect_refusal_in(d.path, tetra + args, why);
+}
+
+TEST_CASE("train outputs: a run refused for its settings leaves no token cache beside its data") {
+  const TempDir d;
+  corpus_dir(d);
+  std::ofstream docs(d / "docs.jsonl");
+  for (int i = 0; i < 40; ++i)
+    docs << "{\"text\": \"document " << i << ": the quick brown fox jumps over the lazy dog\"}\n";
+  docs.close();
+  const std::string tetra = tetra_bin() + " train";
+  // bpe:N (its model and the tokens are cached) and documents under bytes (their tokens are).
+  for (const char* data : {" --data corpus.txt --tokenizer bpe:300", " --data docs.jsonl"}) {
+    CAPTURE(data);
+    expect_refusal_in(d.path, tetra + tiny_model_flags({.heads = 3, .steps = 2}) + data,
+                      "--dim 32 is not divisible by --heads 3");
+    expect_refusal_in(
+        d.path,
+        mpirun(2) + tetra + tiny_model_flags({.kv_heads = 1, .steps = 2}) + data + " --tp 2",
+        "--kv-heads 1 is not divisible by TP 2");
+  }
+  // Accepted on two ranks: rank 0 trains the tokenizer, the other takes its bytes; then one
+  // model and one shard of the text lie beside it.
+  const Spawned r =
+      spawn("cd " + d.path.string() + " && " + mpirun(2) + tetra + tiny_model_flags({.steps = 1}) +
+            " --data corpus.txt --tokenizer bpe:300 --tp 2");
+  CAPTURE(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(count(r.out, "(trained now)") == 1);
+  CHECK(count(r.out, "(tokenized now)") == 1);
+  CHECK(!only_file(d.path, ".model").empty());
+  CHECK(!only_file(d.path, ".bin").empty());
 }

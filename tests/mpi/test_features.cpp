@@ -7,7 +7,8 @@
 // Features: validation (--val-split, --eval-every), --recompute full, --sp (where TP > 1),
 // --sample-every, checkpoint and resume (the run is checkpointed every 2 steps and resumed
 // from its step-2 checkpoint, which must end bitwise where it ended), --init-from (a model
-// directory exported by one rank).
+// directory exported by one rank), --tie-embeddings (one matrix for the embedding and the
+// head; an --init-from run then starts from a tied model).
 #include <doctest/doctest.h>
 #include <mpi.h>
 #include <stdlib.h>
@@ -38,33 +39,33 @@ constexpr LayoutClass kClasses[] = {
 // One run: a layout class, the dtype and each feature on or off.
 struct Run {
   LayoutClass layout;
-  bool bf16, validation, recompute, sp, sample, resume, init_from;
+  bool bf16, validation, recompute, sp, sample, resume, init_from, tie;
 };
 
-// A covering array of strength 2 over the 9 layout classes, 2 dtypes and 6 on/off features,
+// A covering array of strength 2 over the 9 layout classes, 2 dtypes and 7 on/off features,
 // with --sp only where TP > 1: 18 runs, the least any such array can have (9 x 2). The test
 // checks its coverage below, so an edit cannot drop a pair unnoticed.
 // clang-format off
-//                                bf16   val    recomp sp     sample resume init
+//                                bf16   val    recomp sp     sample resume init   tie
 const Run kRuns[] = {
-    {LayoutClass::DpZero1,        false, false, false, false, false, false, false},
-    {LayoutClass::DpZero2,        true,  true,  true,  false, true,  true,  true },
-    {LayoutClass::Tp,             true,  false, false, true,  false, true,  true },
-    {LayoutClass::FourD,          false, true,  true,  true,  true,  false, false},
-    {LayoutClass::DpZero3,        true,  false, false, false, true,  false, false},
-    {LayoutClass::PpGpipe,        false, false, true,  false, false, false, true },
-    {LayoutClass::Pp1f1b,         false, true,  false, false, false, true,  false},
-    {LayoutClass::PpInterleaved,  false, false, false, false, false, false, false},
-    {LayoutClass::Cp,             false, false, false, false, false, false, false},
-    {LayoutClass::FourD,          true,  false, false, false, false, true,  true },
-    {LayoutClass::Tp,             false, true,  true,  false, true,  false, false},
-    {LayoutClass::DpZero2,        false, false, false, false, false, false, false},
-    {LayoutClass::PpGpipe,        true,  true,  false, false, true,  true,  false},
-    {LayoutClass::Pp1f1b,         true,  false, true,  false, true,  false, true },
-    {LayoutClass::DpZero3,        false, true,  true,  false, false, true,  true },
-    {LayoutClass::DpZero1,        true,  true,  true,  false, true,  true,  true },
-    {LayoutClass::PpInterleaved,  true,  true,  true,  false, true,  true,  true },
-    {LayoutClass::Cp,             true,  true,  true,  false, true,  true,  true },
+    {LayoutClass::DpZero1,        false, false, false, false, false, false, false, false},
+    {LayoutClass::DpZero2,        true,  true,  true,  false, true,  true,  true,  false},
+    {LayoutClass::Tp,             true,  false, false, true,  false, true,  true,  true },
+    {LayoutClass::FourD,          false, true,  true,  true,  true,  false, false, false},
+    {LayoutClass::DpZero3,        true,  false, false, false, true,  false, false, false},
+    {LayoutClass::PpGpipe,        false, false, true,  false, false, false, true,  false},
+    {LayoutClass::Pp1f1b,         false, true,  false, false, false, true,  false, false},
+    {LayoutClass::PpInterleaved,  false, false, false, false, false, false, false, false},
+    {LayoutClass::Cp,             false, false, false, false, false, false, false, false},
+    {LayoutClass::FourD,          true,  false, false, false, false, true,  true,  true },
+    {LayoutClass::Tp,             false, true,  true,  false, true,  false, false, false},
+    {LayoutClass::DpZero2,        false, false, false, false, false, false, false, true },
+    {LayoutClass::PpGpipe,        true,  true,  false, false, true,  true,  false, true },
+    {LayoutClass::Pp1f1b,         true,  false, true,  false, true,  false, true,  true },
+    {LayoutClass::DpZero3,        false, true,  true,  false, false, true,  true,  true },
+    {LayoutClass::DpZero1,        true,  true,  true,  false, true,  true,  true,  true },
+    {LayoutClass::PpInterleaved,  true,  true,  true,  false, true,  true,  true,  true },
+    {LayoutClass::Cp,             true,  true,  true,  false, true,  true,  true,  true },
 };
 // clang-format on
 
@@ -72,23 +73,25 @@ bool has_tp(LayoutClass l) {
   return l == LayoutClass::Tp || l == LayoutClass::FourD;
 }
 
-// The run's values of its 8 factors, the layout first.
+// The run's values of its 9 factors, the layout first.
 std::vector<int> factors(const Run& r) {
-  return {int(r.layout), r.bf16, r.validation, r.recompute, r.sp, r.sample, r.resume, r.init_from};
+  return {int(r.layout), r.bf16,   r.validation, r.recompute, r.sp,
+          r.sample,      r.resume, r.init_from,  r.tie};
 }
 
 // The pairs (factor a = value x, factor b = value y) no run covers, among those allowed.
 std::vector<std::string> uncovered() {
-  const int levels[] = {9, 2, 2, 2, 2, 2, 2, 2};
+  const int levels[] = {9, 2, 2, 2, 2, 2, 2, 2, 2};
+  constexpr int kFactors = 9;
   std::set<std::tuple<int, int, int, int>> seen;
   for (const Run& r : kRuns) {
     const std::vector<int> f = factors(r);
-    for (int a = 0; a < 8; ++a)
-      for (int b = a + 1; b < 8; ++b) seen.insert({a, f[a], b, f[b]});
+    for (int a = 0; a < kFactors; ++a)
+      for (int b = a + 1; b < kFactors; ++b) seen.insert({a, f[a], b, f[b]});
   }
   std::vector<std::string> missing;
-  for (int a = 0; a < 8; ++a)
-    for (int b = a + 1; b < 8; ++b)
+  for (int a = 0; a < kFactors; ++a)
+    for (int b = a + 1; b < kFactors; ++b)
       for (int x = 0; x < levels[a]; ++x)
         for (int y = 0; y < levels[b]; ++y) {
           const bool allowed = !(a == 0 && b == 4 && y == 1 && !has_tp(kClasses[x]));
@@ -149,10 +152,12 @@ TrainConfig laid_out(TrainConfig c, LayoutClass l) {
   return c;
 }
 
-// The features of r on the tiny model, on one rank; `model_dir` is the --init-from model.
+// The features of r on the tiny model, on one rank; `model_dir` is the --init-from model (a
+// tied one, for a tied run: the file's model is the one trained).
 TrainConfig featured(const Run& r, const std::string& model_dir) {
   TrainConfig c = tiny_model(8);
   c.optimizer.steps = kSteps;
+  c.model.tie_embeddings = r.tie;
   if (r.bf16) c.device.dtype = "bf16";
   if (r.validation) {
     c.data.val_split = 0.25;
@@ -162,7 +167,7 @@ TrainConfig featured(const Run& r, const std::string& model_dir) {
   c.optimizer.recompute = r.recompute;
   if (r.sample) c.output.sample_every = 2;
   if (r.init_from) {
-    c.model.init_from = model_dir;
+    c.model.init_from = model_dir + (r.tie ? "_tied" : "");
     c.optimizer.seed = 99;  // the file's weights, not the seed's, must be what trains
   }
   return c;
@@ -222,13 +227,15 @@ TEST_CASE("features: the covering array covers every allowed pair") {
 
 TEST_CASE("features x dtype x layout classes, pairwise, each against one rank") {
   SharedDir dir;
-  // The --init-from model: one rank, 20 steps from another seed, exported as a directory.
-  {
+  // The --init-from models: one rank, 20 steps from another seed, exported as a directory;
+  // untied and tied.
+  for (const bool tie : {false, true}) {
     TrainConfig m = tiny_model(8);
     m.optimizer.steps = 20;
     m.optimizer.seed = 7;
-    m.output.export_ = dir / "init_model";
-    train(m, 1, dir / "init.jsonl");
+    m.model.tie_embeddings = tie;
+    m.output.export_ = dir / (tie ? "init_model_tied" : "init_model");
+    train(m, 1, dir / (tie ? "init_tied.jsonl" : "init.jsonl"));
   }
   std::map<std::string, Outcome> references;  // by the features that change what one rank does
   int n = 0;
@@ -236,7 +243,8 @@ TEST_CASE("features x dtype x layout classes, pairwise, each against one rank") 
     const std::string name = "run" + std::to_string(n++);
     const TrainConfig one = featured(r, dir / "init_model");
     const std::string key = std::to_string(r.bf16) + std::to_string(r.validation) +
-                            std::to_string(r.sample) + std::to_string(r.init_from);
+                            std::to_string(r.sample) + std::to_string(r.init_from) +
+                            std::to_string(r.tie);
     if (!references.count(key)) references[key] = train(one, 1, dir / ("ref" + key + ".jsonl"));
     const Outcome& ref = references[key];
 
@@ -259,7 +267,7 @@ TEST_CASE("features x dtype x layout classes, pairwise, each against one rank") 
 
     const std::string what = describe(c) + (r.validation ? ", validation" : "") +
                              (r.sample ? ", samples" : "") + (r.resume ? ", resumed" : "") +
-                             (r.init_from ? ", init-from" : "");
+                             (r.init_from ? ", init-from" : "") + (r.tie ? ", tied" : "");
     CAPTURE(what);
     const Gaps bound = match_bounds(r.bf16 ? "bf16" : "fp32");
     REQUIRE(run.result.losses.size() == size_t(kSteps));

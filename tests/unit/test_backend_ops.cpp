@@ -109,19 +109,19 @@ TEST_CASE("ops: rope_split_qkv rotates q and k as the host does and copies v; me
     Io io(*be);
     const Tensor qkv = io.put(x, {T, W}), p = io.ints(pos);
     const Tensor q = io.zeros({T, qw}), k = io.zeros({T, kw}), v = io.zeros({T, kw});
-    be->rope_split_qkv(q, k, v, qkv, int(H), int(KV), p, 10000.0);
+    be->rope_split_qkv(q, k, v, qkv, int(H), int(KV), p, Rope{10000.0});
     CHECK(same_bits(io.get(q), rq));
     CHECK(same_bits(io.get(k), rk));
     CHECK(same_bits(io.get(v), hv));
     // Backward: merge(split(x)) = x up to the rounding of the two rotations.
     const Tensor back = io.zeros({T, W});
-    be->rope_merge_qkv(back, q, k, v, int(H), int(KV), p, 10000.0);
+    be->rope_merge_qkv(back, q, k, v, int(H), int(KV), p, Rope{10000.0});
     const Floats b = io.get(back);
     for (size_t i = 0; i < b.size(); ++i)
       CHECK(std::abs(b[i] - x[i]) <= 1e-5f * (1 + std::abs(x[i])));
     // And of a gradient: its q columns turned back by the host's inverse rotation.
     const Tensor dq = io.put(gq, {T, qw}), dqkv = io.zeros({T, W});
-    be->rope_merge_qkv(dqkv, dq, k, v, int(H), int(KV), p, 10000.0);
+    be->rope_merge_qkv(dqkv, dq, k, v, int(H), int(KV), p, Rope{10000.0});
     const Floats d = io.get(dqkv);
     for (int64_t t = 0; t < T; ++t)
       CHECK(std::memcmp(&d[t * W], &iq[t * qw], qw * sizeof(float)) == 0);
@@ -258,17 +258,78 @@ TEST_CASE("ops: the attention mask hint is checked against the positions") {
   causal.mask = AttnMask::Causal;
   const Tensor o1 = io.zeros({B * S, H * hd}), o2 = io.zeros({B * S, H * hd}),
                l1 = io.zeros({B * H * S}), l2 = io.zeros({B * H * S});
-  be->attention_forward(o1, l1, q, k, v, pos, pos, general);
-  be->attention_forward(o2, l2, q, k, v, pos, pos, causal);
+  be->attention_forward(o1, l1, q, k, v, {pos, pos, {}, {}}, general);
+  be->attention_forward(o2, l2, q, k, v, {pos, pos, {}, {}}, causal);
   CHECK(same_bits(io.get(o1), io.get(o2)));  // the CPU masks by positions either way
-  CHECK_THROWS_AS(be->attention_forward(o2, l2, q, k, v, bad, pos, causal), Error);
-  CHECK_NOTHROW(be->attention_forward(o2, l2, q, k, v, bad, pos, general));
+  CHECK_THROWS_AS(be->attention_forward(o2, l2, q, k, v, {bad, pos, {}, {}}, causal), Error);
+  CHECK_NOTHROW(be->attention_forward(o2, l2, q, k, v, {bad, pos, {}, {}}, general));
   // CP: rank 1 of 2 holds chunks 1 and 2 of 4; the keys are the sequence in order.
   AttnShape chunks{1, 4, 8, 1, 1, 4, AttnMask::CpChunks, 2, 1};
   const std::vector<int32_t> mine = cp_positions(8, 2, 1);
   CHECK_NOTHROW(check_attn_mask(chunks, mine.data(), seq.data()));
   chunks.cp_rank = 0;
   CHECK_THROWS_AS(check_attn_mask(chunks, mine.data(), seq.data()), Error);
+  // Documents go with a shape that says so, one per token of every sequence: one document in
+  // each sequence is the causal mask itself; documents missing, short or unasked are refused.
+  std::vector<int32_t> zeros(B * S, 0);
+  const Tensor docs = io.ints(zeros), short_docs = io.ints(seq);
+  AttnShape with_docs = causal;
+  with_docs.documents = true;
+  const Tensor o3 = io.zeros({B * S, H * hd}), l3 = io.zeros({B * H * S});
+  be->attention_forward(o3, l3, q, k, v, {pos, pos, docs, docs}, with_docs);
+  CHECK(same_bits(io.get(o3), io.get(o1)));
+  CHECK_THROWS_AS(be->attention_forward(o3, l3, q, k, v, {pos, pos, {}, {}}, with_docs), Error);
+  CHECK_THROWS_AS(be->attention_forward(o3, l3, q, k, v, {pos, pos, short_docs, docs}, with_docs),
+                  Error);
+  CHECK_THROWS_AS(be->attention_forward(o3, l3, q, k, v, {pos, pos, docs, docs}, causal), Error);
+}
+
+TEST_CASE("rope: Llama 3's frequencies are transformers'") {
+  // transformers 4.46.3's _compute_llama3_parameters for head_dim 16, rope_theta 500000 and
+  // rope_scaling {factor 8, low_freq_factor 1, high_freq_factor 4,
+  // original_max_position_embeddings 512}, computed in float32: pairs 0 and 1 are kept
+  // (wavelengths 6.3 and 32 below 512/4), pair 2 (167) is interpolated, pairs 3 to 7 (862 and
+  // more, above 512/1) are divided by 8.
+  const double want[8] = {1.0,
+                          0.193922758102417,
+                          0.02734413370490074,
+                          0.0009115831344388425,
+                          0.00017677668074611574,
+                          3.428102354519069e-05,
+                          6.647869668086059e-06,
+                          1.289173155782919e-06};
+  const Rope llama3{500000.0, 8, 1, 4, 512};
+  const Rope plain{500000.0};
+  for (int i = 0; i < 8; ++i) {
+    CAPTURE(i);
+    // Within the reference's float32 rounding: its interpolated pair takes six float32 ops
+    // (the same formula in double ends 1.3e-7 from it there), the others one or two.
+    CHECK(std::abs(llama3.inv_freq(i, 16) - want[i]) <= 4e-7 * want[i]);
+    CHECK(plain.inv_freq(i, 16) == std::pow(500000.0, -2.0 * i / 16));
+  }
+  // The CPU backend rotates by them: cos and sin of the angle p f_i, in the q and the k head
+  // of the fused projection's output q | k | v (one head each; v is left alone).
+  auto be = make_cpu_backend(1);
+  Io io(*be);
+  const int64_t T = 3, hd = 16, W = 3 * hd;
+  const std::vector<int32_t> pos = {0, 7, 300};
+  std::vector<float> x(T * W, 0.f);
+  for (int64_t r = 0; r < T; ++r)
+    for (int64_t h = 0; h < 3; ++h) x[r * W + h * hd] = x[r * W + h * hd + 3] = 1.f;  // pairs 0, 3
+  const Tensor t = io.put(x, {T, W});
+  be->rope_qkv(t, 1, 1, io.ints(pos), llama3, false);
+  const std::vector<float> y = io.get(t);
+  for (int64_t r = 0; r < T; ++r) {
+    for (int64_t h = 0; h < 2; ++h) {
+      const float* yh = &y[r * W + h * hd];
+      for (int i : {0, 3}) {  // (1, 0) at pair i turns to (cos a, sin a), a = pos f_i
+        const double a = pos[r] * want[i];
+        CHECK(std::abs(yh[i] - std::cos(a)) < 2e-6);
+        CHECK(std::abs(yh[i + hd / 2] - std::sin(a)) < 2e-6);
+      }
+    }
+    CHECK(std::equal(&y[r * W + 2 * hd], &y[r * W + W], &x[r * W + 2 * hd]));  // v
+  }
 }
 
 TEST_CASE("op_math: the shared formulas against independent ones") {

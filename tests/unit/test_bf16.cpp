@@ -113,13 +113,13 @@ TEST_CASE("bf16: an export in bf16 is the fp32 master weights rounded") {
       "--layers",      "2",  "--dim",     "32", "--heads",        "4", "--kv-heads", "2",
       "--ffn-dim",     "64", "--seq-len", "16", "--global-batch", "4", "--warmup",   "2",
       "--peak-tflops", "1",  "--steps",   "3"};
-  std::vector<std::string> args = tiny;
-  args.insert(args.end(), {"--dtype", "bf16", "--export-dtype", "bf16"});
-  Trainer t(parse_train_options(args), MPI_COMM_SELF);
-  for (int s = 0; s < 3; ++s) t.step();
   // A model directory: config.json says bfloat16, model.safetensors holds BF16 tensors.
   const tetra::test::TempDir tmp;
   const std::string dir = tmp / "model";
+  std::vector<std::string> args = tiny;
+  args.insert(args.end(), {"--dtype", "bf16", "--export", dir, "--export-dtype", "bf16"});
+  Trainer t(parse_train_options(args), MPI_COMM_SELF);
+  for (int s = 0; s < 3; ++s) t.step();
   t.export_weights(dir);
   const auto master = t.full_weights();
   std::ifstream config(dir + "/config.json");

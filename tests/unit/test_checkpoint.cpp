@@ -46,7 +46,7 @@ TEST_CASE("checkpoint: CRC-32C gives the standard check value, in any pieces") {
 TEST_CASE("checkpoint: the model config round-trips through JSON, every field") {
   const ModelConfig c = checkpoint_model();
   const json v = parsed_json(model_to_json(c).dump());
-  CHECK(v.size() == 10);
+  CHECK(v.size() == 17);
   const ModelConfig back = model_from_json(v, "test");
   CHECK(back.vocab == c.vocab);
   CHECK(back.rows() == c.rows());
@@ -58,6 +58,33 @@ TEST_CASE("checkpoint: the model config round-trips through JSON, every field") 
   CHECK(back.seq_len == c.seq_len);
   CHECK(back.rope_theta == c.rope_theta);
   CHECK(back.norm_eps == c.norm_eps);  // bit for bit, though stored as a double
+  // Llama 3's RoPE, tied embeddings and the document mask come back; a manifest written
+  // before them has none of them, and reads as the default RoPE, untied, unmasked.
+  ModelConfig llama3 = c;
+  llama3.rope_type = "llama3";
+  llama3.rope_factor = 32;
+  llama3.rope_low_freq_factor = 2;
+  llama3.rope_high_freq_factor = 8;
+  llama3.rope_original_context = 4096;
+  llama3.tie_embeddings = true;
+  llama3.doc_mask = true;
+  const ModelConfig llama3_back = model_from_json(model_to_json(llama3), "test");
+  CHECK(llama3_back.rope_type == "llama3");
+  CHECK(llama3_back.rope_factor == 32);
+  CHECK(llama3_back.rope_low_freq_factor == 2);
+  CHECK(llama3_back.rope_high_freq_factor == 8);
+  CHECK(llama3_back.rope_original_context == 4096);
+  CHECK(llama3_back.tie_embeddings);
+  CHECK(llama3_back.doc_mask);
+  json older = model_to_json(llama3);
+  for (const char* key :
+       {"rope_type", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
+        "rope_original_context", "tie_embeddings", "doc_mask"})
+    older.erase(key);
+  const ModelConfig older_back = model_from_json(older, "test");
+  CHECK(older_back.rope_type == "default");
+  CHECK_FALSE(older_back.tie_embeddings);
+  CHECK_FALSE(older_back.doc_mask);
   // A padded vocabulary keeps both counts.
   ModelConfig padded = c;
   padded.vocab_rows = c.rows();

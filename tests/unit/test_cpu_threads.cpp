@@ -86,18 +86,18 @@ std::vector<Floats> run_ops(int threads, bool big) {
   for (int64_t t = 0; t < T; ++t) pos[t] = int32_t(t % S);
   const Tensor p = io.ints(pos), qkv = io.put(randn(T * W, 10), {T, W});
   CHECK(parallel_elements(T * (H + KV) * hd) == big);
-  be->rope_qkv(qkv, int(H), int(KV), p, 10000.0, false);
+  be->rope_qkv(qkv, int(H), int(KV), p, Rope{10000.0}, false);
   out.push_back(io.get(qkv));
   const Tensor q = io.zeros({T, H * hd}), kk = io.zeros({T, KV * hd}), v = io.zeros({T, KV * hd});
-  be->rope_split_qkv(q, kk, v, qkv, int(H), int(KV), p, 10000.0);
+  be->rope_split_qkv(q, kk, v, qkv, int(H), int(KV), p, Rope{10000.0});
   AttnShape s{2, S, S, int(H), int(KV), int(hd), AttnMask::Causal};
   CHECK(parallel_macs(2 * H * S * S * hd) == big);
   const Tensor seq = io.ints(std::vector<int32_t>(pos.begin(), pos.begin() + S));
   const Tensor o = io.zeros({T, H * hd}), lse = io.zeros({2 * H * S}),
                dout = io.put(randn(T * H * hd, 11), {T, H * hd});
-  be->attention_forward(o, lse, q, kk, v, seq, seq, s);
+  be->attention_forward(o, lse, q, kk, v, {seq, seq, {}, {}}, s);
   const Tensor dq = io.zeros({T, H * hd}), dk = io.zeros({T, KV * hd}), dv = io.zeros({T, KV * hd});
-  be->attention_backward(dq, dk, dv, dout, q, kk, v, o, lse, seq, seq, s);
+  be->attention_backward(dq, dk, dv, dout, q, kk, v, o, lse, {seq, seq, {}, {}}, s);
   for (const Tensor& t : {o, lse, dq, dk, dv}) out.push_back(io.get(t));
   // AdamW over two segments with a bf16 copy; the copy read back through a cast.
   const int64_t N = T * d;

@@ -134,8 +134,8 @@ Outputs run_rope(Backend& be) {
   pos[0] = 0;
   const Tensor p = in.i32(pos, {T}), x = in.f32(randn(T * W, 42), {T, W}),
                y = in.f32(randn(T * W, 43), {T, W});
-  be.rope_qkv(x, int(H), int(KV), p, 500000.0, false);
-  be.rope_qkv(y, int(H), int(KV), p, 10000.0, true);
+  be.rope_qkv(x, int(H), int(KV), p, Rope{500000.0}, false);
+  be.rope_qkv(y, int(H), int(KV), p, Rope{10000.0}, true);
   return {{"rope_qkv", get(be, x)}, {"rope_qkv inverse", get(be, y)}};
 }
 
@@ -159,8 +159,8 @@ Outputs run_attention(Backend& be, const AttnCase& c) {
                dq = in.f32(randn(B * Sq * qw, 55), {B * Sq, qw}),
                dk = in.f32(randn(B * Sk * kw, 56), {B * Sk, kw}),
                dv = in.f32(randn(B * Sk * kw, 57), {B * Sk, kw});
-  be.attention_forward(out, lse, q, k, v, qp, kp, s);
-  be.attention_backward(dq, dk, dv, dout, q, k, v, out, lse, qp, kp, s);
+  be.attention_forward(out, lse, q, k, v, {qp, kp}, s);
+  be.attention_backward(dq, dk, dv, dout, q, k, v, out, lse, {qp, kp}, s);
   return {{"attention out", get(be, out)},
           {"attention lse", get(be, lse)},
           {"attention dq", get(be, dq)},

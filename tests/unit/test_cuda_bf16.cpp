@@ -125,9 +125,9 @@ Outputs run_rope(Backend& be, DType t) {
                k = in.act(t, Floats(T * kw, 0.f), {T, kw}),
                v = in.act(t, Floats(T * kw, 0.f), {T, kw}),
                back = in.act(t, Floats(T * W, 0.f), {T, W});
-  be.rope_qkv(x, int(H), int(KV), p, 500000.0, false);
-  be.rope_split_qkv(q, k, v, qkv, int(H), int(KV), p, 10000.0);
-  be.rope_merge_qkv(back, q, k, v, int(H), int(KV), p, 10000.0);
+  be.rope_qkv(x, int(H), int(KV), p, Rope{500000.0}, false);
+  be.rope_split_qkv(q, k, v, qkv, int(H), int(KV), p, Rope{10000.0});
+  be.rope_merge_qkv(back, q, k, v, int(H), int(KV), p, Rope{10000.0});
   return {{"rope_qkv theta 500000", get(be, x)},
           {"rope_split_qkv q", get(be, q)},
           {"rope_split_qkv k", get(be, k)},
@@ -191,8 +191,8 @@ Outputs run_attention(Backend& be, const Case& c, bool outputs_only) {
                dq = in.bf16(Floats(B * Sq * qw, 0.f), {B * Sq, qw}),
                dk = in.bf16(randn(B * Sk * kw, 56), {B * Sk, kw}),
                dv = in.bf16(randn(B * Sk * kw, 57), {B * Sk, kw});
-  be.attention_forward(out, lse, q, k, v, qpos, kpos, s);
-  be.attention_backward(dq, dk, dv, dout, q, k, v, out, lse, qpos, kpos, s);
+  be.attention_forward(out, lse, q, k, v, {qpos, kpos}, s);
+  be.attention_backward(dq, dk, dv, dout, q, k, v, out, lse, {qpos, kpos}, s);
   if (outputs_only)
     return {{"out", get(be, out)}, {"dq", get(be, dq)}, {"dk", get(be, dk)}, {"dv", get(be, dv)}};
   return {{"lse", get(be, lse)}};

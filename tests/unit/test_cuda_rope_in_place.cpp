@@ -27,8 +27,8 @@ Outputs run_rope_qkv(Backend& be, DType t) {
   const Tensor p = in.i32(pos, {T}), qkv = in.act(t, randn(T * W, 82), {T, W}),
                dqkv = in.act(t, randn(T * W, 83), {T, W}),
                k = in.act(t, Floats(T * KV * hd, 0.f), {T, KV * hd});
-  be.rope_qkv(qkv, int(H), int(KV), p, 10000.0, false);
-  be.rope_qkv(dqkv, int(H), int(KV), p, 10000.0, true);
+  be.rope_qkv(qkv, int(H), int(KV), p, Rope{10000.0}, false);
+  be.rope_qkv(dqkv, int(H), int(KV), p, Rope{10000.0}, true);
   be.copy_columns(k, 0, qkv, H * hd, KV * hd);
   return {{"rope_qkv", get(be, qkv)},
           {"rope_qkv inverse", get(be, dqkv)},
@@ -64,15 +64,15 @@ Outputs run_attention(Backend& be, const Case& c, DType t) {
                dqkv = in.act(t, randn(B * Sq * W, 93), {B * Sq, W});
   Outputs o;
   if (s.layout == AttnLayout::Qkv) {
-    be.attention_forward(out, lse, qkv, qkv, qkv, qpos, kpos, s);
-    be.attention_backward(dqkv, dqkv, dqkv, dout, qkv, qkv, qkv, out, lse, qpos, kpos, s);
+    be.attention_forward(out, lse, qkv, qkv, qkv, {qpos, kpos}, s);
+    be.attention_backward(dqkv, dqkv, dqkv, dout, qkv, qkv, qkv, out, lse, {qpos, kpos}, s);
   } else {
     const Tensor k = in.act(t, randn(B * Sk * kw, 94), {B * Sk, kw}),
                  v = in.act(t, randn(B * Sk * kw, 95), {B * Sk, kw}),
                  dk = in.act(t, Floats(B * Sk * kw, 0.f), {B * Sk, kw}),
                  dv = in.act(t, Floats(B * Sk * kw, 0.f), {B * Sk, kw});
-    be.attention_forward(out, lse, qkv, k, v, qpos, kpos, s);
-    be.attention_backward(dqkv, dk, dv, dout, qkv, k, v, out, lse, qpos, kpos, s);
+    be.attention_forward(out, lse, qkv, k, v, {qpos, kpos}, s);
+    be.attention_backward(dqkv, dk, dv, dout, qkv, k, v, out, lse, {qpos, kpos}, s);
     o.push_back({"dk", get(be, dk)});
     o.push_back({"dv", get(be, dv)});
   }

@@ -45,7 +45,7 @@ TEST_CASE("cudnn: a second backend reuses the process's graphs and computes the 
     be->upload(bv.flat(), kv.data());
     be->upload(bpos.flat(), pos.data());
     be->attention_forward(out.view({T, q_cols}), lse.flat(), bq.view({T, q_cols}),
-                          bk.view({T, kv_cols}), bv.view({T, kv_cols}), bpos.flat(), bpos.flat(),
+                          bk.view({T, kv_cols}), bv.view({T, kv_cols}), {bpos.flat(), bpos.flat()},
                           s);
     outs.emplace_back(size_t(T * q_cols));
     be->download(outs.back().data(), out.flat());

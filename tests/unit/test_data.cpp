@@ -68,8 +68,8 @@ TEST_CASE("data: .bin shard follows the contract's sequence order, with wrap-aro
   TempDir dir;
   const std::string path = dir.file("order.bin");
   // T = 23 tokens 100..122; S = 4 gives K = floor(22/4) = 5, sequence k = tokens 4k..4k+4.
-  std::vector<uint16_t> tokens;
-  for (int i = 0; i < 23; ++i) tokens.push_back(uint16_t(100 + i));
+  std::vector<uint32_t> tokens;
+  for (int i = 0; i < 23; ++i) tokens.push_back(uint32_t(100 + i));
   write_bin_shard(path, tokens);
   const auto ds = open_dataset(path, 256, 4, 0);
   CHECK(ds->num_sequences() == 5);
@@ -112,6 +112,49 @@ TEST_CASE("data: a shard is known by its magic number, whatever its name") {
   CHECK(ds->describe().find("llm.c shard") != std::string::npos);
 }
 
+TEST_CASE("data: uint32 shards (llm.c's Llama 3 format) beside uint16 ones") {
+  TempDir dir;
+  // Ids past 65,535, as a Llama 3 tokenizer's (128,256 tokens) are.
+  const std::vector<uint32_t> tokens = {128000, 5, 70000, 65536, 65535, 0, 128255, 9, 1};
+  const std::string wide = dir.file("wide.bin");
+  write_bin_shard(wide, tokens, tetra::data::TokenWidth::U32);
+  CHECK(std::filesystem::file_size(wide) == 1024 + 4 * tokens.size());
+  const tetra::data::BinShard read = tetra::data::read_bin_shard(wide);
+  CHECK(read.header[0] == 20240801);
+  CHECK(read.header[1] == 7);
+  CHECK(read.width == tetra::data::TokenWidth::U32);
+  CHECK(read.tokens == tokens);
+  CHECK(tetra::data::is_bin_shard(wide));
+  const auto ds = open_dataset(wide, 128256, 2, 0);
+  CHECK(batch(*ds, 0, 4, 0, 2, 2) == std::vector<int32_t>{128000, 5, 70000, 70000, 65536, 65535});
+  CHECK(ds->describe().find("llm.c shard") != std::string::npos);
+  CHECK_THROWS_WITH_AS(
+      open_dataset(wide, 100000, 2, 0),
+      doctest::Contains("token id 128000 at position 0 is not below --vocab 100000"), tetra::Error);
+  // A uint16 shard keeps its format, and refuses an id it cannot hold rather than cut it.
+  const std::string narrow = dir.file("narrow.bin");
+  write_bin_shard(narrow, {1, 2, 65535});
+  CHECK(std::filesystem::file_size(narrow) == 1024 + 2 * 3);
+  CHECK(tetra::data::read_bin_shard(narrow).width == tetra::data::TokenWidth::U16);
+  CHECK_THROWS_WITH_AS(write_bin_shard(narrow, tokens),
+                       doctest::Contains("token id 128000 does not fit the uint16 tokens"),
+                       tetra::Error);
+  // The width goes with the vocabulary: uint16 up to 65,536 tokens.
+  CHECK(tetra::data::token_width(65536) == tetra::data::TokenWidth::U16);
+  CHECK(tetra::data::token_width(65537) == tetra::data::TokenWidth::U32);
+  // llm.c's uint32 magic with another version, and a file shorter than its count, are refused.
+  const std::string version = dir.file("version7.bin");
+  write_raw_shard(version, 20240801, 1, 2, {1, 0, 2, 0});
+  CHECK_THROWS_WITH_AS(open_dataset(version, 256, 1, 0),
+                       doctest::Contains("unsupported version 1 (expected 7 with magic 20240801)"),
+                       tetra::Error);
+  const std::string short32 = dir.file("short32.bin");
+  write_raw_shard(short32, 20240801, 7, 3, {1, 0, 2, 0});  // 2 uint32 tokens for a count of 3
+  CHECK_THROWS_WITH_AS(open_dataset(short32, 256, 1, 0),
+                       doctest::Contains("header says 3 tokens but the file holds 2"),
+                       tetra::Error);
+}
+
 TEST_CASE("data: a text file's bytes are its tokens") {
   TempDir dir;
   const std::string path = dir.file("corpus.txt");
@@ -148,8 +191,11 @@ TEST_CASE("data: bad sources fail with a message naming the file and the problem
 
   const std::string magic = dir.file("magic.bin");
   write_raw_shard(magic, 123, 1, 10, std::vector<uint16_t>(10, 0));
-  CHECK_THROWS_WITH_AS(open_dataset(magic, 256, 4, 0),
-                       has("data file '" + magic + "': bad magic 123 (expected 20240520)"), Error);
+  CHECK_THROWS_WITH_AS(
+      open_dataset(magic, 256, 4, 0),
+      has("data file '" + magic +
+          "': bad magic 123 (expected 20240520 for uint16 tokens or 20240801 for uint32)"),
+      Error);
 
   const std::string version = dir.file("version.bin");
   write_raw_shard(version, 20240520, 2, 10, std::vector<uint16_t>(10, 0));
@@ -168,7 +214,7 @@ TEST_CASE("data: bad sources fail with a message naming the file and the problem
                        has("too short for the 1024-byte llm.c header"), Error);
 
   const std::string big_token = dir.file("vocab.bin");
-  std::vector<uint16_t> tokens(40, 1);
+  std::vector<uint32_t> tokens(40, 1);
   tokens[17] = 300;
   write_bin_shard(big_token, tokens);
   CHECK_THROWS_WITH_AS(open_dataset(big_token, 256, 4, 0),

@@ -50,6 +50,13 @@ TEST_CASE("documents: joined by the end-of-text token, which tells each token it
   // An end-of-text token belongs to the document it ends; the next token starts the next.
   CHECK(documents_of(*ds, 0, 4) == std::vector<int32_t>{0, 0, 0, 1, 1});
   CHECK(documents_of(*ds, 1, 4) == std::vector<int32_t>{0, 1, 2, 2, 2});
+  // A batch carries them beside its tokens, sequence by sequence (step 1 of G = 3 takes
+  // sequences 3 mod 2 = 1, 0, 1).
+  std::vector<int32_t> toks(15), ids(15);
+  data::fill_batch(*ds, 1, 3, 0, 3, 4, toks.data(), ids.data());
+  CHECK(ids == std::vector<int32_t>{0, 1, 2, 2, 2, 0, 0, 0, 1, 1, 0, 1, 2, 2, 2});
+  CHECK(toks ==
+        std::vector<int32_t>{E, E, 'd', 'e', 'f', 'a', 'b', E, 'c', E, E, E, 'd', 'e', 'f'});
   CHECK(ds->describe().rfind("JSONL documents (4 in 1 file) '" + docs + "': 12 tokens", 0) == 0);
 
   // Cached beside the file and reused, its record counting the documents.
@@ -61,7 +68,7 @@ TEST_CASE("documents: joined by the end-of-text token, which tells each token it
   // Another field is another cache, and other tokens.
   std::ofstream(tmp / "body.jsonl") << "{\"body\": \"xy\", \"text\": \"no\"}\n";
   const data::CachedShard body = data::tokenize_documents(tmp / "body.jsonl", *bytes, {"body"});
-  CHECK(data::read_bin_shard(body.bin).tokens == std::vector<uint16_t>{'x', 'y', E});
+  CHECK(data::read_bin_shard(body.bin).tokens == std::vector<uint32_t>{'x', 'y', E});
   // A source without documents is one document.
   std::ofstream(tmp / "text.txt") << "a" << char(E) << "bcdefgh";
   const auto text = data::open_dataset(tmp / "text.txt", 256, 4, 1);
@@ -81,7 +88,7 @@ TEST_CASE("documents: a bad line is refused with file:line, or skipped and count
   CHECK(s.documents == 1);
   CHECK(s.skipped == 5);
   CHECK(s.first_skipped == bad + ":2: has no string \"text\" (`data.data_field`)");
-  CHECK(data::read_bin_shard(s.bin).tokens == std::vector<uint16_t>{'o', 'k', E});
+  CHECK(data::read_bin_shard(s.bin).tokens == std::vector<uint32_t>{'o', 'k', E});
   // Each kind of bad line, named.
   const std::string problems[] = {"[1, 2]", "not json", "{\"text\": \"a\\u0003b\"}"};
   const std::string words[] = {"not a JSON object", "invalid JSON",

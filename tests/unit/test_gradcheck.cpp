@@ -66,14 +66,15 @@ Vec ref_rmsnorm(const Vec& x, const Vec& w, int64_t T, int64_t d) {
 }
 
 // Rotate-half RoPE of x [T, H*hd] at positions pos [T]: for i < hd/2 and angle a =
-// pos * theta^(-2i/hd), (x_i, x_{i+hd/2}) -> (x_i cos a - x_{i+hd/2} sin a, x_{i+hd/2} cos a +
-// x_i sin a), in every head.
-Vec ref_rope(Vec x, const I32& pos, int64_t H, int64_t hd, double theta) {
+// pos * rope.inv_freq(i, hd) (theta^(-2i/hd), or Llama 3's scaling of it: test_backend_ops holds
+// the frequencies to transformers'), (x_i, x_{i+hd/2}) -> (x_i cos a - x_{i+hd/2} sin a,
+// x_{i+hd/2} cos a + x_i sin a), in every head.
+Vec ref_rope(Vec x, const I32& pos, int64_t H, int64_t hd, const Rope& rope) {
   const int64_t half = hd / 2;
   for (size_t t = 0; t < pos.size(); ++t)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = 0; i < half; ++i) {
-        const double a = pos[t] * std::pow(theta, -2.0 * double(i) / double(hd));
+        const double a = pos[t] * rope.inv_freq(i, hd);
         double* xh = &x[(t * H + h) * hd];
         const double x1 = xh[i], x2 = xh[i + half];
         xh[i] = x1 * std::cos(a) - x2 * std::sin(a);
@@ -84,11 +85,12 @@ Vec ref_rope(Vec x, const I32& pos, int64_t H, int64_t hd, double theta) {
 
 // The fused projection's qkv [T, (H + 2 KV) hd] (columns q | k | v) with its q and k columns
 // rotated (ref_rope: they are H + KV adjacent heads) and its v columns as they are.
-Vec ref_rope_qkv(const Vec& x, const I32& pos, int64_t H, int64_t KV, int64_t hd, double theta) {
+Vec ref_rope_qkv(const Vec& x, const I32& pos, int64_t H, int64_t KV, int64_t hd,
+                 const Rope& rope) {
   const int64_t T = int64_t(pos.size()), W = (H + 2 * KV) * hd, qk = (H + KV) * hd;
   Vec rows;  // [T, qk]
   for (int64_t t = 0; t < T; ++t) rows.insert(rows.end(), &x[t * W], &x[t * W + qk]);
-  rows = ref_rope(rows, pos, H + KV, hd, theta);
+  rows = ref_rope(rows, pos, H + KV, hd, rope);
   Vec y = x;
   for (int64_t t = 0; t < T; ++t) std::copy_n(&rows[t * qk], qk, &y[t * W]);
   return y;
@@ -96,9 +98,11 @@ Vec ref_rope_qkv(const Vec& x, const I32& pos, int64_t H, int64_t KV, int64_t hd
 
 // Grouped-query causal attention over B sequences. q [B*Sq, H*hd], k, v [B*Sk, KV*hd] with
 // Sq = qpos.size(), Sk = kpos.size(); query i (global position qpos[i]) sees key j when
-// kpos[j] <= qpos[i]; query head h reads KV head h / (H/KV); scale 1/sqrt(hd). -> [B*Sq, H*hd].
+// kpos[j] <= qpos[i] and, given documents qdoc [B*Sq] and kdoc [B*Sk], when both are of one
+// document; query head h reads KV head h / (H/KV); scale 1/sqrt(hd). -> [B*Sq, H*hd].
 Vec ref_attention(const Vec& q, const Vec& k, const Vec& v, const I32& qpos, const I32& kpos,
-                  int64_t B, int64_t H, int64_t KV, int64_t hd) {
+                  int64_t B, int64_t H, int64_t KV, int64_t hd, const I32& qdoc = {},
+                  const I32& kdoc = {}) {
   const int64_t Sq = int64_t(qpos.size()), Sk = int64_t(kpos.size());
   Vec out(B * Sq * H * hd, 0.0), p(Sk);
   for (int64_t b = 0; b < B; ++b)
@@ -106,16 +110,19 @@ Vec ref_attention(const Vec& q, const Vec& k, const Vec& v, const I32& qpos, con
       const int64_t g = h / (H / KV);
       for (int64_t i = 0; i < Sq; ++i) {
         const double* qi = &q[((b * Sq + i) * H + h) * hd];
+        const auto masked = [&](int64_t j) {
+          return kpos[j] > qpos[i] || (!qdoc.empty() && qdoc[b * Sq + i] != kdoc[b * Sk + j]);
+        };
         double mx = -1e300, sum = 0;
         for (int64_t j = 0; j < Sk; ++j) {
-          if (kpos[j] > qpos[i]) continue;
+          if (masked(j)) continue;
           double s = 0;
           for (int64_t c = 0; c < hd; ++c) s += qi[c] * k[((b * Sk + j) * KV + g) * hd + c];
           p[j] = s / std::sqrt(double(hd));
           mx = std::max(mx, p[j]);
         }
         for (int64_t j = 0; j < Sk; ++j) {
-          p[j] = kpos[j] > qpos[i] ? 0.0 : std::exp(p[j] - mx);
+          p[j] = masked(j) ? 0.0 : std::exp(p[j] - mx);
           sum += p[j];
         }
         double* o = &out[((b * Sq + i) * H + h) * hd];
@@ -170,9 +177,9 @@ double ref_model_loss(const ModelConfig& c, const std::map<std::string, Vec>& P,
     };
     const Vec n1 = ref_rmsnorm(x, W("input_layernorm"), T, d);
     const Vec q =
-        ref_rope(ref_linear(n1, W("self_attn.q_proj"), T, d, H * hd), tok_pos, H, hd, c.rope_theta);
-    const Vec k = ref_rope(ref_linear(n1, W("self_attn.k_proj"), T, d, KV * hd), tok_pos, KV, hd,
-                           c.rope_theta);
+        ref_rope(ref_linear(n1, W("self_attn.q_proj"), T, d, H * hd), tok_pos, H, hd, c.rope());
+    const Vec k =
+        ref_rope(ref_linear(n1, W("self_attn.k_proj"), T, d, KV * hd), tok_pos, KV, hd, c.rope());
     const Vec v = ref_linear(n1, W("self_attn.v_proj"), T, d, KV * hd);
     const Vec a = ref_attention(q, k, v, seq, seq, B, H, KV, hd);
     Vec h = ref_linear(a, W("self_attn.o_proj"), T, H * hd, d);
@@ -319,19 +326,23 @@ TEST_CASE("gradcheck: rope on the fused q|k|v, split and in place, backward as t
       out.insert(out.end(), x.begin() + t * W + c0, x.begin() + t * W + c0 + w);
     return out;
   };
-  for (double theta : {10000.0, 500000.0}) {
-    CAPTURE(theta);
+  // The default frequencies at two bases, and Llama 3's scaling (an original context of 400,
+  // so that each of its three kinds of frequency is among hd/2 pairs: wavelengths 6.3, 167,
+  // 4443 and 118142 against 100 and 400).
+  for (const Rope rope : {Rope{10000.0}, Rope{500000.0}, Rope{500000.0, 8, 1, 4, 400}}) {
+    CAPTURE(rope.theta);
+    CAPTURE(rope.factor);
     Floats X = randn(rng, T * W), R = randn(rng, T * W);
     Buffer xb = upload(*be, X), pb = upload(*be, pos), q(*be, T * qw), k(*be, T * kw),
            v(*be, T * kw), dx(*be, T * W);
     Vec x = to_double(X), r = to_double(R);
     // The reference [T, W]: the q and k columns rotated, v's as they are.
-    auto ref = [&] { return ref_rope_qkv(x, pos, H, KV, hd, theta); };
+    auto ref = [&] { return ref_rope_qkv(x, pos, H, KV, hd, rope); };
     auto L = [&] { return dot(ref(), r); };
     // Split (the default path): q | k | v side by side again is the reference; the backward
     // (rope_merge_qkv) of R's three column blocks is the gradient of L.
     be->rope_split_qkv(q.view({T, qw}), k.view({T, kw}), v.view({T, kw}), xb.view({T, W}), int(H),
-                       int(KV), pb.flat(), theta);
+                       int(KV), pb.flat(), rope);
     Floats split;
     const Floats hq = download(*be, q.flat()), hk = download(*be, k.flat()),
                  hv = download(*be, v.flat());
@@ -345,13 +356,13 @@ TEST_CASE("gradcheck: rope on the fused q|k|v, split and in place, backward as t
     be->rope_merge_qkv(dx.view({T, W}), upload(*be, columns(R, 0, qw)).view({T, qw}),
                        upload(*be, columns(R, qw, kw)).view({T, kw}),
                        upload(*be, columns(R, qw + kw, kw)).view({T, kw}), int(H), int(KV),
-                       pb.flat(), theta);
+                       pb.flat(), rope);
     check_grad("rope_merge_qkv dqkv", x, L, download(*be, dx.flat()));
     // In place (Fusion::RopeInPlace): rope_qkv, and its inverse on R as the backward.
-    be->rope_qkv(xb.view({T, W}), int(H), int(KV), pb.flat(), theta, false);
+    be->rope_qkv(xb.view({T, W}), int(H), int(KV), pb.flat(), rope, false);
     check_close("rope_qkv forward", download(*be, xb.flat()), ref());
     Buffer g = upload(*be, R);
-    be->rope_qkv(g.view({T, W}), int(H), int(KV), pb.flat(), theta, true);
+    be->rope_qkv(g.view({T, W}), int(H), int(KV), pb.flat(), rope, true);
     check_grad("rope_qkv inverse dqkv", x, L, download(*be, g.flat()));
   }
 }
@@ -363,6 +374,7 @@ TEST_CASE("gradcheck: grouped-query causal attention dq, dk, dv under the global
   struct Case {
     const char* name;
     I32 qpos, kpos;
+    I32 qdoc = {}, kdoc = {};  // --doc-mask: per sequence of the batch, [B*Sq] and [B*Sk]
   };
   const Case cases[] = {
       {"contiguous 0..7", {0, 1, 2, 3, 4, 5, 6, 7}, {0, 1, 2, 3, 4, 5, 6, 7}},
@@ -370,27 +382,45 @@ TEST_CASE("gradcheck: grouped-query causal attention dq, dk, dv under the global
       {"CP rank 1 of 2: queries {2,3,4,5}, keys all-gathered in rank order",
        {2, 3, 4, 5},
        {0, 1, 6, 7, 2, 3, 4, 5}},
+      // Documents: sequence 0 holds three (the third one token long), sequence 1 two.
+      {"documents, contiguous 0..7",
+       {0, 1, 2, 3, 4, 5, 6, 7},
+       {0, 1, 2, 3, 4, 5, 6, 7},
+       {0, 0, 0, 1, 1, 1, 1, 2, 0, 0, 0, 0, 0, 1, 1, 1},
+       {0, 0, 0, 1, 1, 1, 1, 2, 0, 0, 0, 0, 0, 1, 1, 1}},
+      {"documents, CP rank 1 of 2: queries {2,3,4,5}, keys 0..7",
+       {2, 3, 4, 5},
+       {0, 1, 2, 3, 4, 5, 6, 7},
+       {0, 1, 1, 1, 0, 0, 0, 1},
+       {0, 0, 0, 1, 1, 1, 1, 2, 0, 0, 0, 0, 0, 1, 1, 1}},
   };
   for (const Case& c : cases) {
     CAPTURE(c.name);
     const int64_t Sq = int64_t(c.qpos.size()), Sk = int64_t(c.kpos.size());
-    const AttnShape s{B, Sq, Sk, int(H), int(KV), int(hd)};
+    AttnShape s{B, Sq, Sk, int(H), int(KV), int(hd)};
+    s.documents = !c.qdoc.empty();
     Floats Q = randn(rng, B * Sq * H * hd), K = randn(rng, B * Sk * KV * hd),
            V = randn(rng, B * Sk * KV * hd), R = randn(rng, B * Sq * H * hd);
     Buffer qb = upload(*be, Q), kb = upload(*be, K), vb = upload(*be, V), rb = upload(*be, R);
     Buffer qp = upload(*be, c.qpos), kp = upload(*be, c.kpos);
+    Buffer qd = s.documents ? upload(*be, c.qdoc) : Buffer(),
+           kd = s.documents ? upload(*be, c.kdoc) : Buffer();
+    const AttnPositions positions{qp.flat(), kp.flat(), s.documents ? qd.flat() : Tensor{},
+                                  s.documents ? kd.flat() : Tensor{}};
     Buffer out(*be, B * Sq * H * hd), lse(*be, B * H * Sq), dq(*be, B * Sq * H * hd),
         dk(*be, B * Sk * KV * hd), dv(*be, B * Sk * KV * hd);
     const Tensor qv = qb.view({B * Sq, H * hd}), kv = kb.view({B * Sk, KV * hd}),
                  vv = vb.view({B * Sk, KV * hd}), ov = out.view({B * Sq, H * hd});
-    be->attention_forward(ov, lse.flat(), qv, kv, vv, qp.flat(), kp.flat(), s);
+    be->attention_forward(ov, lse.flat(), qv, kv, vv, positions, s);
     Vec q = to_double(Q), k = to_double(K), v = to_double(V), r = to_double(R);
-    auto attn = [&] { return ref_attention(q, k, v, c.qpos, c.kpos, B, H, KV, hd); };
+    auto attn = [&] {
+      return ref_attention(q, k, v, c.qpos, c.kpos, B, H, KV, hd, c.qdoc, c.kdoc);
+    };
     check_close("attention forward", download(*be, out.flat()), attn());
     for (Buffer* g : {&dq, &dk, &dv}) be->fill(g->flat(), 123.f);  // all three are overwritten
     be->attention_backward(dq.view({B * Sq, H * hd}), dk.view({B * Sk, KV * hd}),
                            dv.view({B * Sk, KV * hd}), rb.view({B * Sq, H * hd}), qv, kv, vv, ov,
-                           lse.flat(), qp.flat(), kp.flat(), s);
+                           lse.flat(), positions, s);
     auto L = [&] { return dot(attn(), r); };
     check_grad("attention dq", q, L, download(*be, dq.flat()));
     check_grad("attention dk", k, L, download(*be, dk.flat()));
@@ -593,7 +623,7 @@ StepOut run_step(const Tiny& m, bool recompute) {
     MicroBatch mb;
     mb.tokens = tok.flat();
     mb.targets = tgt.flat();
-    mb.pos = TokenPositions{m.b, S, token_pos.flat(), seq_pos.flat(), key_pos.flat()};
+    mb.pos = TokenPositions{m.b, S, token_pos.flat(), seq_pos.flat(), key_pos.flat(), {}, {}};
     const float scale = float(1.0 / double(m.tokens_per_step()));
     chunk.forward(j, mb, nullptr, scale);
     r.loss += chunk.take_loss();

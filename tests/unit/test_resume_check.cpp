@@ -168,7 +168,10 @@ TEST_CASE("resume check: restore() cuts a TP 2 x DP 2 checkpoint for other layou
         ckpt::restore(r, params, tp_rank);
         // One rank holds the whole of each unit: its slices are the TP-local tensors.
         int64_t checked = 0;
-        for (const ZeroParams::OwnedSlice& s : params.owned_slices()) {
+        HostBuffer host;
+        const std::vector<ZeroParams::OwnedSlice> slices = params.owned_slices(host);
+        be->copies_landed();
+        for (const ZeroParams::OwnedSlice& s : slices) {
           const ParamInfo& p = *s.param;
           for (int64_t i = s.begin; i < s.end; ++i, ++checked) {
             const size_t g = size_t(p.global_index(i, tp_rank)), at = size_t(i - s.begin);

@@ -69,8 +69,8 @@ TEST_CASE("rope in place: rope_qkv rotates qkv's q and k columns as rope_split_q
     const Tensor q = io.put(Floats(T * qw), {T, qw}, sub.t),
                  k = io.put(Floats(T * kw), {T, kw}, sub.t),
                  v = io.put(Floats(T * kw), {T, kw}, sub.t);
-    be.rope_split_qkv(q, k, v, qkv, int(H), int(KV), p, 10000.0);
-    be.rope_qkv(qkv, int(H), int(KV), p, 10000.0, false);
+    be.rope_split_qkv(q, k, v, qkv, int(H), int(KV), p, Rope{10000.0});
+    be.rope_qkv(qkv, int(H), int(KV), p, Rope{10000.0}, false);
     const Floats rotated = io.get(qkv);
     CHECK(same_bits(columns(rotated, W, 0, qw), io.get(q)));
     CHECK(same_bits(columns(rotated, W, qw, kw), io.get(k)));
@@ -83,11 +83,11 @@ TEST_CASE("rope in place: rope_qkv rotates qkv's q and k columns as rope_split_q
                  dk = io.put(columns(g, W, qw, kw), {T, kw}, sub.t),
                  dv = io.put(columns(g, W, qw + kw, kw), {T, kw}, sub.t);
     const Tensor merged = io.put(Floats(T * W), {T, W}, sub.t), dqkv = io.put(g, {T, W}, sub.t);
-    be.rope_merge_qkv(merged, dq, dk, dv, int(H), int(KV), p, 10000.0);
-    be.rope_qkv(dqkv, int(H), int(KV), p, 10000.0, true);
+    be.rope_merge_qkv(merged, dq, dk, dv, int(H), int(KV), p, Rope{10000.0});
+    be.rope_qkv(dqkv, int(H), int(KV), p, Rope{10000.0}, true);
     CHECK(same_bits(io.get(dqkv), io.get(merged)));
     const Tensor odd = io.put(Floats(T * 12), {T, 12}, sub.t);  // not H + 2 KV heads of even width
-    CHECK_THROWS_AS(be.rope_qkv(odd, int(H), int(KV), p, 10000.0, false), Error);
+    CHECK_THROWS_AS(be.rope_qkv(odd, int(H), int(KV), p, Rope{10000.0}, false), Error);
   }
 }
 
@@ -144,8 +144,8 @@ void check_layout(Subject& sub, AttnLayout layout, int cp, int rank) {
   const Tensor dq = io.put(Floats(B * Sq * qw), {B * Sq, qw}, t),
                dk = io.put(Floats(B * Sk * kw), {B * Sk, kw}, t),
                dv = io.put(Floats(B * Sk * kw), {B * Sk, kw}, t);
-  be.attention_forward(out, lse, q, k, v, qp, kp, s);
-  be.attention_backward(dq, dk, dv, dout, q, k, v, out, lse, qp, kp, s);
+  be.attention_forward(out, lse, q, k, v, {qp, kp, {}, {}}, s);
+  be.attention_backward(dq, dk, dv, dout, q, k, v, out, lse, {qp, kp, {}, {}}, s);
 
   AttnShape f = s;
   f.layout = layout;
@@ -154,14 +154,14 @@ void check_layout(Subject& sub, AttnLayout layout, int cp, int rank) {
   const Tensor out2 = io.put(Floats(B * Sq * qw), {B * Sq, qw}, t),
                lse2 = io.put(Floats(B * H * Sq), {1, B * H * Sq}, DType::F32);
   if (layout == AttnLayout::Qkv) {
-    be.attention_forward(out2, lse2, qkv, qkv, qkv, qp, kp, f);
-    be.attention_backward(dqkv, dqkv, dqkv, dout, qkv, qkv, qkv, out2, lse2, qp, kp, f);
+    be.attention_forward(out2, lse2, qkv, qkv, qkv, {qp, kp, {}, {}}, f);
+    be.attention_backward(dqkv, dqkv, dqkv, dout, qkv, qkv, qkv, out2, lse2, {qp, kp, {}, {}}, f);
     CHECK(same_bits(io.get(dqkv), beside(io.get(dq), qw, io.get(dk), kw, io.get(dv), kw)));
   } else {
     const Tensor dk2 = io.put(Floats(B * Sk * kw), {B * Sk, kw}, t),
                  dv2 = io.put(Floats(B * Sk * kw), {B * Sk, kw}, t);
-    be.attention_forward(out2, lse2, qkv, k, v, qp, kp, f);
-    be.attention_backward(dqkv, dk2, dv2, dout, qkv, k, v, out2, lse2, qp, kp, f);
+    be.attention_forward(out2, lse2, qkv, k, v, {qp, kp, {}, {}}, f);
+    be.attention_backward(dqkv, dk2, dv2, dout, qkv, k, v, out2, lse2, {qp, kp, {}, {}}, f);
     const Floats got = io.get(dqkv), kept = io.get(io.put(stale, {B * Sq, W}, t));
     CHECK(same_bits(columns(got, W, 0, qw), io.get(dq)));
     CHECK(same_bits(columns(got, W, qw, 2 * kw), columns(kept, W, qw, 2 * kw)));  // left alone
@@ -171,7 +171,7 @@ void check_layout(Subject& sub, AttnLayout layout, int cp, int rank) {
   CHECK(same_bits(io.get(out2), io.get(out)));
   CHECK(same_bits(io.get(lse2), io.get(lse)));
   // A tensor of the packed width under a fused layout is refused.
-  CHECK_THROWS_AS(be.attention_forward(out2, lse2, q, k, v, qp, kp, f), Error);
+  CHECK_THROWS_AS(be.attention_forward(out2, lse2, q, k, v, {qp, kp, {}, {}}, f), Error);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,17 @@ using namespace tetra;
 using namespace tetra::test;
 namespace fs = std::filesystem;
 
+namespace {
+
+// bpe:N trained on `text` and written beside it, as a run writes it: the caches read its file.
+std::unique_ptr<data::Tokenizer> trained_bpe(const std::string& spec, const std::string& text) {
+  const data::TokenizerModel m = data::tokenizer_model(spec, text);
+  data::save_tokenizer_model(m);
+  return data::load_sentencepiece(m.path);
+}
+
+}  // namespace
+
 TEST_CASE("token cache: a shard that does not match its record is made again, and said") {
   if (!data::have_sentencepiece()) {
     MESSAGE("skipped: this build has no SentencePiece");
@@ -29,12 +41,11 @@ TEST_CASE("token cache: a shard that does not match its record is made again, an
   }
   const TempDir tmp;
   const std::string dir = corpus_dir(tmp), text = dir + "/corpus.txt";
-  bool trained = false;
-  const auto tok = data::load_sentencepiece(data::tokenizer_model("bpe:300", text, &trained));
+  const auto tok = trained_bpe("bpe:300", text);
   const data::CachedShard made = data::tokenize_cached(text, *tok);
   CHECK_FALSE(made.reused);
   CHECK(made.rebuilt.empty());
-  const std::vector<uint16_t> tokens = data::read_bin_shard(made.bin).tokens;
+  const std::vector<uint32_t> tokens = data::read_bin_shard(made.bin).tokens;
   REQUIRE(tokens.size() > 100);
   CHECK(tok->encode(slurp(text)) == std::vector<int>(tokens.begin(), tokens.end()));
   const data::CachedShard again = data::tokenize_cached(text, *tok);
@@ -80,11 +91,10 @@ TEST_CASE("token cache: a shard of another text or another tokenizer under the n
   const TempDir tmp;
   const std::string dir = corpus_dir(tmp), text = dir + "/corpus.txt", other = dir + "/other.txt";
   std::ofstream(other) << slurp(text).substr(0, 2000) << "the fox reads to the crowd.\n";
-  bool trained = false;
-  const auto tok = data::load_sentencepiece(data::tokenizer_model("bpe:300", text, &trained));
-  const auto tok2 = data::load_sentencepiece(data::tokenizer_model("bpe:400", text, &trained));
+  const auto tok = trained_bpe("bpe:300", text);
+  const auto tok2 = trained_bpe("bpe:400", text);
   const std::string bin = data::tokenize_cached(text, *tok).bin;
-  const std::vector<uint16_t> tokens = data::read_bin_shard(bin).tokens;
+  const std::vector<uint32_t> tokens = data::read_bin_shard(bin).tokens;
   struct Case {
     std::string what, foreign;
   };

@@ -29,10 +29,11 @@ TEST_CASE("tokenizer: a trained BPE model encodes and decodes text back exactly"
   }
   const TempDir tmp;
   const std::string dir = corpus_dir(tmp);
-  bool trained = false;
-  const std::string model = data::tokenizer_model("bpe:400", dir + "/corpus.txt", &trained);
-  CHECK(trained);
-  const auto tok = data::load_sentencepiece(model);
+  const data::TokenizerModel model = data::tokenizer_model("bpe:400", dir + "/corpus.txt");
+  CHECK(!model.trained.empty());  // trained now, in memory
+  CHECK(!std::filesystem::exists(model.path));
+  data::save_tokenizer_model(model);
+  const auto tok = data::load_sentencepiece(model.path);
   CHECK(tok->vocab() == 400);
   for (const std::string& text :
        {std::string("the cat sees the bird.\nthe old fox helps a child"),
@@ -45,8 +46,9 @@ TEST_CASE("tokenizer: a trained BPE model encodes and decodes text back exactly"
   // Common words are single pieces: far fewer tokens than bytes.
   CHECK(tok->encode("the teacher reads to the crowd").size() < 12);
   // The same text trains the same model, which is then found, not trained again.
-  CHECK(data::tokenizer_model("bpe:400", dir + "/corpus.txt", &trained) == model);
-  CHECK(!trained);
+  const data::TokenizerModel again = data::tokenizer_model("bpe:400", dir + "/corpus.txt");
+  CHECK(again.path == model.path);
+  CHECK(again.trained.empty());
 }
 
 TEST_CASE("tokenizer: training on BPE tokens lowers the validation loss; the export carries it") {
@@ -94,9 +96,9 @@ TEST_CASE("data: a directory or a glob of .bin shards is one source, in sorted o
   const TempDir tmp;
   const std::string dir = tmp / "shards";
   std::filesystem::create_directories(dir);
-  std::vector<uint16_t> a, b;
-  for (int i = 0; i < 50; ++i) a.push_back(uint16_t(i));
-  for (int i = 0; i < 50; ++i) b.push_back(uint16_t(100 + i));
+  std::vector<uint32_t> a, b;
+  for (int i = 0; i < 50; ++i) a.push_back(uint32_t(i));
+  for (int i = 0; i < 50; ++i) b.push_back(uint32_t(100 + i));
   data::write_bin_shard(dir + "/train_001.bin", b);  // written first, sorted second
   data::write_bin_shard(dir + "/train_000.bin", a);
   for (const std::string& spec : {dir, dir + "/train_*.bin"}) {
@@ -123,9 +125,8 @@ TEST_CASE("tokenizer: a continuation keeps the space where it joins the prompt")
   }
   const TempDir tmp;
   const std::string dir = corpus_dir(tmp);
-  bool trained = false;
   const auto tok =
-      data::load_sentencepiece(data::tokenizer_model("bpe:400", dir + "/corpus.txt", &trained));
+      data::load_tokenizer_model(data::tokenizer_model("bpe:400", dir + "/corpus.txt"));
   const std::string text = "the old fox helps the crowd, and a dog reads to her sister";
   const std::vector<int> ids = tok->encode(text);
   int glued = 0;  // cuts where decoding the two halves apart loses the space between them
@@ -141,13 +142,17 @@ TEST_CASE("tokenizer: a continuation keeps the space where it joins the prompt")
   CHECK(data::decode_continuation(*bytes, {'a', ' '}, {'b'}) == "b");
 }
 
-TEST_CASE("tokenizer: one of more pieces than an llm.c shard's uint16 holds is refused") {
-  // Its ids here are all small: the refusal must not depend on which ones a text uses.
+TEST_CASE(
+    "tokenizer: one of more pieces than uint16 holds makes a uint32 shard (llm.c's Llama 3 "
+    "format)") {
+  // Its ids here are mostly small: the width follows the vocabulary, not the ids a text uses.
   struct Wide final : data::Tokenizer {
     explicit Wide(std::string f) : file(std::move(f)) {}
     int vocab() const override { return 70000; }
     std::vector<int> encode(const std::string& t) const override {
-      return std::vector<int>(t.size(), 5);
+      std::vector<int> ids(t.size(), 5);
+      ids[1] = 69999;
+      return ids;
     }
     std::string decode(const std::vector<int>& ids) const override {
       return std::string(ids.size(), 'x');
@@ -160,9 +165,29 @@ TEST_CASE("tokenizer: one of more pieces than an llm.c shard's uint16 holds is r
   const TempDir tmp;
   const std::string dir = corpus_dir(tmp);
   std::ofstream(dir + "/wide.model") << "its bytes name the cached shard";
-  CHECK_THROWS_WITH_AS(data::tokenize_cached(dir + "/corpus.txt", Wide(dir + "/wide.model")),
-                       doctest::Contains("has 70000 pieces"), Error);
-  CHECK(only_file(dir, ".bin").empty());
+  const Wide wide(dir + "/wide.model");
+  const data::CachedShard made = data::tokenize_cached(dir + "/corpus.txt", wide);
+  CHECK_FALSE(made.reused);
+  // llm.c's header: magic 20240801, version 7, then uint32 tokens, 4 bytes each.
+  std::ifstream in(made.bin, std::ios::binary);
+  std::vector<int32_t> header(256);
+  in.read(reinterpret_cast<char*>(header.data()), 1024);
+  CHECK(header[0] == 20240801);
+  CHECK(header[1] == 7);
+  const int64_t count = header[2];
+  CHECK(int64_t(std::filesystem::file_size(made.bin)) == 1024 + 4 * count);
+  const data::BinShard shard = data::read_bin_shard(made.bin);
+  CHECK(shard.width == data::TokenWidth::U32);
+  REQUIRE(shard.tokens.size() > 2);
+  CHECK(shard.tokens[0] == 5);
+  CHECK(shard.tokens[1] == 69999);
+  // Reused as it is the second time (its record's token hash is over the uint32 bytes).
+  CHECK(data::tokenize_cached(dir + "/corpus.txt", wide).reused);
+  // And trained on: a dataset of the vocabulary reads the ids past 65,535.
+  const auto ds = data::open_dataset(made.bin, 70000, 8, 1);
+  std::vector<int32_t> seq(9);
+  ds->sequence(0, seq.data());
+  CHECK(seq[1] == 69999);
 }
 
 TEST_CASE("data: a text file whose name holds a wildcard character is that file, not a glob") {

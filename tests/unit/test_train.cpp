@@ -158,8 +158,8 @@ TEST_CASE("train: text files and llm.c token shards feed the same trainer") {
     std::ofstream f(text);
     for (int i = 0; i < 200; ++i) f << "the quick brown fox jumps over the lazy dog. ";
   }
-  std::vector<uint16_t> tokens;
-  for (int i = 0; i < 4000; ++i) tokens.push_back(uint16_t((i * 7) % 300));
+  std::vector<uint32_t> tokens;
+  for (int i = 0; i < 4000; ++i) tokens.push_back(uint32_t((i * 7) % 300));
   data::write_bin_shard(bin, tokens);
   struct Case {
     std::vector<std::string> args;
