@@ -13,6 +13,7 @@
 #include "jobs/launch.hpp"
 #include "jobs/serve.hpp"
 #include "jobs/sweep.hpp"
+#include "parallel/schedule.hpp"
 #include "plan/machine.hpp"
 #include "plan/setup.hpp"
 #include "util/error.hpp"
@@ -36,7 +37,7 @@ bool is_zero(const std::string& s) {
   return s == "1" || s == "2" || s == "3";
 }
 bool is_schedule(const std::string& s) {
-  return s == "gpipe" || s == "1f1b" || s == "interleaved";
+  return std::count(kScheduleNames.begin(), kScheduleNames.end(), s) > 0;
 }
 bool is_vpp(const std::string& s) {
   return !s.empty() && s.size() < 4 && s.find_first_not_of("0123456789") == std::string::npos &&
@@ -162,8 +163,8 @@ void add_sweep_options(CLI::App& app, SweepOptions& o) {
   add(app, "--zero", o.zero, "LIST", "ZeRO stages to try, comma-separated (1,2,3)")
       ->check(list_of(is_zero, "1, 2 and 3"));
   add(app, "--schedule", o.schedules, "LIST",
-      "pipeline schedules to try where PP > 1, comma-separated (gpipe,1f1b,interleaved)")
-      ->check(list_of(is_schedule, "gpipe, 1f1b and interleaved"));
+      "pipeline schedules to try where PP > 1, comma-separated (gpipe,1f1b,interleaved,zb-h1)")
+      ->check(list_of(is_schedule, "gpipe, 1f1b, interleaved and zb-h1"));
   add(app, "--vpp", o.vpp, "LIST", "virtual stages per rank to try under interleaved (1,2,...)")
       ->check(list_of(is_vpp, "whole numbers from 1"));
   add_choice(app, "--sp", o.sp, {"off", "on", "both"},

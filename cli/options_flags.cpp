@@ -1,6 +1,7 @@
 // Each subcommand's flags: names, value checks, defaults and --help text; tetra train's (and
 // plan's and sweep's share of them) bound from the configuration's schema.
 #include "cli/cli_flags.hpp"
+#include "parallel/schedule.hpp"
 #include "plan/machine.hpp"
 #include "util/error.hpp"
 
@@ -221,7 +222,7 @@ void add_plot_options(CLI::App& app, PlotOptions& o) {
       "colored by micro-batch, communication and waiting");
   add(app, "--barrier", o.barrier, "METRICS",
       "one step's compute and wait per rank, the straggler marked");
-  add_choice(app, "--schedule", o.schedule, {"gpipe", "1f1b", "interleaved"},
+  add_choice(app, "--schedule", o.schedule, kScheduleNames,
              "a pipeline schedule, from the simulator");
   app.option_defaults()->group("Options");
   add(app, "--out", o.out, "FILE", "the SVG file to write");

@@ -66,6 +66,7 @@ Lesson sp(const TrainArgs& train);
 Lesson cp(const TrainArgs& train);
 Lesson pp(const TrainArgs& train);
 Lesson interleaved(const TrainArgs& train);
+Lesson zero_bubble(const TrainArgs& train);
 Lesson pp_memory(const TrainArgs& train);
 Lesson resume(const TrainArgs& train);
 

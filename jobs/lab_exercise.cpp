@@ -51,18 +51,18 @@ const char* const kZeroStub =
     R"(// EXERCISE zero2_reduce_scatter: a stub to replace. `tetra lab --check` grades what you
 // write.
 //
-// Model code calls this after each backward of unit u, one per micro-batch; each backward has
-// added its gradients into u.grads [np] (fp32). After the step's last one (micro_batches_ of
-// them; count them in u.backward_calls, which grads_fresh() reads) the unit's gradients are
-// complete, and they are reduce-scattered at once, while the backward of the units before it
-// goes on: reduce_scatter_grads(u) sums them over dp_cp into this rank's shard,
+// Model code calls this after each weight-gradient pass (W) of unit u, one per micro-batch;
+// each has added its gradients into u.grads [np] (fp32). After the step's last one
+// (micro_batches_ of them; count them in u.weight_passes, which grads_fresh() reads) the unit's
+// gradients are complete, and they are reduce-scattered at once, while the backward of the
+// units before it goes on: reduce_scatter_grads(u) sums them over dp_cp into this rank's shard,
 // u.grad_shard [s = np / N]. Then ZeRO-2 (and 3, zero_ >= 2) free the full gradients,
 // u.grads.reset(), keeping the shard alone: 4 s bytes a unit instead of 4 (np + s), ZeRO-2's
 // saving over ZeRO-1, which keeps u.grads. Where the dp_cp group is one rank (alias_) the
 // shard is u.grads itself: nothing to free. The check holds each rank's peak memory to tetra
 // plan's, which frees each unit's gradients right after its reduce-scatter.
-// The stub counts the backward and syncs nothing: the shard stays zero, the gradients stay.
-++u.backward_calls;
+// The stub counts the pass and syncs nothing: the shard stays zero, the gradients stay.
+++u.weight_passes;
 be_.fill(grad_shard(u), 0.f);
 )";
 
@@ -70,20 +70,19 @@ const char* const kTpStub =
     R"(// EXERCISE tp_column_backward: a stub to replace. `tetra lab --check` grades what you write.
 //
 // This rank holds out/TP rows of the weight, w_ [out/TP, in]; forward computed
-// y [T, out/TP] = x W^T from the input on all T tokens, x [T, in]. Given dy [T, out/TP]:
-//  1. the weight gradient: dW [out/TP, in] += dy^T x, into dw_ (written, not added to, when
-//     dw_beta_ is 0). be_.matmul(C, A, transpose A, B, transpose B, alpha, beta) computes
-//     C = alpha op(A) op(B) + beta C.
-//  2. the input gradient: dx [T, in] = dy W. This rank holds only out/TP of the outputs, so
+// y [T, out/TP] = x W^T from the input on all T tokens, x [T, in]. Given dy [T, out/TP]
+// (backward_weight below does the weight gradient, dW += dy^T x, in its own pass):
+//  1. the input gradient: dx [T, in] = dy W. This rank holds only out/TP of the outputs, so
 //     its dy W is a partial sum: the full dx is the sum over the TP group.
-//  3. return it summed over the TP group, on the rows this rank keeps outside the TP region:
+//     be_.matmul(C, A, transpose A, B, transpose B) computes C = op(A) op(B).
+//  2. return it summed over the TP group, on the rows this rank keeps outside the TP region:
 //     the conjugate of forward's entry. Forward's identity (copy_to_tensor_parallel_region)
 //     has an all-reduce for backward, [T, in] -> [T, in]; under --sp forward all-gathered the
 //     rows (gather_from_sequence_parallel_region), and backward reduce-scatters them,
 //     [T, in] -> [T/TP, in]. reduce_tokens() above does the one the layout needs; at TP 1 the
 //     sum is dx itself.
-// The stub returns zeros, [tp_.local_rows(T), in], and leaves dW as it is.
-Buffer dx(be_, tp_.local_rows(x.rows()) * x.cols(), x.dtype);
+// The stub returns zeros, [tp_.local_rows(T), in].
+Buffer dx(be_, tp_.local_rows(dy.rows()) * w_.cols(), dy.dtype);
 be_.fill(dx.flat(), 0.f);
 return dx;
 )";
@@ -268,7 +267,8 @@ const std::vector<Exercise>& exercises() {
        "ZeroParams::reduce_scatter_grads (the reduce-scatter of the gradient sync)", kRingStub},
       {"zero2_reduce_scatter", "zero", "parallel/zero.cpp",
        "ZeroParams::hand_over_grads (ZeRO-2's reduce-scatter hand-over)", kZeroStub},
-      {"tp_column_backward", "tp", "parallel/tp.cpp", "ColumnParallelLinear::backward", kTpStub},
+      {"tp_column_backward", "tp", "parallel/tp.cpp", "ColumnParallelLinear::backward_input",
+       kTpStub},
       {"pp_1f1b_order", "pp", "parallel/schedule.cpp", "make_schedule (1F1B's order)", kPpStub},
       {"cp_chunks", "cp", "parallel/cp.cpp", "cp_positions (the chunk assignment)", kCpStub},
   };

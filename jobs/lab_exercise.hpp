@@ -27,7 +27,7 @@ struct Exercise {
   std::string name;      // "tp_column_backward"
   std::string lesson;    // the lesson that teaches it: "tp"
   std::string file;      // where it is, under the sources: "parallel/tp.cpp"
-  std::string function;  // "ColumnParallelLinear::backward"
+  std::string function;  // "ColumnParallelLinear::backward_input"
   std::string stub;      // what replaces the marked lines, indented as their first line
 };
 

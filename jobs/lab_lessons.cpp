@@ -61,10 +61,10 @@ const Mistake* Lesson::diagnose(double answer) const {
 std::vector<Lesson> lessons(const TrainArgs& train) {
   // Seed 002's foundations first (the arithmetic of a run, what MFU counts, the barrier),
   // then one dimension at a time, then their composition, failures and the 405B plan.
-  return {six_nd(), mfu_hfu(train), barrier(train), dp(train), zero(train), zero_traffic(train),
-          tp(train), sp(train), pp(train), interleaved(train), pp_memory(train),
-          // [25/29]'s zero-bubble schedule goes here, after the schedules it improves on.
-          cp(train), four_d(train), resume(train), llama405b()};
+  return {six_nd(),    mfu_hfu(train),      barrier(train),     dp(train),
+          zero(train), zero_traffic(train), tp(train),          sp(train),
+          pp(train),   interleaved(train),  zero_bubble(train), pp_memory(train),
+          cp(train),   four_d(train),       resume(train),      llama405b()};
 }
 
 size_t find_lesson(const std::vector<Lesson>& all, const std::string& which) {

@@ -104,7 +104,7 @@ Lesson tp(const TrainArgs& train) {
       "2(N-1)/N × [(4L + 2) × T d × 4 B + 3T × 4 B + (2L + 1) × d × 4 B] = 1.5 × [10 × {x} + "
       "{loss} + {norms}] = {bytes} B。全归约就是归约散射加全收集，所以 SP 发的和全归约一样多"
       "（不开 SP 时 {without} B），只多了归一化层。SP 省的是激活值显存，不是通信（见 sp 一课）。"};
-  l.code = {{"parallel/tp.cpp", "ColumnParallelLinear::backward"},
+  l.code = {{"parallel/tp.cpp", "ColumnParallelLinear::backward_input"},
             {"parallel/tp.cpp", "RowParallelLinear::forward"},
             {"parallel/tp.cpp", "VocabParallelCrossEntropy::forward"},
             {"parallel/tp.cpp", "reduce_tokens"}};

@@ -1,7 +1,8 @@
 // The lessons on pipeline parallelism: GPipe's bubble (pp), the interleaved schedule's
-// against 1F1B's at the same m (interleaved), and what GPipe holds in memory that 1F1B does
-// not (pp-memory). The bubble is the idle share of the step, (p-1)/(m+p-1); its ratio to the
-// compute, (p-1)/m, is the form seed 000 quotes for interleaving.
+// against 1F1B's at the same m (interleaved), the zero-bubble ZB-H1's against 1F1B's
+// (zero-bubble), and what GPipe holds in memory that 1F1B does not (pp-memory). The bubble is the
+// idle share of the step, (p-1)/(m+p-1); its ratio to the compute, (p-1)/m, is the form seed 000
+// quotes for interleaving.
 #include "jobs/lab_build.hpp"
 #include "parallel/schedule.hpp"
 #include "plan/memory.hpp"
@@ -208,6 +209,94 @@ Lesson interleaved(const TrainArgs& train) {
                 "相同 m 的 1F1B 测得 {measured_1f1b}（公式 {plain}）。交错调度在段与段之间多发 V "
                 "倍的消息；在各 rank 共用 CPU 核的机器上，消息的延迟和等 CPU 核的时间可能吃掉它的"
                 "好处，而有高速互联的 GPU 能保住。"},
+               kBubbleNote};
+    return m;
+  };
+  return l;
+}
+
+Lesson zero_bubble(const TrainArgs& train) {
+  const Setup s = bubble_run(train, 2, 256, "zb-h1", 1),
+              plain = bubble_run(train, 2, 256, "1f1b", 1);
+  const double p = 2, m = s.plan.run.micro_batches;
+  const BubbleForms f = bubble_forms(ScheduleKind::ZeroBubbleH1, 2, 1, int(m));
+  const BubbleForms g = bubble_forms(ScheduleKind::OneFOneB, 2, 1, int(m));
+  Lesson l;
+  l.name = "zero-bubble";
+  l.unit = Unit::Share;
+  l.values = {{"m", num("%.0f", m)},
+              {"slots", num("%.0f", 3 * m + p - 1)},
+              {"share", pct(f.of_step)},
+              {"ratio", pct(f.of_compute)},
+              {"plain", pct(g.of_step)}};
+  l.title = {"the zero-bubble schedule ZB-H1 against 1F1B", "零气泡调度 ZB-H1 与 1F1B 的比较"};
+  l.idea = {
+      "A backward is two jobs: B, the gradient of the block's input, which the previous stage "
+      "waits for, and W, the gradients of its weights, which only the optimizer needs (Qi et "
+      "al. 2023). Split them, and W can wait: ZB-H1 runs 1F1B's forwards and B passes in 1F1B's "
+      "order, and stage s runs its W passes s micro-batches late, into the time it would idle. "
+      "Count a step in slots of one F, B or W (equal costs): each stage works in 3 m of them, "
+      "and the pipeline's fill and drain cost p - 1 slots instead of 1F1B's 3 (p - 1), since "
+      "only F and B are on the path between stages. The idle share of the step is "
+      "(p-1)/(3 m + p - 1), and no stage holds more micro-batches' activations than 1F1B's "
+      "first stage (p).\n"
+      "Here: PP 2 (one block a stage), m = {m} micro-batches, ZB-H1 beside 1F1B at the same m.",
+      "反向其实是两件事：B 是块输入的梯度，前一段在等它；W 是权重的梯度，只有优化器需要（Qi "
+      "等，2023）。把它们拆开，W 就可以等：ZB-H1 按 1F1B 的顺序做前向和 B，第 s 段把 W 推迟 s "
+      "个微批次，填进它本来要空闲的时间。以一个 F、B 或 W 为一个时隙来数（三者代价相同）：每段"
+      "在 3 m 个时隙里干活，而流水线灌满和排空只占 p - 1 个时隙，不是 1F1B 的 3 (p - 1) 个，"
+      "因为段与段之间的路径上只有 F 和 B。空闲占一步的比例是 (p-1)/(3 m + p - 1)，而且没有哪"
+      "一段持有的微批次激活值比 1F1B 的第一段（p 个）多。\n"
+      "本课：PP 2（每段一个块），m = {m} 个微批次，ZB-H1 与相同 m 的 1F1B 并排比较。"};
+  l.question = {
+      "Under ZB-H1, with F, B and W of equal cost, what share of the step is a stage idle? "
+      "(0.2, 20% or 1/5)",
+      "ZB-H1 下，F、B、W 代价相同时，每段空闲的时间占一步的多少？（0.2、20% 或 1/5）"};
+  l.formula = f.of_step;
+  l.mistakes = {
+      {"1f1b",
+       g.of_step,
+       {"that is 1F1B's bubble at the same m: there a backward (B and W together) is on the "
+        "path between stages, and each stage idles (p - 1)(T_F + T_B + T_W).",
+        "这是相同 m 下 1F1B 的气泡：那里整个反向（B 和 W 一起）都在段与段之间的路径上，每段空闲 "
+        "(p - 1)(T_F + T_B + T_W)。"}},
+      {"ratio",
+       f.of_compute,
+       {"(p-1)/(3 m) is the idle time over the compute time; of the step it is "
+        "(p-1)/(3 m + p - 1).",
+        "(p-1)/(3 m) 是空闲时间与计算时间之比；占一步的比例是 (p-1)/(3 m + p - 1)。"}},
+      {"zero",
+       0,
+       {"ZB-H1 keeps 1F1B's memory, and at that memory a stage still waits p - 1 slots for the "
+        "first forward to reach it (its name's zero needs more activations in flight, ZB-H2).",
+        "ZB-H1 保持 1F1B 的显存，在这样的显存下每段仍要等 p - 1 个时隙，等第一个前向传到（名字里"
+        "的“零”要更多在途的激活值，即 ZB-H2）。"}},
+  };
+  l.hint = {
+      "count in slots of one F, B or W: how many does a stage work in, and how many does it "
+      "wait for the first forward to arrive?",
+      "以一个 F、B 或 W 为一个时隙来数：每段干活的有几个，等第一个前向传到又要几个？"};
+  l.working = {
+      "(p-1)/(3 m + p - 1) = 1/{slots} = {share}; the ratio form (p-1)/(3 m) = {ratio}; 1F1B at "
+      "the same m: {plain}. Draw both: tetra plot --schedule zb-h1 --pp 2 --micro-batches {m} "
+      "--out zb.svg, and --schedule 1f1b.",
+      "(p-1)/(3 m + p - 1) = 1/{slots} = {share}；比值形式 (p-1)/(3 m) = {ratio}；相同 m 的 "
+      "1F1B：{plain}。两种都画出来看：tetra plot --schedule zb-h1 --pp 2 --micro-batches {m} "
+      "--out zb.svg，以及 --schedule 1f1b。"};
+  l.code = {{"parallel/schedule.cpp", "make_schedule"},
+            {"transformer/block.cpp", "block_backward_input"},
+            {"transformer/block.cpp", "block_backward_weight"}};
+  l.runs = {run_of(s, {"PP 2, ZB-H1", "PP 2，ZB-H1"}), run_of(plain, {"PP 2, 1F1B", "PP 2，1F1B"})};
+  l.measure = [](const std::vector<RunOutput>& r) {
+    Measured m;
+    m.value = idle_share(r[0].metrics);
+    m.source = kBubbleSource;
+    m.values = {{"measured_1f1b", pct(idle_share(r[1].metrics))}};
+    m.notes = {{"1F1B at the same m measured {measured_1f1b} (formula {plain}). On a CPU, B costs "
+                "more than F and W less (attention's backward is in B), so the measured gap "
+                "differs from the formula's equal costs.",
+                "相同 m 的 1F1B 测得 {measured_1f1b}（公式 {plain}）。在 CPU 上 B 比 F 贵、W 比 F "
+                "便宜（注意力的反向在 B 里），所以测得的差距与公式的等代价假设不同。"},
                kBubbleNote};
     return m;
   };

@@ -6,6 +6,7 @@
 #pragma once
 #include <string>
 
+#include "parallel/schedule.hpp"
 #include "util/settings.hpp"
 
 namespace tetra {
@@ -39,8 +40,7 @@ inline const settings::Table<LayoutConfig> kLayoutKeys{
      settings::key(&LayoutConfig::vpp, "vpp", "V",
                    "virtual pipeline stages per rank (interleaved schedule)",
                    settings::at_least_1()),
-     settings::choice(&LayoutConfig::schedule, "schedule", {"gpipe", "1f1b", "interleaved"},
-                      "pipeline schedule"),
+     settings::choice(&LayoutConfig::schedule, "schedule", kScheduleNames, "pipeline schedule"),
      settings::choice(&LayoutConfig::pp_balance, "pp_balance", {"even", "ends"},
                       "layers per pipeline chunk: even (the first chunks take what does not "
                       "divide), or ends (the embedding and the head count as a layer each: the "

@@ -78,8 +78,8 @@ PipelineStats PipelineExecutor::execute(const std::vector<MicroBatch>& mbs, Sche
     PipelineStage& chunk = *chunks_[a.chunk];
     const MicroBatch& mb = mbs[a.micro_batch];
     const auto compute = [&](trace::Event& e) {
-      e.name = std::string(a.kind == Action::Forward ? "F" : "B") + " mb" +
-               std::to_string(a.micro_batch) + " chunk" + std::to_string(k);
+      e.name = std::string(1, action_letter(a.kind)) + " mb" + std::to_string(a.micro_batch) +
+               " chunk" + std::to_string(k);
       e.arg("micro_batch", int64_t(a.micro_batch));
       e.arg("chunk", int64_t(k));
       e.arg("virtual_stage", int64_t(a.chunk));
@@ -97,13 +97,17 @@ PipelineStats PipelineExecutor::execute(const std::vector<MicroBatch>& mbs, Sche
         send(std::move(out), next, tag(kActivation, k + 1, a.micro_batch));
       }
       if (mode == ScheduleMode::ForwardOnly) chunk.discard(a.micro_batch);
-    } else {
+    } else if (a.kind == Action::Backward) {
       Buffer grad;
       if (k < K - 1) receive(grad, next, kGradient, k, a.micro_batch, stats);
       trace::Span span(trace::Lane::Compute, compute);
       const Tensor grad_view = grad.flat();
-      Buffer dx = chunk.backward(a.micro_batch, mb, k < K - 1 ? &grad_view : nullptr, loss_scale);
+      Buffer dx = chunk.backward(a.micro_batch, mb, k < K - 1 ? &grad_view : nullptr, loss_scale,
+                                 !splits_backward(kind_));
       if (k > 0) send(std::move(dx), prev, tag(kGradient, k - 1, a.micro_batch));
+    } else {  // W: local, no message
+      trace::Span span(trace::Lane::Compute, compute);
+      chunk.backward_weight(a.micro_batch, mb);
     }
   }
   for (PendingSend& s : sends_) s.request->wait();

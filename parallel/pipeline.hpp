@@ -10,9 +10,10 @@
 // micro-batch), so matching never depends on arrival order. With one pipeline rank and
 // V > 1 the "messages" go through a local mailbox.
 //
-// A chunk is a stage behind two calls: forward gives its output (or the loss), backward
-// takes the output's gradient and gives the input's. Each chunk keeps its own activations
-// from a micro-batch's forward to its backward.
+// A chunk is a stage behind three calls: forward gives its output (or the loss), backward
+// (B) takes the output's gradient and gives the input's, backward_weight (W) computes the
+// weight gradients. Schedules without W actions have B run W at once. Each chunk keeps its
+// own activations from a micro-batch's forward to its W.
 //
 // Training and evaluation are one loop over the schedule's list (ScheduleMode, as Megatron's
 // schedules take forward_only): evaluation's list is training's forwards, and each forward's
@@ -47,9 +48,13 @@ class PipelineStage {
   // classifier).
   virtual StageOutput forward(int id, const MicroBatch& mb, const Tensor* x_in,
                               float loss_scale) = 0;
-  // Backward of micro-batch `id`; dout is the output's gradient (null on the chunk with the
-  // head). Returns the input's gradient (empty on the first chunk).
-  virtual Buffer backward(int id, const MicroBatch& mb, const Tensor* dout, float loss_scale) = 0;
+  // B, the input-gradient pass of micro-batch `id`; dout is the output's gradient (null on
+  // the chunk with the head). Returns the input's gradient (empty on the first chunk).
+  // run_weights: W follows at once (schedules without W actions), else backward_weight will.
+  virtual Buffer backward(int id, const MicroBatch& mb, const Tensor* dout, float loss_scale,
+                          bool run_weights) = 0;
+  // W, the weight-gradient pass of micro-batch `id`, after its B.
+  virtual void backward_weight(int id, const MicroBatch& mb) = 0;
   // Frees the activations of micro-batch `id`, whose backward will not come (evaluation).
   virtual void discard(int id) = 0;
   // The sum of the per-token losses of the forwards since the last call (the chunk with the

@@ -22,6 +22,16 @@
 // m = 4, rank 0 (F1.0 = forward of micro-batch 1 on virtual stage 0):
 //
 //   F0.0 F1.0 F0.1 F1.1 | F2.0 B0.1 F3.0 B1.1 F2.1 B0.0 F3.1 B1.0 | B2.1 B3.1 B2.0 B3.0
+//
+// ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism", the schedule with 1F1B's
+// memory): 1F1B's order of F and B, each backward split into B and W, and rank r running its
+// W passes r micro-batches late: W(i) right after B(i + r), the last r of them at the end.
+// The last rank fills its wait for the next activation with W, the first ranks their wait for
+// gradients in the cool-down; each rank idles (p - 1)(T_F + T_B - T_W) instead of 1F1B's
+// (p - 1)(T_F + T_B + T_W), and holds p micro-batches' activations at most (1F1B's rank 0):
+//
+//   rank 0: F0 F1 F2 | F3 B0 W0 F4 B1 W1 F5 B2 W2 F6 B3 W3 F7 B4 W4 | B5 W5 B6 W6 B7 W7
+//   rank 3:          | F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 ... F7 B7 W4 | W5 W6 W7
 #include "parallel/schedule.hpp"
 
 #include <algorithm>
@@ -34,23 +44,24 @@
 namespace tetra {
 
 ScheduleKind parse_schedule(const std::string& name) {
-  if (name == "gpipe") return ScheduleKind::GPipe;
-  if (name == "1f1b") return ScheduleKind::OneFOneB;
-  if (name == "interleaved") return ScheduleKind::Interleaved;
-  fail("unknown pipeline schedule '", name,
-       "' (`layout.schedule` takes gpipe, 1f1b or interleaved)");
+  for (size_t i = 0; i < kScheduleNames.size(); ++i)
+    if (name == kScheduleNames[i]) return ScheduleKind(i);
+  std::string names;
+  for (size_t i = 0; i < kScheduleNames.size(); ++i)
+    names += (i == 0 ? "" : i + 1 == kScheduleNames.size() ? " or " : ", ") + kScheduleNames[i];
+  fail("unknown pipeline schedule '", name, "' (`layout.schedule` takes ", names, ")");
+}
+
+bool splits_backward(ScheduleKind kind) {
+  return kind == ScheduleKind::ZeroBubbleH1;
+}
+
+char action_letter(Action::Kind kind) {
+  return kind == Action::Forward ? 'F' : kind == Action::Backward ? 'B' : 'W';
 }
 
 const char* schedule_name(ScheduleKind kind) {
-  switch (kind) {
-    case ScheduleKind::GPipe:
-      return "gpipe";
-    case ScheduleKind::OneFOneB:
-      return "1f1b";
-    case ScheduleKind::Interleaved:
-      return "interleaved";
-  }
-  return "?";
+  return size_t(kind) < kScheduleNames.size() ? kScheduleNames[size_t(kind)].c_str() : "?";
 }
 
 void check_schedule(ScheduleKind kind, int pp, int vpp, int m) {
@@ -96,6 +107,8 @@ int warmup_forwards(ScheduleKind kind, int pp, int vpp, int m, int rank) {
 }
 
 int max_in_flight_bound(ScheduleKind kind, int pp, int vpp, int m, int rank) {
+  // 1F1B's warm-up and steady forward, plus the rank W passes it runs late.
+  if (kind == ScheduleKind::ZeroBubbleH1) return std::min(pp, m);
   const int total = (kind == ScheduleKind::Interleaved ? vpp : 1) * m;
   const int w = warmup_forwards(kind, pp, vpp, m, rank);
   // Warm-up leaves w in flight; the steady state's forward raises that to w + 1 before its
@@ -116,9 +129,21 @@ std::vector<Action> make_schedule(ScheduleKind kind, int pp, int vpp, int m, int
     return Action{Action::Backward, (k / (pp * v)) * pp + k % pp, v - 1 - (k / pp) % v};
   };
   std::vector<Action> out;
-  out.reserve(2 * total);
+  out.reserve((splits_backward(kind) ? 3 : 2) * total);
   if (mode == ScheduleMode::ForwardOnly) {  // the training list's forwards, in its order
     for (int k = 0; k < total; ++k) out.push_back(forward(k));
+    return out;
+  }
+  if (kind == ScheduleKind::ZeroBubbleH1) {  // 1F1B's order, W(i) after B(i + rank)
+    int b = 0, wp = 0;
+    auto backward_then_late_weight = [&] {
+      out.push_back({Action::Backward, b++, 0});
+      if (b - wp > rank) out.push_back({Action::Weight, wp++, 0});
+    };
+    for (int k = 0; k < w; ++k) out.push_back(forward(k));
+    for (int i = 0; i < m - w; ++i) out.push_back(forward(w + i)), backward_then_late_weight();
+    while (b < m) backward_then_late_weight();
+    while (wp < m) out.push_back({Action::Weight, wp++, 0});
     return out;
   }
   // exercise(pp_1f1b_order) begin
@@ -134,8 +159,16 @@ std::vector<Action> make_schedule(ScheduleKind kind, int pp, int vpp, int m, int
 
 BubbleForms bubble_forms(ScheduleKind kind, int pp, int vpp, int m) {
   check_schedule(kind, pp, vpp, m);
-  const double units = double(vpp) * m;  // vpp == 1 unless interleaved
+  // Step = compute + idle, in units of one (F + B + W) per micro-batch per chunk, with F, B and
+  // W equal: idle (p - 1) of those units, or (p - 1) / 3 of them for ZB-H1.
+  const double units = double(vpp) * m * (kind == ScheduleKind::ZeroBubbleH1 ? 3 : 1);
   return {(pp - 1) / (units + pp - 1), (pp - 1) / units};
+}
+
+const char* bubble_formula_text(ScheduleKind kind) {
+  if (kind == ScheduleKind::Interleaved) return "(p-1)/(V*m+p-1)";
+  if (kind == ScheduleKind::ZeroBubbleH1) return "(p-1)/(3m+p-1)";
+  return "(p-1)/(m+p-1)";
 }
 
 double bubble_formula(ScheduleKind kind, int pp, int vpp, int m) {
@@ -146,31 +179,34 @@ std::string to_string(const std::vector<Action>& actions) {
   std::ostringstream os;
   for (size_t i = 0; i < actions.size(); ++i) {
     const Action& a = actions[i];
-    os << (i ? " " : "") << (a.kind == Action::Forward ? 'F' : 'B') << a.micro_batch << '.'
-       << a.chunk;
+    os << (i ? " " : "") << action_letter(a.kind) << a.micro_batch << '.' << a.chunk;
   }
   return os.str();
 }
 
 SimResult simulate(ScheduleKind kind, int pp, int vpp, int m, double tf, double tb,
-                   ScheduleMode mode) {
+                   ScheduleMode mode, double tw) {
   check_schedule(kind, pp, vpp, m);
   std::vector<std::vector<Action>> ranks;
   for (int r = 0; r < pp; ++r) ranks.push_back(make_schedule(kind, pp, vpp, m, r, mode));
-  return simulate(ranks, vpp, m, tf, tb, mode);
+  return simulate(ranks, vpp, m, tf, tb, mode, tw);
 }
 
 SimResult simulate(const std::vector<std::vector<Action>>& ranks, int vpp, int m, double tf,
-                   double tb, ScheduleMode mode) {
+                   double tb, ScheduleMode mode, double tw) {
   const int pp = int(ranks.size());
   check(pp >= 1 && vpp >= 1 && m >= 1, "simulate: need PP, V and m at least 1");
-  check(tf >= 0 && tb >= 0, "simulate: costs must not be negative");
+  check(tf >= 0 && tb >= 0 && tw >= 0, "simulate: costs must not be negative");
   const int chunks = pp * vpp;
-  // Every list must hold F and B (ForwardOnly: F) of each (micro-batch, own chunk) exactly
-  // once.
+  // Every list must hold F and B (and W where split; ForwardOnly: F) of each (micro-batch,
+  // own chunk) exactly once.
   const bool train = mode == ScheduleMode::Train;
+  bool split = false;
+  for (const std::vector<Action>& list : ranks)
+    for (const Action& a : list) split = split || a.kind == Action::Weight;
+  const int kinds = train ? (split ? 3 : 2) : 1;
   for (int r = 0; r < pp; ++r) {
-    std::vector<int> seen(size_t(train ? 2 : 1) * m * vpp, 0);
+    std::vector<int> seen(size_t(kinds) * m * vpp, 0);
     for (const Action& a : ranks[r]) {
       check(a.micro_batch >= 0 && a.micro_batch < m && a.chunk >= 0 && a.chunk < vpp,
             "simulate: rank ", r, " has an action out of range: ", to_string({a}));
@@ -180,12 +216,17 @@ SimResult simulate(const std::vector<std::vector<Action>>& ranks, int vpp, int m
             " runs ", to_string({a}), " twice");
     }
     check(ranks[r].size() == seen.size(), "simulate: rank ", r, " runs ", ranks[r].size(),
-          " actions, not ", train ? "2 * V * m = " : "V * m = ", seen.size());
+          " actions, not ",
+          !train  ? "V * m = "
+          : split ? "3 * V * m = "
+                  : "2 * V * m = ",
+          seen.size());
   }
 
   // End times of F(mb, k) and B(mb, k) by model chunk k, or kNotYet.
   constexpr double kNotYet = -1;
   std::vector<double> f_end(size_t(m) * chunks, kNotYet), b_end(size_t(m) * chunks, kNotYet);
+  const double cost[3] = {tf, split ? tb : tb + tw, tw};
   auto at = [&](std::vector<double>& t, int mb, int k) -> double& {
     return t[size_t(mb) * chunks + k];
   };
@@ -211,6 +252,8 @@ SimResult simulate(const std::vector<std::vector<Action>>& ranks, int vpp, int m
         double ready = 0;
         if (a.kind == Action::Forward) {
           ready = k > 0 ? at(f_end, a.micro_batch, k - 1) : 0;
+        } else if (a.kind == Action::Weight) {
+          ready = at(b_end, a.micro_batch, k);  // its own B
         } else {
           ready = k + 1 < chunks ? at(b_end, a.micro_batch, k + 1) : at(f_end, a.micro_batch, k);
           // The rank's own forward too: a list may put B(mb, k) before F(mb, k).
@@ -218,12 +261,14 @@ SimResult simulate(const std::vector<std::vector<Action>>& ranks, int vpp, int m
         }
         if (ready == kNotYet) break;
         const bool fwd = a.kind == Action::Forward;
-        const double start = std::max(clock[r], ready), end = start + (fwd ? tf : tb);
-        at(fwd ? f_end : b_end, a.micro_batch, k) = end;
+        const double start = std::max(clock[r], ready), end = start + cost[a.kind];
+        if (a.kind != Action::Weight) at(fwd ? f_end : b_end, a.micro_batch, k) = end;
         clock[r] = end;
         res.busy[r] += end - start;
         res.timeline[r].push_back({a, start, end});
-        if (train) in_flight[r] += fwd ? 1 : -1;
+        // Activations are kept from F until the backward's last pass (W where split).
+        if (train && (fwd || a.kind == (split ? Action::Weight : Action::Backward)))
+          in_flight[r] += fwd ? 1 : -1;
         res.max_in_flight[r] = std::max(res.max_in_flight[r], in_flight[r]);
         ++next[r];
         moved = true;
@@ -247,7 +292,7 @@ SimResult simulate(const std::vector<std::vector<Action>>& ranks, int vpp, int m
       if (a.kind == Action::Forward) {
         if (k + 1 < chunks) sent[{r, (k + 1) % pp}].push_back({0, mb, k + 1});
         if (k > 0) used[{(k - 1) % pp, r}].push_back({0, mb, k});
-      } else {
+      } else if (a.kind == Action::Backward) {
         if (k > 0) sent[{r, (k - 1) % pp}].push_back({1, mb, k - 1});
         if (k + 1 < chunks) used[{(k + 1) % pp, r}].push_back({1, mb, k});
       }
@@ -305,7 +350,9 @@ std::string schedule_problem(const std::vector<std::vector<Action>>& ranks, Sche
             return t.action == Action{Action::Forward, a.micro_batch, a.chunk};
           });
       os << " rank " << r << " stops at " << to_string({a}) << ", waiting for ";
-      if (a.kind == Action::Backward && !own_forward_done)
+      if (a.kind == Action::Weight)
+        os << "its own B" << a.micro_batch << '.' << a.chunk << ";";
+      else if (a.kind == Action::Backward && !own_forward_done)
         os << "its own F" << a.micro_batch << '.' << a.chunk << ";";
       else if (a.kind == Action::Forward)
         os << "F" << a.micro_batch << '.' << (k - 1) / pp << " of rank " << (k - 1) % pp << ";";

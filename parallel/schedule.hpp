@@ -28,41 +28,56 @@
 
 namespace tetra {
 
-enum class ScheduleKind { GPipe, OneFOneB, Interleaved };
+enum class ScheduleKind { GPipe, OneFOneB, Interleaved, ZeroBubbleH1 };
 
-// "gpipe", "1f1b", "interleaved"; anything else throws tetra::Error.
+// The names `layout.schedule` takes, in ScheduleKind's order: the schema's list
+// (parallel/config.hpp), which every flag and check of a schedule name takes from there.
+inline const std::vector<std::string> kScheduleNames = {"gpipe", "1f1b", "interleaved", "zb-h1"};
+
+// One of kScheduleNames; anything else throws tetra::Error.
 ScheduleKind parse_schedule(const std::string& name);
 const char* schedule_name(ScheduleKind kind);
+
+// Whether the schedule runs each backward as two actions, B (the input's gradient, which the
+// previous chunk waits for) and W (the weight gradients, which only the optimizer needs), as
+// the zero-bubble schedules do (Qi et al. 2023). The others' B is the whole backward: the
+// executor runs W right after it, and the simulator charges B the cost of both.
+bool splits_backward(ScheduleKind kind);
 
 // Train: every forward and backward; ForwardOnly: the forwards alone (evaluation).
 enum class ScheduleMode { Train, ForwardOnly };
 
 struct Action {
-  enum Kind { Forward, Backward } kind;
+  enum Kind { Forward, Backward, Weight } kind;  // F, B, W
   int micro_batch;
   int chunk;  // virtual stage v on this rank (0..V-1); model chunk id = v * PP + rank
   bool operator==(const Action&) const = default;
 };
 
-// A rank's schedule lists 2 V m actions, allocated at once: V m is bounded first.
+char action_letter(Action::Kind kind);  // 'F', 'B', 'W'
+
+// A rank's schedule lists 2 V m actions (3 V m when it splits the backward), allocated at
+// once: V m is bounded first.
 inline constexpr int64_t kMaxPasses = 1 << 20;
 
-// Throws tetra::Error unless PP >= 1, V >= 1, m >= PP, V m <= kMaxPasses, V == 1 for gpipe
-// and 1f1b, and m % PP == 0 for interleaved. Interleaved with V == 1 is allowed and yields exactly
-// the 1F1B order (Megatron's doubled warm-up only pays off with V > 1); it still needs m % PP == 0,
-// so the rule for `--schedule interleaved` does not depend on V.
+// Throws tetra::Error unless PP >= 1, V >= 1, m >= PP, V m <= kMaxPasses, V == 1 for gpipe,
+// 1f1b and zb-h1, and m % PP == 0 for interleaved. Interleaved with V == 1 is allowed and yields
+// exactly the 1F1B order (Megatron's doubled warm-up only pays off with V > 1); it still needs m %
+// PP == 0, so the rule for `--schedule interleaved` does not depend on V.
 void check_schedule(ScheduleKind kind, int pp, int vpp, int micro_batches);
 
-// Ordered actions pipeline rank `rank` runs in one step: 2 * V * m of them in training,
-// the V * m forwards of that list, in its order, under ForwardOnly.
+// Ordered actions pipeline rank `rank` runs in one step: 2 * V * m of them in training
+// (3 * V * m where the schedule splits the backward), the V * m forwards of that list, in its
+// order, under ForwardOnly.
 std::vector<Action> make_schedule(ScheduleKind kind, int pp, int vpp, int micro_batches, int rank,
                                   ScheduleMode mode = ScheduleMode::Train);
 
 // Forwards a rank runs before its first backward (GPipe: all m).
 int warmup_forwards(ScheduleKind kind, int pp, int vpp, int micro_batches, int rank);
 
-// Most (micro-batch, chunk) pairs whose forward is done and backward is not, on `rank`:
-// GPipe m; 1F1B PP - rank; interleaved min(W + 1, V * m) with the warm-up
+// Most (micro-batch, chunk) pairs whose forward is done and backward (its W, where split) is
+// not, on `rank`: GPipe m; 1F1B PP - rank; ZB-H1 PP on every rank (the most 1F1B holds, on
+// rank 0); interleaved min(W + 1, V * m) with the warm-up
 // W = 2 (PP - rank - 1) + (V - 1) PP, i.e. at most (V + 1) PP - 1 chunk activations on
 // rank 0 (each a 1/V share of the rank's layers: about PP + (PP - 1) / V micro-batches of
 // full-stage activations, against PP for 1F1B).
@@ -70,12 +85,18 @@ int max_in_flight_bound(ScheduleKind kind, int pp, int vpp, int micro_batches, i
 
 // The idle share with equal stage costs, both ways: of_compute = idle / compute per rank
 // = (PP - 1) / (V m); of_step = idle / step = (PP - 1) / (V m + PP - 1) (V = 1 for gpipe
-// and 1f1b, which gives (p - 1) / (m + p - 1)).
+// and 1f1b, which gives (p - 1) / (m + p - 1)). ZB-H1 idles (p - 1)(T_F + T_B - T_W) per
+// rank against 1F1B's (p - 1)(T_F + T_B + T_W), which with equal costs T_F = T_B = T_W gives
+// of_compute = (p - 1) / (3 m) and of_step = (p - 1) / (3 m + p - 1).
 struct BubbleForms {
   double of_step;
   double of_compute;
 };
 BubbleForms bubble_forms(ScheduleKind kind, int pp, int vpp, int micro_batches);
+
+// bubble_forms' of_step as a formula, for reports: "(p-1)/(m+p-1)", "(p-1)/(V*m+p-1)"
+// (interleaved) or "(p-1)/(3m+p-1)" (zb-h1, with T_F = T_B = T_W).
+const char* bubble_formula_text(ScheduleKind kind);
 
 // The bubble as tetra reports it everywhere (plan, plot, step line, metrics, sweep, lab):
 // the idle share of the step, of_step.
@@ -91,26 +112,27 @@ struct SimResult {
   double makespan = 0;             // end of the last action on any rank
   std::vector<double> busy;        // per rank: compute time
   std::vector<double> idle;        // per rank: makespan - busy
-  std::vector<int> max_in_flight;  // per rank: most forwards done with backward not done
-                                   // (0 under ForwardOnly, which keeps no activations)
+  std::vector<int> max_in_flight;  // per rank: most forwards done with backward (its W where
+                                   // split) not done (0 under ForwardOnly, which keeps none)
   bool deadlock = false;           // some rank could not run its next action, ever
   bool in_order = true;            // every link carries its messages (both kinds) in receive order
   std::string order_problem;       // else the first link that does not, and how
   std::vector<std::vector<TimedAction>> timeline;  // per rank: what ran, when
 };
 
-// All PP ranks run make_schedule(kind, ..., mode) with forward cost tf and backward cost tb
-// per chunk and zero communication time; each action starts as soon as its rank is free and
-// its input exists. A deadlock is reported (deadlock = true, timeline holds what ran), not
-// thrown.
+// All PP ranks run make_schedule(kind, ..., mode) with forward cost tf, input-gradient cost
+// tb and weight-gradient cost tw per chunk (a B that is the whole backward costs tb + tw) and
+// zero communication time; each action starts as soon as its rank is free and its input
+// exists (W: its own B). A deadlock is reported (deadlock = true, timeline holds what ran),
+// not thrown.
 SimResult simulate(ScheduleKind kind, int pp, int vpp, int micro_batches, double tf, double tb,
-                   ScheduleMode mode = ScheduleMode::Train);
+                   ScheduleMode mode = ScheduleMode::Train, double tw = 0);
 
-// The same for arbitrary per-rank lists (ranks.size() = PP). Throws tetra::Error when a list
-// is not a permutation of F and B (ForwardOnly: of F alone) of every (micro-batch < m,
-// chunk < V).
+// The same for arbitrary per-rank lists (ranks.size() = PP), which split the backward when any
+// holds a W. Throws tetra::Error when a list is not a permutation of F and B (and W where
+// split; ForwardOnly: of F alone) of every (micro-batch < m, chunk < V).
 SimResult simulate(const std::vector<std::vector<Action>>& ranks, int vpp, int micro_batches,
-                   double tf, double tb, ScheduleMode mode = ScheduleMode::Train);
+                   double tf, double tb, ScheduleMode mode = ScheduleMode::Train, double tw = 0);
 
 // Why the lists of a schedule `kind` (one per pipeline rank, PP = ranks.size()) cannot run,
 // found by simulating them before anything runs: a list that is not F and B of every
@@ -123,7 +145,7 @@ std::string schedule_problem(const std::vector<std::vector<Action>>& ranks, Sche
                              int vpp, int micro_batches);
 std::string schedule_problem(ScheduleKind kind, int pp, int vpp, int micro_batches);
 
-// "F0.0 F1.0 B0.0 ..." (F<micro-batch>.<chunk>), for messages and debugging.
+// "F0.0 F1.0 B0.0 W0.0 ..." (F<micro-batch>.<chunk>), for messages and debugging.
 std::string to_string(const std::vector<Action>& actions);
 
 }  // namespace tetra

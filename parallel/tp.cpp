@@ -55,17 +55,21 @@ Buffer ColumnParallelLinear::forward(Buffer x, Buffer& y) const {
   return full;
 }
 
-Buffer ColumnParallelLinear::backward(const Tensor& dy, const Tensor& x) const {
-  check(dw_.ptr != nullptr, "ColumnParallelLinear: backward needs the weight gradient");
+Buffer ColumnParallelLinear::backward_input(const Tensor& dy) const {
   // exercise(tp_column_backward) begin
-  Buffer dx(be_, x.numel(), x.dtype);
-  // dx [T, in] = dy W: this rank's part of the sum over TP; dW += dy^T x.
-  be_.matmul(dx.view({x.rows(), x.cols()}), dy, false, w_, false);
-  be_.matmul(dw_, dy, true, x, false, 1.f, dw_beta_);
+  const int64_t T = dy.rows(), in = w_.cols();
+  Buffer dx(be_, T * in, dy.dtype);
+  // dx [T, in] = dy W: this rank's part of the sum over TP.
+  be_.matmul(dx.view({T, in}), dy, false, w_, false);
   // Backward of copy_to_tensor_parallel_region (all-reduce), or under --sp of
   // gather_from_sequence_parallel_region (reduce-scatter): [T, in] -> [Tl, in].
   return reduce_tokens(be_, tp_, std::move(dx));
   // exercise(tp_column_backward) end
+}
+
+void ColumnParallelLinear::backward_weight(const Tensor& dy, const Tensor& x) const {
+  check(dw_.ptr != nullptr, "ColumnParallelLinear: backward_weight needs the weight gradient");
+  be_.matmul(dw_, dy, true, x, false, 1.f, dw_beta_);  // dW += dy^T x
 }
 
 RowParallelLinear::RowParallelLinear(Backend& be, const TensorParallel& tp, Tensor w, Tensor dw,
@@ -93,15 +97,20 @@ void RowParallelLinear::forward_into(const Tensor& x, const Tensor& residual, Te
   be_.add3(out, y.flat(), residual);
 }
 
-Buffer RowParallelLinear::backward(const Tensor& dy, const Tensor& x) const {
-  // Backward of reduce_from_tensor_parallel_region (identity), or under --sp of
-  // reduce_scatter_to_sequence_parallel_region (all-gather): dy [Tl, out] -> [T, out].
-  Buffer storage;
-  const Tensor dy_full = gather_tokens(be_, tp_, dy, storage);
-  Buffer dx(be_, x.numel(), x.dtype);
-  be_.matmul(dx.view({x.rows(), x.cols()}), dy_full, false, w_, false);  // dx [T, in/TP] = dy W
-  be_.matmul(dw_, dy_full, true, x, false, 1.f, dw_beta_);               // dW += dy^T x
+Tensor RowParallelLinear::gather_output_grad(const Tensor& dy, Buffer& storage) const {
+  return gather_tokens(be_, tp_, dy, storage);
+}
+
+Buffer RowParallelLinear::backward_input(const Tensor& dy_full) const {
+  const int64_t T = dy_full.rows(), in = w_.cols();
+  Buffer dx(be_, T * in, dy_full.dtype);
+  be_.matmul(dx.view({T, in}), dy_full, false, w_, false);  // dx [T, in/TP] = dy W
   return dx;
+}
+
+void RowParallelLinear::backward_weight(const Tensor& dy_full, const Tensor& x) const {
+  check(dw_.ptr != nullptr, "RowParallelLinear: backward_weight needs the weight gradient");
+  be_.matmul(dw_, dy_full, true, x, false, 1.f, dw_beta_);  // dW += dy^T x
 }
 
 VocabParallelEmbedding::VocabParallelEmbedding(Backend& be, const TensorParallel& tp, Tensor table,

@@ -57,9 +57,13 @@ class ColumnParallelLinear {
   // backward needs (Megatron under --sp gathers it again in backward to save memory; keeping
   // it holds backward to its two all-gathers per block).
   Buffer forward(Buffer x, Buffer& y) const;
-  // dy [T, out/TP]; x: forward's returned input [T, in]. dW += dy^T x (dW = under dw_fresh);
-  // returns dx [Tl, in] = dy W, summed over the TP group.
-  Buffer backward(const Tensor& dy, const Tensor& x) const;
+  // The backward in two passes (the zero-bubble pipeline's B and W, parallel/schedule.hpp),
+  // which may run apart; each needs only what it names.
+  // B: dy [T, out/TP] -> dx [Tl, in] = dy W, summed over the TP group.
+  Buffer backward_input(const Tensor& dy) const;
+  // W: dW += dy^T x (dW = under dw_fresh), x forward's returned input [T, in]; no
+  // communication, and no weights (w may be empty).
+  void backward_weight(const Tensor& dy, const Tensor& x) const;
 
  private:
   Backend& be_;
@@ -81,8 +85,15 @@ class RowParallelLinear {
   Buffer forward(const Tensor& x, const Tensor* residual = nullptr) const;
   // The same into out [Tl, out]: out = residual + x W^T summed over TP.
   void forward_into(const Tensor& x, const Tensor& residual, Tensor out) const;
-  // dy [Tl, out] -> dx [T, in/TP] = dy W, a new buffer; dW += dy^T x, dy on all T tokens.
-  Buffer backward(const Tensor& dy, const Tensor& x) const;
+  // The backward in two passes, as ColumnParallelLinear's. First dy [Tl, out] on all T
+  // tokens [T, out], which both passes take: the backward of reduce_from_tensor_parallel_region
+  // (dy itself) or under --sp of reduce_scatter_to_sequence_parallel_region (an all-gather,
+  // into `storage`).
+  Tensor gather_output_grad(const Tensor& dy, Buffer& storage) const;
+  // B: dy_full [T, out] -> dx [T, in/TP] = dy W, a new buffer.
+  Buffer backward_input(const Tensor& dy_full) const;
+  // W: dW += dy^T x, x [T, in/TP]; no communication, and no weights (w may be empty).
+  void backward_weight(const Tensor& dy_full, const Tensor& x) const;
 
  private:
   Backend& be_;

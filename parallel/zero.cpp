@@ -186,14 +186,14 @@ Tensor ZeroParams::grads(int i) {
 }
 
 bool ZeroParams::grads_fresh(int i) const {
-  return fresh_writes_ && units_[i].backward_calls == 0;
+  return fresh_writes_ && units_[i].weight_passes == 0;
 }
 
 void ZeroParams::begin_step(int micro_batches) {
   micro_batches_ = micro_batches;
   for (Unit& u : units_) {
     settle(u);
-    u.backward_calls = 0;
+    u.weight_passes = 0;
     if (!u.grads.empty() && !fresh_writes_) be_.fill(u.grads.flat(), 0.f);
   }
 }
@@ -202,7 +202,7 @@ void ZeroParams::hand_over_grads(int i) {
   Unit& u = units_[i];
   const int uses = i == tied_.unit ? tied_.uses : 1;
   // exercise(zero2_reduce_scatter) begin
-  if (++u.backward_calls < micro_batches_ * uses) return;  // later passes still add to u.grads
+  if (++u.weight_passes < micro_batches_ * uses) return;  // later passes still add to u.grads
   reduce_scatter_grads(u);
   if (zero_ >= 2 && !alias_) u.grads.reset();  // ZeRO-2 and 3 keep the shard alone
   // exercise(zero2_reduce_scatter) end

@@ -19,9 +19,10 @@
 // parameter: bf16 weights, and here fp32 rather than bf16 gradients, fp32 master and Adam).
 //
 // Gradients are summed (the loss is already divided by the global token count) by one
-// reduce-scatter per unit per step, issued when the unit's last micro-batch backward is
-// done; AdamW (optim/adamw.hpp) updates the shard; ZeRO-1/2 then all-gather the updated
-// weights, ZeRO-3 gathers them before each forward and each backward instead.
+// reduce-scatter per unit per step, issued when the unit's last micro-batch's weight-gradient
+// pass (W, transformer/block.hpp) is done; AdamW (optim/adamw.hpp) updates the shard; ZeRO-1/2 then
+// all-gather the updated weights, ZeRO-3 gathers them before each forward and each input-gradient
+// pass (B) instead (W reads no weights).
 //
 // Overlap (--overlap on): the same collectives, queued (parallel/comm.hpp) so that they run
 // while the rank computes. A unit is a bucket: its flat buffer is already contiguous, and a
@@ -97,8 +98,8 @@ class ZeroParams final : public UnitParams {
   Tensor acquire(int u) override;
   void release(int u) override;
   Tensor grads(int u) override;  // full accumulator for this step, allocated on first use
-  // Under wgrad_beta0 (backend/fusions.hpp): no backward of unit u yet this step, so its
-  // gradients hold last step's values, which the backward overwrites (begin_step fills
+  // Under wgrad_beta0 (backend/fusions.hpp): no weight-gradient pass (W) of unit u yet this
+  // step, so its gradients hold last step's values, which that W overwrites (begin_step fills
   // nothing). Otherwise always false: begin_step zeroed them and backwards add.
   bool grads_fresh(int u) const override;
 
@@ -125,10 +126,11 @@ class ZeroParams final : public UnitParams {
   bool counted(int u) const { return !(tied_.copy && u == tied_.unit); }
 
   // A step of `micro_batches` micro-batches begins: gradients zeroed (unless wgrad_beta0 has
-  // each unit's first backward overwrite them), backwards counted anew.
+  // each unit's first W overwrite them), W passes counted anew.
   void begin_step(int micro_batches);
-  // Counts the backwards of unit u; after the step's last micro-batch (and the unit's last use
-  // in it) the unit's gradients are complete and are synced (reduce_scatter_grads).
+  // Counts the weight-gradient passes (W) of unit u; after the step's last micro-batch's (and
+  // the unit's last use in it) the unit's gradients are complete and are synced
+  // (reduce_scatter_grads).
   void hand_over_grads(int u) override;
   // ZeRO-1/2, after the optimizer step: every rank's updated master shard, rounded to the
   // compute dtype (by AdamW itself into Shard::copy under bf16), all-gathered into the full
@@ -181,7 +183,7 @@ class ZeroParams final : public UnitParams {
     Buffer grads;   // np (ZeRO-1 or grad_alias: persistent; else during backward)
     Buffer grad_shard, adam_m, adam_v;  // s each (grad_shard empty under grad_alias)
     std::vector<Segment> segments;      // this rank's shard, fixed at construction
-    int backward_calls = 0;
+    int weight_passes = 0;              // W passes handed over this step
     // Overlap: the queued reduce-scatter of the gradients (with the full gradients it reads,
     // held until it is done under ZeRO-2/3), and ZeRO-1/2's queued all-gather of the weights.
     std::unique_ptr<Comm::Request> grad_sync, weight_sync;
@@ -209,7 +211,7 @@ class ZeroParams final : public UnitParams {
   int zero_;
   DType compute_;
   bool alias_;         // grad_alias at dp_cp 1: the grad shard is u.grads
-  bool fresh_writes_;  // wgrad_beta0: each step's first backward writes the gradients
+  bool fresh_writes_;  // wgrad_beta0: each step's first W writes the gradients
   bool overlap_;
   int micro_batches_ = 1;
   std::vector<Unit> units_;

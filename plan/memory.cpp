@@ -39,6 +39,7 @@ struct Sizes {
   double R, x, q, kv_local, kv, qkv, F, lse, norm, logits, stats;
   double wq, wkv, wqkv, wf, wn, wv;  // weights: [qw, d], [kw, d], [qw + 2 kw, d], [F/TP, d], [d],
                                      // [V/TP, d]
+  double dwn;                        // a norm weight's gradient [d], fp32
   double e;                          // bytes of an activation
   bool sp, tp1;                      // tp1: the residuals ride on the o and down GEMMs (matmul_add)
   bool in_place;                     // RoPE in place on qkv (backend/fusions.hpp)
@@ -70,6 +71,7 @@ struct Sizes {
     wqkv = wq + 2 * wkv;
     wf = (c.ffn_dim / t) * d * w;
     wn = d * w;
+    dwn = f * d;
     wv = double(c.rows() / t) * d * w;
   }
   // The mixed-precision backend's fp32 scratch for an op whose bf16 arguments (outputs
@@ -143,28 +145,40 @@ void block_forward(Ledger& L, const Sizes& z) {
   L.free(z.R);
 }
 
-// block_backward with the gradient [Tl, d] already held; allocates dx [Tl, d] (which becomes
-// the gradient) and frees the block's activations but its output.
-void block_backward(Ledger& L, const Sizes& z, bool recompute) {
+// What the acts of a block keep from B to W (BlockActs::keep_for_weight_grads frees the
+// attention's inputs, lse and gate_up), its output not counted.
+double acts_for_w(const Sizes& z) {
+  return z.block_saved() - z.R - z.attn_saved() - z.lse - 2 * z.F;
+}
+// What BlockGrads keeps from B to W: dout, dhn, dh, dxn [Tl, d], dgate_up, dqkv, the norms'
+// weights, and under --sp the Row layers' gathered output gradients [T, d].
+double grads_for_w(const Sizes& z) {
+  return 4 * z.R + 2 * z.F + z.qkv + 2 * z.wn + (z.sp ? 2 * z.x : 0);
+}
+
+// block_backward_input (B) with the gradient [Tl, d] already held; allocates dx [Tl, d]
+// (which becomes the running gradient, the old one kept as dout), and frees what W does not
+// read.
+void block_backward_input(Ledger& L, const Sizes& z, bool recompute) {
   if (recompute) block_forward(L, z), L.free(z.R);  // the recomputed output is dropped
   L.alloc(z.R);                                     // dx
-  // MLP half: dact, dgate, dup; dn2 leaves the region; dh.
+  L.alloc(2 * z.wn);                                // the norms' weights, for W
+  // MLP half: dout gathered (kept), dact, dgate_up (kept); dhn leaves the region (kept); dh.
   if (z.sp) L.alloc(z.x);
   L.alloc(z.F);
   L.op(z.wide(z.F + z.x + z.wf));
-  if (z.sp) L.free(z.x);
   L.alloc(2 * z.F);  // dgate_up
   L.op(z.wide(5 * z.F));
   leave_region(L, z, z.wide(z.x + 2 * z.F + 2 * z.wf));
-  L.alloc(z.R);  // dh
+  L.alloc(z.R);    // dh
+  L.alloc(z.dwn);  // the norm's weight gradient, W's (dropped)
   L.op(z.wide(3 * z.R + z.wn));
-  L.free(3 * z.F), L.free(z.R);
-  // Attention half: dattn, dq, dk and dv for every CP rank (dattn then freed), scattered back,
-  // merged into dqkv (dq, dk, dv freed); dn1.
+  L.free(z.dwn), L.free(z.F);  // and dact
+  // Attention half: dh gathered (kept), dattn, dq, dk and dv for every CP rank (dattn then
+  // freed), scattered back, merged into dqkv (kept; dq, dk, dv freed); dxn (kept).
   if (z.sp) L.alloc(z.x);
   L.alloc(z.q);
   L.op(z.wide(z.q + z.x + z.wq));
-  if (z.sp) L.free(z.x);
   if (!z.in_place) {
     L.alloc(z.q), L.alloc(z.kv), L.alloc(z.kv);
     L.op(z.wide(4 * z.q + 4 * z.kv));
@@ -185,13 +199,27 @@ void block_backward(Ledger& L, const Sizes& z, bool recompute) {
     if (z.cp > 1) L.free(2 * z.kv_local);  // copied into dqkv
     L.op(z.wide(z.qkv));                   // rotated back in place
   }
-  leave_region(L, z, z.wide(z.x + z.qkv + z.wqkv));  // dn1
+  leave_region(L, z, z.wide(z.x + z.qkv + z.wqkv));  // dxn
+  L.alloc(z.dwn);
   L.op(z.wide(3 * z.R + z.wn));
-  L.free(z.R);                    // dn1 after the norm's backward
-  L.free(z.qkv);                  // dqkv
-  L.free(z.R);                    // dh
-  L.free(z.block_saved() - z.R);  // the activations (a.clear())
-  L.free(z.R);                    // the old gradient (grad = dx)
+  L.free(z.dwn);
+  L.free(z.attn_saved() + z.lse + 2 * z.F);  // keep_for_weight_grads
+}
+
+// block_backward_weight (W): the weight-gradient GEMMs and the norms' backward again (into a
+// scratch dx); then the block's activations (but its output) and BlockGrads are freed.
+void block_backward_weight(Ledger& L, const Sizes& z) {
+  L.op(z.wide(z.x + z.F));      // dWdown
+  L.op(z.wide(2 * z.F + z.x));  // d[Wgate; Wup]
+  L.alloc(z.R);                 // scratch dx
+  L.op(z.wide(3 * z.R + z.wn));
+  L.free(z.R);
+  L.op(z.wide(z.x + z.q));    // dWo
+  L.op(z.wide(z.qkv + z.x));  // d[Wq; Wk; Wv]
+  L.alloc(z.R);
+  L.op(z.wide(3 * z.R + z.wn));
+  L.free(z.R);
+  L.free(acts_for_w(z) + grads_for_w(z));
 }
 
 }  // namespace
@@ -234,6 +262,7 @@ Memory stage_memory(const Setup& s, int stage) {
   const bool recompute = s.spec.optimizer.recompute;
   const std::vector<std::vector<int>> chunks = s.stage_chunks(stage);
   const bool full_grads_kept = zero == 1 || ZeroParams::aliases_grads(N);
+
   Memory mem = persistent_memory(s, stage);
   // Tied embeddings: the head reads unit 0's matrix (beyond PP 1 the last stage's copy of it);
   // at PP 1 unit 0 has two backwards per micro-batch.
@@ -273,9 +302,9 @@ Memory stage_memory(const Setup& s, int stage) {
   // --doc-mask: each micro-batch's documents of its queries [b Sl] and keys [b S], i32.
   if (s.cfg.doc_mask) L.alloc(m * b * (Sl + double(s.cfg.seq_len)) * 4);
   const double tied_w = double(s.padded(0)) * pr.compute_w;  // the tied matrix, gathered
-  std::map<int, int> backwards;                              // per unit, backwards done this step
-  // A unit's full gradients after its last backward: freed there, or under --overlap at the
-  // next hand-over (its reduce-scatter runs meanwhile).
+  std::map<int, int> backwards;                              // per unit, W passes done this step
+  // A unit's full gradients after its last W: freed there, or under --overlap at the next
+  // hand-over (its reduce-scatter runs meanwhile).
   auto release_grads = [&](double bytes) {
     if (!overlap) return L.free(bytes);
     L.free(grads_in_flight);
@@ -289,6 +318,53 @@ Memory stage_memory(const Setup& s, int stage) {
     }
     return n;
   };
+  // Between a split backward's B and W: each block's acts for W and BlockGrads, the
+  // embedding's gradient, what the chunk's state keeps (its input, the blocks' outputs, the
+  // head's norm and loss statistics).
+  auto pending_w_bytes = [&](const std::vector<int>& units) {
+    double n = z.R;
+    for (int g : units) {
+      if (g >= 1 && g <= L_) n += z.R + acts_for_w(z) + grads_for_w(z);
+      if (g == 0) n += z.R;
+      if (g == L_ + 1) n += z.norm + z.stats;
+    }
+    return n;
+  };
+  // A unit's gradients: allocated by its first weight-gradient pass of the step (ZeRO-2/3),
+  // freed after its last (reduce-scattered into the shard).
+  auto weight_grads_begin = [&](int g) {
+    if (!full_grads_kept && backwards[g] == 0) L.alloc(double(s.padded(g)) * pr.grad);
+  };
+  auto weight_grads_end = [&](int g) {
+    const int uses = g == 0 ? uses0 : 1;
+    if (++backwards[g] == uses * m && !full_grads_kept)
+      release_grads(double(s.padded(g)) * pr.grad);
+  };
+  // W of a block or the embedding (the head's runs in its B).
+  auto unit_weights = [&](int g) {
+    weight_grads_begin(g);
+    if (g >= 1) {
+      block_backward_weight(L, z);
+    } else if (z.sp) {
+      L.alloc(z.x), L.op(z.wide(z.x));  // the gradient, gathered and consumed
+      L.free(z.R), L.free(z.x);
+    } else {
+      L.op(z.wide(z.R));
+      L.free(z.R);
+    }
+    weight_grads_end(g);
+  };
+  // What the state still held when the micro-batch's last pass is done: the chunk's input (or
+  // the embedding's output), each block's output, the head's norm and loss statistics. The
+  // running gradient stays as the message to the previous chunk (the embedding consumed it
+  // on chunk 0).
+  auto chunk_state_freed = [&](const std::vector<int>& units) {
+    double rest = z.R;
+    for (int g : units) rest += (g >= 1 && g <= L_) ? z.R : 0;
+    if (units.back() == L_ + 1) rest += z.norm + z.stats;
+    L.free(rest);
+  };
+  const bool split = splits_backward(s.run.schedule);
   int in_flight = 0;
   for (const Action& a : make_schedule(s.run.schedule, P, s.spec.layout.vpp, m, stage)) {
     const std::vector<int>& units = chunks[a.chunk];
@@ -324,15 +400,15 @@ Memory stage_memory(const Setup& s, int stage) {
       L.keep(state_bytes(units));
       ++in_flight;
       mem.in_flight = std::max(mem.in_flight, in_flight);
-    } else {
+    } else if (a.kind == Action::Backward) {
       if (k < K - 1 && P > 1) L.alloc(z.R);  // the received gradient
       L.alloc(z.R);                          // the chunk's running gradient
       for (auto it = units.rbegin(); it != units.rend(); ++it) {
         const int g = *it;
         const double np = double(s.padded(g));
-        acquire(g);
-        if (!full_grads_kept && backwards[g] == 0) L.alloc(np * pr.grad);
-        if (g == L_ + 1) {
+        if (g == L_ + 1) {  // the head's B and W at once
+          acquire(g);
+          weight_grads_begin(g);
           if (tied && zero == 3) L.alloc(tied_w);  // the LM head's matrix
           L.op(z.wide(z.logits));
           // Its gradient: the tied unit's, made at its first backward of the step.
@@ -346,28 +422,26 @@ Memory stage_memory(const Setup& s, int stage) {
           L.op(z.wide(3 * z.R + z.wn));
           L.free(z.sp ? z.R : z.x);
           L.free(z.logits + z.x);  // logits and the head's input
-        } else if (g >= 1) {
-          block_backward(L, z, recompute);
-        } else if (z.sp) {
-          L.alloc(z.x), L.op(z.wide(z.x));  // the gradient, gathered and consumed
-          L.free(z.R), L.free(z.x);
-        } else {
-          L.op(z.wide(z.R));
-          L.free(z.R);
+          if (zero == 3) L.free(np * pr.compute_w);
+          weight_grads_end(g);
+          continue;
         }
-        if (zero == 3) L.free(np * pr.compute_w);
-        const int uses = g == 0 ? uses0 : 1;
-        if (++backwards[g] == uses * m && !full_grads_kept) release_grads(np * pr.grad);
+        // The weights held through B, and through W where it follows at once.
+        if (g >= 1 || !split) acquire(g);
+        if (g >= 1) block_backward_input(L, z, recompute);
+        // g == 0: the embedding's gradient is the running gradient, kept for its W.
+        if (!split) unit_weights(g);
+        if (zero == 3 && (g >= 1 || !split)) L.free(np * pr.compute_w);
       }
       if (k < K - 1) L.free(z.R);
-      // What the state still held: the chunk's input (or the embedding's output), each
-      // block's output, the head's norm and loss statistics. The running gradient stays
-      // as the message to the previous chunk (the embedding consumed it on chunk 0).
-      double rest = z.R;
-      for (int g : units) rest += (g >= 1 && g <= L_) ? z.R : 0;
-      if (units.back() == L_ + 1) rest += z.norm + z.stats;
-      L.free(rest);
-      L.keep(-state_bytes(units));
+      if (!split) chunk_state_freed(units);
+      L.keep(split ? pending_w_bytes(units) - state_bytes(units) : -state_bytes(units));
+      if (!split) --in_flight;
+    } else {  // W
+      for (auto it = units.rbegin(); it != units.rend(); ++it)
+        if (*it != L_ + 1) unit_weights(*it);
+      chunk_state_freed(units);
+      L.keep(-pending_w_bytes(units));
       --in_flight;
     }
   }
@@ -384,10 +458,15 @@ PeakMemory peak_memory(const Setup& s) {
   // embedding, the last the head, and in between a later stage never holds more blocks
   // (the first L mod (PP V) chunks take the extra ones) nor more micro-batches in flight
   // (every schedule's warm-up shrinks with the stage) than an earlier one. Walking three
-  // stages keeps the plan's cost that of one stage's schedule, not PP times it.
+  // stages keeps the plan's cost that of one stage's schedule, not PP times it. A schedule
+  // that splits the backward keeps p in flight on every stage, and a later stage more of
+  // them between B and W (which hold more than before B): every stage is walked.
   const int P = s.layout().pp;
+  std::vector<int> stages = {0, 1, P - 1};
+  if (splits_backward(s.run.schedule))
+    for (int stage = 2; stage < P - 1; ++stage) stages.push_back(stage);
   PeakMemory best;
-  for (int stage : {0, 1, P - 1}) {
+  for (int stage : stages) {
     if (stage >= P || (stage > 0 && stage == best.stage)) continue;
     const Memory m = stage_memory(s, stage);
     if (stage == 0 || m.peak() > best.memory.peak()) best = {m, stage};

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "parallel/schedule.hpp"
 #include "util/format.hpp"
 
 namespace tetra::plan {
@@ -252,7 +253,9 @@ void time_section(std::ostream& os, const json& p) {
   // interleaved schedule's paper gives it as a ratio to the compute, printed beside.
   os << "bubble (" << b["schedule"].get<std::string>() << ", PP " << b["pp"].get<int>() << ", V "
      << b["vpp"].get<int>() << "), the idle share "
-     << (interleaved ? "(p-1)/(V*m+p-1)" : "(p-1)/(m+p-1)") << " of the step";
+     << bubble_formula_text(parse_schedule(b["schedule"])) << " of the step";
+  if (splits_backward(parse_schedule(b["schedule"])))
+    os << " (each backward as B and W, W filling the idle time; F, B and W of equal cost)";
   for (const json& a : b["at"])
     os << (&a == &b["at"].front() ? ": " : ", ") << pct(num(a["of_step"]))
        << " at m = " << a["micro_batches"].get<int>();

@@ -76,7 +76,8 @@ std::vector<Collective> step_traffic(const Setup& s, int stage) {
 
   // ZeRO over dp_cp: one gradient reduce-scatter per unit per step; the weights all-gathered
   // after the update (ZeRO-1/2) or before each forward and backward of the unit's own
-  // (ZeRO-3; a tied copy has none: the head's gathers of it are counted with the head).
+  // (ZeRO-3; a tied copy has none: the head's gathers of it are counted with the head; the
+  // embedding's W apart from its B, as zb-h1 runs it, needs none).
   auto zero_sync = [&](int g, bool own_passes) {
     const int N = s.dp_cp();
     const double np = double(s.padded(g));
@@ -85,6 +86,9 @@ std::vector<Collective> step_traffic(const Setup& s, int stage) {
     if (s.spec.optimizer.zero < 3)
       tally.add("dp_cp", N, CommOp::AllGather, "updated weights all-gather (per unit)",
                 np * s.prec.compute_w, 1);
+    else if (own_passes && g == 0 && splits_backward(s.run.schedule))  // its W apart: none
+      tally.add("dp_cp", N, CommOp::AllGather, "ZeRO-3 weight all-gather (embedding, F)",
+                np * s.prec.compute_w, m);
     else if (own_passes)
       tally.add("dp_cp", N, CommOp::AllGather, "ZeRO-3 weight all-gather (per unit, F and B)",
                 np * s.prec.compute_w, 2 * m);

@@ -128,11 +128,13 @@ std::string trace_step_svg(const json& trace, int64_t step, const std::string& s
         comm.push_back({sx, sx + sw});
       } else if (s.lane == "wait") {
         wait.push_back({sx, sx + sw});
-      } else if (s.lane == "compute" &&
-                 (s.name.rfind("F ", 0) == 0 || s.name.rfind("B ", 0) == 0)) {
-        draw_action(svg, sx, y0, sw, box, s.name[0] == 'F' ? Action::Forward : Action::Backward,
-                    int(arg_int(s, "micro_batch")), int(arg_int(s, "chunk")),
-                    int(arg_int(s, "virtual_stage")), vpp, tip);
+      } else if (s.lane == "compute" && (s.name.rfind("F ", 0) == 0 || s.name.rfind("B ", 0) == 0 ||
+                                         s.name.rfind("W ", 0) == 0)) {
+        const Action::Kind kind = s.name[0] == 'F'   ? Action::Forward
+                                  : s.name[0] == 'W' ? Action::Weight
+                                                     : Action::Backward;
+        draw_action(svg, sx, y0, sw, box, kind, int(arg_int(s, "micro_batch")),
+                    int(arg_int(s, "chunk")), int(arg_int(s, "virtual_stage")), vpp, tip);
       } else if (s.lane == "compute") {
         const bool slow = s.name == "injected slow";
         svg.rect(sx, y0 + 2, sw, box - 4, slow ? "#7a1f1f" : "#9a9a9a",

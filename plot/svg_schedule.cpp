@@ -10,20 +10,22 @@ namespace tetra {
 void draw_action(Svg& svg, double x, double y, double w, double h, Action::Kind kind,
                  int micro_batch, int chunk_id, int virtual_stage, int vpp,
                  const std::string& title) {
-  const bool fwd = kind == Action::Forward;
-  svg.rect(x, y, w, h, fwd ? forward_color(micro_batch) : micro_batch_color(micro_batch),
-           {{"class", fwd ? "F" : "B"},
-            {"data-mb", std::to_string(micro_batch)},
-            {"data-chunk", std::to_string(chunk_id)},
-            {"stroke", "white"},
-            {"stroke-width", "0.5"}},
+  // F light, B dark, W (a split backward's weight gradients) dark and hatched by a faded fill.
+  const bool fwd = kind == Action::Forward, weight = kind == Action::Weight;
+  SvgAttrs attrs = {{"class", std::string(1, action_letter(kind))},
+                    {"data-mb", std::to_string(micro_batch)},
+                    {"data-chunk", std::to_string(chunk_id)},
+                    {"stroke", "white"},
+                    {"stroke-width", "0.5"}};
+  if (weight) attrs.push_back({"fill-opacity", "0.55"});
+  svg.rect(x, y, w, h, fwd ? forward_color(micro_batch) : micro_batch_color(micro_batch), attrs,
            title);
   std::string label = std::to_string(micro_batch);
   if (vpp > 1) label.append(1, '.').append(std::to_string(virtual_stage));
   const double size = std::min(10.0, h * 0.7);
   if (w >= size * 0.62 * double(label.size()) + 2)
     svg.text(x + w / 2, y + h / 2 + size * 0.35, label,
-             {.size = size, .anchor = "middle", .fill = fwd ? "#333" : "white"});
+             {.size = size, .anchor = "middle", .fill = fwd || weight ? "#333" : "white"});
 }
 
 double draw_micro_batch_legend(Svg& svg, double x, double y, int micro_batches) {
@@ -45,15 +47,17 @@ json schedule_json(ScheduleKind kind, int pp, int vpp, int m) {
   const double boxes = 2.0 * pp * vpp * m;
   check(boxes <= 200000, "a schedule of PP ", pp, ", V ", vpp, " and ", m,
         " micro-batches is more boxes (2 PP V m) than the 200,000 tetra draws");
-  const double tf = 1.0 / vpp, tb = 2.0 / vpp;
-  const SimResult sim = simulate(kind, pp, vpp, m, tf, tb);
+  // A stage's forward costs 1 and its backward 2; a split backward is B 1 and W 1.
+  const bool split = splits_backward(kind);
+  const double tf = 1.0 / vpp, tb = (split ? 1.0 : 2.0) / vpp, tw = split ? 1.0 / vpp : 0;
+  const SimResult sim = simulate(kind, pp, vpp, m, tf, tb, ScheduleMode::Train, tw);
   const BubbleForms forms = bubble_forms(kind, pp, vpp, m);
   const double idle = std::accumulate(sim.idle.begin(), sim.idle.end(), 0.0) / pp;
   json ranks = json::array();
   for (int r = 0; r < pp; ++r) {
     json events = json::array();
     for (const TimedAction& t : sim.timeline[size_t(r)])
-      events.push_back({{"kind", t.action.kind == Action::Forward ? "F" : "B"},
+      events.push_back({{"kind", std::string(1, action_letter(t.action.kind))},
                         {"micro_batch", t.action.micro_batch},
                         {"virtual_stage", t.action.chunk},
                         {"chunk", t.action.chunk * pp + r},
@@ -71,6 +75,7 @@ json schedule_json(ScheduleKind kind, int pp, int vpp, int m) {
           {"micro_batches", m},
           {"forward_time", tf},
           {"backward_time", tb},
+          {"weight_time", tw},
           {"makespan", sim.makespan},
           {"bubble",
            {{"of_step", forms.of_step},
@@ -108,7 +113,9 @@ std::string schedule_svg(const json& sc) {
     svg.rect(left, y, plot_w, box, "#f2f2f2");
     svg.begin_group({{"class", "lane"}, {"data-rank", std::to_string(r)}});
     for (const json& e : lane_events["events"]) {
-      const Action::Kind kind = e["kind"] == "F" ? Action::Forward : Action::Backward;
+      const Action::Kind kind = e["kind"] == "F"   ? Action::Forward
+                                : e["kind"] == "W" ? Action::Weight
+                                                   : Action::Backward;
       const int mb = e["micro_batch"], chunk = e["chunk"], v = e["virtual_stage"];
       const double start = e["start"], end = e["end"];
       const std::string what = e["kind"].get<std::string>() + " mb" + std::to_string(mb) +
@@ -124,7 +131,10 @@ std::string schedule_svg(const json& sc) {
     svg.line(left + t * scale, axis, left + t * scale, axis + 4, "#888");
     svg.text(left + t * scale, axis + 15, short_number(t), {.size = 10, .anchor = "middle"});
   }
-  svg.text(left + plot_w, axis + 28, "time (one stage's forward = 1, backward = 2)",
+  svg.text(left + plot_w, axis + 28,
+           sc["weight_time"].get<double>() > 0
+               ? "time (one stage's forward = 1, backward = B 1 + W 1, W hatched)"
+               : "time (one stage's forward = 1, backward = 2)",
            {.size = 10, .anchor = "end", .fill = "#555"});
   return svg.str();
 }

@@ -232,25 +232,47 @@ Buffer qkv_grad_in_place(const BlockContext& ctx, const BlockDims& dims, const B
   return dqkv;
 }
 
-// dx [Tl, d] = dL/dx, given dh = dL/dh [Tl, d] (the MLP half's residual included).
-void attention_backward(const BlockContext& ctx, const BlockDims& dims, const Params& w,
-                        const Params& dw, const Tensor& x, const Tensor& dh, Tensor dx,
-                        const BlockActs& a, bool dw_fresh) {
+// B of the attention half: dx [Tl, d] = dL/dx, given dh = dL/dh [Tl, d] (the MLP half's
+// residual included), which g keeps.
+void attention_backward_input(const BlockContext& ctx, const BlockDims& dims, const Params& w,
+                              const Tensor& x, Buffer dh_in, Tensor dx, const BlockActs& a,
+                              BlockGrads& g) {
   Backend& be = ctx.be;
-  // dattn [T, qw] = dh Wo, dh on all T tokens; dWo += dh^T attn.
-  const RowParallelLinear o(be, ctx.tp, w[kO], dw[kO], dw_fresh);
-  Buffer dattn = o.backward(dh, a.attn.view({dims.T, dims.qw}));
+  g.dh = std::move(dh_in);
+  const Tensor dh = g.dh.view({dims.Tl, dims.d});
+  // dattn [T, qw] = dh Wo, dh on all T tokens.
+  const RowParallelLinear o(be, ctx.tp, w[kO]);
+  Buffer dattn = o.backward_input(o.gather_output_grad(dh, g.dh_gathered));
   const AttnShape shape = attention_shape(ctx);
-  const Buffer dqkv = shape.layout == AttnLayout::Packed
-                          ? qkv_grad_split(ctx, dims, a, std::move(dattn), shape)
-                          : qkv_grad_in_place(ctx, dims, a, std::move(dattn), shape);
-  const Tensor dqkvv = dqkv.view({dims.T, dims.qkvw});
-  // dxn [Tl, d] = dqkv [Wq; Wk; Wv], summed over TP; d[Wq; Wk; Wv] += dqkv^T xn: one GEMM each.
-  const ColumnParallelLinear qkv_proj(be, ctx.tp, w.qkv, dw.qkv, dw_fresh);
-  const Buffer dxn = qkv_proj.backward(dqkvv, a.xn.view({dims.T, dims.d}));
-  // dx = rmsnorm'(dxn) + dh (the residual).
-  rmsnorm_backward_plus(be, dx, dw[kInputNorm], dxn.view({dims.Tl, dims.d}), x, w[kInputNorm],
+  g.dqkv = shape.layout == AttnLayout::Packed
+               ? qkv_grad_split(ctx, dims, a, std::move(dattn), shape)
+               : qkv_grad_in_place(ctx, dims, a, std::move(dattn), shape);
+  // dxn [Tl, d] = dqkv [Wq; Wk; Wv], summed over TP: one GEMM.
+  const ColumnParallelLinear qkv_proj(be, ctx.tp, w.qkv);
+  g.dxn = qkv_proj.backward_input(g.dqkv.view({dims.T, dims.qkvw}));
+  // dx = rmsnorm'(dxn) + dh (the residual); the norm's weight gradient is W's.
+  Buffer unused_dw(be, dims.d);
+  be.fill(unused_dw.flat(), 0.f);
+  rmsnorm_backward_plus(be, dx, unused_dw.flat(), g.dxn.view({dims.Tl, dims.d}), x, w[kInputNorm],
                         a.x_rstd.flat(), dh);
+}
+
+// W of the attention half: dWo += dh^T attn; d[Wq; Wk; Wv] += dqkv^T xn; dw_in += rmsnorm'
+// (the norm's backward again, into a scratch dx, for its weight gradient's bits).
+void attention_backward_weight(const BlockContext& ctx, const BlockDims& dims, const Params& dw,
+                               const Tensor& x, const BlockActs& a, const BlockGrads& g,
+                               bool dw_fresh) {
+  Backend& be = ctx.be;
+  const Tensor dh = g.dh.view({dims.Tl, dims.d});
+  const RowParallelLinear o(be, ctx.tp, Tensor{}, dw[kO], dw_fresh);
+  o.backward_weight(g.dh_gathered.empty() ? dh : g.dh_gathered.view({dims.T, dims.d}),
+                    a.attn.view({dims.T, dims.qw}));
+  const ColumnParallelLinear qkv_proj(be, ctx.tp, Tensor{}, dw.qkv, dw_fresh);
+  qkv_proj.backward_weight(g.dqkv.view({dims.T, dims.qkvw}), a.xn.view({dims.T, dims.d}));
+  Buffer unused_dx(be, dims.Tl * dims.d, x.dtype);
+  rmsnorm_backward_plus(be, unused_dx.view({dims.Tl, dims.d}), dw[kInputNorm],
+                        g.dxn.view({dims.Tl, dims.d}), x, g.norm_w.flat(0, dims.d), a.x_rstd.flat(),
+                        dh);
 }
 
 // MLP half: out [Tl, d] = h + down(silu(gate(hn)) * up(hn)), h = a.h.
@@ -275,27 +297,47 @@ void mlp_forward(const BlockContext& ctx, const BlockDims& dims, const Params& w
   down.forward_into(act, h, out);
 }
 
-// Returns dh [Tl, d] = dL/dh, given dout = dL/dout [Tl, d].
-Buffer mlp_backward(const BlockContext& ctx, const BlockDims& dims, const Params& w,
-                    const Params& dw, const Tensor& dout, const BlockActs& a, bool dw_fresh) {
+// B of the MLP half: returns dh [Tl, d] = dL/dh, given dout = dL/dout [Tl, d], which g keeps.
+Buffer mlp_backward_input(const BlockContext& ctx, const BlockDims& dims, const Params& w,
+                          Buffer dout_in, const BlockActs& a, BlockGrads& g) {
   Backend& be = ctx.be;
-  // dact [T, Fl] = dout Wdown, dout on all T tokens; dWdown += dout^T act.
-  const RowParallelLinear down(be, ctx.tp, w[kDown], dw[kDown], dw_fresh);
-  const Buffer dact = down.backward(dout, a.act.view({dims.T, dims.F}));
+  g.dout = std::move(dout_in);
+  const Tensor dout = g.dout.view({dims.Tl, dims.d});
+  // dact [T, Fl] = dout Wdown, dout on all T tokens.
+  const RowParallelLinear down(be, ctx.tp, w[kDown]);
+  const Buffer dact = down.backward_input(down.gather_output_grad(dout, g.dout_gathered));
   // dgate_up [T, 2 Fl] = (dgate | dup) through act = silu(gate) * up.
-  Buffer dgate_up(be, dims.T * 2 * dims.F, dact.dtype());
-  const Tensor dgu = dgate_up.view({dims.T, 2 * dims.F});
+  g.dgate_up = Buffer(be, dims.T * 2 * dims.F, dact.dtype());
+  const Tensor dgu = g.dgate_up.view({dims.T, 2 * dims.F});
   be.swiglu_fused_backward(dgu, dact.view({dims.T, dims.F}), a.gate_up.view({dims.T, 2 * dims.F}));
-  // dhn [Tl, d] = dgate_up [Wgate; Wup], summed over TP; d[Wgate; Wup] += dgate_up^T hn: one
-  // GEMM each.
-  const ColumnParallelLinear gate_up(be, ctx.tp, w.gate_up, dw.gate_up, dw_fresh);
-  const Buffer dhn = gate_up.backward(dgu, a.hn.view({dims.T, dims.d}));
-  // dh = rmsnorm'(dhn) + dout (the residual).
+  // dhn [Tl, d] = dgate_up [Wgate; Wup], summed over TP: one GEMM.
+  const ColumnParallelLinear gate_up(be, ctx.tp, w.gate_up);
+  g.dhn = gate_up.backward_input(dgu);
+  // dh = rmsnorm'(dhn) + dout (the residual); the norm's weight gradient is W's.
   Buffer dh(be, dims.Tl * dims.d, dout.dtype);
-  const Tensor dhv = dh.view({dims.Tl, dims.d});
-  rmsnorm_backward_plus(be, dhv, dw[kPostNorm], dhn.view({dims.Tl, dims.d}),
-                        a.h.view({dims.Tl, dims.d}), w[kPostNorm], a.h_rstd.flat(), dout);
+  Buffer unused_dw(be, dims.d);
+  be.fill(unused_dw.flat(), 0.f);
+  rmsnorm_backward_plus(be, dh.view({dims.Tl, dims.d}), unused_dw.flat(),
+                        g.dhn.view({dims.Tl, dims.d}), a.h.view({dims.Tl, dims.d}), w[kPostNorm],
+                        a.h_rstd.flat(), dout);
   return dh;
+}
+
+// W of the MLP half: dWdown += dout^T act; d[Wgate; Wup] += dgate_up^T hn; dw_post as the
+// attention half's dw_in.
+void mlp_backward_weight(const BlockContext& ctx, const BlockDims& dims, const Params& dw,
+                         const BlockActs& a, const BlockGrads& g, bool dw_fresh) {
+  Backend& be = ctx.be;
+  const Tensor dout = g.dout.view({dims.Tl, dims.d});
+  const RowParallelLinear down(be, ctx.tp, Tensor{}, dw[kDown], dw_fresh);
+  down.backward_weight(g.dout_gathered.empty() ? dout : g.dout_gathered.view({dims.T, dims.d}),
+                       a.act.view({dims.T, dims.F}));
+  const ColumnParallelLinear gate_up(be, ctx.tp, Tensor{}, dw.gate_up, dw_fresh);
+  gate_up.backward_weight(g.dgate_up.view({dims.T, 2 * dims.F}), a.hn.view({dims.T, dims.d}));
+  Buffer unused_dx(be, dims.Tl * dims.d, dout.dtype);
+  rmsnorm_backward_plus(be, unused_dx.view({dims.Tl, dims.d}), dw[kPostNorm],
+                        g.dhn.view({dims.Tl, dims.d}), a.h.view({dims.Tl, dims.d}),
+                        g.norm_w.flat(dims.d, dims.d), a.h_rstd.flat(), dout);
 }
 
 }  // namespace
@@ -308,13 +350,25 @@ void block_forward(const BlockContext& ctx, const UnitSpec& u, const Tensor& w_f
   mlp_forward(ctx, dims, w, out, a);
 }
 
-void block_backward(const BlockContext& ctx, const UnitSpec& u, const Tensor& w_flat,
-                    Tensor dw_flat, const Tensor& x, const Tensor& dout, Tensor dx,
-                    const BlockActs& a, bool dw_fresh) {
+void block_backward_input(const BlockContext& ctx, const UnitSpec& u, const Tensor& w_flat,
+                          const Tensor& x, Buffer dout, Tensor dx, const BlockActs& a,
+                          BlockGrads& g) {
   const BlockDims dims(ctx);
-  const Params w(u, w_flat), dw(u, dw_flat);
-  const Buffer dh = mlp_backward(ctx, dims, w, dw, dout, a, dw_fresh);
-  attention_backward(ctx, dims, w, dw, x, dh.view({dims.Tl, dims.d}), dx, a, dw_fresh);
+  const Params w(u, w_flat);
+  g.norm_w = Buffer(ctx.be, 2 * dims.d, w_flat.dtype);
+  ctx.be.copy(g.norm_w.flat(0, dims.d), w[kInputNorm]);
+  ctx.be.copy(g.norm_w.flat(dims.d, dims.d), w[kPostNorm]);
+  Buffer dh = mlp_backward_input(ctx, dims, w, std::move(dout), a, g);
+  attention_backward_input(ctx, dims, w, x, std::move(dh), dx, a, g);
+}
+
+void block_backward_weight(const BlockContext& ctx, const UnitSpec& u, Tensor dw_flat,
+                           const Tensor& x, const BlockActs& a, const BlockGrads& g,
+                           bool dw_fresh) {
+  const BlockDims dims(ctx);
+  const Params dw(u, dw_flat);
+  mlp_backward_weight(ctx, dims, dw, a, g, dw_fresh);
+  attention_backward_weight(ctx, dims, dw, x, a, g, dw_fresh);
 }
 
 }  // namespace tetra

@@ -97,51 +97,65 @@ StageOutput ModelChunk::forward(int id, const MicroBatch& mb, const Tensor* x_in
   return y;
 }
 
-Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, float loss_scale) {
+Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, float loss_scale,
+                            bool run_weights) {
   const int64_t T = mb.pos.tokens(), Tl = tp_.local_rows(T), d = cfg_.dim;
   const BlockContext ctx = block_ctx(mb);
   const auto it = states_.find(id);
   check(it != states_.end(), "ModelChunk: backward of micro-batch ", id, " before its forward");
   State& s = it->second;
+  check(!s.input_grad_done, "ModelChunk: backward of micro-batch ", id, " twice");
+  s.input_grad_done = true;
+  s.grads.resize(s.acts.size());
   // dL/d(current activation) [Tl, d], walking backwards, in the activations' dtype.
   Buffer grad(be_, Tl * d, params_.compute_dtype());
   if (!has_head()) be_.copy(grad.flat(), *dout);
   int block = int(s.acts.size());
-  for (auto u_it = units_.rbegin(); u_it != units_.rend(); ++u_it) {
-    const int u = *u_it;
+  for (size_t i = units_.size(); i-- > 0;) {
+    const int u = units_[i];
     const UnitSpec& l = params_.layout(u);
-    const Tensor w = params_.acquire(u), dw = params_.grads(u);
-    const bool fresh = params_.grads_fresh(u);
-    if (fresh) zero_accumulated_grads(be_, l, dw);
-    if (l.kind == UnitSpec::Kind::Head) {
-      const int hu = head_unit(u);
-      const bool own = hu == u;
-      const Tensor hw = own ? w : params_.acquire(hu);
-      const UnitSpec& hl = params_.layout(hu);
-      const Tensor w_head = head_matrix(hl, hw);
-      const int64_t V = w_head.rows();
-      // dlogits [T, V/TP] = loss_scale * (softmax - onehot(target)), over the logits (already,
-      // when the forward fused the classifier).
-      const Tensor dlogits = s.logits.view({T, V});
-      if (s.dlogits_scale == 0)
-        VocabParallelCrossEntropy::backward(be_, tp_.comm, dlogits, mb.targets, s.row_max.flat(),
-                                            s.ce_stats.flat(), cfg_.vocab, loss_scale);
-      else
-        check(s.dlogits_scale == loss_scale, "ModelChunk: micro-batch ", id,
-              "'s forward computed dlogits at loss scale ", s.dlogits_scale, ", backward asks ",
-              loss_scale);
-      // The head's gradient: the tied embedding's, where the embedding adds its rows too, which
-      // counts this as one of its backwards.
-      head_backward(be_, tp_, l, w, dw, w_head, head_matrix(hl, own ? dw : params_.grads(hu)),
-                    s.xs.back().view({Tl, d}), dlogits, grad.view({Tl, d}), s.head,
-                    own ? fresh : params_.grads_fresh(hu));
-      if (!own) {
-        params_.release(hu);
-        params_.hand_over_grads(hu);
+    // Where W follows at once, the unit's weights stay acquired through it, as one backward
+    // holds them (W itself reads none: a W apart gathers nothing under ZeRO-3).
+    if (l.kind == UnitSpec::Kind::Embedding) {  // all W: the gradient waits for it
+      s.embed_grad = std::move(grad);
+      if (run_weights) params_.acquire(u);
+    } else {
+      const Tensor w = params_.acquire(u);
+      if (l.kind == UnitSpec::Kind::Head) {  // B and W at once (see chunk.hpp)
+        const Tensor dw = params_.grads(u);
+        const bool fresh = params_.grads_fresh(u);
+        if (fresh) zero_accumulated_grads(be_, l, dw);
+        const int hu = head_unit(u);
+        const bool own = hu == u;
+        const Tensor hw = own ? w : params_.acquire(hu);
+        const UnitSpec& hl = params_.layout(hu);
+        const Tensor w_head = head_matrix(hl, hw);
+        const int64_t V = w_head.rows();
+        // dlogits [T, V/TP] = loss_scale * (softmax - onehot(target)), over the logits
+        // (already, when the forward fused the classifier).
+        const Tensor dlogits = s.logits.view({T, V});
+        if (s.dlogits_scale == 0)
+          VocabParallelCrossEntropy::backward(be_, tp_.comm, dlogits, mb.targets, s.row_max.flat(),
+                                              s.ce_stats.flat(), cfg_.vocab, loss_scale);
+        else
+          check(s.dlogits_scale == loss_scale, "ModelChunk: micro-batch ", id,
+                "'s forward computed dlogits at loss scale ", s.dlogits_scale, ", backward asks ",
+                loss_scale);
+        // The head's gradient: the tied embedding's, where the embedding adds its rows too,
+        // which counts this as one of its weight-gradient passes.
+        head_backward(be_, tp_, l, w, dw, w_head, head_matrix(hl, own ? dw : params_.grads(hu)),
+                      s.xs.back().view({Tl, d}), dlogits, grad.view({Tl, d}), s.head,
+                      own ? fresh : params_.grads_fresh(hu));
+        if (!own) {
+          params_.release(hu);
+          params_.hand_over_grads(hu);
+        }
+        s.logits.reset();
+        s.head.n.reset();
+        params_.release(u);
+        params_.hand_over_grads(u);
+        continue;
       }
-      s.logits.reset();
-      s.head.n.reset();
-    } else if (l.kind == UnitSpec::Kind::Block) {
       --block;
       const Tensor x = s.xs[block].view({Tl, d});
       BlockActs& a = s.acts[block];
@@ -150,18 +164,45 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
         block_forward(ctx, l, w, x, out.view({Tl, d}), a);
       }
       Buffer dx(be_, Tl * d, x.dtype);
-      block_backward(ctx, l, w, dw, x, grad.view({Tl, d}), dx.view({Tl, d}), a, fresh);
-      a.clear();
+      block_backward_input(ctx, l, w, x, std::move(grad), dx.view({Tl, d}), a, s.grads[block]);
+      a.keep_for_weight_grads();
       grad = std::move(dx);
-    } else {
-      embed_backward(be_, tp_, l, w, dw, std::move(grad), mb.tokens);
+      if (!run_weights) params_.release(u);
     }
-    params_.release(u);
-    params_.hand_over_grads(u);
+    if (run_weights) unit_weight_grads(i, s, mb), params_.release(u);
   }
-  states_.erase(it);
+  if (run_weights) states_.erase(it);
   if (has_embedding()) return Buffer();
   return grad;
+}
+
+void ModelChunk::backward_weight(int id, const MicroBatch& mb) {
+  const auto it = states_.find(id);
+  check(it != states_.end() && it->second.input_grad_done, "ModelChunk: W of micro-batch ", id,
+        " before its B");
+  for (size_t i = units_.size(); i-- > 0;) unit_weight_grads(i, it->second, mb);
+  states_.erase(it);
+}
+
+void ModelChunk::unit_weight_grads(size_t i, State& s, const MicroBatch& mb) {
+  const int u = units_[i];
+  const UnitSpec& l = params_.layout(u);
+  if (l.kind == UnitSpec::Kind::Head) return;  // done in B
+  const Tensor dw = params_.grads(u);
+  const bool fresh = params_.grads_fresh(u);
+  if (fresh) zero_accumulated_grads(be_, l, dw);
+  if (l.kind == UnitSpec::Kind::Embedding) {
+    embed_backward(be_, tp_, l, dw, std::move(s.embed_grad), mb.tokens);
+  } else {
+    // Block b of the chunk is unit i less the embedding before it.
+    const size_t b = i - (has_embedding() ? 1 : 0);
+    const int64_t Tl = tp_.local_rows(mb.pos.tokens()), d = cfg_.dim;
+    block_backward_weight(block_ctx(mb), l, dw, s.xs[b].view({Tl, d}), s.acts[b], s.grads[b],
+                          fresh);
+    s.acts[b].clear();
+    s.grads[b] = BlockGrads{};
+  }
+  params_.hand_over_grads(u);
 }
 
 }  // namespace tetra

@@ -5,10 +5,14 @@
 //
 // Per micro-batch the chunk keeps its activations from forward until backward. Under
 // --recompute full it keeps only each block's input and runs the block's forward again
-// right before its backward, so the step computes the same numbers in the same order.
+// right before its backward, so the step computes the same numbers in the same order. The
+// backward is two passes (transformer/block.hpp): B gives the input's gradient, W the weight
+// gradients; between them the chunk keeps what W reads (the weights' inputs and output
+// gradients).
 //
 // The chunk knows its parameters only as UnitParams: it acquires a unit's weights around each
-// forward and backward and hands over the unit's gradients after each backward; how they are
+// forward and input-gradient pass and hands over the unit's gradients after each
+// weight-gradient pass; how they are
 // sharded and synced (ZeRO, parallel/zero.hpp) is the holder's business.
 #pragma once
 #include <map>
@@ -39,11 +43,18 @@ class ModelChunk final : public PipelineStage {
   // backward's (training), or 0 (evaluation); given it, the head at TP 1 computes dlogits in the
   // forward's pass over the logits (VocabParallelCrossEntropy::forward_backward).
   StageOutput forward(int id, const MicroBatch& mb, const Tensor* x_in, float loss_scale) override;
-  // Backward of micro-batch `id`. dout: gradient of this chunk's output [Tl, d] (null for
-  // the chunk with the head, which starts from the loss, scaled by loss_scale = 1 / tokens
-  // in the global batch). Returns dL/d(chunk input) [Tl, d], to send to the previous chunk
-  // (empty for the chunk that embeds), and frees the micro-batch's activations.
-  Buffer backward(int id, const MicroBatch& mb, const Tensor* dout, float loss_scale) override;
+  // B, the input-gradient pass of micro-batch `id`. dout: gradient of this chunk's output
+  // [Tl, d] (null for the chunk with the head, which starts from the loss, scaled by
+  // loss_scale = 1 / tokens in the global batch). Returns dL/d(chunk input) [Tl, d], to send
+  // to the previous chunk (empty for the chunk that embeds). With run_weights (a schedule
+  // without W actions) each unit's W follows its B at once, and the micro-batch's
+  // activations are freed; else W waits for backward_weight. The head's weight gradient is
+  // always computed here: it frees the logits [T, V/TP], the largest activation, at once.
+  Buffer backward(int id, const MicroBatch& mb, const Tensor* dout, float loss_scale,
+                  bool run_weights) override;
+  // W, the weight-gradient pass of micro-batch `id` (after its B): each unit's gradients from
+  // what B kept, handed over to the holder; frees the micro-batch's activations.
+  void backward_weight(int id, const MicroBatch& mb) override;
   void discard(int id) override { states_.erase(id); }
   double take_loss() override { return loss_.take(be_); }
 
@@ -53,11 +64,16 @@ class ModelChunk final : public PipelineStage {
   struct State {
     std::vector<Buffer> xs;  // xs[0] chunk input, xs[i+1] output of block i; [Tl, d] each
     std::vector<BlockActs> acts;
+    std::vector<BlockGrads> grads;  // per block, from its B to its W
+    Buffer embed_grad;              // the embedding output's gradient [Tl, d], for its W
+    bool input_grad_done = false;   // B has run; W may
     HeadActs head;
     Buffer logits, row_max, ce_stats;  // [T, V/TP], [T], [T, 2]
     float dlogits_scale = 0;           // not 0: logits already hold dlogits at this loss scale
   };
   BlockContext block_ctx(const MicroBatch& mb) const;
+  // W of unit u (the i-th of units_) for the micro-batch whose state is s.
+  void unit_weight_grads(size_t i, State& s, const MicroBatch& mb);
   // The unit whose matrix the LM head of unit `head` reads: itself, or under tied embeddings
   // the embedding unit (or its copy).
   int head_unit(int head) const;

@@ -9,9 +9,9 @@ Buffer embed_forward(Backend& be, const TensorParallel& tp, const UnitSpec& u, c
   return VocabParallelEmbedding(be, tp, param_view(w, u.params[0])).forward(tokens);
 }
 
-void embed_backward(Backend& be, const TensorParallel& tp, const UnitSpec& u, const Tensor& w,
-                    const Tensor& dw, Buffer dx, const Tensor& tokens) {
-  VocabParallelEmbedding(be, tp, param_view(w, u.params[0]), param_view(dw, u.params[0]))
+void embed_backward(Backend& be, const TensorParallel& tp, const UnitSpec& u, const Tensor& dw,
+                    Buffer dx, const Tensor& tokens) {
+  VocabParallelEmbedding(be, tp, Tensor{}, param_view(dw, u.params[0]))
       .backward(std::move(dx), tokens);
 }
 
@@ -41,7 +41,8 @@ void head_backward(Backend& be, const TensorParallel& tp, const UnitSpec& u, con
   // dn [Tl, d] = dlogits W_head, summed over TP; dW_head += dlogits^T n (tied: into the
   // embedding's gradient, where the embedding adds its rows too).
   const ColumnParallelLinear lm_head(be, tp, w_head, dw_head, head_fresh);
-  const Buffer dn = lm_head.backward(dlogits, a.n.view({T, d}));
+  const Buffer dn = lm_head.backward_input(dlogits);
+  lm_head.backward_weight(dlogits, a.n.view({T, d}));
   be.rmsnorm_backward(dx, param_view(dw, u.params[kFinalNorm]), dn.view({Tl, d}), x,
                       param_view(w, u.params[kFinalNorm]), a.rstd.flat());
 }

@@ -20,9 +20,9 @@ namespace tetra {
 Buffer embed_forward(Backend& be, const TensorParallel& tp, const UnitSpec& u, const Tensor& w,
                      const Tensor& tokens);
 // dw += the rows of dx [Tl, d] (the gradient of the forward's x) at the tokens of this
-// rank's shard.
-void embed_backward(Backend& be, const TensorParallel& tp, const UnitSpec& u, const Tensor& w,
-                    const Tensor& dw, Buffer dx, const Tensor& tokens);
+// rank's shard: a weight gradient alone (the zero-bubble pipeline's W), which needs no weights.
+void embed_backward(Backend& be, const TensorParallel& tp, const UnitSpec& u, const Tensor& dw,
+                    Buffer dx, const Tensor& tokens);
 
 // What the head's forward keeps for its backward (x, its input, is kept by the caller).
 struct HeadActs {

@@ -78,6 +78,7 @@ const Case kCases[] = {
     {"pp", "abc\n150\n25%\n20\n", false, true, 2, "ratio", false,
      [](const Runs& r) { return mean_after_first(r[0], "bubble"); }},
     {"interleaved", "--answer 1/5 --answer 1/9", true, true, 2, "1f1b", false, nullptr},
+    {"zero-bubble", "--answer 1/5 --answer 1/13", false, true, 2, "1f1b", false, nullptr},
     {"pp-memory", "--answer 0 --answer 717312", false, true, 2, "same", true,
      [](const Runs& r) { return peak(r[0]) - peak(r[1]); }},
     {"cp", "--answer 8192 --answer 16384", true, true, 2, "forward-only", true,
@@ -167,7 +168,8 @@ TEST_CASE("lab: every lesson, with mistakes, hints and second tries, in both lan
 TEST_CASE("lab: --list in the locale's language, and bad input is one error line and exit 2") {
   const Spawned list = spawn(tetra_bin() + " lab --list", 60);
   CHECK(list.status == 0);
-  for (const char* name : {" 1. 6nd ", " 4. dp ", " 9. pp ", "14. resume ", "15. 405b "})
+  for (const char* name :
+       {" 1. 6nd ", " 4. dp ", " 9. pp ", "11. zero-bubble ", "15. resume ", "16. 405b "})
     CHECK(list.out.find(name) != std::string::npos);
   const Spawned zh =
       spawn("env LC_ALL= LC_MESSAGES= LANG=zh_CN.UTF-8 " + tetra_bin() + " lab --list", 60);
@@ -176,7 +178,7 @@ TEST_CASE("lab: --list in the locale's language, and bad input is one error line
   CHECK(en.out.find("data parallelism and the ring all-reduce") != std::string::npos);
   const std::pair<std::string, std::string> cases[] = {
       {"lab nope --answer 1", "no lesson 'nope'"},
-      {"lab 16", "no lesson '16'"},
+      {"lab 17", "no lesson '17'"},
       {"lab dp --answer twelve", "--answer takes a number (got 'twelve')"},
       {"lab dp --answer 12%%%", "--answer takes a number"},
       {"lab dp --answer 0x10", "--answer takes a number (got '0x10')"},

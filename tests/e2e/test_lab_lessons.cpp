@@ -74,6 +74,8 @@ TEST_CASE("lab lessons: the formulas, from each lesson's sizes") {
   // pp and interleaved: (p-1)/(V m + p - 1) with p = 2, m = 4.
   CHECK(named("pp").formula == doctest::Approx(1.0 / 5));
   CHECK(named("interleaved").formula == doctest::Approx(1.0 / 9));
+  // zero-bubble: (p-1)/(3m + p - 1) with p = 2, m = 4.
+  CHECK(named("zero-bubble").formula == doctest::Approx(1.0 / 13));
   // mfu: (6N + 12 L d S + 2 N_blocks + 4 L d S) / (6N + 12 L d S).
   const tetra::ModelConfig m = model(2, 64, 4, 4, 128, 16);
   const double F = 6.0 * double(m.matmul_params()) + 12.0 * 2 * 64 * 16;

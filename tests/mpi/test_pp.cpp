@@ -1,6 +1,7 @@
 // Pipeline parallelism: every schedule, PP 2 and 4, V 1 and 2, m in {PP, 2PP, 4PP},
 // alone and with TP 2 or DP 2 (ZeRO 1, 2, 3), and --pp-balance ends crossed with the other
-// dimensions and bf16, against a single rank.
+// dimensions and bf16, against a single rank; the zero-bubble schedule also crossed with
+// ZeRO 1-3, TP + SP, CP, recompute, fp32 and bf16.
 #include <doctest/doctest.h>
 
 #include "layout_check.hpp"
@@ -25,9 +26,9 @@ TrainConfig eight_layers(int global_batch) {
 
 }  // namespace
 
-TEST_CASE("pp: gpipe, 1f1b and interleaved (V 1, 2) over PP 2 and 4 match one rank") {
+TEST_CASE("pp: gpipe, 1f1b, interleaved (V 1, 2) and zb-h1 over PP 2 and 4 match one rank") {
   const std::vector<Sched> schedules = {
-      {"gpipe", 1}, {"1f1b", 1}, {"interleaved", 1}, {"interleaved", 2}};
+      {"gpipe", 1}, {"1f1b", 1}, {"interleaved", 1}, {"interleaved", 2}, {"zb-h1", 1}};
   std::map<int, RunResult> reference;  // by global batch
   auto ref = [&](int G) -> const RunResult& {
     if (!reference.count(G)) reference[G] = run_on(eight_layers(G), 4);
@@ -140,7 +141,8 @@ TEST_CASE("pp: wgrad_beta0 and grad_alias give the plain path's bits under every
   };
   for (const Case& k :
        {Case{"1f1b", 1, 2, 1, 1, 4, false}, Case{"interleaved", 2, 2, 1, 3, 4, true},
-        Case{"gpipe", 1, 4, 2, 2, 4, false}, Case{"1f1b", 1, 4, 1, 2, 8, true}}) {
+        Case{"gpipe", 1, 4, 2, 2, 4, false}, Case{"1f1b", 1, 4, 1, 2, 8, true},
+        Case{"zb-h1", 1, 4, 2, 3, 4, true}, Case{"zb-h1", 1, 2, 1, 1, 6, false}}) {
     TrainConfig c = laid_out(eight_layers(k.dp * k.micro_batches), 1, 1, k.pp, k.dp);
     c.layout.schedule = k.schedule;
     c.layout.vpp = k.vpp;
@@ -171,6 +173,42 @@ TEST_CASE("pp: overlap on gives overlap off's bits under every schedule beside D
     const std::string diff = overlap_diff(c, 3);
     if (world_rank() != 0) continue;
     CAPTURE(describe(c));
+    CHECK_MESSAGE(diff.empty(), diff);
+  }
+}
+
+// ZB-H1 runs each backward as B and W apart (W up to PP - 1 micro-batches late), so each
+// unit's gradients are written by its first W and handed over after its last: crossed with
+// what shards, splits or recomputes around those passes, in fp32 and bf16 (the bf16 bounds
+// against one rank in bf16), as the feature matrix crosses the other schedules.
+TEST_CASE("pp: zb-h1 with ZeRO 1-3, TP + SP, CP and recompute matches one rank, fp32 and bf16") {
+  struct Case {
+    int tp, cp, pp, dp, zero;
+    bool sp, recompute, bf16;
+  };
+  const Case cases[] = {
+      {1, 1, 4, 2, 1, false, false, false}, {1, 1, 2, 2, 2, false, true, true},
+      {1, 2, 2, 2, 3, false, false, true},  {2, 1, 2, 2, 1, true, false, false},
+      {2, 1, 4, 1, 1, true, true, true},    {1, 2, 2, 1, 1, false, true, false},
+      {2, 1, 2, 2, 3, true, false, false},  {1, 1, 2, 4, 2, false, false, false},
+  };
+  std::map<std::pair<bool, bool>, RunResult> reference;  // one rank, by (bf16, recompute)
+  for (const Case& k : cases) {
+    TrainConfig common = eight_layers(8);
+    if (k.bf16) common.device.dtype = "bf16";
+    common.optimizer.recompute = k.recompute;
+    if (!reference.count({k.bf16, k.recompute}))  // on every rank: run_on is collective
+      reference[{k.bf16, k.recompute}] = run_on(common, 3);
+    const RunResult& ref = reference[{k.bf16, k.recompute}];
+    TrainConfig c = laid_out(common, k.tp, k.cp, k.pp, k.dp);
+    c.layout.schedule = "zb-h1";
+    c.layout.sp = k.sp;
+    c.optimizer.zero = k.zero;
+    c.optimizer.recompute = k.recompute;
+    const RunResult run = run_on(c, 3);
+    if (world_rank() != 0) continue;
+    CAPTURE(describe(c));
+    const std::string diff = compare(ref, run, k.bf16 ? kBf16Bound : match_bounds("fp32"));
     CHECK_MESSAGE(diff.empty(), diff);
   }
 }

@@ -627,7 +627,7 @@ StepOut run_step(const Tiny& m, bool recompute) {
     const float scale = float(1.0 / double(m.tokens_per_step()));
     chunk.forward(j, mb, nullptr, scale);
     r.loss += chunk.take_loss();
-    chunk.backward(j, mb, nullptr, scale);
+    chunk.backward(j, mb, nullptr, scale, true);
   }
   r.loss /= double(m.tokens_per_step());
   for (size_t u = 0; u < m.units.size(); ++u)

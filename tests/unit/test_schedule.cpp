@@ -59,7 +59,7 @@ TEST_CASE("schedule: names") {
   for (auto k : {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved})
     CHECK(tetra::parse_schedule(tetra::schedule_name(k)) == k);
   for (const char* bad : {"", "GPipe", "1F1B", "pipedream", "interleave"})
-    CHECK_THROWS_WITH_AS(tetra::parse_schedule(bad), has("gpipe, 1f1b or interleaved"),
+    CHECK_THROWS_WITH_AS(tetra::parse_schedule(bad), has("gpipe, 1f1b, interleaved or zb-h1"),
                          tetra::Error);
 }
 
@@ -260,6 +260,9 @@ TEST_CASE("schedule: in-flight micro-batches stay within the schedule's bound") 
             CHECK(bound <= (c.vpp + 1) * c.pp - 1);
           }
           break;
+        case ScheduleKind::ZeroBubbleH1:  // its own cases, below
+          FAIL("all_cases holds no zb-h1 case");
+          break;
       }
     }
   }
@@ -364,4 +367,144 @@ TEST_CASE("schedule: schedule_problem names what keeps a list from running, befo
                        K::OneFOneB, 1, 3) ==
       "1f1b PP 2, m 3: rank 0 holds the activations of 3 forwards at once (their backwards not "
       "yet run), more than the schedule's 2: its backwards start too late");
+}
+
+namespace {
+
+// The zero-bubble schedules' cases: PP 1, 2, 3, 4, 8 with m = PP, 2 PP, 3 PP + 1.
+std::vector<Case> zero_bubble_cases() {
+  std::vector<Case> out;
+  for (int pp : {1, 2, 3, 4, 8})
+    for (int m : {pp, 2 * pp, 3 * pp + 1}) out.push_back({ScheduleKind::ZeroBubbleH1, pp, 1, m});
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("schedule: zb-h1 is 1F1B's order of F and B, each W its rank's count late") {
+  CHECK(tetra::parse_schedule("zb-h1") == ScheduleKind::ZeroBubbleH1);
+  CHECK(tetra::splits_backward(ScheduleKind::ZeroBubbleH1));
+  for (auto k : {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved})
+    CHECK_FALSE(tetra::splits_backward(k));
+  CHECK(to_string(make_schedule(ScheduleKind::ZeroBubbleH1, 4, 1, 8, 0)) ==
+        "F0.0 F1.0 F2.0 F3.0 B0.0 W0.0 F4.0 B1.0 W1.0 F5.0 B2.0 W2.0 F6.0 B3.0 W3.0 F7.0 B4.0 "
+        "W4.0 B5.0 W5.0 B6.0 W6.0 B7.0 W7.0");
+  CHECK(to_string(make_schedule(ScheduleKind::ZeroBubbleH1, 4, 1, 8, 3)) ==
+        "F0.0 B0.0 F1.0 B1.0 F2.0 B2.0 F3.0 B3.0 W0.0 F4.0 B4.0 W1.0 F5.0 B5.0 W2.0 F6.0 B6.0 "
+        "W3.0 F7.0 B7.0 W4.0 W5.0 W6.0 W7.0");
+  for (const Case& c : zero_bubble_cases()) {
+    INFO(name(c));
+    for (int r = 0; r < c.pp; ++r) {
+      INFO("rank ", r);
+      const auto acts = make_schedule(c.kind, c.pp, 1, c.m, r);
+      REQUIRE(int(acts.size()) == 3 * c.m);
+      std::vector<Action> fb, onef1b = make_schedule(ScheduleKind::OneFOneB, c.pp, 1, c.m, r);
+      std::map<std::pair<int, int>, int> pos;  // (kind, micro-batch) -> index
+      int next_w = 0;
+      for (int i = 0; i < int(acts.size()); ++i) {
+        const Action& a = acts[i];
+        CHECK(a.chunk == 0);
+        CHECK(pos.emplace(std::pair(int(a.kind), a.micro_batch), i).second);
+        if (a.kind != Action::Weight) {
+          fb.push_back(a);
+          continue;
+        }
+        CHECK(a.micro_batch == next_w++);  // in micro-batch order
+        // Right after B(w + r), or in the tail once every B has run.
+        const Action& before = acts[i - 1];
+        if (a.micro_batch + r < c.m)
+          CHECK(before == Action{Action::Backward, a.micro_batch + r, 0});
+        else
+          CHECK(before.kind == Action::Weight);
+      }
+      CHECK(fb == onef1b);
+      for (int mb = 0; mb < c.m; ++mb) {
+        CHECK(pos.at({Action::Forward, mb}) < pos.at({Action::Backward, mb}));
+        CHECK(pos.at({Action::Backward, mb}) < pos.at({Action::Weight, mb}));
+      }
+      // Forward-only: the forwards, as every schedule.
+      std::vector<Action> forwards;
+      for (const Action& a : acts)
+        if (a.kind == Action::Forward) forwards.push_back(a);
+      CHECK(make_schedule(c.kind, c.pp, 1, c.m, r, tetra::ScheduleMode::ForwardOnly) == forwards);
+    }
+  }
+}
+
+// ZB-H1's claim (Qi et al. 2023): with T_W <= T_F each rank idles (p - 1)(T_F + T_B - T_W)
+// against 1F1B's (p - 1)(T_F + T_B + T_W), and holds no more activations than 1F1B's fullest
+// rank. The simulation checks every dependency (F after the previous chunk's F, B after its
+// own F and the next chunk's B, W after its own B), the links' order, and both claims.
+TEST_CASE("schedule: zb-h1 simulated: dependencies met, bubble as the formula, 1F1B's memory") {
+  struct Costs {
+    double tf, tb, tw;
+  };
+  for (const Costs& k : {Costs{1, 1, 1}, Costs{1, 1, 0.5}, Costs{1, 2, 1}, Costs{2, 2, 1},
+                         Costs{1, 1.5, 1}, Costs{3, 2, 0}}) {
+    for (const Case& c : zero_bubble_cases()) {
+      INFO(name(c), " costs F ", k.tf, " B ", k.tb, " W ", k.tw);
+      const tetra::SimResult s =
+          simulate(c.kind, c.pp, 1, c.m, k.tf, k.tb, tetra::ScheduleMode::Train, k.tw);
+      REQUIRE_FALSE(s.deadlock);
+      CHECK(s.in_order);
+      CHECK(tetra::schedule_problem(c.kind, c.pp, 1, c.m) == "");
+      std::map<std::tuple<int, int, int>, double> end, start;  // (kind, mb, chunk)
+      for (int r = 0; r < c.pp; ++r)
+        for (const tetra::TimedAction& t : s.timeline[r]) {
+          const auto key = std::tuple(int(t.action.kind), t.action.micro_batch, r);
+          const double cost = t.action.kind == Action::Forward    ? k.tf
+                              : t.action.kind == Action::Backward ? k.tb
+                                                                  : k.tw;
+          CHECK(t.end == t.start + cost);
+          end[key] = t.end, start[key] = t.start;
+        }
+      for (const auto& [key, t0] : start) {
+        const auto [kind, mb, r] = key;
+        if (kind == Action::Forward && r > 0) CHECK(t0 >= end.at({Action::Forward, mb, r - 1}));
+        if (kind == Action::Backward) {
+          CHECK(t0 >= end.at({Action::Forward, mb, r}));
+          if (r + 1 < c.pp) CHECK(t0 >= end.at({Action::Backward, mb, r + 1}));
+        }
+        if (kind == Action::Weight) CHECK(t0 >= end.at({Action::Backward, mb, r}));
+      }
+      const double compute = c.m * (k.tf + k.tb + k.tw), idle = (c.pp - 1) * (k.tf + k.tb - k.tw);
+      const tetra::SimResult onef1b = simulate(ScheduleKind::OneFOneB, c.pp, 1, c.m, k.tf, k.tb,
+                                               tetra::ScheduleMode::Train, k.tw);
+      const int onef1b_most =
+          *std::max_element(onef1b.max_in_flight.begin(), onef1b.max_in_flight.end());
+      for (int r = 0; r < c.pp; ++r) {
+        INFO("rank ", r);
+        CHECK(std::abs(s.busy[r] - compute) <= 1e-9 * compute);
+        CHECK(std::abs(s.idle[r] - idle) <= 1e-9 * s.makespan);
+        CHECK(s.idle[r] <= onef1b.idle[r] + 1e-9);
+        CHECK(s.max_in_flight[r] == tetra::max_in_flight_bound(c.kind, c.pp, 1, c.m, r));
+        CHECK(s.max_in_flight[r] <= onef1b_most);
+      }
+      // The formula tetra reports assumes equal costs.
+      if (k.tf == k.tb && k.tb == k.tw)
+        for (int r = 0; r < c.pp; ++r)
+          CHECK(std::abs(s.idle[r] / s.makespan - tetra::bubble_formula(c.kind, c.pp, 1, c.m)) <=
+                1e-9);
+    }
+  }
+  // The issue's numbers: PP 4, m 8, equal costs.
+  CHECK(tetra::bubble_formula(ScheduleKind::ZeroBubbleH1, 4, 1, 8) == doctest::Approx(3.0 / 27));
+  CHECK(tetra::bubble_forms(ScheduleKind::ZeroBubbleH1, 4, 1, 8).of_compute ==
+        doctest::Approx(3.0 / 24));
+}
+
+TEST_CASE("schedule: the simulator holds W to its own B and counts it in the lists") {
+  auto F = [](int mb) { return Action{Action::Forward, mb, 0}; };
+  auto B = [](int mb) { return Action{Action::Backward, mb, 0}; };
+  auto W = [](int mb) { return Action{Action::Weight, mb, 0}; };
+  CHECK(simulate({{F(0), W(0), B(0)}}, 1, 1, 1.0, 1.0).deadlock);
+  CHECK(tetra::schedule_problem({{F(0), W(0), B(0)}}, ScheduleKind::ZeroBubbleH1, 1, 1)
+            .find("waiting for its own B0.0") != std::string::npos);
+  CHECK_FALSE(simulate({{F(0), B(0), W(0)}}, 1, 1, 1.0, 1.0).deadlock);
+  CHECK_THROWS_WITH_AS(simulate({{F(0), B(0), W(0), F(1), B(1)}}, 1, 2, 1.0, 1.0),
+                       has("not 3 * V * m = 6"), tetra::Error);
+  // Activations stay until W: two forwards before the first W are two in flight.
+  CHECK(simulate({{F(0), B(0), F(1), W(0), B(1), W(1)}}, 1, 2, 1.0, 1.0).max_in_flight[0] == 2);
+  CHECK_THROWS_WITH_AS(tetra::check_schedule(ScheduleKind::ZeroBubbleH1, 2, 2, 4),
+                       has("needs `layout.schedule` interleaved"), tetra::Error);
 }

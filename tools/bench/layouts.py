@@ -2,7 +2,7 @@
 """Side-by-side measurements for the closing notes and for users: runs `tetra train` at
 several layouts in one go and prints one table per question, with ratios to the first row.
 
-    python3 tools/bench/layouts.py single dp tp pp ckpt     (any subset; default: all)
+    python3 tools/bench/layouts.py single dp tp pp zb ckpt     (any subset; default: all)
 
 Each run writes --metrics to a temp file; the table reports the median of the steps after
 the first (step 0 includes warm-up). Needs a built build/tetra (bash tools/setup.sh).
@@ -41,6 +41,7 @@ def run(ranks, args, steps=4):
     return {"step_ms": med("step_ms"), "tok_s": med("tokens_per_s"), "mfu": med("mfu"),
             "comm": med("comm_share"), "bubble": med("bubble"),
             "formula": steady[0]["bubble_formula"], "loss": rows[-1]["loss"], "wall": wall,
+            "peak": max(r["peak_memory_bytes"] for r in rows),
             "stdout": out.stdout}
 
 
@@ -102,6 +103,21 @@ def pp():
           ["schedule", "V", "m", "measured", "formula", "step ms"], rows)
 
 
+def zb():
+    # ZB-H1 beside 1F1B on pp()'s model at PP 4: the same batch, each m in one go. Peak memory
+    # is the fullest rank's (the metrics' record); the planner's per stage is `tetra plan`'s.
+    model = ["--dim", "256", "--layers", "8", "--heads", "8", "--kv-heads", "4", "--ffn-dim",
+             "768", "--seq-len", "128", "--micro-batch", "1"]
+    rows = []
+    for m in (4, 8, 16):
+        for sched in ("1f1b", "zb-h1"):
+            r = run(4, model + ["--pp", "4", "--schedule", sched, "--global-batch", str(m)])
+            rows.append([sched, m, f"{100 * r['bubble']:.1f}%", f"{100 * r['formula']:.1f}%",
+                         f"{r['step_ms']:.0f}", f"{r['peak'] / 2**20:.2f}", f"{r['loss']:.4f}"])
+    table("Zero-bubble ZB-H1 against 1F1B at PP 4 (bubble: idle / step)",
+          ["schedule", "m", "measured", "formula", "step ms", "peak MiB (fullest rank)", "loss"], rows)
+
+
 def ckpt():
     with tempfile.TemporaryDirectory() as tmp:
         d = os.path.join(tmp, "ck")
@@ -117,6 +133,6 @@ def ckpt():
 
 
 if __name__ == "__main__":
-    parts = sys.argv[1:] or ["single", "dp", "tp", "pp", "ckpt"]
+    parts = sys.argv[1:] or ["single", "dp", "tp", "pp", "zb", "ckpt"]
     for p in parts:
         globals()[p]()
