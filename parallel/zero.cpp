@@ -158,9 +158,15 @@ Tensor ZeroParams::acquire(int i) {
       publish(u);
     }
     // The next unit of the walk: forwards, unless the last acquire was the unit after this.
+    // Never the embedding on the way down: a split backward (zb-h1's B) does not acquire it,
+    // and a gather nobody takes would change the step's bytes.
     const int next = last_acquired_ == i + 1 ? i - 1 : i + 1;
     last_acquired_ = i;
-    if (overlap_ && next >= 0 && next < size() && chunk_of_[next] == chunk_of_[i]) prefetch(next);
+    const bool embedding_down =
+        next < i && next >= 0 && units_[next].layout.kind == UnitSpec::Kind::Embedding;
+    if (overlap_ && next >= 0 && next < size() && chunk_of_[next] == chunk_of_[i] &&
+        !embedding_down)
+      prefetch(next);
   }
   return u.weights.flat(0, u.layout.numel);
 }

@@ -35,7 +35,8 @@
 // before it once acquires walk backwards), into a prefetch slot of one unit. A chunk's
 // forward walks its units up from its first and its backward down from its last, so a walk
 // starts at a chunk's end, where a guess of the wrong direction leaves the chunk and is not
-// made: every prefetched unit is the next acquired, and the bytes are the blocking path's. Each
+// made, and the embedding is not prefetched on the way down (zb-h1's B does not acquire it):
+// every prefetched unit is the next acquired, and the bytes are the blocking path's. Each
 // result is waited for where the blocking path would have it: a unit's weights at its acquire, its
 // reduced gradients at shard() (the optimizer, the gradient norm) and its full gradients' next use.
 // Under ZeRO-2/3 a unit's full gradients live until the next unit's hand-over (a unit more than the

@@ -293,6 +293,7 @@ Memory stage_memory(const Setup& s, int stage) {
     const int next = last == i + 1 ? i - 1 : i + 1;
     last = i;
     if (next < 0 || next >= int(local.size()) || chunk_of[next] != chunk_of[i]) return;
+    if (next < i && local[next] == 0) return;  // the embedding on the way down (ZeroParams)
     if (slot >= 0) L.free(weights_of(slot));
     L.alloc(weights_of(next));
     slot = next;
