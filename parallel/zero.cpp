@@ -223,7 +223,9 @@ void ZeroParams::tie(const Tied& t) {
 
 void ZeroParams::sum_tied_grads() {
   if (tied_.unit < 0 || !tied_.group || tied_.group->size() == 1) return;
-  tied_.group->all_reduce(grad_shard(units_[tied_.unit]));
+  Unit& u = units_[tied_.unit];
+  settle(u);  // --overlap: its queued reduce-scatter writes the shard summed here
+  tied_.group->all_reduce(grad_shard(u));
 }
 
 void ZeroParams::reduce_scatter_grads(Unit& u) {

@@ -116,7 +116,7 @@ TEST_CASE("config file: --print-config reads back to the same configuration and 
   CHECK(toml.find("\n# min_lr = 0.0001\n") != std::string::npos);  // derived: not given
   CHECK(toml.find("\n# tp = 1\n") != std::string::npos);
   CHECK(toml.find("\n# pp_balance = \"even\"\n") != std::string::npos);
-  CHECK(count(toml, " = ") == 62);
+  CHECK(count(toml, " = ") == 64);
 }
 
 TEST_CASE("config file: flags on the command line override its keys, and both count as given") {

@@ -130,7 +130,8 @@ TEST_CASE("data: uint32 shards (llm.c's Llama 3 format) beside uint16 ones") {
   CHECK(ds->describe().find("llm.c shard") != std::string::npos);
   CHECK_THROWS_WITH_AS(
       open_dataset(wide, 100000, 2, 0),
-      doctest::Contains("token id 128000 at position 0 is not below --vocab 100000"), tetra::Error);
+      doctest::Contains("token id 128000 at position 0 is not below `model.vocab` 100000"),
+      tetra::Error);
   // A uint16 shard keeps its format, and refuses an id it cannot hold rather than cut it.
   const std::string narrow = dir.file("narrow.bin");
   write_bin_shard(narrow, {1, 2, 65535});

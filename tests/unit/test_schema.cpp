@@ -41,7 +41,7 @@ std::vector<Entry> schema() {
 
 TEST_CASE("schema: every setting is one flag, one TOML key and one JSON key, by one rule") {
   const std::vector<Entry> all = schema();
-  CHECK(all.size() == 63);
+  CHECK(all.size() == 64);
   tetra::CommandLine cli;
   const std::unique_ptr<CLI::App> app = tetra::make_app(cli);
   const CLI::App* train = app->get_subcommand("train");
