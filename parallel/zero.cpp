@@ -65,6 +65,9 @@ ZeroParams::~ZeroParams() {
 }
 
 void ZeroParams::set_chunks(const std::vector<std::vector<int>>& chunks) {
+  // A unit in no chunk (a tied embedding's copy on the last stage, read by the head) is
+  // neither prefetched nor a step of the walk.
+  chunk_of_.assign(units_.size(), -1);
   for (size_t c = 0; c < chunks.size(); ++c)
     for (int u : chunks[c]) chunk_of_.at(u) = int(c);
 }
@@ -161,10 +164,11 @@ Tensor ZeroParams::acquire(int i) {
     // Never the embedding on the way down: a split backward (zb-h1's B) does not acquire it,
     // and a gather nobody takes would change the step's bytes.
     const int next = last_acquired_ == i + 1 ? i - 1 : i + 1;
-    last_acquired_ = i;
+    const bool walked = chunk_of_[i] >= 0;
+    if (walked) last_acquired_ = i;
     const bool embedding_down =
         next < i && next >= 0 && units_[next].layout.kind == UnitSpec::Kind::Embedding;
-    if (overlap_ && next >= 0 && next < size() && chunk_of_[next] == chunk_of_[i] &&
+    if (overlap_ && walked && next >= 0 && next < size() && chunk_of_[next] == chunk_of_[i] &&
         !embedding_down)
       prefetch(next);
   }
