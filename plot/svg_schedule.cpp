@@ -91,8 +91,6 @@ std::string schedule_svg(const json& sc) {
   const double left = 70, right = 20, top = 54, lane = 26, box = 20;
   const double plot_w = std::clamp(makespan * 36.0, 400.0, 1100.0);
   const double scale = plot_w / makespan;
-  Svg svg(left + plot_w + right, top + pp * lane + 34);
-
   const json& b = sc["bubble"];
   const std::string name = sc["schedule"];
   std::string title = name + ", PP " + std::to_string(pp) +
@@ -103,6 +101,10 @@ std::string schedule_svg(const json& sc) {
   // The interleaved schedule's paper gives its bubble as a ratio to the compute.
   if (name == "interleaved")
     title += "; idle / compute " + short_number(100 * b["of_compute"].get<double>(), 1) + " %";
+  // The canvas is as wide as the title too (about 7.2 px a character at 13 px bold), so that a
+  // short schedule's picture does not cut its title off.
+  const double title_w = 7.2 * double(title.size());
+  Svg svg(left + std::max(plot_w, title_w) + right, top + pp * lane + 34);
   svg.text(left, 18, title, {.size = 13, .bold = true});
   draw_micro_batch_legend(svg, left, 28, m);
 
