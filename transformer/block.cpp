@@ -119,6 +119,21 @@ void rmsnorm_backward_plus(Backend& be, Tensor dx, Tensor dw, const Tensor& dy, 
   be.add(dx, residual);
 }
 
+// B's half of rmsnorm_backward_plus: dx [Tl, d] alone, the weight gradient into a scratch (W
+// makes it). W's half: dw [d] += the weight gradient, the whole backward run again into a
+// scratch dx, so that its bits are the unsplit pass's.
+void rmsnorm_backward_input(Backend& be, Tensor dx, const Tensor& dy, const Tensor& x,
+                            const Tensor& w, const Tensor& rstd, const Tensor& residual) {
+  Buffer unused_dw(be, w.numel());
+  be.fill(unused_dw.flat(), 0.f);
+  rmsnorm_backward_plus(be, dx, unused_dw.flat(), dy, x, w, rstd, residual);
+}
+void rmsnorm_backward_weight(Backend& be, Tensor dw, const Tensor& dy, const Tensor& x,
+                             const Tensor& w, const Tensor& rstd, const Tensor& residual) {
+  Buffer unused_dx(be, x.numel(), x.dtype);
+  rmsnorm_backward_plus(be, unused_dx.view({x.rows(), x.cols()}), dw, dy, x, w, rstd, residual);
+}
+
 // Attention half: a.h [Tl, d] = x + o(attention(rope(q(xn)), rope(k(xn)), v(xn))).
 void attention_forward(const BlockContext& ctx, const BlockDims& dims, const Params& w,
                        const Tensor& x, BlockActs& a) {
@@ -251,10 +266,8 @@ void attention_backward_input(const BlockContext& ctx, const BlockDims& dims, co
   const ColumnParallelLinear qkv_proj(be, ctx.tp, w.qkv);
   g.dxn = qkv_proj.backward_input(g.dqkv.view({dims.T, dims.qkvw}));
   // dx = rmsnorm'(dxn) + dh (the residual); the norm's weight gradient is W's.
-  Buffer unused_dw(be, dims.d);
-  be.fill(unused_dw.flat(), 0.f);
-  rmsnorm_backward_plus(be, dx, unused_dw.flat(), g.dxn.view({dims.Tl, dims.d}), x, w[kInputNorm],
-                        a.x_rstd.flat(), dh);
+  rmsnorm_backward_input(be, dx, g.dxn.view({dims.Tl, dims.d}), x, w[kInputNorm], a.x_rstd.flat(),
+                         dh);
 }
 
 // W of the attention half: dWo += dh^T attn; d[Wq; Wk; Wv] += dqkv^T xn; dw_in += rmsnorm'
@@ -269,10 +282,8 @@ void attention_backward_weight(const BlockContext& ctx, const BlockDims& dims, c
                     a.attn.view({dims.T, dims.qw}));
   const ColumnParallelLinear qkv_proj(be, ctx.tp, Tensor{}, dw.qkv, dw_fresh);
   qkv_proj.backward_weight(g.dqkv.view({dims.T, dims.qkvw}), a.xn.view({dims.T, dims.d}));
-  Buffer unused_dx(be, dims.Tl * dims.d, x.dtype);
-  rmsnorm_backward_plus(be, unused_dx.view({dims.Tl, dims.d}), dw[kInputNorm],
-                        g.dxn.view({dims.Tl, dims.d}), x, g.norm_w.flat(0, dims.d), a.x_rstd.flat(),
-                        dh);
+  rmsnorm_backward_weight(be, dw[kInputNorm], g.dxn.view({dims.Tl, dims.d}), x,
+                          g.norm_w.flat(0, dims.d), a.x_rstd.flat(), dh);
 }
 
 // MLP half: out [Tl, d] = h + down(silu(gate(hn)) * up(hn)), h = a.h.
@@ -315,11 +326,8 @@ Buffer mlp_backward_input(const BlockContext& ctx, const BlockDims& dims, const 
   g.dhn = gate_up.backward_input(dgu);
   // dh = rmsnorm'(dhn) + dout (the residual); the norm's weight gradient is W's.
   Buffer dh(be, dims.Tl * dims.d, dout.dtype);
-  Buffer unused_dw(be, dims.d);
-  be.fill(unused_dw.flat(), 0.f);
-  rmsnorm_backward_plus(be, dh.view({dims.Tl, dims.d}), unused_dw.flat(),
-                        g.dhn.view({dims.Tl, dims.d}), a.h.view({dims.Tl, dims.d}), w[kPostNorm],
-                        a.h_rstd.flat(), dout);
+  rmsnorm_backward_input(be, dh.view({dims.Tl, dims.d}), g.dhn.view({dims.Tl, dims.d}),
+                         a.h.view({dims.Tl, dims.d}), w[kPostNorm], a.h_rstd.flat(), dout);
   return dh;
 }
 
@@ -334,10 +342,9 @@ void mlp_backward_weight(const BlockContext& ctx, const BlockDims& dims, const P
                        a.act.view({dims.T, dims.F}));
   const ColumnParallelLinear gate_up(be, ctx.tp, Tensor{}, dw.gate_up, dw_fresh);
   gate_up.backward_weight(g.dgate_up.view({dims.T, 2 * dims.F}), a.hn.view({dims.T, dims.d}));
-  Buffer unused_dx(be, dims.Tl * dims.d, dout.dtype);
-  rmsnorm_backward_plus(be, unused_dx.view({dims.Tl, dims.d}), dw[kPostNorm],
-                        g.dhn.view({dims.Tl, dims.d}), a.h.view({dims.Tl, dims.d}),
-                        g.norm_w.flat(dims.d, dims.d), a.h_rstd.flat(), dout);
+  rmsnorm_backward_weight(be, dw[kPostNorm], g.dhn.view({dims.Tl, dims.d}),
+                          a.h.view({dims.Tl, dims.d}), g.norm_w.flat(dims.d, dims.d),
+                          a.h_rstd.flat(), dout);
 }
 
 }  // namespace
