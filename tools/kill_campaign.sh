@@ -177,8 +177,8 @@ else
     status=0
     wait "$sup" || status=$?
     [[ $status -eq 0 ]] || fail "tetra launch failed (exit $status): $(tail -5 "$work/run.out")"
-    grep -q "$((round_kills + 1)) attempts" "$work/run.out" ||
-      fail "tetra launch does not report $((round_kills + 1)) attempts: $(grep attempts "$work/run.out" || true)"
+    grep -Eq "tetra launch: $((round_kills + 1)) attempts? " "$work/run.out" ||
+      fail "tetra launch does not report $((round_kills + 1)) attempts: $(grep "tetra launch:" "$work/run.out" || true)"
     cmp -s "$work/ref.safetensors" "$work/got.safetensors" ||
       fail "round $rounds: the final weights differ from the uninterrupted run's"
     check_latest
