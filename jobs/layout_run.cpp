@@ -27,10 +27,11 @@ std::vector<std::string> train_command(const SweepOptions& o, const TrainArgs& t
   run.layout = spec.layout;
   run.optimizer.zero = spec.optimizer.zero;
   run.output.metrics = metrics;
-  std::set<std::string> keys = {"layout.tp",      "layout.cp",       "layout.pp",     "layout.dp",
-                                "optimizer.zero", "optimizer.steps", "output.metrics"};
-  if (run.layout.pp > 1) keys.insert({"layout.schedule", "layout.vpp"});
-  if (run.layout.sp) keys.insert("layout.sp");
+  // Of the layout's settings, those that take part in it: a run of PP 1 refuses a schedule,
+  // one of TP 1 --sp.
+  std::set<std::string> keys = {"optimizer.zero", "optimizer.steps", "output.metrics"};
+  for (const auto& k : kLayoutKeys.keys)
+    if (layout_key_applies("layout." + k.name, run.layout)) keys.insert("layout." + k.name);
   const std::vector<std::string> args = train.args(run, keys);
   cmd.insert(cmd.end(), args.begin(), args.end());
   return cmd;

@@ -153,12 +153,22 @@ std::vector<std::string> plan_arguments(const json& settings) {
       throw BadRequest("settings." + section + " takes an object of settings");
     for (const auto& [name, value] : values.items()) kind_of(section + "." + name);
   }
+  // The page's form holds every setting: a layout's schedule, virtual stages, balance and SP
+  // are left out where its TP or PP (as given) leaves them no part, as a sweep leaves them out
+  // (tetra train refuses them there).
+  LayoutConfig sizes;
+  sizes.tp = sizes.pp = 2;  // not given: the preset's or the default, which the parse judges
+  const json& layout = member(settings, "layout");
+  for (auto [name, size] : {std::pair{"tp", &sizes.tp}, {"pp", &sizes.pp}})
+    if (layout.is_object() && layout.contains(name) && layout.at(name).is_number_integer())
+      *size = int(std::clamp<int64_t>(layout.at(name).get<int64_t>(), 0, 2));
   // In the schema's order, as tetra's own argument lists are.
   for (const std::string& key : page_setting_keys()) {
     const size_t dot = key.find('.');
     const std::string section = key.substr(0, dot), name = key.substr(dot + 1);
     const json& values = member(settings, section.c_str());
     if (!values.is_object() || !values.contains(name)) continue;
+    if (section == "layout" && !layout_key_applies(key, sizes)) continue;
     const json& value = values.at(name);
     const std::string flag = settings::flag_of(name);
     if (kind_of(key) == settings::Kind::Switch) {

@@ -46,6 +46,18 @@ inline const settings::Table<LayoutConfig> kLayoutKeys{
                       "divide), or ends (the embedding and the head count as a layer each: the "
                       "first and the last chunk hold one layer fewer, as Llama 3 405B)")}};
 
+// Whether the layout setting `key` ("layout.sp") takes part in layout `l`: the schedule, the
+// virtual stages and the balance of the chunks need a pipeline (PP above 1), sequence
+// parallelism a TP group (TP above 1); the sizes always do. A run refuses one given where it
+// does not (train/config.hpp's resolve); the jobs that lay out many runs pass each run only
+// those that do.
+inline bool layout_key_applies(const std::string& key, const LayoutConfig& l) {
+  if (key == "layout.schedule" || key == "layout.vpp" || key == "layout.pp_balance")
+    return l.pp > 1;
+  if (key == "layout.sp") return l.tp > 1;
+  return true;
+}
+
 struct BatchConfig {
   // global_batch sequences per step, over all DP ranks, in micro-batches of micro_batch
   // sequences (0: the largest that gives every pipeline stage PP micro-batches).

@@ -81,6 +81,30 @@ void resolve(TrainConfig& c) {
         "`output.trace_steps` needs `output.trace`");
   check(!c.was_given("output.export_dtype") || !c.output.export_.empty(),
         "`output.export_dtype` needs `output.export`");
+  // A pipeline of one stage has no schedule, virtual stages or chunks to balance; a TP group of
+  // one rank no tokens to split. (A preset's values are not given: `--preset llama3-405b --pp 1`
+  // trains without its pipeline.)
+  for (const char* key : {"layout.schedule", "layout.vpp", "layout.pp_balance", "layout.sp"})
+    check(!c.was_given(key) || layout_key_applies(key, c.layout), "`", key, "` needs ",
+          key == std::string("layout.sp") ? "`layout.tp` above 1: one tensor-parallel rank has "
+                                            "no tokens to split"
+                                          : "`layout.pp` above 1: one pipeline stage has no "
+                                            "schedule, virtual stages or chunks");
+  // auto stays allowed without a directory: tetra launch reruns any command with it.
+  const CheckpointConfig& k = c.checkpoint;
+  check(k.resume != "never" || !c.was_given("checkpoint.resume") || !k.ckpt_dir.empty(),
+        "`checkpoint.resume` never needs `checkpoint.ckpt_dir`: without one every run starts "
+        "over");
+  check(!c.was_given("checkpoint.allow_change") || !k.ckpt_dir.empty() ||
+            (k.resume != "auto" && k.resume != "never"),
+        "`checkpoint.allow_change` needs a checkpoint to resume: `checkpoint.ckpt_dir`, or "
+        "`checkpoint.resume` DIR");
+  // Llama 3's scaling of RoPE's low frequencies (an --init-from model's config.json may
+  // choose it, which the model's load checks the given settings against).
+  for (const char* key : {"model.rope_factor", "model.rope_low_freq_factor",
+                          "model.rope_high_freq_factor", "model.rope_original_context"})
+    check(!c.was_given(key) || c.model.rope_type == "llama3" || !c.model.init_from.empty(), "`",
+          key, "` needs `model.rope_type` llama3: the default RoPE scales no frequency");
   const bool documents =
       data::is_documents(d.data) || (!d.val_data.empty() && data::is_documents(d.val_data));
   check(!c.was_given("data.data_field") || documents,

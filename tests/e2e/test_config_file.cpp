@@ -78,6 +78,8 @@ TEST_CASE("config file: --print-config reads back to the same configuration and 
        "2",
        "--recompute",
        "full",
+       "--ckpt-dir",
+       "ck",
        "--allow-change",
        "lr,steps",
        "--data",
@@ -94,8 +96,9 @@ TEST_CASE("config file: --print-config reads back to the same configuration and 
        "500000",
        "--weight-decay",
        "0.3333333333333333"},
-      {"--min-lr", "0", "--schedule", "gpipe", "--vocab", "300", "--metrics", "a\"b.jsonl",
-       "--dtype", "bf16", "--timeout", "0", "--resume", "never", "--peak-tflops", "1e-3"},
+      {"--min-lr",   "0",         "--pp",       "2",       "--schedule",    "gpipe",     "--vocab",
+       "300",        "--metrics", "a\"b.jsonl", "--dtype", "bf16",          "--timeout", "0",
+       "--ckpt-dir", "ck",        "--resume",   "never",   "--peak-tflops", "1e-3"},
   };
   for (const auto& args : commands) {
     CAPTURE(args.size());
@@ -136,7 +139,7 @@ TEST_CASE("config file: flags on the command line override its keys, and both co
   const tetra::TrainConfig sw = parse({"--config", d / "sw.toml"}).train;
   CHECK(!sw.layout.sp);
   CHECK(sw.given == std::set<std::string>{"layout.tp"});
-  CHECK(parse({"--config", write(d / "on.toml", "[layout]\nsp = true\n")}).train.layout.sp);
+  CHECK(parse({"--config", write(d / "on.toml", "[layout]\nsp = true\ntp = 2\n")}).train.layout.sp);
 }
 
 TEST_CASE("config file: a bad key or value is one error naming the file and the key") {

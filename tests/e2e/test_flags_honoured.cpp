@@ -7,20 +7,20 @@
 // them to change), lab --list refuses what would choose or run a lesson, train refuses
 // --keep, --trace-steps, --eval-batches, --export-dtype, --data-field and --skip-bad-lines
 // without what they set (a checkpoint directory, a trace, validation data, an export, JSONL
-// documents). tetra train's walk is not here yet.
+// documents). tetra train's walk: test_flags_train.cpp.
 #include <doctest/doctest.h>
 
 #include <CLI/CLI.hpp>
-#include <cstdlib>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "../support/corpus.hpp"
+#include "../support/flag_walk.hpp"
 #include "../support/refusal.hpp"
 #include "../support/spawn.hpp"
 #include "../support/test_util.hpp"
@@ -29,38 +29,14 @@
 #include "cli/plan_command.hpp"
 #include "data/token_cache.hpp"
 #include "data/tokenizer.hpp"
+#include "jobs/lab_build.hpp"
+#include "jobs/layout_run.hpp"
+#include "jobs/serve_api.hpp"
+#include "plan/layouts.hpp"
 
 using namespace tetra::test;
 
 namespace {
-
-// An option's flag, listed in plan's --help or not (CLI11 names a hidden option "").
-std::string flag_of(const CLI::Option& opt) {
-  return opt.get_lnames().empty() ? opt.get_name() : "--" + opt.get_lnames().front();
-}
-
-// A value for `opt` other than its default, from what --help shows of it: a switch takes none,
-// a choice (a|b|c) another choice, a number its double (1 for 0), anything else a word.
-std::vector<std::string> other_value(const CLI::Option& opt) {
-  const std::string flag = flag_of(opt), shown = opt.get_default_str();
-  if (opt.get_expected_max() == 0) return {flag};
-  const std::string metavar = opt.get_type_name();
-  if (metavar.find('|') != std::string::npos) {  // a choice none of the defaults shown
-    std::vector<std::string> choices;
-    std::istringstream words(metavar);
-    for (std::string c; std::getline(words, c, '|');) choices.push_back(c);
-    for (auto c = choices.rbegin(); c != choices.rend(); ++c)
-      if (("|" + shown + "|").find("|" + *c + "|") == std::string::npos) return {flag, *c};
-  }
-  char* end = nullptr;
-  const double x = std::strtod(shown.c_str(), &end);
-  if (!shown.empty() && *end == '\0') {
-    if (x == 0) return {flag, "1"};
-    const bool whole = shown.find_first_of(".eE") == std::string::npos;
-    return {flag, whole ? std::to_string(int64_t(x) * 2) : std::to_string(x * 2)};
-  }
-  return {flag, "word"};
-}
 
 // tetra plan's output for `args`, or "refused: WHY". The plan is of 4 ranks (TP 2 x DP 2), so
 // that the links and the nodes take part in it.
@@ -328,6 +304,73 @@ TEST_CASE("flags honoured: tetra train refuses settings of what the run does not
       {"--export-dtype bf16", "--export-dtype needs --export"},
       {"--data-field body", "--data-field needs JSONL documents in --data or --val-data"},
       {"--skip-bad-lines", "--skip-bad-lines needs JSONL documents in --data or --val-data"},
+      // A pipeline of one stage, a TP group of one rank, a run with no checkpoints.
+      {"--schedule gpipe", "--schedule needs --pp above 1"},
+      {"--vpp 2", "--vpp needs --pp above 1"},
+      {"--pp-balance ends", "--pp-balance needs --pp above 1"},
+      {"--sp", "--sp needs --tp above 1"},
+      {"--resume never", "--resume never needs --ckpt-dir"},
+      {"--allow-change steps", "--allow-change needs a checkpoint to resume"},
+      {"--rope-original-context 64", "--rope-original-context needs --rope-type llama3"},
   };
   for (const auto& [flags, why] : cases) expect_refusal(train + flags, why);
+  // The same settings from a --config file, worded as its keys.
+  const TempDir d;
+  std::ofstream(d / "c.toml") << "[layout]\nsp = true\n";
+  expect_refusal(train + "--config " + (d / "c.toml"), "c.toml: layout.sp needs --tp above 1");
+}
+
+TEST_CASE("flags honoured: sweep, lab and serve pass a run only the layout flags of its layout") {
+  // Every layout of a sweep over TP, CP, PP and DP with and without SP, two schedules and two
+  // virtual stages: its command line parses, as tetra train would, to its own layout.
+  const tetra::TrainArgs train = tetra::train_args();
+  tetra::SweepOptions o =
+      tetra::parse_command_line({"sweep", "--ranks", "4", "--layers", "4", "--global-batch", "8",
+                                 "--sp", "both", "--schedule", "gpipe,interleaved", "--vpp", "1,2",
+                                 "--dry-run"})
+          .sweep;
+  const tetra::plan::Layouts all =
+      tetra::plan::enumerate_layouts(4, o.train.run_spec(), o.train.model, o.choices);
+  int pp1 = 0, tp1 = 0;
+  for (const tetra::plan::Setup& s : all.valid) {
+    const tetra::LayoutConfig& l = s.spec.layout;
+    std::vector<std::string> cmd = tetra::train_command(o, train, s.spec, 4, "m.jsonl");
+    cmd.erase(cmd.begin(), std::find(cmd.begin(), cmd.end(), "train") + 1);
+    CAPTURE(tetra::plan::layout_id(s.spec));
+    tetra::TrainConfig got;
+    REQUIRE_NOTHROW(got = train.parse(cmd));
+    CHECK(tetra::settings::to_json(tetra::kLayoutKeys, got.layout) ==
+          tetra::settings::to_json(tetra::kLayoutKeys, l));
+    pp1 += l.pp == 1;
+    tp1 += l.tp == 1;
+  }
+  CHECK(pp1 > 0);
+  CHECK(tp1 > 0);
+  // A lesson's configuration whose layout has no part for its schedule or SP: left out.
+  tetra::TrainConfig c = tetra::lab::tiny(2, 32, 4, 2, 64, 16, 4, 1);
+  c.layout.schedule = "gpipe";
+  c.layout.sp = true;
+  const tetra::lab::Setup lesson = tetra::lab::setup(train, c, 1);
+  CHECK(lesson.keys.count("layout.schedule") == 0);
+  CHECK(lesson.keys.count("layout.sp") == 0);
+  CHECK(lesson.keys.count("model.layers") == 1);
+  // tetra serve's form, which sets every field: those of a layout without them left out, the
+  // others passed on.
+  const auto form = [](int tp, int pp) {
+    return tetra::json{{"layout",
+                        {{"tp", tp},
+                         {"pp", pp},
+                         {"sp", true},
+                         {"schedule", "gpipe"},
+                         {"vpp", 1},
+                         {"pp_balance", "even"}}}};
+  };
+  const auto joined = [](const std::vector<std::string>& args) {
+    std::string out;
+    for (const std::string& a : args) out += a + " ";
+    return out;
+  };
+  CHECK(joined(tetra::serve::plan_arguments(form(1, 1))) == "--tp=1 --pp=1 ");
+  CHECK(joined(tetra::serve::plan_arguments(form(2, 2))) ==
+        "--tp=2 --pp=2 --sp --vpp=1 --schedule=gpipe --pp-balance=even ");
 }

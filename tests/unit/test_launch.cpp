@@ -171,8 +171,10 @@ TEST_CASE("launch: gives up after N restarts and returns the last exit code") {
 TEST_CASE("launch: an existing --resume is set to auto on reruns, in either form") {
   const TempDir tmp;
   const std::string log = tmp / "log";
-  for (const std::vector<std::string>& flag : {std::vector<std::string>{"--resume", "never"},
-                                               std::vector<std::string>{"--resume=never"}}) {
+  const std::string ck = tmp / "ck";  // --resume never needs one
+  for (const std::vector<std::string>& flag :
+       {std::vector<std::string>{"--ckpt-dir", ck, "--resume", "never"},
+        std::vector<std::string>{"--ckpt-dir", ck, "--resume=never"}}) {
     std::remove(log.c_str());
     const Launch r = launch(concat(
         {"--quiet", "--"},

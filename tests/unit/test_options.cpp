@@ -73,10 +73,11 @@ TEST_CASE("options: given, defaults and derived values") {
   CHECK(none.optimizer.min_lr == doctest::Approx(none.optimizer.lr / 10));
   CHECK(none.model.vocab == 256);
 
-  const tetra::TrainConfig o = tetra::parse_train_options(
-      {"--heads", "2", "--sp", "--schedule=gpipe", "--vocab", "300", "--min-lr", "0"});
-  CHECK(o.given == std::set<std::string>{"model.heads", "layout.sp", "layout.schedule",
-                                         "model.vocab", "optimizer.min_lr"});
+  const tetra::TrainConfig o =
+      tetra::parse_train_options({"--heads", "2", "--tp", "2", "--sp", "--pp", "2",
+                                  "--schedule=gpipe", "--vocab", "300", "--min-lr", "0"});
+  CHECK(o.given == std::set<std::string>{"model.heads", "layout.tp", "layout.sp", "layout.pp",
+                                         "layout.schedule", "model.vocab", "optimizer.min_lr"});
   CHECK(o.model.heads == 2);
   CHECK(o.layout.sp);
   CHECK(o.layout.schedule == "gpipe");
