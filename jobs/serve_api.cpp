@@ -256,13 +256,20 @@ RunRequest Api::run_request(const std::string& body) const {
     o.ranks = int(world);
     o.machine.gpu = "cpu";
     o.job = o_.job;
-    // Every run gets the page's model, batch, dtype and recompute; the layout's own flags,
-    // the ZeRO stage, --steps and --metrics are the run's (layout_run.cpp).
+    // Every run gets the page's model, batch, dtype and recompute where given or set (by a
+    // preset) apart from the default, as a lesson does: a setting at its default given beside
+    // none it goes with (--rope-factor without llama3 RoPE) would be refused. The layout's own
+    // flags, the ZeRO stage, --steps and --metrics are the run's (layout_run.cpp).
+    const json values = c, defaults = TrainConfig();
     std::set<std::string> keys;
-    for (const std::string& key : page_setting_keys())
-      if (key.rfind("model.", 0) == 0 || key.rfind("batch.", 0) == 0 || key == "device.dtype" ||
-          key == "optimizer.recompute")
+    for (const std::string& key : page_setting_keys()) {
+      const size_t dot = key.find('.');
+      const std::string section = key.substr(0, dot), name = key.substr(dot + 1);
+      if ((section == "model" || section == "batch" || key == "device.dtype" ||
+           key == "optimizer.recompute") &&
+          (c.was_given(key) || values[section][name] != defaults[section][name]))
         keys.insert(key);
+    }
     o.pass = train_.args(c, keys);
     r.machine = plan::machine_of(o.machine, c.device.dtype);
     r.layout.setup = plan::make_setup(c.run_spec(), c.model, int(world));
