@@ -5,9 +5,12 @@
 // one), tetra plan --init-from plans the init model (it ignored the flag, even for a path that
 // does not exist), generate refuses --top-k and --seed at temperature 0 (greedy: no draw for
 // them to change), lab --list refuses what would choose or run a lesson, train refuses
-// --keep, --trace-steps, --eval-batches, --export-dtype, --data-field and --skip-bad-lines
-// without what they set (a checkpoint directory, a trace, validation data, an export, JSONL
-// documents). tetra train's walk: test_flags_train.cpp.
+// --keep, --trace-steps, --eval-batches, --export-dtype, --data-field, --skip-bad-lines,
+// --schedule, --vpp, --pp-balance, --sp, --resume never, --allow-change and the llama3 RoPE
+// settings without what they set (a checkpoint directory, a trace, validation data, an export,
+// JSONL documents, a pipeline, a TP group, a checkpoint to resume, llama3 RoPE), and sweep, lab
+// and serve pass a run only the layout flags of its layout. tetra train's walk:
+// test_flags_train.cpp.
 #include <doctest/doctest.h>
 
 #include <CLI/CLI.hpp>
