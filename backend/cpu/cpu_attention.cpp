@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_gemm.hpp"
+#include "backend/cpu/cpu_lanes.hpp"
 #include "backend/cpu/cpu_parallel.hpp"
 
 namespace tetra {
@@ -128,20 +129,6 @@ float masked_max(const float* p, int64_t n, const RowMask& r) {
   return m;
 }
 
-// p[0] + ... + p[n-1] in a fixed order that the compiler vectorizes (a single running sum it may
-// not reorder): element j into running sum j mod kLanes, the sums added in order at the end.
-constexpr int64_t kLanes = 16;
-float lane_sum(const float* p, int64_t n) {
-  float lane[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) lane[l] += p[j + l];
-  for (int64_t l = 0; j < n; ++j, ++l) lane[l] += p[j];
-  float s = 0;
-  for (const float v : lane) s += v;
-  return s;
-}
-
 // Row-wise masked softmax of sequence b's scores P [rows, n] for queries i0.. in place; masked
 // entries become 0, L[i] = log-sum-exp (a query sees its own key, so no row is empty).
 void softmax_masked(float* P, int64_t rows, int64_t n, const AttnMaskView& mask, int64_t b,
@@ -151,7 +138,7 @@ void softmax_masked(float* P, int64_t rows, int64_t n, const AttnMaskView& mask,
     const RowMask r = row_mask(mask, b, i0 + i);
     const float m = masked_max(p, n, r);
     exp_masked(p, n, r, m);
-    const float sum = lane_sum(p, n);
+    const float sum = lane_sum<float>(n, [p](int64_t j) { return p[j]; });
     for (int64_t j = 0; j < n; ++j) p[j] /= sum;
     L[i] = m + std::log(sum);
   }

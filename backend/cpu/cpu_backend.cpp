@@ -15,6 +15,7 @@
 #include "backend/backend.hpp"
 #include "backend/cpu/cpu_attention.hpp"
 #include "backend/cpu/cpu_gemm.hpp"
+#include "backend/cpu/cpu_lanes.hpp"
 #include "backend/cpu/cpu_parallel.hpp"
 #include "backend/op_math.hpp"
 
@@ -109,9 +110,9 @@ class CpuBackend final : public Backend {
     std::vector<double> part(chunks, 0.0);
 #pragma omp parallel for schedule(static) if (parallel_elements(n))
     for (int64_t c = 0; c < chunks; ++c) {
-      double s = 0;
-      for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) s += double(p[i]) * p[i];
-      part[c] = s;
+      const float* q = p + c * kChunk;
+      part[c] = lane_sum<double>(std::min(n - c * kChunk, kChunk),
+                                 [q](int64_t i) { return double(q[i]) * q[i]; });
     }
     double total = 0;
     for (double s : part) total += s;
@@ -193,8 +194,7 @@ class CpuBackend final : public Backend {
 #pragma omp parallel for schedule(static) if (parallel_elements(T * d))
     for (int64_t t = 0; t < T; ++t) {
       const float* xr = px + t * d;
-      float ss = 0;
-      for (int64_t i = 0; i < d; ++i) ss += xr[i] * xr[i];
+      const float ss = lane_sum<float>(d, [xr](int64_t i) { return xr[i] * xr[i]; });
       const float r = op::rmsnorm_rstd(ss, float(d), eps);
       pr[t] = r;
       for (int64_t i = 0; i < d; ++i) py[t * d + i] = op::rmsnorm_y(xr[i], r, pw[i]);
@@ -376,10 +376,17 @@ class CpuBackend final : public Backend {
     for (const AdamWSegment& s : segments) {
       const op::AdamCoeffs k =
           op::adamw_coeffs(h.lr, h.beta1, h.beta2, h.eps, s.weight_decay, h.grad_scale, h.step);
+      // The update, then the copy, in blocks: each loop without a branch vectorizes, and the
+      // block's parameters are still in cache for the copy.
+      constexpr int64_t kBlock = 4096;
+      const int64_t blocks = (s.end - s.begin + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static) if (parallel_elements(s.end - s.begin))
-      for (int64_t i = s.begin; i < s.end; ++i) {
-        op::adamw_update(p[i], g[i], pm[i], pv[i], k);
-        if (c) c[i] = float_to_bf16(p[i]);
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t i0 = s.begin + b * kBlock, i1 = std::min(s.end, i0 + kBlock);
+#pragma omp simd
+        for (int64_t i = i0; i < i1; ++i) op::adamw_update(p[i], g[i], pm[i], pv[i], k);
+        if (c)
+          for (int64_t i = i0; i < i1; ++i) c[i] = float_to_bf16(p[i]);
       }
     }
   }
@@ -400,37 +407,86 @@ class CpuBackend final : public Backend {
     for (int64_t t = 0; t < T; ++t) {
       const float *xr = px + t * d, *gr = pg + t * d;
       const float r = pr[t];
-      float dot = 0;
-      for (int64_t i = 0; i < d; ++i) dot += gr[i] * pw[i] * xr[i] * r;
+      const float dot = lane_sum<float>(d, [=](int64_t i) { return gr[i] * pw[i] * xr[i] * r; });
       const float mean = dot / float(d);
       float* dr = pdx + t * d;
       for (int64_t i = 0; i < d; ++i) dr[i] = op::rmsnorm_dx(gr[i], pw[i], xr[i], r, mean);
       if (res)
         for (int64_t i = 0; i < d; ++i) dr[i] = op::residual_add(dr[i], res[t * d + i]);
     }
-    constexpr int64_t kCols = 16;
+    // dw in blocks of kCols columns (four cache lines of a row), each column summed over the
+    // rows in order, in a local copy the compiler keeps out of memory.
+    constexpr int64_t kCols = 64;
 #pragma omp parallel for schedule(static) if (parallel_elements(T * d))
     for (int64_t c0 = 0; c0 < d; c0 += kCols) {
-      const int64_t c1 = std::min(d, c0 + kCols);
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t c = c0; c < c1; ++c) pdw[c] += pg[t * d + c] * px[t * d + c] * pr[t];
+      const int64_t w = std::min(kCols, d - c0);
+      float acc[kCols];
+      for (int64_t c = 0; c < w; ++c) acc[c] = pdw[c0 + c];
+      for (int64_t t = 0; t < T; ++t) {
+        const float *gr = pg + t * d + c0, *xr = px + t * d + c0;
+        const float r = pr[t];
+        for (int64_t c = 0; c < w; ++c) acc[c] += gr[c] * xr[c] * r;
+      }
+      for (int64_t c = 0; c < w; ++c) pdw[c0 + c] = acc[c];
     }
   }
+  // cos and sin of RoPE's angles at positions [0, n) of one (rope, hd): [n, hd/2] each, kept
+  // from call to call (every layer's forward and backward rotates at the same positions).
+  struct RopeTable {
+    Rope rope;
+    int64_t hd = 0, n = 0;
+    std::vector<float> cos, sin;
+  };
+  std::vector<RopeTable> rope_tables_;
+
+  // The table of (rope, hd) covering positions up to max_pos: angle = p rope.inv_freq(i, hd) in
+  // double, cos and sin rounded to float (the rotation's one definition of its angles).
+  const RopeTable& rope_table(const Rope& rope, int64_t hd, int64_t max_pos) {
+    RopeTable* t = nullptr;
+    for (RopeTable& r : rope_tables_)
+      if (r.hd == hd && !(r.rope < rope) && !(rope < r.rope)) t = &r;
+    if (!t) {
+      rope_tables_.push_back({rope, hd, 0, {}, {}});
+      t = &rope_tables_.back();
+    }
+    if (max_pos < t->n) return *t;
+    const int64_t half = hd / 2, n = std::max(max_pos + 1, 2 * t->n);
+    std::vector<double> f(half);
+    for (int64_t i = 0; i < half; ++i) f[i] = rope.inv_freq(i, hd);
+    t->cos.resize(n * half);
+    t->sin.resize(n * half);
+    for (int64_t p = t->n; p < n; ++p)
+      for (int64_t i = 0; i < half; ++i) {
+        const double angle = double(p) * f[i];
+        t->cos[p * half + i] = float(std::cos(angle));
+        t->sin[p * half + i] = float(std::sin(angle));
+      }
+    t->n = n;
+    return *t;
+  }
+
   // Rotate-half RoPE in place on the first `heads` heads (hd wide) of T rows of `stride`
-  // floats, at positions pos[T]: angle = pos rope.inv_freq(i, hd) in double, c, s in float.
-  static void rotate(float* x, int64_t stride, int64_t T, int heads, int64_t hd, const int32_t* pos,
-                     const Rope& rope, bool inverse) {
+  // floats, at positions pos[T] (each at least 0), by the angles of rope_table; the sine
+  // negated for the inverse.
+  void rotate(float* x, int64_t stride, int64_t T, int heads, int64_t hd, const int32_t* pos,
+              const Rope& rope, bool inverse) {
     const int64_t half = hd / 2;
+    int32_t max_pos = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      check(pos[t] >= 0, "RoPE at a negative position ", pos[t]);
+      max_pos = std::max(max_pos, pos[t]);
+    }
+    const RopeTable& table = rope_table(rope, hd, max_pos);
     const float sign = inverse ? -1.f : 1.f;
 #pragma omp parallel for schedule(static) if (parallel_elements(T * heads * hd))
     for (int64_t t = 0; t < T; ++t) {
-      for (int64_t i = 0; i < half; ++i) {
-        const double angle = double(pos[t]) * rope.inv_freq(i, hd);
-        const float c = float(std::cos(angle)), s = sign * float(std::sin(angle));
-        for (int h = 0; h < heads; ++h) {
-          float* xh = x + t * stride + h * hd;
-          op::rope_rotate(xh[i], xh[i + half], c, s);
-        }
+      const float* __restrict c = table.cos.data() + pos[t] * half;
+      const float* __restrict s = table.sin.data() + pos[t] * half;
+      for (int h = 0; h < heads; ++h) {
+        float* __restrict x1 = x + t * stride + h * hd;
+        float* __restrict x2 = x1 + half;
+#pragma omp simd
+        for (int64_t i = 0; i < half; ++i) op::rope_rotate(x1[i], x2[i], c[i], sign * s[i]);
       }
     }
   }

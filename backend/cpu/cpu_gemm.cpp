@@ -10,7 +10,19 @@
 // OpenBLAS is not an option: its buffers are not locked, and concurrent calls from the tiles'
 // threads return wrong results. A build without OpenBLAS (-DTETRA_OPENBLAS=OFF, the GPU
 // bundle's) uses Eigen's product for the tile.
+//
+// On one thread OpenBLAS computes the whole product in one call instead: it packs each panel
+// of A and B once where the tiles pack them once per tile (about 13 % of a one-core step went
+// to packing). The bits are the tiles': OpenBLAS blocks the sum over k by k alone and adds the
+// blocks into C in order, so an element of C is summed in the same order whichever rectangle
+// of C one call computes. Its small-matrix kernels (products of about 10^6 multiply-adds and
+// fewer, which sum all of k at once) do not: the cut's tiles are above their size.
+// test_cpu_threads holds this, comparing one thread with two and three at the smallest tiles
+// the cut makes, k longer than a block. Eigen chooses its k blocks from m and n too, so an
+// Eigen build keeps the tiles on one thread.
 #include "backend/cpu/cpu_gemm.hpp"
+
+#include <omp.h>
 
 #include <algorithm>
 #include <climits>
@@ -107,14 +119,18 @@ void cpu_matmul(Tensor C, const Tensor& A, bool ta, const Tensor& B, bool tb, fl
   check(std::max({g.m, g.n, g.k, A.cols(), B.cols()}) <= INT_MAX, "matmul ", A.shape_str(), " x ",
         B.shape_str(), ": a dimension over ", INT_MAX);
   if (g.m == 0 || g.n == 0) return;
+  float* c = C.f32();
+  const float *a = A.f32(), *b = B.f32();
+  const int64_t lda = A.cols(), ldb = B.cols();
+#ifdef TETRA_HAVE_OPENBLAS
+  if (omp_get_max_threads() == 1)
+    return gemm_serial(ta, tb, g.m, g.n, g.k, alpha, a, lda, b, ldb, beta, c, g.n);
+#endif
   const Cut parts = cut(g.m, g.n, g.k);
   const int64_t rows = (g.m + parts.a - 1) / parts.a, cols = (g.n + parts.b - 1) / parts.b;
   const int64_t tm = (g.m + rows - 1) / rows, tn = (g.n + cols - 1) / cols;
-  float* c = C.f32();
-  const float *a = A.f32(), *b = B.f32();
   // Dynamic: a thread that the machine's load slows takes fewer tiles (which thread computes a
   // tile changes no bit of it).
-  const int64_t lda = A.cols(), ldb = B.cols();
 #pragma omp parallel for collapse(2) schedule(dynamic) if (parallel_macs(g.m * g.n * g.k))
   for (int64_t i = 0; i < tm; ++i)
     for (int64_t j = 0; j < tn; ++j) {

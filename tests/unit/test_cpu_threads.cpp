@@ -5,6 +5,7 @@
 // beta, and beta = 0 overwriting NaN.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -36,6 +37,22 @@ std::vector<Floats> run_ops(int threads, bool big) {
       const Tensor C = io.put(c0, {m, n});
       be->matmul(C, A, ta, B, tb, 0.75f, 0.5f);
       out.push_back(io.get(C));
+    }
+  // One thread computes a product in one call, more threads in the cut's tiles: at the
+  // smallest tiles the cut makes (2 x 2 tiles of 17 x 33 and smaller, 1.1e6 multiply-adds
+  // each), and tiles of 150 x 130, k longer than the BLAS's block of k.
+  if (big)
+    for (const auto& [pm, pn, pk] : {std::array<int64_t, 3>{33, 65, 2000}, {300, 260, 700}}) {
+      CHECK(parallel_macs(pm * pn * pk));
+      const Floats pa = randn(pm * pk, 14), pb = randn(pk * pn, 15);
+      for (const bool ta : {false, true})
+        for (const bool tb : {false, true}) {
+          const Tensor A = ta ? io.put(pa, {pk, pm}) : io.put(pa, {pm, pk});
+          const Tensor B = tb ? io.put(pb, {pn, pk}) : io.put(pb, {pk, pn});
+          const Tensor C = io.zeros({pm, pn});
+          be->matmul(C, A, ta, B, tb, 1.f, 0.f);
+          out.push_back(io.get(C));
+        }
     }
   // Rows of width d (T d elements), attention over B x H x S x S x hd multiply-adds.
   const int64_t T = big ? 480 : 24, d = big ? 232 : 16, H = 4, KV = 2, hd = big ? 40 : 4;
