@@ -89,15 +89,13 @@ int64_t visible_keys(const int32_t* qp, int64_t rows, const int32_t* kp, int64_t
   return n;
 }
 
-// One query row's view of AttnMaskView::visible, in a form the loops below vectorize: key j is
-// visible when kp[j] <= q and, with documents (kd not null), kd[j] == d.
+// One query row's view of AttnMaskView::visible: key j is visible when kp[j] <= q and, with
+// documents (kd not null), kd[j] == d.
 struct RowMask {
   const int32_t* kp;  // [n] key positions
   int32_t q;          // the query's position
   const int32_t* kd;  // [n] the keys' documents in this sequence, or null
   int32_t d;          // the query's document
-
-  bool visible(int64_t j) const { return kp[j] <= q && (!kd || kd[j] == d); }
 };
 
 // The row mask of query i of sequence b.
@@ -106,27 +104,39 @@ RowMask row_mask(const AttnMaskView& m, int64_t b, int64_t i) {
   return {m.k_pos, m.q_pos[i], m.k_doc + b * m.sk, m.q_doc[b * m.sq + i]};
 }
 
+// f(visible) for the row's mask, a branch-free predicate of key j for each case, so that the
+// loops given it vectorize (a test of kd inside the loop, or a read of kd[j] that depends on
+// kp[j], kept them scalar).
+template <class F>
+inline auto with_visible(const RowMask& r, F f) {
+  const int32_t *kp = r.kp, *kd = r.kd;
+  const int32_t q = r.q, d = r.d;
+  if (!kd) return f([=](int64_t j) { return kp[j] <= q; });
+  return f([=](int64_t j) { return (kp[j] <= q) & (kd[j] == d); });
+}
+
 // p[j] = e^(p[j] - shift) for the keys the row sees, 0 for the others (every exponential
 // computed, then selected, in vectors: elementwise, so the same bits).
 void exp_masked(float* p, int64_t n, const RowMask& r, float shift) {
+  with_visible(r, [=](auto visible) {
 #pragma omp simd
-  for (int64_t j = 0; j < n; ++j) {
-    const float e = exp_nonpositive(p[j] - shift);
-    p[j] = r.visible(j) ? e : 0.f;
-  }
+    for (int64_t j = 0; j < n; ++j) {
+      const float e = exp_nonpositive(p[j] - shift);
+      p[j] = visible(j) ? e : 0.f;
+    }
+  });
 }
 
 // The largest of the scores p[0, n) the row sees (-inf when none). A maximum is exact in any
 // order, so the vector reduction's order changes no bit.
 float masked_max(const float* p, int64_t n, const RowMask& r) {
-  const float neg_inf = -std::numeric_limits<float>::infinity();
-  float m = neg_inf;
+  return with_visible(r, [=](auto visible) {
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    float m = neg_inf;
 #pragma omp simd reduction(max : m)
-  for (int64_t j = 0; j < n; ++j) {
-    const float x = p[j];
-    m = std::max(m, r.visible(j) ? x : neg_inf);
-  }
-  return m;
+    for (int64_t j = 0; j < n; ++j) m = std::max(m, visible(j) ? p[j] : neg_inf);
+    return m;
+  });
 }
 
 // Row-wise masked softmax of sequence b's scores P [rows, n] for queries i0.. in place; masked
