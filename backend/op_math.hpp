@@ -17,15 +17,23 @@ TETRA_HD float sigmoid(float g) {
   return 1.f / (1.f + expf(-g));
 }
 
-// SwiGLU: h = silu(g) * u, silu(g) = g * sigmoid(g).
+// SwiGLU: h = silu(g) * u, silu(g) = g * sigmoid(g). The _e forms take e = e^-g computed by
+// the caller: the CPU computes a row's exponentials in a loop of their own, so that the loop
+// of the rest vectorizes.
+TETRA_HD float swiglu_e(float g, float u, float e) {
+  return g / (1.f + e) * u;
+}
 TETRA_HD float swiglu(float g, float u) {
-  return g / (1.f + expf(-g)) * u;
+  return swiglu_e(g, u, expf(-g));
 }
 // Its backward: du = dh * silu(g); dg = dh * u * silu'(g), silu'(g) = sig (1 + g (1 - sig)).
-TETRA_HD void swiglu_backward(float dh, float g, float u, float& dg, float& du) {
-  const float sig = sigmoid(g);
+TETRA_HD void swiglu_backward_e(float dh, float g, float u, float e, float& dg, float& du) {
+  const float sig = 1.f / (1.f + e);
   du = dh * g * sig;
   dg = dh * u * sig * (1.f + g * (1.f - sig));
+}
+TETRA_HD void swiglu_backward(float dh, float g, float u, float& dg, float& du) {
+  swiglu_backward_e(dh, g, u, expf(-g), dg, du);
 }
 
 // RMSNorm: 1/rms of a row from its sum of squares ss over d elements.

@@ -279,7 +279,10 @@ class CpuBackend final : public Backend {
     cpu_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, pos, s);
   }
 
-  // gate_up [T, 2F]: gate = columns [0, F) of a row, up = [F, 2F).
+  // gate_up [T, 2F]: gate = columns [0, F) of a row, up = [F, 2F). A row in chunks of
+  // kExpChunk columns: their e^-g (a call of the library's expf each), then the rest of the op
+  // in vectors.
+  static constexpr int64_t kExpChunk = 256;
   void swiglu_fused_forward(Tensor h, const Tensor& gate_up) override {
     const int64_t T = h.rows(), F = h.cols();
     check(gate_up.rows() == T && gate_up.cols() == 2 * F, "swiglu_fused_forward ",
@@ -288,8 +291,15 @@ class CpuBackend final : public Backend {
     float* ph = h.f32();
 #pragma omp parallel for schedule(static) if (parallel_elements(T * F))
     for (int64_t t = 0; t < T; ++t)
-      for (int64_t i = 0; i < F; ++i)
-        ph[t * F + i] = op::swiglu(gu[t * 2 * F + i], gu[t * 2 * F + F + i]);
+      for (int64_t i0 = 0; i0 < F; i0 += kExpChunk) {
+        const int64_t n = std::min(kExpChunk, F - i0);
+        const float *g = gu + t * 2 * F + i0, *u = g + F;
+        float* hr = ph + t * F + i0;
+        float e[kExpChunk];
+        for (int64_t i = 0; i < n; ++i) e[i] = expf(-g[i]);
+#pragma omp simd
+        for (int64_t i = 0; i < n; ++i) hr[i] = op::swiglu_e(g[i], u[i], e[i]);
+      }
   }
   void swiglu_fused_backward(Tensor dgate_up, const Tensor& dh, const Tensor& gate_up) override {
     const int64_t T = dh.rows(), F = dh.cols();
@@ -299,9 +309,15 @@ class CpuBackend final : public Backend {
     float* d = dgate_up.f32();
 #pragma omp parallel for schedule(static) if (parallel_elements(T * F))
     for (int64_t t = 0; t < T; ++t)
-      for (int64_t i = 0; i < F; ++i) {
-        const int64_t g = t * 2 * F + i, u = g + F;  // gate's column i, up's column i
-        op::swiglu_backward(pdh[t * F + i], gu[g], gu[u], d[g], d[u]);
+      for (int64_t i0 = 0; i0 < F; i0 += kExpChunk) {
+        const int64_t n = std::min(kExpChunk, F - i0);
+        const float *g = gu + t * 2 * F + i0, *u = g + F, *dhr = pdh + t * F + i0;
+        float *dg = d + t * 2 * F + i0, *du = dg + F;  // gate's columns, up's columns
+        float e[kExpChunk];
+        for (int64_t i = 0; i < n; ++i) e[i] = expf(-g[i]);
+#pragma omp simd
+        for (int64_t i = 0; i < n; ++i)
+          op::swiglu_backward_e(dhr[i], g[i], u[i], e[i], dg[i], du[i]);
       }
   }
 
