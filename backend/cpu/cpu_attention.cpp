@@ -53,6 +53,16 @@ class RegionErrors {
   std::exception_ptr first_;
 };
 
+// The calling thread's score matrices, kept from call to call (OpenMP's threads persist), so
+// that a step neither allocates nor zero-fills them: buffer `which` (0 or 1) of at least n
+// floats, its contents undefined.
+float* scratch(int which, size_t n) {
+  thread_local std::vector<float> buffers[2];
+  std::vector<float>& b = buffers[which];
+  if (b.size() < n) b.resize(n);
+  return b.data();
+}
+
 // e^x for the softmax's x <= 0 (and a rounding above), in a form the compiler vectorizes (the
 // library's expf is a call per element, a third of attention's time): x = n ln 2 + r with
 // |r| <= ln(2)/2, e^r by its Taylor series to r^7 (truncation below 2^-26 relative), times 2^n
@@ -179,14 +189,13 @@ void cpu_attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor
         const float* V = pv + b * s.sk * st.kv + g * hd;
         float* O = out.f32() + b * s.sq * os + h * hd;  // [Sq, hd], row stride H hd
         float* L = lse.f32() + (b * H + h) * s.sq;
-        std::vector<float> P(size_t(std::min(kBlock, s.sq) * s.sk));  // [rows, n] scores
+        float* P = scratch(0, size_t(std::min(kBlock, s.sq) * s.sk));  // [rows, n] scores
         for (int64_t i0 = 0; i0 < s.sq; i0 += kBlock) {
           const int64_t rows = std::min(kBlock, s.sq - i0);
           const int64_t n = visible_keys(qp + i0, rows, kp, s.sk);
-          gemm_serial(false, true, rows, n, hd, scale, Q + i0 * st.q, st.q, K, st.kv, 0.f, P.data(),
-                      n);
-          softmax_masked(P.data(), rows, n, mask, b, i0, L + i0);
-          gemm_serial(false, false, rows, hd, n, 1.f, P.data(), n, V, st.kv, 0.f, O + i0 * os, os);
+          gemm_serial(false, true, rows, n, hd, scale, Q + i0 * st.q, st.q, K, st.kv, 0.f, P, n);
+          softmax_masked(P, rows, n, mask, b, i0, L + i0);
+          gemm_serial(false, false, rows, hd, n, 1.f, P, n, V, st.kv, 0.f, O + i0 * os, os);
         }
       } catch (...) {
         errors.capture();
@@ -224,8 +233,8 @@ void cpu_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout,
         const int64_t koff = b * s.sk * ks + g * hd;
         const float *K = pk + koff, *V = pv + koff;  // [Sk, hd], row stride ks
         float *dK = pdk + koff, *dV = pdv + koff;
-        const size_t scratch = size_t(std::min(kBlock, s.sq) * s.sk);
-        std::vector<float> P(scratch), dP(scratch);  // [rows, n]
+        const size_t size = size_t(std::min(kBlock, s.sq) * s.sk);
+        float *P = scratch(0, size), *dP = scratch(1, size);  // [rows, n]
         for (int64_t j = 0; j < s.sk; ++j) {
           std::fill(dK + j * ks, dK + j * ks + hd, 0.f);
           std::fill(dV + j * ks, dV + j * ks + hd, 0.f);
@@ -239,19 +248,18 @@ void cpu_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout,
             const int64_t rows = std::min(kBlock, s.sq - i0);
             const int64_t n = visible_keys(qp + i0, rows, kp, s.sk);
             const float *Qb = Q + i0 * qs, *Ob = O + i0 * os, *dOb = dO + i0 * os;
-            gemm_serial(false, true, rows, n, hd, scale, Qb, qs, K, ks, 0.f, P.data(), n);
+            gemm_serial(false, true, rows, n, hd, scale, Qb, qs, K, ks, 0.f, P, n);
             for (int64_t i = 0; i < rows; ++i)
-              exp_masked(P.data() + i * n, n, row_mask(mask, b, i0 + i), L[i0 + i]);
-            gemm_serial(true, false, n, hd, rows, 1.f, P.data(), n, dOb, os, 1.f, dV, ks);
-            gemm_serial(false, true, rows, n, hd, 1.f, dOb, os, V, ks, 0.f, dP.data(), n);
+              exp_masked(P + i * n, n, row_mask(mask, b, i0 + i), L[i0 + i]);
+            gemm_serial(true, false, n, hd, rows, 1.f, P, n, dOb, os, 1.f, dV, ks);
+            gemm_serial(false, true, rows, n, hd, 1.f, dOb, os, V, ks, 0.f, dP, n);
             for (int64_t i = 0; i < rows; ++i) {
               float D = 0;
               for (int64_t c = 0; c < hd; ++c) D += dOb[i * os + c] * Ob[i * os + c];
               for (int64_t j = 0; j < n; ++j) dP[i * n + j] = P[i * n + j] * (dP[i * n + j] - D);
             }
-            gemm_serial(false, false, rows, hd, n, scale, dP.data(), n, K, ks, 0.f, dQ + i0 * qs,
-                        qs);
-            gemm_serial(true, false, n, hd, rows, scale, dP.data(), n, Qb, qs, 1.f, dK, ks);
+            gemm_serial(false, false, rows, hd, n, scale, dP, n, K, ks, 0.f, dQ + i0 * qs, qs);
+            gemm_serial(true, false, n, hd, rows, scale, dP, n, Qb, qs, 1.f, dK, ks);
           }
         }
       } catch (...) {
