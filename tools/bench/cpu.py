@@ -179,7 +179,7 @@ def main():
         probe, np_rate, torch_rate = gemm(a)
         ref = max(np_rate, torch_rate)
         print("\n| GEMM 1024^3 fp32, 1 thread, core 0 | GFLOP/s |\n| --- | ---: |")
-        print(f"| tetra's probe (tiles of OpenBLAS sgemm) | {probe:.1f} |")
+        print(f"| tetra's probe (its product: one OpenBLAS sgemm on one thread) | {probe:.1f} |")
         print(f"| OpenBLAS: numpy | {np_rate:.1f} |\n| OpenBLAS: torch.mm | {torch_rate:.1f} |")
         print(f"| tetra / OpenBLAS | {probe / ref:.2f}x (goal >= 0.90: "
               f"{'yes' if probe >= 0.9 * ref else 'no'}) |")
