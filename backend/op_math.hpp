@@ -12,9 +12,9 @@
 
 namespace tetra::op {
 
-// sigmoid(g) = 1 / (1 + e^-g).
-TETRA_HD float sigmoid(float g) {
-  return 1.f / (1.f + expf(-g));
+// sigmoid(g) = 1 / (1 + e^-g), given e = e^-g.
+TETRA_HD float sigmoid_e(float e) {
+  return 1.f / (1.f + e);
 }
 
 // SwiGLU: h = silu(g) * u, silu(g) = g * sigmoid(g). The _e forms take e = e^-g computed by
@@ -28,7 +28,7 @@ TETRA_HD float swiglu(float g, float u) {
 }
 // Its backward: du = dh * silu(g); dg = dh * u * silu'(g), silu'(g) = sig (1 + g (1 - sig)).
 TETRA_HD void swiglu_backward_e(float dh, float g, float u, float e, float& dg, float& du) {
-  const float sig = 1.f / (1.f + e);
+  const float sig = sigmoid_e(e);
   du = dh * g * sig;
   dg = dh * u * sig * (1.f + g * (1.f - sig));
 }
