@@ -40,9 +40,11 @@ std::vector<Floats> run_ops(int threads, bool big) {
     }
   // One thread computes a product in one call, more threads in the cut's tiles: at the
   // smallest tiles the cut makes (2 x 2 tiles of 17 x 33 and smaller, 1.1e6 multiply-adds
-  // each), and tiles of 150 x 130, k longer than the BLAS's block of k.
+  // each; of 32 x 32, columns a multiple of 4), and tiles of 150 x 130, k longer than the
+  // BLAS's block of k.
   if (big)
-    for (const auto& [pm, pn, pk] : {std::array<int64_t, 3>{33, 65, 2000}, {300, 260, 700}}) {
+    for (const auto& [pm, pn, pk] :
+         {std::array<int64_t, 3>{33, 65, 2000}, {64, 64, 1100}, {300, 260, 700}}) {
       CHECK(parallel_macs(pm * pn * pk));
       const Floats pa = randn(pm * pk, 14), pb = randn(pk * pn, 15);
       for (const bool ta : {false, true})
