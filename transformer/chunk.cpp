@@ -150,8 +150,11 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
           params_.release(hu);
           params_.hand_over_grads(hu);
         }
-        s.logits.reset();
-        s.head.n.reset();
+        // The head is done with this micro-batch: its input (the last block's output), logits,
+        // norm and loss statistics go.
+        s.xs.back().reset();
+        s.logits.reset(), s.row_max.reset(), s.ce_stats.reset();
+        s.head = HeadActs{};
         params_.release(u);
         params_.hand_over_grads(u);
         continue;
@@ -163,14 +166,22 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
         Buffer out(be_, Tl * d, x.dtype);
         block_forward(ctx, l, w, x, out.view({Tl, d}), a);
       }
+      Buffer& dnorm = norm_grads_[u];
+      if (dnorm.empty()) {  // the unit's first B of the step
+        dnorm = Buffer(be_, 2 * d);
+        be_.fill(dnorm.flat(), 0.f);
+      }
       Buffer dx(be_, Tl * d, x.dtype);
-      block_backward_input(ctx, l, w, x, std::move(grad), dx.view({Tl, d}), a, s.grads[block]);
+      block_backward_input(ctx, l, w, dnorm.flat(), x, std::move(grad), dx.view({Tl, d}), a,
+                           s.grads[block]);
       a.keep_for_weight_grads();
+      s.xs[block].reset();  // the block's input: W reads none of it
       grad = std::move(dx);
       if (!run_weights) params_.release(u);
     }
     if (run_weights) unit_weight_grads(i, s, mb), params_.release(u);
   }
+  s.xs.clear();  // what B did not free on the way: the chunk's output (without the head)
   if (run_weights) states_.erase(it);
   if (has_embedding()) return Buffer();
   return grad;
@@ -190,15 +201,16 @@ void ModelChunk::unit_weight_grads(size_t i, State& s, const MicroBatch& mb) {
   if (l.kind == UnitSpec::Kind::Head) return;  // done in B
   const Tensor dw = params_.grads(u);
   const bool fresh = params_.grads_fresh(u);
-  if (fresh) zero_accumulated_grads(be_, l, dw);
   if (l.kind == UnitSpec::Kind::Embedding) {
+    if (fresh) zero_accumulated_grads(be_, l, dw);
     embed_backward(be_, tp_, l, dw, std::move(s.embed_grad), mb.tokens);
   } else {
-    // Block b of the chunk is unit i less the embedding before it.
+    // Block b of the chunk is unit i less the embedding before it. Its norms' gradients are
+    // the Bs' sum so far; after the step's last W they are complete.
     const size_t b = i - (has_embedding() ? 1 : 0);
-    const int64_t Tl = tp_.local_rows(mb.pos.tokens()), d = cfg_.dim;
-    block_backward_weight(block_ctx(mb), l, dw, s.xs[b].view({Tl, d}), s.acts[b], s.grads[b],
+    block_backward_weight(block_ctx(mb), l, dw, norm_grads_.at(u).flat(), s.acts[b], s.grads[b],
                           fresh);
+    if (params_.last_weight_pass(u)) norm_grads_.erase(u);
     s.acts[b].clear();
     s.grads[b] = BlockGrads{};
   }
