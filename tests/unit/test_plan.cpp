@@ -282,8 +282,8 @@ TEST_CASE("plan: zb-h1's peak memory is at most 1f1b's (PP 2, 3, 4, 8; m = p, 2p
   // by r of the micro-batches it has fewer in flight than rank 0. So no rank holds more than
   // 1F1B's rank 0, the fullest. On the layout tests' tiny model, a wide FFN (16 d), bf16 with
   // GQA 4:1 and an 8 d FFN, and beside DP 2 under ZeRO-1 and ZeRO-3. Where it does not hold
-  // (docs/design.md, "ZB-H1"): --recompute full, ZeRO-3's prefetch under --overlap, and a
-  // middle stage's 2m messages held until the step's end once m is large.
+  // (docs/design.md, "ZB-H1"): --sp, --recompute full, ZeRO-3's prefetch under --overlap,
+  // and a middle stage's 2m messages held until the step's end once m is large.
   const std::vector<std::string> shapes = {
       "--layers 8 --dim 64 --heads 8 --kv-heads 4 --ffn-dim 128 --seq-len 16",
       "--layers 8 --dim 64 --heads 4 --kv-heads 4 --ffn-dim 1024 --seq-len 32",
