@@ -157,8 +157,8 @@ double grads_for_w(const Sizes& z) {
 
 // block_backward_input (B) with the gradient [Tl, d] already held (and, under recompute, the
 // activations recomputed); allocates dx [Tl, d] (which becomes the running gradient, the old
-// one kept as dout), adds the norms' weight gradients into the chunk's sum of them, and frees
-// what W does not read.
+// one kept as dout), adds the norms' weight gradients into the chunk's sum of them (kept across
+// steps: persistent_memory's `other`), and frees what W does not read.
 void block_backward_input(Ledger& L, const Sizes& z) {
   L.alloc(z.R);  // dx
   // MLP half: dout gathered (kept under --sp), dact, dgate_up (kept); dhn leaves the region;
@@ -245,6 +245,8 @@ Memory persistent_memory(const Setup& s, int stage) {
   }
   const double b = s.run.micro_batch, Sl = double(s.run.seq_pos.size());
   mem.other = 4 * (b * Sl + Sl + double(s.cfg.seq_len));  // token, query and key positions
+  // Each block's sum of its norms' weight gradients [2, d] fp32 (ModelChunk).
+  for (int g : held) mem.other += g >= 1 && g <= s.cfg.layers ? 2 * 4 * double(s.cfg.dim) : 0;
   return mem;
 }
 
@@ -300,7 +302,6 @@ Memory stage_memory(const Setup& s, int stage) {
   const double tied_w = double(s.padded(0)) * pr.compute_w;  // the tied matrix, gathered
   std::map<int, int> backwards;                              // per unit, W passes done this step
   std::map<int, bool> grads_held;                            // per unit, its full gradients
-  std::map<int, bool> norm_grads_held;  // per block, the norms' gradients B sums (ModelChunk)
   // A unit's full gradients after its last W: freed there, or under --overlap at the next
   // hand-over (its reduce-scatter runs meanwhile).
   auto release_grads = [&](double bytes) {
@@ -346,7 +347,6 @@ Memory stage_memory(const Setup& s, int stage) {
     grads_begin(g);
     if (g >= 1) {
       block_backward_weight(L, z);
-      if (backwards[g] + 1 == m) L.free(2 * z.dwn), norm_grads_held[g] = false;
     } else if (z.sp) {
       L.alloc(z.x), L.op(z.wide(z.x));  // the gradient, gathered and consumed
       L.free(z.R), L.free(z.x);
@@ -422,7 +422,6 @@ Memory stage_memory(const Setup& s, int stage) {
         if (g >= 1 || !split) acquire(g);
         if (g >= 1) {
           if (recompute) block_forward(L, z), L.free(z.R);  // the recomputed output is dropped
-          if (!norm_grads_held[g]) L.alloc(2 * z.dwn), norm_grads_held[g] = true;
           block_backward_input(L, z);
         }
         // g == 0: the embedding's gradient is the running gradient, kept for its W.

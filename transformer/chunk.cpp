@@ -27,6 +27,10 @@ ModelChunk::ModelChunk(Backend& be, const TensorParallel& tp, const ContextParal
       head_matrix_(head_matrix) {
   check(!has_head() || (head_matrix_ >= 0) == cfg_.tie_embeddings,
         "ModelChunk: the LM head's matrix is the embedding's exactly when the embeddings are tied");
+  int blocks = 0;
+  for (int u : units_) blocks += params_.layout(u).kind == UnitSpec::Kind::Block ? 1 : 0;
+  if (blocks > 0) norm_grads_ = Buffer(be_, int64_t(blocks) * 2 * cfg_.dim);
+  norm_grads_open_.assign(blocks, false);
 }
 
 int ModelChunk::head_unit(int head) const {
@@ -166,13 +170,10 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
         Buffer out(be_, Tl * d, x.dtype);
         block_forward(ctx, l, w, x, out.view({Tl, d}), a);
       }
-      Buffer& dnorm = norm_grads_[u];
-      if (dnorm.empty()) {  // the unit's first B of the step
-        dnorm = Buffer(be_, 2 * d);
-        be_.fill(dnorm.flat(), 0.f);
-      }
+      const Tensor dnorm = norm_grads_.flat(block * 2 * d, 2 * d);
+      if (!norm_grads_open_[block]) be_.fill(dnorm, 0.f), norm_grads_open_[block] = true;
       Buffer dx(be_, Tl * d, x.dtype);
-      block_backward_input(ctx, l, w, dnorm.flat(), x, std::move(grad), dx.view({Tl, d}), a,
+      block_backward_input(ctx, l, w, dnorm, x, std::move(grad), dx.view({Tl, d}), a,
                            s.grads[block]);
       a.keep_for_weight_grads();
       s.xs[block].reset();  // the block's input: W reads none of it
@@ -208,9 +209,10 @@ void ModelChunk::unit_weight_grads(size_t i, State& s, const MicroBatch& mb) {
     // Block b of the chunk is unit i less the embedding before it. Its norms' gradients are
     // the Bs' sum so far; after the step's last W they are complete.
     const size_t b = i - (has_embedding() ? 1 : 0);
-    block_backward_weight(block_ctx(mb), l, dw, norm_grads_.at(u).flat(), s.acts[b], s.grads[b],
-                          fresh);
-    if (params_.last_weight_pass(u)) norm_grads_.erase(u);
+    const int64_t d = cfg_.dim;
+    block_backward_weight(block_ctx(mb), l, dw, norm_grads_.flat(int64_t(b) * 2 * d, 2 * d),
+                          s.acts[b], s.grads[b], fresh);
+    if (params_.last_weight_pass(u)) norm_grads_open_[b] = false;
     s.acts[b].clear();
     s.grads[b] = BlockGrads{};
   }

@@ -90,11 +90,13 @@ class ModelChunk final : public PipelineStage {
   bool recompute_;
   int head_matrix_;
   std::map<int, State> states_;  // by micro-batch id, from forward to backward
-  // Per block unit, its norms' weight gradients [2, d] fp32 (w_in's, w_post's) summed over
-  // this step's Bs in micro-batch order, as accumulating into the unit's gradients would:
-  // from the unit's first B to its last W, which writes them into the unit's gradients. So
-  // the unit's full gradients (ZeRO-2/3) are made by its first W, as without the norms in B.
-  std::map<int, Buffer> norm_grads_;
+  // Per block of the chunk, its norms' weight gradients [2, d] fp32 (w_in's, w_post's)
+  // summed over this step's Bs in micro-batch order, as accumulating into the unit's
+  // gradients would: zeroed by the block's first B of the step (open), written into the
+  // unit's gradients by each W, complete at its last. So the unit's full gradients (ZeRO-2/3)
+  // are still made by its first W. Kept across steps: [blocks, 2, d].
+  Buffer norm_grads_;
+  std::vector<bool> norm_grads_open_;
   DeviceLoss loss_;  // the head's losses of this step, until take_loss
 };
 
