@@ -28,6 +28,9 @@ class UnitParams {
   // other ops accumulate, such as norm weights and embedding rows, zeroed first). The holder
   // decides (ZeroParams: the step's first W of u, under wgrad_beta0); false: always add.
   virtual bool grads_fresh(int u) const { return false; }
+  // Whether unit u's next weight-gradient pass is its last of the step, the one whose
+  // hand_over_grads completes its gradients.
+  virtual bool last_weight_pass(int u) const = 0;
   // A weight-gradient pass (W) of unit u is done: its micro-batch's gradients are in grads(u).
   // The holder may sync them from here (ZeroParams reduce-scatters after the step's last
   // micro-batch's). Its input-gradient pass (B) may have run long before (a zero-bubble

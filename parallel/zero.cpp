@@ -199,6 +199,11 @@ bool ZeroParams::grads_fresh(int i) const {
   return fresh_writes_ && units_[i].weight_passes == 0;
 }
 
+bool ZeroParams::last_weight_pass(int i) const {
+  const int uses = i == tied_.unit ? tied_.uses : 1;
+  return units_[i].weight_passes + 1 == micro_batches_ * uses;
+}
+
 void ZeroParams::begin_step(int micro_batches) {
   micro_batches_ = micro_batches;
   for (Unit& u : units_) {

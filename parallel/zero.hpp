@@ -103,6 +103,7 @@ class ZeroParams final : public UnitParams {
   // step, so its gradients hold last step's values, which that W overwrites (begin_step fills
   // nothing). Otherwise always false: begin_step zeroed them and backwards add.
   bool grads_fresh(int u) const override;
+  bool last_weight_pass(int u) const override;
 
   // Tied embeddings (model/config.hpp: tie_embeddings): unit `unit` of this rank holds the
   // matrix the embedding and the LM head share. Where one rank runs both ends (PP 1) the unit

@@ -145,37 +145,36 @@ void block_forward(Ledger& L, const Sizes& z) {
   L.free(z.R);
 }
 
-// What the acts of a block keep from B to W (BlockActs::keep_for_weight_grads frees the
-// attention's inputs, lse and gate_up), its output not counted.
+// What a block keeps from its B to its W: the GEMMs' inputs xn, attn, hn, act
+// (BlockActs::keep_for_weight_grads frees the rest) and their output gradients (BlockGrads:
+// dout and dh, gathered [T, d] under --sp; dgate_up, dqkv).
 double acts_for_w(const Sizes& z) {
-  return z.block_saved() - z.R - z.attn_saved() - z.lse - 2 * z.F;
+  return 2 * z.x + z.q + z.F;
 }
-// What BlockGrads keeps from B to W: dout, dhn, dh, dxn [Tl, d], dgate_up, dqkv, the norms'
-// weights, and under --sp the Row layers' gathered output gradients [T, d].
 double grads_for_w(const Sizes& z) {
-  return 4 * z.R + 2 * z.F + z.qkv + 2 * z.wn + (z.sp ? 2 * z.x : 0);
+  return 2 * (z.sp ? z.x : z.R) + 2 * z.F + z.qkv;
 }
 
-// block_backward_input (B) with the gradient [Tl, d] already held; allocates dx [Tl, d]
-// (which becomes the running gradient, the old one kept as dout), and frees what W does not
-// read.
-void block_backward_input(Ledger& L, const Sizes& z, bool recompute) {
-  if (recompute) block_forward(L, z), L.free(z.R);  // the recomputed output is dropped
-  L.alloc(z.R);                                     // dx
-  L.alloc(2 * z.wn);                                // the norms' weights, for W
-  // MLP half: dout gathered (kept), dact, dgate_up (kept); dhn leaves the region (kept); dh.
+// block_backward_input (B) with the gradient [Tl, d] already held (and, under recompute, the
+// activations recomputed); allocates dx [Tl, d] (which becomes the running gradient, the old
+// one kept as dout), adds the norms' weight gradients into the chunk's sum of them (kept across
+// steps: persistent_memory's `other`), and frees what W does not read.
+void block_backward_input(Ledger& L, const Sizes& z) {
+  L.alloc(z.R);  // dx
+  // MLP half: dout gathered (kept under --sp), dact, dgate_up (kept); dhn leaves the region;
+  // dh; the norm's backward; then dact, dhn and (under --sp) the local dout freed.
   if (z.sp) L.alloc(z.x);
   L.alloc(z.F);
   L.op(z.wide(z.F + z.x + z.wf));
   L.alloc(2 * z.F);  // dgate_up
   L.op(z.wide(5 * z.F));
   leave_region(L, z, z.wide(z.x + 2 * z.F + 2 * z.wf));
-  L.alloc(z.R);    // dh
-  L.alloc(z.dwn);  // the norm's weight gradient, W's (dropped)
+  L.alloc(z.R);  // dh
   L.op(z.wide(3 * z.R + z.wn));
-  L.free(z.dwn), L.free(z.F);  // and dact
-  // Attention half: dh gathered (kept), dattn, dq, dk and dv for every CP rank (dattn then
-  // freed), scattered back, merged into dqkv (kept; dq, dk, dv freed); dxn (kept).
+  L.free(z.F + z.R + (z.sp ? z.R : 0));
+  // Attention half: dh gathered (kept under --sp), dattn, dq, dk and dv for every CP rank
+  // (dattn then freed), scattered back, merged into dqkv (kept; dq, dk, dv freed); dxn; the
+  // norm's backward; then dxn and (under --sp) the local dh freed.
   if (z.sp) L.alloc(z.x);
   L.alloc(z.q);
   L.op(z.wide(z.q + z.x + z.wq));
@@ -200,25 +199,21 @@ void block_backward_input(Ledger& L, const Sizes& z, bool recompute) {
     L.op(z.wide(z.qkv));                   // rotated back in place
   }
   leave_region(L, z, z.wide(z.x + z.qkv + z.wqkv));  // dxn
-  L.alloc(z.dwn);
   L.op(z.wide(3 * z.R + z.wn));
-  L.free(z.dwn);
-  L.free(z.attn_saved() + z.lse + 2 * z.F);  // keep_for_weight_grads
+  L.free(z.R + (z.sp ? z.R : 0));
+  // keep_for_weight_grads: q, k, v, lse, gate_up, x_rstd, h, h_rstd; then the chunk frees
+  // the block's input.
+  L.free(z.attn_saved() + z.lse + 2 * z.F + 2 * z.norm + z.R);
+  L.free(z.R);
 }
 
-// block_backward_weight (W): the weight-gradient GEMMs and the norms' backward again (into a
-// scratch dx); then the block's activations (but its output) and BlockGrads are freed.
+// block_backward_weight (W): the weight-gradient GEMMs and the norms' gradients copied in;
+// then what B kept for them is freed.
 void block_backward_weight(Ledger& L, const Sizes& z) {
   L.op(z.wide(z.x + z.F));      // dWdown
   L.op(z.wide(2 * z.F + z.x));  // d[Wgate; Wup]
-  L.alloc(z.R);                 // scratch dx
-  L.op(z.wide(3 * z.R + z.wn));
-  L.free(z.R);
-  L.op(z.wide(z.x + z.q));    // dWo
-  L.op(z.wide(z.qkv + z.x));  // d[Wq; Wk; Wv]
-  L.alloc(z.R);
-  L.op(z.wide(3 * z.R + z.wn));
-  L.free(z.R);
+  L.op(z.wide(z.x + z.q));      // dWo
+  L.op(z.wide(z.qkv + z.x));    // d[Wq; Wk; Wv]
   L.free(acts_for_w(z) + grads_for_w(z));
 }
 
@@ -250,6 +245,8 @@ Memory persistent_memory(const Setup& s, int stage) {
   }
   const double b = s.run.micro_batch, Sl = double(s.run.seq_pos.size());
   mem.other = 4 * (b * Sl + Sl + double(s.cfg.seq_len));  // token, query and key positions
+  // Each block's sum of its norms' weight gradients [2, d] fp32 (ModelChunk).
+  for (int g : held) mem.other += g >= 1 && g <= s.cfg.layers ? 2 * 4 * double(s.cfg.dim) : 0;
   return mem;
 }
 
@@ -304,6 +301,7 @@ Memory stage_memory(const Setup& s, int stage) {
   if (s.cfg.doc_mask) L.alloc(m * b * (Sl + double(s.cfg.seq_len)) * 4);
   const double tied_w = double(s.padded(0)) * pr.compute_w;  // the tied matrix, gathered
   std::map<int, int> backwards;                              // per unit, W passes done this step
+  std::map<int, bool> grads_held;                            // per unit, its full gradients
   // A unit's full gradients after its last W: freed there, or under --overlap at the next
   // hand-over (its reduce-scatter runs meanwhile).
   auto release_grads = [&](double bytes) {
@@ -319,31 +317,34 @@ Memory stage_memory(const Setup& s, int stage) {
     }
     return n;
   };
-  // Between a split backward's B and W: each block's acts for W and BlockGrads, the
-  // embedding's gradient, what the chunk's state keeps (its input, the blocks' outputs, the
-  // head's norm and loss statistics).
+  // Between a split backward's B and W: each block's GEMM inputs and output gradients, the
+  // embedding's gradient (B freed the chunk's input, the blocks' outputs and the head's state).
   auto pending_w_bytes = [&](const std::vector<int>& units) {
-    double n = z.R;
+    double n = 0;
     for (int g : units) {
-      if (g >= 1 && g <= L_) n += z.R + acts_for_w(z) + grads_for_w(z);
+      if (g >= 1 && g <= L_) n += acts_for_w(z) + grads_for_w(z);
       if (g == 0) n += z.R;
-      if (g == L_ + 1) n += z.norm + z.stats;
     }
     return n;
   };
-  // A unit's gradients: allocated by its first weight-gradient pass of the step (ZeRO-2/3),
-  // freed after its last (reduce-scattered into the shard).
-  auto weight_grads_begin = [&](int g) {
-    if (!full_grads_kept && backwards[g] == 0) L.alloc(double(s.padded(g)) * pr.grad);
+  // A unit's full gradients (ZeRO-2/3): allocated by its first pass that writes them (its
+  // first W; the head's first backward), freed after its last W (reduce-scattered into the
+  // shard).
+  auto grads_begin = [&](int g) {
+    if (full_grads_kept || grads_held[g]) return;
+    L.alloc(double(s.padded(g)) * pr.grad);
+    grads_held[g] = true;
   };
   auto weight_grads_end = [&](int g) {
     const int uses = g == 0 ? uses0 : 1;
-    if (++backwards[g] == uses * m && !full_grads_kept)
+    if (++backwards[g] == uses * m && !full_grads_kept) {
       release_grads(double(s.padded(g)) * pr.grad);
+      grads_held[g] = false;
+    }
   };
   // W of a block or the embedding (the head's runs in its B).
   auto unit_weights = [&](int g) {
-    weight_grads_begin(g);
+    grads_begin(g);
     if (g >= 1) {
       block_backward_weight(L, z);
     } else if (z.sp) {
@@ -354,16 +355,6 @@ Memory stage_memory(const Setup& s, int stage) {
       L.free(z.R);
     }
     weight_grads_end(g);
-  };
-  // What the state still held when the micro-batch's last pass is done: the chunk's input (or
-  // the embedding's output), each block's output, the head's norm and loss statistics. The
-  // running gradient stays as the message to the previous chunk (the embedding consumed it
-  // on chunk 0).
-  auto chunk_state_freed = [&](const std::vector<int>& units) {
-    double rest = z.R;
-    for (int g : units) rest += (g >= 1 && g <= L_) ? z.R : 0;
-    if (units.back() == L_ + 1) rest += z.norm + z.stats;
-    L.free(rest);
   };
   const bool split = splits_backward(s.run.schedule);
   int in_flight = 0;
@@ -409,39 +400,41 @@ Memory stage_memory(const Setup& s, int stage) {
         const double np = double(s.padded(g));
         if (g == L_ + 1) {  // the head's B and W at once
           acquire(g);
-          weight_grads_begin(g);
+          grads_begin(g);
           if (tied && zero == 3) L.alloc(tied_w);  // the LM head's matrix
           L.op(z.wide(z.logits));
           // Its gradient: the tied unit's, made at its first backward of the step.
-          const double np0 = double(s.padded(0));
-          if (tied && !full_grads_kept && backwards[0] == 0) L.alloc(np0 * pr.grad);
+          if (tied) grads_begin(0);
           leave_region(L, z, z.wide(z.x + z.logits + z.wv));  // dn, freed after the norm's backward
           if (tied) {
             if (zero == 3) L.free(tied_w);
-            if (++backwards[0] == uses0 * m && !full_grads_kept) release_grads(np0 * pr.grad);
+            weight_grads_end(0);
           }
           L.op(z.wide(3 * z.R + z.wn));
           L.free(z.sp ? z.R : z.x);
-          L.free(z.logits + z.x);  // logits and the head's input
+          // The head's state: logits, n, 1/rms, loss statistics, and its input.
+          L.free(z.logits + z.x + z.norm + z.stats + z.R);
           if (zero == 3) L.free(np * pr.compute_w);
           weight_grads_end(g);
           continue;
         }
         // The weights held through B, and through W where it follows at once.
         if (g >= 1 || !split) acquire(g);
-        if (g >= 1) block_backward_input(L, z, recompute);
+        if (g >= 1) {
+          if (recompute) block_forward(L, z), L.free(z.R);  // the recomputed output is dropped
+          block_backward_input(L, z);
+        }
         // g == 0: the embedding's gradient is the running gradient, kept for its W.
         if (!split) unit_weights(g);
         if (zero == 3 && (g >= 1 || !split)) L.free(np * pr.compute_w);
       }
       if (k < K - 1) L.free(z.R);
-      if (!split) chunk_state_freed(units);
+      if (units.back() != L_ + 1) L.free(z.R);  // the chunk's output
       L.keep(split ? pending_w_bytes(units) - state_bytes(units) : -state_bytes(units));
       if (!split) --in_flight;
     } else {  // W
       for (auto it = units.rbegin(); it != units.rend(); ++it)
         if (*it != L_ + 1) unit_weights(*it);
-      chunk_state_freed(units);
       L.keep(-pending_w_bytes(units));
       --in_flight;
     }

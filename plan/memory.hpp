@@ -18,7 +18,7 @@ struct Memory {
   // shard where it is separate), gradients (full and/or shard; at dp_cp 1 under grad_alias
   // the full gradients are the shard), Adam m and v.
   double weights = 0, grads = 0, adam = 0;
-  double other = 0;        // token positions, kept across steps
+  double other = 0;        // token positions and the blocks' norm-gradient sums, kept across steps
   double step_peak = 0;    // above the persistent bytes, at the step's peak
   double activations = 0;  // of that: the most the micro-batches in flight keep for backward
   int in_flight = 0;       // most micro-batch chunks whose backward had not run yet

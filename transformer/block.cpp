@@ -119,21 +119,6 @@ void rmsnorm_backward_plus(Backend& be, Tensor dx, Tensor dw, const Tensor& dy, 
   be.add(dx, residual);
 }
 
-// B's half of rmsnorm_backward_plus: dx [Tl, d] alone, the weight gradient into a scratch (W
-// makes it). W's half: dw [d] += the weight gradient, the whole backward run again into a
-// scratch dx, so that its bits are the unsplit pass's.
-void rmsnorm_backward_input(Backend& be, Tensor dx, const Tensor& dy, const Tensor& x,
-                            const Tensor& w, const Tensor& rstd, const Tensor& residual) {
-  Buffer unused_dw(be, w.numel());
-  be.fill(unused_dw.flat(), 0.f);
-  rmsnorm_backward_plus(be, dx, unused_dw.flat(), dy, x, w, rstd, residual);
-}
-void rmsnorm_backward_weight(Backend& be, Tensor dw, const Tensor& dy, const Tensor& x,
-                             const Tensor& w, const Tensor& rstd, const Tensor& residual) {
-  Buffer unused_dx(be, x.numel(), x.dtype);
-  rmsnorm_backward_plus(be, unused_dx.view({x.rows(), x.cols()}), dw, dy, x, w, rstd, residual);
-}
-
 // Attention half: a.h [Tl, d] = x + o(attention(rope(q(xn)), rope(k(xn)), v(xn))).
 void attention_forward(const BlockContext& ctx, const BlockDims& dims, const Params& w,
                        const Tensor& x, BlockActs& a) {
@@ -247,43 +232,40 @@ Buffer qkv_grad_in_place(const BlockContext& ctx, const BlockDims& dims, const B
   return dqkv;
 }
 
-// B of the attention half: dx [Tl, d] = dL/dx, given dh = dL/dh [Tl, d] (the MLP half's
-// residual included), which g keeps.
+// B of the attention half: dx [Tl, d] = dL/dx given dh = dL/dh [Tl, d] (the MLP half's
+// residual included); dw_in [d] += the input norm's weight gradient. g keeps dh (gathered
+// under --sp) and dqkv for W.
 void attention_backward_input(const BlockContext& ctx, const BlockDims& dims, const Params& w,
-                              const Tensor& x, Buffer dh_in, Tensor dx, const BlockActs& a,
-                              BlockGrads& g) {
+                              Tensor dw_in, const Tensor& x, Buffer dh_in, Tensor dx,
+                              const BlockActs& a, BlockGrads& g) {
   Backend& be = ctx.be;
-  g.dh = std::move(dh_in);
-  const Tensor dh = g.dh.view({dims.Tl, dims.d});
+  const Tensor dh = dh_in.view({dims.Tl, dims.d});
   // dattn [T, qw] = dh Wo, dh on all T tokens.
   const RowParallelLinear o(be, ctx.tp, w[kO]);
-  Buffer dattn = o.backward_input(o.gather_output_grad(dh, g.dh_gathered));
+  Buffer dh_gathered;
+  const Tensor dh_full = o.gather_output_grad(dh, dh_gathered);
+  Buffer dattn = o.backward_input(dh_full);
   const AttnShape shape = attention_shape(ctx);
   g.dqkv = shape.layout == AttnLayout::Packed
                ? qkv_grad_split(ctx, dims, a, std::move(dattn), shape)
                : qkv_grad_in_place(ctx, dims, a, std::move(dattn), shape);
   // dxn [Tl, d] = dqkv [Wq; Wk; Wv], summed over TP: one GEMM.
   const ColumnParallelLinear qkv_proj(be, ctx.tp, w.qkv);
-  g.dxn = qkv_proj.backward_input(g.dqkv.view({dims.T, dims.qkvw}));
-  // dx = rmsnorm'(dxn) + dh (the residual); the norm's weight gradient is W's.
-  rmsnorm_backward_input(be, dx, g.dxn.view({dims.Tl, dims.d}), x, w[kInputNorm], a.x_rstd.flat(),
-                         dh);
+  const Buffer dxn = qkv_proj.backward_input(g.dqkv.view({dims.T, dims.qkvw}));
+  // dx = rmsnorm'(dxn) + dh (the residual); dw_in += the norm's weight gradient.
+  rmsnorm_backward_plus(be, dx, dw_in, dxn.view({dims.Tl, dims.d}), x, w[kInputNorm],
+                        a.x_rstd.flat(), dh);
+  g.dh = dh_gathered.empty() ? std::move(dh_in) : std::move(dh_gathered);
 }
 
-// W of the attention half: dWo += dh^T attn; d[Wq; Wk; Wv] += dqkv^T xn; dw_in += rmsnorm'
-// (the norm's backward again, into a scratch dx, for its weight gradient's bits).
+// W of the attention half: dWo += dh^T attn; d[Wq; Wk; Wv] += dqkv^T xn.
 void attention_backward_weight(const BlockContext& ctx, const BlockDims& dims, const Params& dw,
-                               const Tensor& x, const BlockActs& a, const BlockGrads& g,
-                               bool dw_fresh) {
+                               const BlockActs& a, const BlockGrads& g, bool dw_fresh) {
   Backend& be = ctx.be;
-  const Tensor dh = g.dh.view({dims.Tl, dims.d});
   const RowParallelLinear o(be, ctx.tp, Tensor{}, dw[kO], dw_fresh);
-  o.backward_weight(g.dh_gathered.empty() ? dh : g.dh_gathered.view({dims.T, dims.d}),
-                    a.attn.view({dims.T, dims.qw}));
+  o.backward_weight(g.dh.view({dims.T, dims.d}), a.attn.view({dims.T, dims.qw}));
   const ColumnParallelLinear qkv_proj(be, ctx.tp, Tensor{}, dw.qkv, dw_fresh);
   qkv_proj.backward_weight(g.dqkv.view({dims.T, dims.qkvw}), a.xn.view({dims.T, dims.d}));
-  rmsnorm_backward_weight(be, dw[kInputNorm], g.dxn.view({dims.Tl, dims.d}), x,
-                          g.norm_w.flat(0, dims.d), a.x_rstd.flat(), dh);
 }
 
 // MLP half: out [Tl, d] = h + down(silu(gate(hn)) * up(hn)), h = a.h.
@@ -308,43 +290,40 @@ void mlp_forward(const BlockContext& ctx, const BlockDims& dims, const Params& w
   down.forward_into(act, h, out);
 }
 
-// B of the MLP half: returns dh [Tl, d] = dL/dh, given dout = dL/dout [Tl, d], which g keeps.
+// B of the MLP half: returns dh [Tl, d] = dL/dh, given dout = dL/dout [Tl, d]; dw_post [d] +=
+// the post-attention norm's weight gradient. g keeps dout (gathered under --sp) and dgate_up
+// for W.
 Buffer mlp_backward_input(const BlockContext& ctx, const BlockDims& dims, const Params& w,
-                          Buffer dout_in, const BlockActs& a, BlockGrads& g) {
+                          Tensor dw_post, Buffer dout_in, const BlockActs& a, BlockGrads& g) {
   Backend& be = ctx.be;
-  g.dout = std::move(dout_in);
-  const Tensor dout = g.dout.view({dims.Tl, dims.d});
+  const Tensor dout = dout_in.view({dims.Tl, dims.d});
   // dact [T, Fl] = dout Wdown, dout on all T tokens.
   const RowParallelLinear down(be, ctx.tp, w[kDown]);
-  const Buffer dact = down.backward_input(down.gather_output_grad(dout, g.dout_gathered));
+  Buffer dout_gathered;
+  const Buffer dact = down.backward_input(down.gather_output_grad(dout, dout_gathered));
   // dgate_up [T, 2 Fl] = (dgate | dup) through act = silu(gate) * up.
   g.dgate_up = Buffer(be, dims.T * 2 * dims.F, dact.dtype());
   const Tensor dgu = g.dgate_up.view({dims.T, 2 * dims.F});
   be.swiglu_fused_backward(dgu, dact.view({dims.T, dims.F}), a.gate_up.view({dims.T, 2 * dims.F}));
   // dhn [Tl, d] = dgate_up [Wgate; Wup], summed over TP: one GEMM.
   const ColumnParallelLinear gate_up(be, ctx.tp, w.gate_up);
-  g.dhn = gate_up.backward_input(dgu);
-  // dh = rmsnorm'(dhn) + dout (the residual); the norm's weight gradient is W's.
+  const Buffer dhn = gate_up.backward_input(dgu);
+  // dh = rmsnorm'(dhn) + dout (the residual); dw_post += the norm's weight gradient.
   Buffer dh(be, dims.Tl * dims.d, dout.dtype);
-  rmsnorm_backward_input(be, dh.view({dims.Tl, dims.d}), g.dhn.view({dims.Tl, dims.d}),
-                         a.h.view({dims.Tl, dims.d}), w[kPostNorm], a.h_rstd.flat(), dout);
+  rmsnorm_backward_plus(be, dh.view({dims.Tl, dims.d}), dw_post, dhn.view({dims.Tl, dims.d}),
+                        a.h.view({dims.Tl, dims.d}), w[kPostNorm], a.h_rstd.flat(), dout);
+  g.dout = dout_gathered.empty() ? std::move(dout_in) : std::move(dout_gathered);
   return dh;
 }
 
-// W of the MLP half: dWdown += dout^T act; d[Wgate; Wup] += dgate_up^T hn; dw_post as the
-// attention half's dw_in.
+// W of the MLP half: dWdown += dout^T act; d[Wgate; Wup] += dgate_up^T hn.
 void mlp_backward_weight(const BlockContext& ctx, const BlockDims& dims, const Params& dw,
                          const BlockActs& a, const BlockGrads& g, bool dw_fresh) {
   Backend& be = ctx.be;
-  const Tensor dout = g.dout.view({dims.Tl, dims.d});
   const RowParallelLinear down(be, ctx.tp, Tensor{}, dw[kDown], dw_fresh);
-  down.backward_weight(g.dout_gathered.empty() ? dout : g.dout_gathered.view({dims.T, dims.d}),
-                       a.act.view({dims.T, dims.F}));
+  down.backward_weight(g.dout.view({dims.T, dims.d}), a.act.view({dims.T, dims.F}));
   const ColumnParallelLinear gate_up(be, ctx.tp, Tensor{}, dw.gate_up, dw_fresh);
   gate_up.backward_weight(g.dgate_up.view({dims.T, 2 * dims.F}), a.hn.view({dims.T, dims.d}));
-  rmsnorm_backward_weight(be, dw[kPostNorm], g.dhn.view({dims.Tl, dims.d}),
-                          a.h.view({dims.Tl, dims.d}), g.norm_w.flat(dims.d, dims.d),
-                          a.h_rstd.flat(), dout);
 }
 
 }  // namespace
@@ -358,24 +337,23 @@ void block_forward(const BlockContext& ctx, const UnitSpec& u, const Tensor& w_f
 }
 
 void block_backward_input(const BlockContext& ctx, const UnitSpec& u, const Tensor& w_flat,
-                          const Tensor& x, Buffer dout, Tensor dx, const BlockActs& a,
+                          Tensor dnorm, const Tensor& x, Buffer dout, Tensor dx, const BlockActs& a,
                           BlockGrads& g) {
   const BlockDims dims(ctx);
   const Params w(u, w_flat);
-  g.norm_w = Buffer(ctx.be, 2 * dims.d, w_flat.dtype);
-  ctx.be.copy(g.norm_w.flat(0, dims.d), w[kInputNorm]);
-  ctx.be.copy(g.norm_w.flat(dims.d, dims.d), w[kPostNorm]);
-  Buffer dh = mlp_backward_input(ctx, dims, w, std::move(dout), a, g);
-  attention_backward_input(ctx, dims, w, x, std::move(dh), dx, a, g);
+  Buffer dh = mlp_backward_input(ctx, dims, w, dnorm.flat(dims.d, dims.d), std::move(dout), a, g);
+  attention_backward_input(ctx, dims, w, dnorm.flat(0, dims.d), x, std::move(dh), dx, a, g);
 }
 
 void block_backward_weight(const BlockContext& ctx, const UnitSpec& u, Tensor dw_flat,
-                           const Tensor& x, const BlockActs& a, const BlockGrads& g,
+                           const Tensor& dnorm, const BlockActs& a, const BlockGrads& g,
                            bool dw_fresh) {
   const BlockDims dims(ctx);
   const Params dw(u, dw_flat);
   mlp_backward_weight(ctx, dims, dw, a, g, dw_fresh);
-  attention_backward_weight(ctx, dims, dw, x, a, g, dw_fresh);
+  attention_backward_weight(ctx, dims, dw, a, g, dw_fresh);
+  ctx.be.copy(dw[kInputNorm], dnorm.flat(0, dims.d));
+  ctx.be.copy(dw[kPostNorm], dnorm.flat(dims.d, dims.d));
 }
 
 }  // namespace tetra

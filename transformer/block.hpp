@@ -45,27 +45,26 @@ struct BlockContext {
 struct BlockActs {
   Buffer x_rstd, xn, q, k, v, attn, lse, h, h_rstd, hn, gate_up, act;
   void clear() { *this = BlockActs{}; }
-  // After B: frees what only B reads (attention's inputs and log-sum-exp, SwiGLU's input),
-  // keeping the weights' inputs and the norms' for W.
-  void keep_for_weight_grads() { q.reset(), k.reset(), v.reset(), lse.reset(), gate_up.reset(); }
+  // After B: frees what only B reads (attention's inputs and log-sum-exp, SwiGLU's input, the
+  // norms' inputs and 1/rms), keeping the weights' inputs xn, attn, hn, act for W.
+  void keep_for_weight_grads() {
+    q.reset(), k.reset(), v.reset(), lse.reset(), gate_up.reset();
+    x_rstd.reset(), h.reset(), h_rstd.reset();
+  }
 };
 
 // u: the block's unit; w: its weights (flat, TP-local). out [Tl, d] = block(x [Tl, d]).
 void block_forward(const BlockContext& ctx, const UnitSpec& u, const Tensor& w, const Tensor& x,
                    Tensor out, BlockActs& a);
 
-// What a block's backward keeps from its input-gradient pass (B) for its weight-gradient
-// pass (W), besides BlockActs and x: the gradient at each weight's output, the norms' weights
-// (ZeRO-3 frees the unit's weights between the passes), and the residual gradients the norms'
-// backward takes. Under --sp the Row layers' output gradients are also kept gathered [T, d].
+// What a block's backward keeps from its input-gradient pass (B) for its weight-gradient pass
+// (W), besides BlockActs' weight inputs: the gradient at each GEMM's output, on the tokens the
+// GEMM saw (all T; under --sp the Row layers' gathered [T, d], not the local [Tl, d]).
 struct BlockGrads {
-  Buffer dout, dout_gathered;  // dL/dout [Tl, d]; [T, d] under --sp: down's output gradient
-  Buffer dgate_up;             // [T, 2 Fl]: gate_up's
-  Buffer dhn;                  // [Tl, d]: the post-attention norm's
-  Buffer dh, dh_gathered;      // dL/dh [Tl, d]; [T, d] under --sp: o's
-  Buffer dqkv;                 // [T, (Hl + 2 KVl) hd]: qkv's
-  Buffer dxn;                  // [Tl, d]: the input norm's
-  Buffer norm_w;               // [2, d]: w_in, w_post (compute dtype)
+  Buffer dout;      // down's output gradient: dL/dout [Tl, d], or gathered [T, d] under --sp
+  Buffer dgate_up;  // [T, 2 Fl]: gate_up's
+  Buffer dh;        // o's: dL/dh [Tl, d], or gathered [T, d] under --sp
+  Buffer dqkv;      // [T, (Hl + 2 KVl) hd]: qkv's
 };
 
 // The block's backward in two passes: the zero-bubble pipeline's B, which gives the input's
@@ -73,17 +72,21 @@ struct BlockGrads {
 // the optimizer needs (Qi et al. 2023). A schedule may run other passes between them; run back
 // to back they give the bits of a one-pass backward. Shapes as above.
 //
-// B: dx [Tl, d] = dL/dx, x the block's input, given dout = dL/dout [Tl, d] (which g keeps). u: the
-// block's unit; w: its weights (flat, TP-local). All the block's communication (TP, CP) happens
-// here.
-void block_backward_input(const BlockContext& ctx, const UnitSpec& u, const Tensor& w,
+// B: dx [Tl, d] = dL/dx, x the block's input, given dout = dL/dout [Tl, d]. u: the block's unit;
+// w: its weights (flat, TP-local). All the block's communication (TP, CP) happens here. B also
+// makes the norms' weight gradients, dnorm [2, d] fp32 (w_in's, then w_post's) += theirs:
+// cheap reductions over the rows, whose inputs (the norms' inputs and output gradients,
+// [Tl, d] each) W would otherwise keep. What W reads goes into g and stays in a
+// (BlockActs::keep_for_weight_grads frees the rest); x is not among it.
+void block_backward_input(const BlockContext& ctx, const UnitSpec& u, const Tensor& w, Tensor dnorm,
                           const Tensor& x, Buffer dout, Tensor dx, const BlockActs& a,
                           BlockGrads& g);
-// W: dw (flat, like w) += dL/dw from what B kept; needs no weights and communicates nothing.
-// dw_fresh: the weight-gradient GEMMs write their parts of dw (beta 0) rather than add; the
-// norms' weights, which their backward accumulates, must then hold zeros already.
-void block_backward_weight(const BlockContext& ctx, const UnitSpec& u, Tensor dw, const Tensor& x,
-                           const BlockActs& a, const BlockGrads& g, bool dw_fresh = false);
+// W: dw (flat, like w) += the GEMMs' weight gradients from what B kept, and its norms' parts
+// = dnorm, the sum of the Bs so far; needs no weights and communicates nothing. dw_fresh: the
+// GEMMs write their parts of dw (beta 0) rather than add.
+void block_backward_weight(const BlockContext& ctx, const UnitSpec& u, Tensor dw,
+                           const Tensor& dnorm, const BlockActs& a, const BlockGrads& g,
+                           bool dw_fresh = false);
 
 // The geometry and mask hint of the block's attention call on this rank (what
 // Backend::attention_path reports for the run), and what it masks by: the positions and, under

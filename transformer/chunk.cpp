@@ -27,6 +27,10 @@ ModelChunk::ModelChunk(Backend& be, const TensorParallel& tp, const ContextParal
       head_matrix_(head_matrix) {
   check(!has_head() || (head_matrix_ >= 0) == cfg_.tie_embeddings,
         "ModelChunk: the LM head's matrix is the embedding's exactly when the embeddings are tied");
+  int blocks = 0;
+  for (int u : units_) blocks += params_.layout(u).kind == UnitSpec::Kind::Block ? 1 : 0;
+  if (blocks > 0) norm_grads_ = Buffer(be_, int64_t(blocks) * 2 * cfg_.dim);
+  norm_grads_open_.assign(blocks, false);
 }
 
 int ModelChunk::head_unit(int head) const {
@@ -150,8 +154,11 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
           params_.release(hu);
           params_.hand_over_grads(hu);
         }
-        s.logits.reset();
-        s.head.n.reset();
+        // The head is done with this micro-batch: its input (the last block's output), logits,
+        // norm and loss statistics go.
+        s.xs.back().reset();
+        s.logits.reset(), s.row_max.reset(), s.ce_stats.reset();
+        s.head = HeadActs{};
         params_.release(u);
         params_.hand_over_grads(u);
         continue;
@@ -163,14 +170,19 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
         Buffer out(be_, Tl * d, x.dtype);
         block_forward(ctx, l, w, x, out.view({Tl, d}), a);
       }
+      const Tensor dnorm = norm_grads_.flat(block * 2 * d, 2 * d);
+      if (!norm_grads_open_[block]) be_.fill(dnorm, 0.f), norm_grads_open_[block] = true;
       Buffer dx(be_, Tl * d, x.dtype);
-      block_backward_input(ctx, l, w, x, std::move(grad), dx.view({Tl, d}), a, s.grads[block]);
+      block_backward_input(ctx, l, w, dnorm, x, std::move(grad), dx.view({Tl, d}), a,
+                           s.grads[block]);
       a.keep_for_weight_grads();
+      s.xs[block].reset();  // the block's input: W reads none of it
       grad = std::move(dx);
       if (!run_weights) params_.release(u);
     }
     if (run_weights) unit_weight_grads(i, s, mb), params_.release(u);
   }
+  s.xs.clear();  // what B did not free on the way: the chunk's output (without the head)
   if (run_weights) states_.erase(it);
   if (has_embedding()) return Buffer();
   return grad;
@@ -190,15 +202,17 @@ void ModelChunk::unit_weight_grads(size_t i, State& s, const MicroBatch& mb) {
   if (l.kind == UnitSpec::Kind::Head) return;  // done in B
   const Tensor dw = params_.grads(u);
   const bool fresh = params_.grads_fresh(u);
-  if (fresh) zero_accumulated_grads(be_, l, dw);
   if (l.kind == UnitSpec::Kind::Embedding) {
+    if (fresh) zero_accumulated_grads(be_, l, dw);
     embed_backward(be_, tp_, l, dw, std::move(s.embed_grad), mb.tokens);
   } else {
-    // Block b of the chunk is unit i less the embedding before it.
+    // Block b of the chunk is unit i less the embedding before it. Its norms' gradients are
+    // the Bs' sum so far; after the step's last W they are complete.
     const size_t b = i - (has_embedding() ? 1 : 0);
-    const int64_t Tl = tp_.local_rows(mb.pos.tokens()), d = cfg_.dim;
-    block_backward_weight(block_ctx(mb), l, dw, s.xs[b].view({Tl, d}), s.acts[b], s.grads[b],
-                          fresh);
+    const int64_t d = cfg_.dim;
+    block_backward_weight(block_ctx(mb), l, dw, norm_grads_.flat(int64_t(b) * 2 * d, 2 * d),
+                          s.acts[b], s.grads[b], fresh);
+    if (params_.last_weight_pass(u)) norm_grads_open_[b] = false;
     s.acts[b].clear();
     s.grads[b] = BlockGrads{};
   }

@@ -6,9 +6,11 @@
 // Per micro-batch the chunk keeps its activations from forward until backward. Under
 // --recompute full it keeps only each block's input and runs the block's forward again
 // right before its backward, so the step computes the same numbers in the same order. The
-// backward is two passes (transformer/block.hpp): B gives the input's gradient, W the weight
-// gradients; between them the chunk keeps what W reads (the weights' inputs and output
-// gradients).
+// backward is two passes (transformer/block.hpp): B gives the input's gradient and the norms'
+// weight gradients, W the GEMMs' weight gradients; between them the chunk keeps only what W
+// reads (the GEMMs' inputs and output gradients): without --sp no more than the micro-batch
+// held before B, so that a schedule that delays W (ZB-H1) holds no more per micro-batch than
+// 1F1B.
 //
 // The chunk knows its parameters only as UnitParams: it acquires a unit's weights around each
 // forward and input-gradient pass and hands over the unit's gradients after each
@@ -62,7 +64,8 @@ class ModelChunk final : public PipelineStage {
   // One micro-batch's activations between its forward and its backward. Shapes as in
   // block.hpp: the residual stream has Tl rows (T, or T/TP under --sp).
   struct State {
-    std::vector<Buffer> xs;  // xs[0] chunk input, xs[i+1] output of block i; [Tl, d] each
+    // xs[0] chunk input, xs[i+1] output of block i; [Tl, d] each; B frees each once read.
+    std::vector<Buffer> xs;
     std::vector<BlockActs> acts;
     std::vector<BlockGrads> grads;  // per block, from its B to its W
     Buffer embed_grad;              // the embedding output's gradient [Tl, d], for its W
@@ -87,7 +90,14 @@ class ModelChunk final : public PipelineStage {
   bool recompute_;
   int head_matrix_;
   std::map<int, State> states_;  // by micro-batch id, from forward to backward
-  DeviceLoss loss_;              // the head's losses of this step, until take_loss
+  // Per block of the chunk, its norms' weight gradients [2, d] fp32 (w_in's, w_post's)
+  // summed over this step's Bs in micro-batch order, as accumulating into the unit's
+  // gradients would: zeroed by the block's first B of the step (open), written into the
+  // unit's gradients by each W, complete at its last. So the unit's full gradients (ZeRO-2/3)
+  // are still made by its first W. Kept across steps: [blocks, 2, d].
+  Buffer norm_grads_;
+  std::vector<bool> norm_grads_open_;
+  DeviceLoss loss_;  // the head's losses of this step, until take_loss
 };
 
 }  // namespace tetra
