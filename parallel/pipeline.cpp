@@ -71,10 +71,14 @@ PipelineStats PipelineExecutor::execute(const std::vector<MicroBatch>& mbs, Sche
   PipelineStats stats;
   const Clock::time_point t0 = Clock::now();
   const int P = pp_.size(), r = pp_.rank(), V = int(chunks_.size()), K = P * V;
-  const int prev = (r - 1 + P) % P, next = (r + 1) % P;
+  const Placement place = placement(kind_);
 
   for (const Action& a : make_schedule(kind_, P, V, micro_batches_, r, mode)) {
-    const int k = a.chunk * P + r;  // model chunk id
+    const int k = chunk_id(place, P, r, a.chunk);  // model chunk id
+    // The ranks of the chunks before and after it: r - 1 and r + 1 looped (wrapping around
+    // between virtual stages); as a V the turn at rank P - 1 is this rank itself (mailbox).
+    const int prev = k > 0 ? chunk_rank(place, P, V, k - 1) : -1;
+    const int next = k + 1 < K ? chunk_rank(place, P, V, k + 1) : -1;
     PipelineStage& chunk = *chunks_[a.chunk];
     const MicroBatch& mb = mbs[a.micro_batch];
     const auto compute = [&](trace::Event& e) {

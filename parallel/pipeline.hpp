@@ -7,8 +7,10 @@
 // the rank's bubble. The schedules run every chunk's actions in one global (micro-batch,
 // chunk) order, so these blocking receives cannot deadlock (tests/unit/test_schedule.cpp
 // simulates every valid PP, V, m). Each message has its own tag (kind, chunk,
-// micro-batch), so matching never depends on arrival order. With one pipeline rank and
-// V > 1 the "messages" go through a local mailbox.
+// micro-batch), so matching never depends on arrival order. Between two chunks on one rank
+// (one pipeline rank and V > 1, or zb-v's turn from chunk PP - 1 to chunk PP on rank PP - 1)
+// the "messages" go through a local mailbox. The ranks of a chunk's neighbours come from the
+// schedule's placement (parallel/schedule.hpp: chunk_rank).
 //
 // A chunk is a stage behind three calls: forward gives its output (or the loss), backward
 // (B) takes the output's gradient and gives the input's, backward_weight (W) computes the
@@ -70,7 +72,8 @@ struct PipelineStats {
 
 class PipelineExecutor {
  public:
-  // chunks[v]: this rank's chunk of virtual stage v (model chunk v * PP + rank).
+  // chunks[v]: this rank's chunk of virtual stage v (model chunk chunk_id(placement(kind), PP,
+  // rank, v): v * PP + rank looped).
   // activation_numel, activation_dtype: one activation or gradient sent between chunks.
   PipelineExecutor(Backend& be, Comm& pp, std::vector<PipelineStage*> chunks, ScheduleKind kind,
                    int micro_batches, int64_t activation_numel, DType activation_dtype);
@@ -109,7 +112,7 @@ class PipelineExecutor {
     std::unique_ptr<Comm::Request> request;
   };
   std::vector<PendingSend> sends_;
-  std::map<int, Buffer> mailbox_;  // messages to this rank itself (PP = 1, V > 1)
+  std::map<int, Buffer> mailbox_;  // messages to this rank itself (between its own chunks)
 };
 
 }  // namespace tetra

@@ -105,7 +105,7 @@ class ZeroParams final : public UnitParams {
   bool grads_fresh(int u) const override;
 
   // Tied embeddings (model/config.hpp: tie_embeddings): unit `unit` of this rank holds the
-  // matrix the embedding and the LM head share. Where one rank runs both ends (PP 1) the unit
+  // matrix the embedding and the LM head share. Where one rank runs both ends (PP 1, zb-v) the unit
   // has two backwards per micro-batch (the head's, then the embedding's: uses 2), and its
   // gradient is the sum of both. At PP > 1 the first stage's embedding unit and the last
   // stage's copy of it (`copy`, UnitPlacement::tied_copy) each hold the matrix, and
