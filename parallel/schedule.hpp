@@ -11,7 +11,7 @@
 // needs B(mb, k). Activations flow from chunk k to chunk k + 1 (looped: rank r -> r + 1, and
 // from the last rank's chunk v to rank 0's chunk v + 1), gradients the other way.
 //
-// Properties every schedule here has (tested in tests/unit/test_schedule.cpp):
+// Properties every schedule here has (tested in tests/unit/test_schedule*.cpp):
 // - each rank runs F and B of every (micro-batch, own chunk) exactly once, F before B;
 // - for each chunk, forwards and backwards run in increasing micro-batch order, so weight
 //   gradients accumulate in the same order under every schedule (bitwise-equal results);
@@ -19,9 +19,9 @@
 // - the looped schedules run their chunks' actions in the same global (micro-batch, chunk)
 //   order on all ranks, so every link (rank pair) carries its activations and gradients, both
 //   kinds together, in the order the receiver consumes them: an executor that posts receives
-//   in action order never mismatches, even with one tag per link (SimResult::in_order). zb-v's
-//   links carry the two kinds interleaved as its greedy order has them; the executor's tags
-//   name each message (parallel/pipeline.hpp), so it does not need the order;
+//   in action order never mismatches, even with one tag per link (SimResult::in_order). zb-v
+//   may make a gradient after an activation its peer takes later; the executor posts each
+//   link's messages in the receiver's order (parallel/pipeline.hpp), which costs no wait;
 // - the forward-only list is the training list less its backwards, and keeps all three
 //   properties (the simulation runs it too).
 #pragma once
