@@ -389,6 +389,8 @@ void finish(CommandLine& cli, TrainSettings& settings, std::unique_ptr<CLI::App>
     check(!o.out.empty() || o.json, "tetra plot needs --out FILE");
     for (const char* flag : {"--pp", "--vpp", "--micro-batches"})
       check(o.schedule.empty() ? !given(flag) : true, flag, " goes with --schedule");
+    // zb-v's two chunks per rank, as `layout.vpp` takes them in a run (train/config.hpp).
+    if (o.schedule == "zb-v" && !given("--vpp")) cli.plot.vpp = 2;
     check(!given("--step") || !o.trace.empty() || !o.barrier.empty(),
           "--step goes with --trace or --barrier");
   }

@@ -279,10 +279,14 @@ Lesson zero_bubble(const TrainArgs& train) {
   l.working = {
       "(p-1)/(3 m + p - 1) = 1/{slots} = {share}; the ratio form (p-1)/(3 m) = {ratio}; 1F1B at "
       "the same m: {plain}. Draw both: tetra plot --schedule zb-h1 --pp 2 --micro-batches {m} "
-      "--out zb.svg, and --schedule 1f1b.",
+      "--out zb.svg, and --schedule 1f1b. Then --schedule zb-v: two chunks of half a stage per "
+      "rank placed as a V (rank 0 holds the first and the last), the same memory, and a wait "
+      "of p - 1 half slots: (p-1)/(6 m + p - 1).",
       "(p-1)/(3 m + p - 1) = 1/{slots} = {share}；比值形式 (p-1)/(3 m) = {ratio}；相同 m 的 "
       "1F1B：{plain}。两种都画出来看：tetra plot --schedule zb-h1 --pp 2 --micro-batches {m} "
-      "--out zb.svg，以及 --schedule 1f1b。"};
+      "--out zb.svg，以及 --schedule 1f1b。再画 --schedule zb-v：每个 rank 两个半段大小的分块，"
+      "排成 V 形（rank 0 持有第一块和最后一块），显存相同，只等 p - 1 个半时隙："
+      "(p-1)/(6 m + p - 1)。"};
   l.code = {{"parallel/schedule.cpp", "make_schedule"},
             {"transformer/block.cpp", "block_backward_input"},
             {"transformer/block.cpp", "block_backward_weight"}};

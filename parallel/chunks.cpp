@@ -5,7 +5,7 @@
 
 namespace tetra {
 
-std::vector<ChunkPlan> plan_chunks(int layers, int pp, int vpp, bool ends) {
+std::vector<ChunkPlan> plan_chunks(int layers, int pp, int vpp, bool ends, Placement placement) {
   const std::optional<int64_t> chunks64 = checked_mul(pp, vpp);
   check(chunks64 && *chunks64 <= layers, "PP * VPP = ", pp, " * ", vpp, " = ",
         chunks64 ? std::to_string(*chunks64) : std::string("more than 2^63"),
@@ -17,8 +17,8 @@ std::vector<ChunkPlan> plan_chunks(int layers, int pp, int vpp, bool ends) {
   int next = 0;
   for (int k = 0; k < K; ++k) {
     ChunkPlan& c = chunks[k];
-    c.stage = k % pp;
-    c.virtual_stage = k / pp;
+    c.stage = chunk_rank(placement, pp, vpp, k);
+    c.virtual_stage = chunk_virtual_stage(placement, pp, k);
     if (k == 0) c.units.push_back(0);
     const int n = slots / K + (k < slots % K ? 1 : 0) - (ends && k == 0) - (ends && k == K - 1);
     check(n >= 1, "`layout.pp_balance` ends leaves chunk ", k, " of PP * VPP = ", K, " without a layer: (",

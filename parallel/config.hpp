@@ -15,8 +15,8 @@ struct LayoutConfig {
   // TP * CP * PP * DP ranks; dp 0 means "the rest of the ranks".
   int tp = 1, cp = 1, pp = 1, dp = 0;
   bool sp = false;                // Megatron sequence parallelism inside the TP group
-  int vpp = 1;                    // virtual pipeline stages (model chunks) per pipeline rank
-  std::string schedule = "1f1b";  // gpipe, 1f1b or interleaved
+  int vpp = 1;                    // model chunks per pipeline rank (interleaved; zb-v: 2)
+  std::string schedule = "1f1b";  // one of kScheduleNames
   // How the layers are cut into chunks (parallel/chunks.hpp): even, or ends (the
   // embedding and the head each count as a layer, so the first and the last chunk hold one
   // layer fewer, as Llama 3 405B's stages do).

@@ -59,7 +59,8 @@ enum class CommChoice { Mpi, Auto, Nccl };
 CommChoice comm_choice(const std::string& flag);  // "mpi", "auto" or "nccl"
 
 // Collective over `world`: every rank must call it with the same layout, choice and tied.
-// Every group's tensors live in be's memory. tied: make the embedding group (at PP > 1).
+// Every group's tensors live in be's memory. tied: make the embedding group (at PP > 1; the
+// caller passes false where one stage holds both ends, as zb-v's V placement does).
 Grid make_grid(MPI_Comm world, const Layout& layout, Backend& be,
                CommChoice choice = CommChoice::Mpi, bool tied = false);
 

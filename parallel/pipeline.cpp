@@ -38,9 +38,36 @@ void PipelineExecutor::send(Buffer payload, int peer, int t) {
     mailbox_[t] = std::move(payload);
     return;
   }
-  PendingSend s{std::move(payload), nullptr};
-  s.request = pp_.isend(s.payload.flat(), peer, t);
-  sends_.push_back(std::move(s));
+  // Posted in the order the peer takes them: a message whose predecessors (in that order) are
+  // not all made yet waits here. The peer's receive of it comes after theirs, which were made
+  // before it could be posted, so the wait costs the peer nothing.
+  Link& link = links_[peer];
+  link.made[t] = std::move(payload);
+  while (!link.order.empty() && link.made.count(link.order.front())) {
+    const int next = link.order.front();
+    link.order.pop_front();
+    PendingSend s{std::move(link.made[next]), nullptr};
+    link.made.erase(next);
+    s.request = pp_.isend(s.payload.flat(), peer, next);
+    sends_.push_back(std::move(s));
+  }
+}
+
+void PipelineExecutor::plan_links(ScheduleMode mode) {
+  const int P = pp_.size(), r = pp_.rank(), V = int(chunks_.size()), K = P * V;
+  const Placement place = placement(kind_);
+  links_.clear();
+  for (int peer = 0; peer < P; ++peer) {
+    if (peer == r) continue;
+    std::deque<int>& order = links_[peer].order;
+    for (const Action& a : make_schedule(kind_, P, V, micro_batches_, peer, mode)) {
+      const int k = chunk_id(place, P, peer, a.chunk);
+      if (a.kind == Action::Forward && k > 0 && chunk_rank(place, P, V, k - 1) == r)
+        order.push_back(tag(kActivation, k, a.micro_batch));
+      if (a.kind == Action::Backward && k + 1 < K && chunk_rank(place, P, V, k + 1) == r)
+        order.push_back(tag(kGradient, k, a.micro_batch));
+    }
+  }
 }
 
 void PipelineExecutor::receive(Buffer& into, int peer, Direction d, int chunk_id, int micro_batch,
@@ -71,10 +98,15 @@ PipelineStats PipelineExecutor::execute(const std::vector<MicroBatch>& mbs, Sche
   PipelineStats stats;
   const Clock::time_point t0 = Clock::now();
   const int P = pp_.size(), r = pp_.rank(), V = int(chunks_.size()), K = P * V;
-  const int prev = (r - 1 + P) % P, next = (r + 1) % P;
+  const Placement place = placement(kind_);
+  plan_links(mode);
 
   for (const Action& a : make_schedule(kind_, P, V, micro_batches_, r, mode)) {
-    const int k = a.chunk * P + r;  // model chunk id
+    const int k = chunk_id(place, P, r, a.chunk);  // model chunk id
+    // The ranks of the chunks before and after it: r - 1 and r + 1 looped (wrapping around
+    // between virtual stages); as a V the turn at rank P - 1 is this rank itself (mailbox).
+    const int prev = k > 0 ? chunk_rank(place, P, V, k - 1) : -1;
+    const int next = k + 1 < K ? chunk_rank(place, P, V, k + 1) : -1;
     PipelineStage& chunk = *chunks_[a.chunk];
     const MicroBatch& mb = mbs[a.micro_batch];
     const auto compute = [&](trace::Event& e) {
@@ -110,6 +142,9 @@ PipelineStats PipelineExecutor::execute(const std::vector<MicroBatch>& mbs, Sche
       chunk.backward_weight(a.micro_batch, mb);
     }
   }
+  for (const auto& [peer, link] : links_)
+    check(link.made.empty() && link.order.empty(), "pipeline: ", link.made.size(),
+          " messages to pp rank ", peer, " never posted, ", link.order.size(), " never made");
   for (PendingSend& s : sends_) s.request->wait();
   sends_.clear();
   for (PipelineStage* c : chunks_) stats.loss_sum += c->take_loss();

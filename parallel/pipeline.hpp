@@ -4,11 +4,17 @@
 //
 // Sends are non-blocking (each outgoing tensor is copied into a buffer the request owns);
 // a receive is posted when its action needs it and waited for at once, and that wait is
-// the rank's bubble. The schedules run every chunk's actions in one global (micro-batch,
-// chunk) order, so these blocking receives cannot deadlock (tests/unit/test_schedule.cpp
-// simulates every valid PP, V, m). Each message has its own tag (kind, chunk,
-// micro-batch), so matching never depends on arrival order. With one pipeline rank and
-// V > 1 the "messages" go through a local mailbox.
+// the rank's bubble. The schedules' lists cannot deadlock (tests/unit/test_schedule*.cpp
+// simulate every valid PP, V, m). Each message has its own tag (kind, chunk, micro-batch),
+// and each link's messages are posted in the order its receiver takes them (the peer's list,
+// a pure function, says which): the looped schedules make them in that order; zb-v's greedy
+// order may make a gradient after an activation its peer takes later, and that activation
+// then waits at the sender until the gradient exists, which costs the peer nothing (it takes
+// the gradient first). So NCCL, whose point-to-point calls match in order and ignore tags,
+// receives what it expects. Between two chunks on one rank
+// (one pipeline rank and V > 1, or zb-v's turn from chunk PP - 1 to chunk PP on rank PP - 1)
+// the "messages" go through a local mailbox. The ranks of a chunk's neighbours come from the
+// schedule's placement (parallel/schedule.hpp: chunk_rank).
 //
 // A chunk is a stage behind three calls: forward gives its output (or the loss), backward
 // (B) takes the output's gradient and gives the input's, backward_weight (W) computes the
@@ -21,6 +27,7 @@
 // activation_numel elements of activation_dtype, made in one place and checked at the send,
 // so that what one rank sends is what its peer allocated to receive.
 #pragma once
+#include <deque>
 #include <map>
 #include <memory>
 #include <vector>
@@ -70,7 +77,8 @@ struct PipelineStats {
 
 class PipelineExecutor {
  public:
-  // chunks[v]: this rank's chunk of virtual stage v (model chunk v * PP + rank).
+  // chunks[v]: this rank's chunk of virtual stage v (model chunk chunk_id(placement(kind), PP,
+  // rank, v): v * PP + rank looped).
   // activation_numel, activation_dtype: one activation or gradient sent between chunks.
   PipelineExecutor(Backend& be, Comm& pp, std::vector<PipelineStage*> chunks, ScheduleKind kind,
                    int micro_batches, int64_t activation_numel, DType activation_dtype);
@@ -91,6 +99,9 @@ class PipelineExecutor {
   PipelineStats execute(const std::vector<MicroBatch>& micro_batches, ScheduleMode mode,
                         float loss_scale);
   int tag(Direction d, int chunk_id, int micro_batch) const;
+  // links_ anew for a step of `mode`: to each peer, the tags of this rank's messages in the
+  // order the peer's list receives them.
+  void plan_links(ScheduleMode mode);
   // A message buffer [activation_numel] of activation_dtype: every receive's, every copy sent.
   Buffer message() const;
   void send(Buffer payload, int peer, int tag);
@@ -109,7 +120,12 @@ class PipelineExecutor {
     std::unique_ptr<Comm::Request> request;
   };
   std::vector<PendingSend> sends_;
-  std::map<int, Buffer> mailbox_;  // messages to this rank itself (PP = 1, V > 1)
+  struct Link {
+    std::deque<int> order;       // tags not yet posted, in the peer's order of receiving them
+    std::map<int, Buffer> made;  // messages made but not yet posted, by tag
+  };
+  std::map<int, Link> links_;      // by peer
+  std::map<int, Buffer> mailbox_;  // messages to this rank itself (between its own chunks)
 };
 
 }  // namespace tetra

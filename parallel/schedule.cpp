@@ -32,6 +32,8 @@
 //
 //   rank 0: F0 F1 F2 | F3 B0 W0 F4 B1 W1 F5 B2 W2 F6 B3 W3 F7 B4 W4 | B5 W5 B6 W6 B7 W7
 //   rank 3:          | F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 ... F7 B7 W4 | W5 W6 W7
+//
+// ZB-V (the same paper's V schedule): parallel/schedule_v.cpp.
 #include "parallel/schedule.hpp"
 
 #include <algorithm>
@@ -39,6 +41,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "parallel/schedule_v.hpp"
 #include "util/error.hpp"
 
 namespace tetra {
@@ -53,7 +56,30 @@ ScheduleKind parse_schedule(const std::string& name) {
 }
 
 bool splits_backward(ScheduleKind kind) {
-  return kind == ScheduleKind::ZeroBubbleH1;
+  return kind == ScheduleKind::ZeroBubbleH1 || kind == ScheduleKind::ZeroBubbleV;
+}
+
+Placement placement(ScheduleKind kind) {
+  return kind == ScheduleKind::ZeroBubbleV ? Placement::V : Placement::Looped;
+}
+
+int chunk_rank(Placement placement, int pp, int vpp, int k) {
+  check(k >= 0 && k < pp * vpp, "model chunk ", k, " is outside 0..", pp * vpp - 1);
+  if (placement == Placement::V) return k < pp ? k : 2 * pp - 1 - k;
+  return k % pp;
+}
+
+int chunk_id(Placement placement, int pp, int rank, int v) {
+  if (placement == Placement::V) return v == 0 ? rank : 2 * pp - 1 - rank;
+  return v * pp + rank;
+}
+
+int chunk_virtual_stage(Placement placement, int pp, int k) {
+  return placement == Placement::V ? int(k >= pp) : k / pp;
+}
+
+int head_rank(Placement placement, int pp) {
+  return placement == Placement::V ? 0 : pp - 1;
 }
 
 char action_letter(Action::Kind kind) {
@@ -74,8 +100,12 @@ void check_schedule(ScheduleKind kind, int pp, int vpp, int m) {
   check(int64_t(vpp) * m <= kMaxPasses, "`batch.global_batch` / (DP * micro-batch) = ", m,
         " micro-batches times `layout.vpp` ", vpp, " is ", int64_t(vpp) * m,
         " passes per stage and step, more than tetra's limit of ", kMaxPasses);
-  check(vpp == 1 || kind == ScheduleKind::Interleaved, "`layout.vpp` ", vpp,
-        " needs `layout.schedule` interleaved (got ", schedule_name(kind), ")");
+  check(kind != ScheduleKind::ZeroBubbleV || vpp == 2,
+        "`layout.schedule` zb-v places two chunks on each rank: `layout.vpp` must be 2 (got ", vpp,
+        ")");
+  check(vpp == 1 || kind == ScheduleKind::Interleaved || kind == ScheduleKind::ZeroBubbleV,
+        "`layout.vpp` ", vpp, " needs `layout.schedule` interleaved (got ", schedule_name(kind),
+        ")");
   check(kind != ScheduleKind::Interleaved || m % pp == 0,
         "`layout.schedule` interleaved needs the micro-batch count to be a multiple of PP: ",
         "`batch.global_batch` / (DP * micro-batch) = ", m, " is not a multiple of PP = ", pp);
@@ -98,6 +128,15 @@ int warmup_forwards(ScheduleKind kind, int pp, int vpp, int m, int rank) {
   check_schedule(kind, pp, vpp, m);
   check_rank(pp, rank);
   if (kind == ScheduleKind::GPipe) return m;
+  if (kind == ScheduleKind::ZeroBubbleV) {
+    int w = 0;
+    const std::vector<std::vector<Action>> lists = zero_bubble_v(pp, m);
+    for (const Action& a : lists[rank]) {
+      if (a.kind != Action::Forward) break;
+      ++w;
+    }
+    return w;
+  }
   if (!is_interleaved(kind, vpp)) return std::min(pp - rank - 1, m);
   // Megatron's count: (V - 1) PP forwards for the sweeps through the earlier chunks, then
   // 2 (PP - r - 1) to keep rank r busy while micro-batch 0 runs to the last rank and its
@@ -109,6 +148,7 @@ int warmup_forwards(ScheduleKind kind, int pp, int vpp, int m, int rank) {
 int max_in_flight_bound(ScheduleKind kind, int pp, int vpp, int m, int rank) {
   // 1F1B's warm-up and steady forward, plus the rank W passes it runs late.
   if (kind == ScheduleKind::ZeroBubbleH1) return std::min(pp, m);
+  if (kind == ScheduleKind::ZeroBubbleV) return 2 * pp;  // schedule_v.cpp's cap (m >= PP)
   const int total = (kind == ScheduleKind::Interleaved ? vpp : 1) * m;
   const int w = warmup_forwards(kind, pp, vpp, m, rank);
   // Warm-up leaves w in flight; the steady state's forward raises that to w + 1 before its
@@ -131,8 +171,16 @@ std::vector<Action> make_schedule(ScheduleKind kind, int pp, int vpp, int m, int
   std::vector<Action> out;
   out.reserve((splits_backward(kind) ? 3 : 2) * total);
   if (mode == ScheduleMode::ForwardOnly) {  // the training list's forwards, in its order
+    if (kind == ScheduleKind::ZeroBubbleV) {
+      for (const Action& a : make_schedule(kind, pp, vpp, m, rank))
+        if (a.kind == Action::Forward) out.push_back(a);
+      return out;
+    }
     for (int k = 0; k < total; ++k) out.push_back(forward(k));
     return out;
+  }
+  if (kind == ScheduleKind::ZeroBubbleV) {
+    return zero_bubble_v(pp, m)[size_t(rank)];  // warmup_forwards checked the rank
   }
   if (kind == ScheduleKind::ZeroBubbleH1) {  // 1F1B's order, W(i) after B(i + rank)
     int b = 0, wp = 0;
@@ -160,14 +208,16 @@ std::vector<Action> make_schedule(ScheduleKind kind, int pp, int vpp, int m, int
 BubbleForms bubble_forms(ScheduleKind kind, int pp, int vpp, int m) {
   check_schedule(kind, pp, vpp, m);
   // Step = compute + idle, in units of one (F + B + W) per micro-batch per chunk, with F, B and
-  // W equal: idle (p - 1) of those units, or (p - 1) / 3 of them for ZB-H1.
-  const double units = double(vpp) * m * (kind == ScheduleKind::ZeroBubbleH1 ? 3 : 1);
+  // W equal: idle (p - 1) of those units, or (p - 1) / 3 of them where the backward is split
+  // (ZB-H1, and ZB-V with its V = 2 chunks of half a stage).
+  const double units = double(vpp) * m * (splits_backward(kind) ? 3 : 1);
   return {(pp - 1) / (units + pp - 1), (pp - 1) / units};
 }
 
 const char* bubble_formula_text(ScheduleKind kind) {
   if (kind == ScheduleKind::Interleaved) return "(p-1)/(V*m+p-1)";
   if (kind == ScheduleKind::ZeroBubbleH1) return "(p-1)/(3m+p-1)";
+  if (kind == ScheduleKind::ZeroBubbleV) return "(p-1)/(6m+p-1)";
   return "(p-1)/(m+p-1)";
 }
 
@@ -189,11 +239,11 @@ SimResult simulate(ScheduleKind kind, int pp, int vpp, int m, double tf, double 
   check_schedule(kind, pp, vpp, m);
   std::vector<std::vector<Action>> ranks;
   for (int r = 0; r < pp; ++r) ranks.push_back(make_schedule(kind, pp, vpp, m, r, mode));
-  return simulate(ranks, vpp, m, tf, tb, mode, tw);
+  return simulate(ranks, vpp, m, tf, tb, mode, tw, placement(kind));
 }
 
 SimResult simulate(const std::vector<std::vector<Action>>& ranks, int vpp, int m, double tf,
-                   double tb, ScheduleMode mode, double tw) {
+                   double tb, ScheduleMode mode, double tw, Placement place) {
   const int pp = int(ranks.size());
   check(pp >= 1 && vpp >= 1 && m >= 1, "simulate: need PP, V and m at least 1");
   check(tf >= 0 && tb >= 0 && tw >= 0, "simulate: costs must not be negative");
@@ -248,7 +298,7 @@ SimResult simulate(const std::vector<std::vector<Action>>& ranks, int vpp, int m
     for (int r = 0; r < pp; ++r) {
       while (next[r] < ranks[r].size()) {
         const Action& a = ranks[r][next[r]];
-        const int k = a.chunk * pp + r;
+        const int k = chunk_id(place, pp, r, a.chunk);
         double ready = 0;
         if (a.kind == Action::Forward) {
           ready = k > 0 ? at(f_end, a.micro_batch, k - 1) : 0;
@@ -288,13 +338,14 @@ SimResult simulate(const std::vector<std::vector<Action>>& ranks, int vpp, int m
   std::map<std::pair<int, int>, std::vector<Message>> sent, used;  // by (from rank, to rank)
   for (int r = 0; r < pp; ++r) {
     for (const Action& a : ranks[r]) {
-      const int k = a.chunk * pp + r, mb = a.micro_batch;
+      const int k = chunk_id(place, pp, r, a.chunk), mb = a.micro_batch;
+      const auto rank_of = [&](int chunk) { return chunk_rank(place, pp, vpp, chunk); };
       if (a.kind == Action::Forward) {
-        if (k + 1 < chunks) sent[{r, (k + 1) % pp}].push_back({0, mb, k + 1});
-        if (k > 0) used[{(k - 1) % pp, r}].push_back({0, mb, k});
+        if (k + 1 < chunks) sent[{r, rank_of(k + 1)}].push_back({0, mb, k + 1});
+        if (k > 0) used[{rank_of(k - 1), r}].push_back({0, mb, k});
       } else if (a.kind == Action::Backward) {
-        if (k > 0) sent[{r, (k - 1) % pp}].push_back({1, mb, k - 1});
-        if (k + 1 < chunks) used[{(k + 1) % pp, r}].push_back({1, mb, k});
+        if (k > 0) sent[{r, rank_of(k - 1)}].push_back({1, mb, k - 1});
+        if (k + 1 < chunks) used[{rank_of(k + 1), r}].push_back({1, mb, k});
       }
     }
   }
@@ -334,7 +385,7 @@ std::string schedule_problem(const std::vector<std::vector<Action>>& ranks, Sche
                             std::to_string(m) + ": ";
   SimResult sim;
   try {
-    sim = simulate(ranks, vpp, m, 1, 2);
+    sim = simulate(ranks, vpp, m, 1, 2, ScheduleMode::Train, 0, placement(kind));
   } catch (const Error& e) {
     return where + e.what();
   }
@@ -344,7 +395,12 @@ std::string schedule_problem(const std::vector<std::vector<Action>>& ranks, Sche
     for (int r = 0; r < pp; ++r) {
       if (sim.timeline[r].size() == ranks[r].size()) continue;
       const Action a = ranks[r][sim.timeline[r].size()];
-      const int k = a.chunk * pp + r;
+      const Placement place = placement(kind);
+      const int k = chunk_id(place, pp, r, a.chunk);
+      const auto where_is = [&](int chunk) {
+        return std::to_string(chunk_virtual_stage(place, pp, chunk)) + " of rank " +
+               std::to_string(chunk_rank(place, pp, vpp, chunk)) + ";";
+      };
       const bool own_forward_done =
           std::any_of(sim.timeline[r].begin(), sim.timeline[r].end(), [&](const TimedAction& t) {
             return t.action == Action{Action::Forward, a.micro_batch, a.chunk};
@@ -355,15 +411,16 @@ std::string schedule_problem(const std::vector<std::vector<Action>>& ranks, Sche
       else if (a.kind == Action::Backward && !own_forward_done)
         os << "its own F" << a.micro_batch << '.' << a.chunk << ";";
       else if (a.kind == Action::Forward)
-        os << "F" << a.micro_batch << '.' << (k - 1) / pp << " of rank " << (k - 1) % pp << ";";
+        os << "F" << a.micro_batch << '.' << where_is(k - 1);
       else
-        os << "B" << a.micro_batch << '.' << (k + 1) / pp << " of rank " << (k + 1) % pp << ";";
+        os << "B" << a.micro_batch << '.' << where_is(k + 1);
     }
     std::string text = os.str();
     text.back() = ' ';
     return where + text + "(no rank can move on)";
   }
-  if (!sim.in_order) return where + "messages out of order: " + sim.order_problem;
+  if (!sim.in_order && placement(kind) == Placement::Looped)
+    return where + "messages out of order: " + sim.order_problem;
   for (int r = 0; r < pp; ++r) {
     const int bound = max_in_flight_bound(kind, pp, vpp, m, r);
     if (sim.max_in_flight[r] > bound)

@@ -5,20 +5,23 @@
 // forward_only: evaluation runs the same schedule's forwards, in the same order, and nothing
 // else, so that training and evaluation are one loop over one list (parallel/pipeline.hpp).
 //
-// The model is cut into K = PP * V chunks; chunk k lives on rank k % PP as its virtual stage
-// v = k / PP. F(mb, k) needs F(mb, k - 1); B(mb, k) needs B(mb, k + 1), and B(mb, K - 1)
-// needs F(mb, K - 1). Activations flow from chunk k to chunk k + 1 (rank r -> r + 1, and
+// The model is cut into K = PP * V chunks, placed by the schedule (Placement below): looped,
+// chunk k on rank k % PP as its virtual stage v = k / PP, or as a V (zb-v). F(mb, k) needs
+// F(mb, k - 1); B(mb, k) needs B(mb, k + 1), and B(mb, K - 1) needs F(mb, K - 1); W(mb, k)
+// needs B(mb, k). Activations flow from chunk k to chunk k + 1 (looped: rank r -> r + 1, and
 // from the last rank's chunk v to rank 0's chunk v + 1), gradients the other way.
 //
-// Properties every schedule here has (tested in tests/unit/test_schedule.cpp):
+// Properties every schedule here has (tested in tests/unit/test_schedule*.cpp):
 // - each rank runs F and B of every (micro-batch, own chunk) exactly once, F before B;
 // - for each chunk, forwards and backwards run in increasing micro-batch order, so weight
 //   gradients accumulate in the same order under every schedule (bitwise-equal results);
-// - all ranks run their chunks' actions in the same global (micro-batch, chunk) order, so
-//   every link (rank pair) carries its activations and gradients, both kinds together, in
-//   the order the receiver consumes them: an executor that posts receives in action order
-//   and sends as soon as results exist never mismatches, even with one tag per link, and
-//   never deadlocks (SimResult::in_order, SimResult::deadlock);
+// - the lists cannot deadlock (SimResult::deadlock), whatever the costs of the passes;
+// - the looped schedules run their chunks' actions in the same global (micro-batch, chunk)
+//   order on all ranks, so every link (rank pair) carries its activations and gradients, both
+//   kinds together, in the order the receiver consumes them: an executor that posts receives
+//   in action order never mismatches, even with one tag per link (SimResult::in_order). zb-v
+//   may make a gradient after an activation its peer takes later; the executor posts each
+//   link's messages in the receiver's order (parallel/pipeline.hpp), which costs no wait;
 // - the forward-only list is the training list less its backwards, and keeps all three
 //   properties (the simulation runs it too).
 #pragma once
@@ -28,11 +31,12 @@
 
 namespace tetra {
 
-enum class ScheduleKind { GPipe, OneFOneB, Interleaved, ZeroBubbleH1 };
+enum class ScheduleKind { GPipe, OneFOneB, Interleaved, ZeroBubbleH1, ZeroBubbleV };
 
 // The names `layout.schedule` takes, in ScheduleKind's order: the schema's list
 // (parallel/config.hpp), which every flag and check of a schedule name takes from there.
-inline const std::vector<std::string> kScheduleNames = {"gpipe", "1f1b", "interleaved", "zb-h1"};
+inline const std::vector<std::string> kScheduleNames = {"gpipe", "1f1b", "interleaved", "zb-h1",
+                                                        "zb-v"};
 
 // One of kScheduleNames; anything else throws tetra::Error.
 ScheduleKind parse_schedule(const std::string& name);
@@ -44,13 +48,28 @@ const char* schedule_name(ScheduleKind kind);
 // executor runs W right after it, and the simulator charges B the cost of both.
 bool splits_backward(ScheduleKind kind);
 
+// Where the K = PP V model chunks live. Looped (every schedule but zb-v): chunk k on rank
+// k % PP as its virtual stage k / PP. V (zb-v, V = 2; Qi et al. 2023): chunk k on rank k for
+// k < PP (virtual stage 0), on rank 2 PP - 1 - k for k >= PP (virtual stage 1), so that rank 0
+// holds the first and the last chunk (the embedding and the head) and chunk PP - 1 hands over
+// to chunk PP on rank PP - 1 itself. PP 4: ranks 0 1 2 3 3 2 1 0 for chunks 0..7.
+enum class Placement { Looped, V };
+Placement placement(ScheduleKind kind);
+// The pipeline rank that holds model chunk k (0 <= k < PP V).
+int chunk_rank(Placement placement, int pp, int vpp, int k);
+// The model chunk of `rank`'s virtual stage v, and the virtual stage of chunk k on its rank.
+int chunk_id(Placement placement, int pp, int rank, int v);
+int chunk_virtual_stage(Placement placement, int pp, int k);
+// The rank that holds the head (the last chunk): PP - 1 looped, 0 as a V.
+int head_rank(Placement placement, int pp);
+
 // Train: every forward and backward; ForwardOnly: the forwards alone (evaluation).
 enum class ScheduleMode { Train, ForwardOnly };
 
 struct Action {
   enum Kind { Forward, Backward, Weight } kind;  // F, B, W
   int micro_batch;
-  int chunk;  // virtual stage v on this rank (0..V-1); model chunk id = v * PP + rank
+  int chunk;  // virtual stage v on this rank (0..V-1); model chunk id: chunk_id(.., rank, v)
   bool operator==(const Action&) const = default;
 };
 
@@ -61,9 +80,9 @@ char action_letter(Action::Kind kind);  // 'F', 'B', 'W'
 inline constexpr int64_t kMaxPasses = 1 << 20;
 
 // Throws tetra::Error unless PP >= 1, V >= 1, m >= PP, V m <= kMaxPasses, V == 1 for gpipe,
-// 1f1b and zb-h1, and m % PP == 0 for interleaved. Interleaved with V == 1 is allowed and yields
-// exactly the 1F1B order (Megatron's doubled warm-up only pays off with V > 1); it still needs m %
-// PP == 0, so the rule for `--schedule interleaved` does not depend on V.
+// 1f1b and zb-h1, V == 2 for zb-v, and m % PP == 0 for interleaved. Interleaved with V == 1 is
+// allowed and yields exactly the 1F1B order (Megatron's doubled warm-up only pays off with V > 1);
+// it still needs m % PP == 0, so the rule for `--schedule interleaved` does not depend on V.
 void check_schedule(ScheduleKind kind, int pp, int vpp, int micro_batches);
 
 // Ordered actions pipeline rank `rank` runs in one step: 2 * V * m of them in training
@@ -72,12 +91,13 @@ void check_schedule(ScheduleKind kind, int pp, int vpp, int micro_batches);
 std::vector<Action> make_schedule(ScheduleKind kind, int pp, int vpp, int micro_batches, int rank,
                                   ScheduleMode mode = ScheduleMode::Train);
 
-// Forwards a rank runs before its first backward (GPipe: all m).
+// Forwards a rank runs before its first backward (GPipe: all m; zb-v: as its list has them).
 int warmup_forwards(ScheduleKind kind, int pp, int vpp, int micro_batches, int rank);
 
 // Most (micro-batch, chunk) pairs whose forward is done and backward (its W, where split) is
 // not, on `rank`: GPipe m; 1F1B PP - rank; ZB-H1 PP on every rank (the most 1F1B holds, on
-// rank 0); interleaved min(W + 1, V * m) with the warm-up
+// rank 0); ZB-V 2 PP on every rank (chunks of half a stage: again PP micro-batches of a whole
+// stage's activations, 1F1B's rank 0); interleaved min(W + 1, V * m) with the warm-up
 // W = 2 (PP - rank - 1) + (V - 1) PP, i.e. at most (V + 1) PP - 1 chunk activations on
 // rank 0 (each a 1/V share of the rank's layers: about PP + (PP - 1) / V micro-batches of
 // full-stage activations, against PP for 1F1B).
@@ -87,7 +107,11 @@ int max_in_flight_bound(ScheduleKind kind, int pp, int vpp, int micro_batches, i
 // = (PP - 1) / (V m); of_step = idle / step = (PP - 1) / (V m + PP - 1) (V = 1 for gpipe
 // and 1f1b, which gives (p - 1) / (m + p - 1)). ZB-H1 idles (p - 1)(T_F + T_B - T_W) per
 // rank against 1F1B's (p - 1)(T_F + T_B + T_W), which with equal costs T_F = T_B = T_W gives
-// of_compute = (p - 1) / (3 m) and of_step = (p - 1) / (3 m + p - 1).
+// of_compute = (p - 1) / (3 m) and of_step = (p - 1) / (3 m + p - 1). ZB-V with equal costs
+// per chunk idles p - 1 chunk passes per rank in a step of 6 m: of_compute = (p - 1) / (6 m),
+// of_step = (p - 1) / (6 m + p - 1). That is a floor for any order on the V placement (rank
+// p - 1 waits p - 1 forwards for its first input, and the step is as long on every rank), and
+// make_schedule's order meets it (tests/unit/test_schedule_v.cpp: p <= 8, m from p to 4p + 2).
 struct BubbleForms {
   double of_step;
   double of_compute;
@@ -95,7 +119,7 @@ struct BubbleForms {
 BubbleForms bubble_forms(ScheduleKind kind, int pp, int vpp, int micro_batches);
 
 // bubble_forms' of_step as a formula, for reports: "(p-1)/(m+p-1)", "(p-1)/(V*m+p-1)"
-// (interleaved) or "(p-1)/(3m+p-1)" (zb-h1, with T_F = T_B = T_W).
+// (interleaved), "(p-1)/(3m+p-1)" (zb-h1) or "(p-1)/(6m+p-1)" (zb-v, with T_F = T_B = T_W).
 const char* bubble_formula_text(ScheduleKind kind);
 
 // The bubble as tetra reports it everywhere (plan, plot, step line, metrics, sweep, lab):
@@ -128,16 +152,19 @@ struct SimResult {
 SimResult simulate(ScheduleKind kind, int pp, int vpp, int micro_batches, double tf, double tb,
                    ScheduleMode mode = ScheduleMode::Train, double tw = 0);
 
-// The same for arbitrary per-rank lists (ranks.size() = PP), which split the backward when any
-// holds a W. Throws tetra::Error when a list is not a permutation of F and B (and W where
-// split; ForwardOnly: of F alone) of every (micro-batch < m, chunk < V).
+// The same for arbitrary per-rank lists (ranks.size() = PP) with the chunks placed by
+// `placement`, which split the backward when any holds a W. Throws tetra::Error when a list is
+// not a permutation of F and B (and W where split; ForwardOnly: of F alone) of every
+// (micro-batch < m, chunk < V).
 SimResult simulate(const std::vector<std::vector<Action>>& ranks, int vpp, int micro_batches,
-                   double tf, double tb, ScheduleMode mode = ScheduleMode::Train, double tw = 0);
+                   double tf, double tb, ScheduleMode mode = ScheduleMode::Train, double tw = 0,
+                   Placement placement = Placement::Looped);
 
 // Why the lists of a schedule `kind` (one per pipeline rank, PP = ranks.size()) cannot run,
 // found by simulating them before anything runs: a list that is not F and B of every
 // (micro-batch, own chunk) exactly once, a deadlock (where each stuck rank stops, and what it
-// waits for), a link that carries its messages out of the order its receiver takes them, or a
+// waits for), a link of a looped schedule that carries its messages out of the order its
+// receiver takes them, or a
 // rank holding more activations at once than kind's max_in_flight_bound. "" when they can run.
 // The second form checks make_schedule's own lists: tetra lab --check grades the pp_1f1b_order
 // exercise with it.

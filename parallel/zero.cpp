@@ -164,7 +164,11 @@ Tensor ZeroParams::acquire(int i) {
     // Never the embedding on the way down: a split backward (zb-h1's B) does not acquire it,
     // and a gather nobody takes would change the step's bytes.
     const int next = last_acquired_ == i + 1 ? i - 1 : i + 1;
-    const bool walked = chunk_of_[i] >= 0;
+    // The tied matrix the head reads (acquired right after the head unit, at PP 1 or on zb-v's
+    // rank 0 where it is the embedding unit itself) is no step of the walk either.
+    const bool head_read = i == tied_.unit && last_acquired_ >= 0 &&
+                           units_[last_acquired_].layout.kind == UnitSpec::Kind::Head;
+    const bool walked = chunk_of_[i] >= 0 && !head_read;
     if (walked) last_acquired_ = i;
     const bool embedding_down =
         next < i && next >= 0 && units_[next].layout.kind == UnitSpec::Kind::Embedding;

@@ -35,7 +35,8 @@
 // before it once acquires walk backwards), into a prefetch slot of one unit. A chunk's
 // forward walks its units up from its first and its backward down from its last, so a walk
 // starts at a chunk's end, where a guess of the wrong direction leaves the chunk and is not
-// made, and the embedding is not prefetched on the way down (zb-h1's B does not acquire it):
+// made, the embedding is not prefetched on the way down (zb-h1's B does not acquire it), and
+// the tied matrix the head reads is no step of the walk (PP 1, zb-v's rank 0):
 // every prefetched unit is the next acquired, and the bytes are the blocking path's. Each
 // result is waited for where the blocking path would have it: a unit's weights at its acquire, its
 // reduced gradients at shard() (the optimizer, the gradient norm) and its full gradients' next use.
@@ -106,7 +107,7 @@ class ZeroParams final : public UnitParams {
   bool last_weight_pass(int u) const override;
 
   // Tied embeddings (model/config.hpp: tie_embeddings): unit `unit` of this rank holds the
-  // matrix the embedding and the LM head share. Where one rank runs both ends (PP 1) the unit
+  // matrix the embedding and the LM head share. Where one rank runs both ends (PP 1, zb-v) the unit
   // has two backwards per micro-batch (the head's, then the embedding's: uses 2), and its
   // gradient is the sum of both. At PP > 1 the first stage's embedding unit and the last
   // stage's copy of it (`copy`, UnitPlacement::tied_copy) each hold the matrix, and

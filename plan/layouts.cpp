@@ -52,7 +52,11 @@ Layouts enumerate_layouts(int ranks, const RunSpec& base, const ModelConfig& cfg
             }
             for (const std::string& schedule : choices.schedules) {
               spec.layout.schedule = schedule;
-              for (int v : schedule == "interleaved" ? choices.vpp : std::vector<int>{1}) {
+              // V: the interleaved schedule's choices; zb-v's two chunks per rank; else 1.
+              const std::vector<int> vs = schedule == "interleaved" ? choices.vpp
+                                          : schedule == "zb-v"      ? std::vector<int>{2}
+                                                                    : std::vector<int>{1};
+              for (int v : vs) {
                 spec.layout.vpp = v;
                 consider(spec);
               }
@@ -68,7 +72,7 @@ std::string layout_id(const RunSpec& spec) {
                    std::to_string(l.pp) + "-dp" + std::to_string(l.dp) + "-z" +
                    std::to_string(spec.optimizer.zero);
   if (l.pp > 1) id += "-" + l.schedule;
-  if (l.vpp > 1) id += "-v" + std::to_string(l.vpp);
+  if (l.vpp > 1 && l.schedule == "interleaved") id += "-v" + std::to_string(l.vpp);
   if (l.sp) id += "-sp";
   return id;
 }
@@ -78,7 +82,9 @@ std::string layout_title(const RunSpec& spec) {
   std::string t = "TP " + std::to_string(l.tp) + " x CP " + std::to_string(l.cp) + " x PP " +
                   std::to_string(l.pp) + " x DP " + std::to_string(l.dp) + ", ZeRO-" +
                   std::to_string(spec.optimizer.zero);
-  if (l.pp > 1) t += ", " + l.schedule + (l.vpp > 1 ? " V " + std::to_string(l.vpp) : "");
+  if (l.pp > 1)
+    t += ", " + l.schedule +
+         (l.vpp > 1 && l.schedule == "interleaved" ? " V " + std::to_string(l.vpp) : "");
   if (l.sp) t += ", SP";
   return t;
 }

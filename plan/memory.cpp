@@ -226,13 +226,12 @@ Memory persistent_memory(const Setup& s, int stage) {
   const bool alias = ZeroParams::aliases_grads(N);
   const bool full_grads_kept = zero == 1 || alias;
 
-  // Tied embeddings: beyond PP 1 the last stage also holds a copy of unit 0, whose matrix its
-  // head reads (UnitPlacement::tied_copy).
-  const int P = s.layout().pp;
+  // Tied embeddings: where the head is apart from the embedding (looped PP > 1) its stage also
+  // holds a copy of unit 0, whose matrix the head reads (UnitPlacement::tied_copy).
   std::vector<int> held;
   for (const std::vector<int>& units : s.stage_chunks(stage))
     held.insert(held.end(), units.begin(), units.end());
-  if (s.cfg.tie_embeddings && P > 1 && stage == P - 1) held.push_back(0);
+  if (s.tied_copy(stage)) held.push_back(0);
 
   Memory mem;
   for (int g : held) {
@@ -261,10 +260,11 @@ Memory stage_memory(const Setup& s, int stage) {
   const bool full_grads_kept = zero == 1 || ZeroParams::aliases_grads(N);
 
   Memory mem = persistent_memory(s, stage);
-  // Tied embeddings: the head reads unit 0's matrix (beyond PP 1 the last stage's copy of it);
-  // at PP 1 unit 0 has two backwards per micro-batch.
+  // Tied embeddings: the head reads unit 0's matrix (the head's stage's copy of it where the
+  // embedding is elsewhere); where one stage holds both (PP 1, zb-v's rank 0) unit 0 has two
+  // backwards per micro-batch.
   const bool tied = s.cfg.tie_embeddings;
-  const int uses0 = tied && P == 1 ? 2 : 1;
+  const int uses0 = tied && !s.embedding_group() ? 2 : 1;
   const double b = s.run.micro_batch, Sl = double(s.run.seq_pos.size());
 
   Ledger L;
@@ -362,7 +362,8 @@ Memory stage_memory(const Setup& s, int stage) {
     const std::vector<int>& units = chunks[a.chunk];
     const int k = s.chunk_id(stage, a.chunk);
     if (a.kind == Action::Forward) {
-      if (k > 0 && P > 1) L.alloc(z.R);      // the received activation (from self: already held)
+      const bool from_self = k > 0 && s.chunk_stage(k - 1) == stage;
+      if (k > 0 && !from_self) L.alloc(z.R);  // the received activation (from self: held)
       if (units.front() != 0) L.alloc(z.R);  // the chunk's copy of its input
       for (int g : units) {
         acquire(g);
@@ -393,7 +394,7 @@ Memory stage_memory(const Setup& s, int stage) {
       ++in_flight;
       mem.in_flight = std::max(mem.in_flight, in_flight);
     } else if (a.kind == Action::Backward) {
-      if (k < K - 1 && P > 1) L.alloc(z.R);  // the received gradient
+      if (k < K - 1 && s.chunk_stage(k + 1) != stage) L.alloc(z.R);  // the received gradient
       L.alloc(z.R);                          // the chunk's running gradient
       for (auto it = units.rbegin(); it != units.rend(); ++it) {
         const int g = *it;

@@ -169,8 +169,8 @@ void memory_section(std::ostream& os, const json& p) {
   const double cap = num(m["capacity_bytes"]);
   os << "memory per rank (as " << r["dtype"].get<std::string>() << ", ZeRO-" << r["zero"].get<int>()
      << (r["recompute"].get<bool>() ? ", recompute" : "")
-     << (r["overlap"].get<bool>() ? ", overlap" : "") << "; the fullest pipeline stage, "
-     << fullest << "): weights " << byte_size(num(st["weights"])) << ", gradients "
+     << (r["overlap"].get<bool>() ? ", overlap" : "") << "; the fullest pipeline stage, " << fullest
+     << "): weights " << byte_size(num(st["weights"])) << ", gradients "
      << byte_size(num(st["gradients"])) << ", Adam " << byte_size(num(st["adam"]))
      << ", activations " << byte_size(num(st["activations"])) << " (" << st["in_flight"].get<int>()
      << " micro-batch chunks in flight), peak " << byte_size(num(st["peak"])) << " of "
@@ -255,7 +255,10 @@ void time_section(std::ostream& os, const json& p) {
      << b["vpp"].get<int>() << "), the idle share "
      << bubble_formula_text(parse_schedule(b["schedule"])) << " of the step";
   if (splits_backward(parse_schedule(b["schedule"])))
-    os << " (each backward as B and W, W filling the idle time; F, B and W of equal cost)";
+    os << " (each backward as B and W, W filling the idle time; F, B and W of equal cost"
+       << (placement(parse_schedule(b["schedule"])) == Placement::V
+               ? "; two chunks per rank placed as a V, rank 0 holding the first and the last)"
+               : ")");
   for (const json& a : b["at"])
     os << (&a == &b["at"].front() ? ": " : ", ") << pct(num(a["of_step"]))
        << " at m = " << a["micro_batches"].get<int>();

@@ -40,8 +40,22 @@ struct Setup {
   // Global unit ids (0 embedding, 1 + l block l, L + 1 head) of the chunks on pipeline
   // rank `stage`, in virtual-stage order.
   std::vector<std::vector<int>> stage_chunks(int stage) const;
-  // The chunk's model id k = v * PP + stage, for the stage's v-th chunk.
-  int chunk_id(int stage, int v) const { return v * run.layout.pp + stage; }
+  // The chunk's model id for the stage's v-th chunk (v * PP + stage looped; as zb-v's V, stage
+  // for v = 0 and 2 PP - 1 - stage for v = 1), and the stage that holds chunk k.
+  int chunk_id(int stage, int v) const {
+    return tetra::chunk_id(placement(run.schedule), run.layout.pp, stage, v);
+  }
+  int chunk_stage(int k) const { return run.chunks[size_t(k)].stage; }
+  // Under tied embeddings, whether the stage's head reads a copy of the embedding (the head on
+  // another stage than the embedding: looped PP > 1), which the embedding group sums.
+  bool tied_copy(int stage) const {
+    return cfg.tie_embeddings && chunk_stage(int(run.chunks.size()) - 1) != 0 &&
+           stage == chunk_stage(int(run.chunks.size()) - 1);
+  }
+  // Whether the embedding group exists: tied embeddings with the head apart from the embedding.
+  bool embedding_group() const {
+    return cfg.tie_embeddings && chunk_stage(int(run.chunks.size()) - 1) != 0;
+  }
 };
 
 // The most ranks a plan lays out: 2^24, a thousand times Llama 3 405B's 16,384 GPUs.

@@ -130,25 +130,27 @@ std::vector<Collective> step_traffic(const Setup& s, int stage) {
                       double(p.numel()) * s.prec.grad, 1);
       zero_sync(g, true);
       // Tied embeddings: the head reads the embedding's matrix, gathered for it too under
-      // ZeRO-3; beyond PP 1 from the last stage's copy, which is synced as a unit of its own.
+      // ZeRO-3; where the embedding is on another stage, from this stage's copy, which is
+      // synced as a unit of its own.
       if (g == L + 1 && c.tie_embeddings) {
-        if (P > 1) zero_sync(0, false);
+        if (s.tied_copy(stage)) zero_sync(0, false);
         if (s.spec.optimizer.zero == 3)
           tally.add("dp_cp", s.dp_cp(), CommOp::AllGather,
                     "ZeRO-3 all-gather of the tied embedding for the head (F and B)",
                     double(s.padded(0)) * s.prec.compute_w, 2 * m);
       }
     }
-    // Pipeline: an activation to the next chunk, a gradient to the previous one.
-    if (P > 1) {
-      const double msg = double(Tl * d) * act;
-      if (k < K - 1) tally.add("pp", P, CommOp::SendRecv, "activation send [Tl, d]", msg, m);
-      if (k > 0) tally.add("pp", P, CommOp::SendRecv, "gradient send [Tl, d]", msg, m);
-    }
+    // Pipeline: an activation to the next chunk, a gradient to the previous one, where that
+    // chunk is on another stage (not zb-v's turn at its last stage).
+    const double msg = double(Tl * d) * act;
+    if (k < K - 1 && s.chunk_stage(k + 1) != stage)
+      tally.add("pp", P, CommOp::SendRecv, "activation send [Tl, d]", msg, m);
+    if (k > 0 && s.chunk_stage(k - 1) != stage)
+      tally.add("pp", P, CommOp::SendRecv, "gradient send [Tl, d]", msg, m);
   }
-  // Tied embeddings at PP > 1 (Megatron's embedding group): the first stage and the last sum
-  // the matrix's gradient shard before the update.
-  if (c.tie_embeddings && P > 1 && (stage == 0 || stage == P - 1))
+  // Tied embeddings with the head apart (Megatron's embedding group): the first stage and the
+  // head's sum the matrix's gradient shard before the update.
+  if (s.embedding_group() && (stage == 0 || s.tied_copy(stage)))
     tally.add("embed", 2, CommOp::AllReduce, "tied embedding gradient shard all-reduce fp32",
               double(s.padded(0)) / s.dp_cp() * s.prec.grad, 1);
   // The step's totals: loss, gradient norm and bubble, three doubles.

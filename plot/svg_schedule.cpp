@@ -60,7 +60,7 @@ json schedule_json(ScheduleKind kind, int pp, int vpp, int m) {
       events.push_back({{"kind", std::string(1, action_letter(t.action.kind))},
                         {"micro_batch", t.action.micro_batch},
                         {"virtual_stage", t.action.chunk},
-                        {"chunk", t.action.chunk * pp + r},
+                        {"chunk", chunk_id(placement(kind), pp, r, t.action.chunk)},
                         {"start", t.start},
                         {"end", t.end}});
     ranks.push_back({{"rank", r},

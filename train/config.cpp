@@ -56,7 +56,11 @@ void from_json(const json& v, TrainConfig& c) {
 }
 
 void resolve(TrainConfig& c) {
-  if (c.layout.vpp > 1 && !c.was_given("layout.schedule")) c.layout.schedule = "interleaved";
+  // zb-v places two chunks on each rank: V = 2 unless another V was asked for (and refused);
+  // any other V above 1 without a schedule given is the interleaved schedule's.
+  if (c.layout.schedule == "zb-v" && !c.was_given("layout.vpp")) c.layout.vpp = 2;
+  if (c.layout.vpp > 1 && !c.was_given("layout.schedule") && c.layout.schedule != "zb-v")
+    c.layout.schedule = "interleaved";
   if (c.optimizer.min_lr < 0) c.optimizer.min_lr = c.optimizer.lr / 10;
   c.model.vocab_rows = padded_vocab(c.model.vocab);
 

@@ -125,7 +125,8 @@ void from_json(const json& v, TrainConfig& c);
 std::string current_key(const std::string& key);
 
 // Fills what the other values imply: min_lr lr/10 when not given, the interleaved schedule
-// for vpp above 1 without a schedule given, the model's padded vocabulary. Then checks the
+// for vpp above 1 without a schedule given, vpp 2 for zb-v without a vpp given, the model's
+// padded vocabulary. Then checks the
 // values against each other (comm nccl needs device cuda, ckpt_every needs ckpt_dir, ...).
 // Throws tetra::Error naming the settings (settings::worded). Idempotent.
 void resolve(TrainConfig& c);

@@ -252,13 +252,16 @@ void make_backend_and_grid(RankParts& p, MPI_Comm world, int sharing_cores) {
           "use `device.comm` mpi (or auto, which takes NCCL only for groups whose ranks each have "
           "one)");
   });
+  // The embedding group pairs the embedding's stage with the head's, where they differ.
+  const bool head_apart = head_rank(placement(p.work.schedule), p.work.layout.pp) != 0;
   p.grid = make_grid(world, p.work.layout, *p.backend, comm_choice(d.comm),
-                     p.config.model.tie_embeddings);
+                     p.config.model.tie_embeddings && head_apart);
 }
 
 // Tied embeddings: which of this rank's units holds the shared matrix, and how its gradient
-// is summed (parallel/zero.hpp, ZeroParams::Tied): both uses on one rank at PP 1; over the
-// embedding group between the first stage and the last stage's copy beyond.
+// is summed (parallel/zero.hpp, ZeroParams::Tied): both uses on one rank where it runs both
+// ends (PP 1, or zb-v's rank 0); over the embedding group between the first stage and the last
+// stage's copy beyond.
 void tie_embeddings(RankParts& p) {
   if (!p.config.model.tie_embeddings) return;
   const UnitPlacement& place = p.work.place;

@@ -104,10 +104,11 @@ class Trainer {
 
   // Tokens of one global batch.
   double tokens_per_step() const { return double(config().batch.global_batch) * model().seq_len; }
-  // Whether this rank's loss sums count in the step's: the last stage computes the loss on
-  // every TP rank, and TP rank 0 counts it.
+  // Whether this rank's loss sums count in the step's: the head's stage (the last, or rank 0
+  // under zb-v's V) computes the loss on every TP rank, and TP rank 0 counts it.
   bool counts_loss() const {
-    return parts_.grid.coord.tp == 0 && parts_.grid.coord.pp == parts_.grid.layout.pp - 1;
+    return parts_.grid.coord.tp == 0 &&
+           parts_.grid.coord.pp == head_rank(placement(parts_.work.schedule), parts_.grid.layout.pp);
   }
   // The micro-batches of batch `index` of `source` for this rank, with the buffers that hold
   // their tokens and targets (and under `model.doc_mask` their queries' and keys' documents).

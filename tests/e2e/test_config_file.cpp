@@ -159,7 +159,7 @@ TEST_CASE("config file: a bad key or value is one error naming the file and the 
       {"[optimizer]\nlr = inf\n", ": optimizer.lr takes a finite number (got 'inf')"},
       {"[layout]\nsp = 1\n", ": layout.sp takes true or false (got '1')"},
       {"[layout]\nschedule = \"zb\"\n",
-       ": layout.schedule takes gpipe, 1f1b, interleaved or zb-h1 (got 'zb')"},
+       ": layout.schedule takes gpipe, 1f1b, interleaved, zb-h1 or zb-v (got 'zb')"},
       {"[checkpoint]\nkeep = 0\n", ": checkpoint.keep must be at least 1 (got 0)"},
       {"[layout]\ndp = -1\n", ": layout.dp must not be negative (got -1)"},
       {"[data]\nval_split = 1.5\n",

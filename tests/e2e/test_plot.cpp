@@ -212,7 +212,8 @@ TEST_CASE("plot: bad input ends in one error line and exit status 2") {
            Case{"--schedule 1f1b --vpp 2" + out, "needs --schedule interleaved"},
            Case{"--schedule interleaved --pp 4 --micro-batches 6" + out,
                 "not a multiple of --pp 4"},
-           Case{"--schedule zigzag" + out, "--schedule takes gpipe, 1f1b, interleaved or zb-h1"},
+           Case{"--schedule zigzag" + out,
+                "--schedule takes gpipe, 1f1b, interleaved, zb-h1 or zb-v"},
            // 8 million boxes: minutes and gigabytes of simulation before.
            Case{"--schedule 1f1b --pp 2000" + out, "than the 200,000 tetra draws"},
            Case{"--loss " + old + " --out " + dir.path.string(), "it is a directory"},

@@ -126,25 +126,30 @@ TEST_CASE("resume: a flipped byte is named by verify and skipped by --resume aut
   CHECK(resumed.out.find("resumed from " + (d / "ck/step_00000004")) != std::string::npos);
 }
 
-TEST_CASE("resume: a checkpoint resumes at other layouts with the same next loss") {
+namespace {
+
+// A layout to resume at: its ranks and flags.
+struct RunAt {
+  int ranks;
+  std::string flags;
+};
+
+// Trains 12 steps at `ranks` x `flags` with a checkpoint at step 6, then resumes that checkpoint
+// at each of `others` (with `common` flags too): each must start at step 6 with the saved run's
+// loss there.
+void check_resumes_at(const RunAt& saved, const std::vector<RunAt>& others,
+                      const std::string& common = "") {
   TempDir d;
-  REQUIRE(spawn(train(16, "--tp 2 --cp 2 --pp 2 --dp 2 --zero 3 --ckpt-dir " + (d / "ck") +
-                              " --ckpt-every 6 --metrics " + (d / "a.jsonl")))
+  REQUIRE(spawn(train(saved.ranks, saved.flags + common + " --ckpt-dir " + (d / "ck") +
+                                       " --ckpt-every 6 --metrics " + (d / "a.jsonl")))
               .status == 0);
   const auto reference = losses(d / "a.jsonl");
   REQUIRE(reference.count(6) == 1);
-  struct Case {
-    int ranks;
-    std::string layout;
-  };
-  for (const Case& c : std::vector<Case>{{1, ""},
-                                         {4, "--tp 4 --zero 1"},
-                                         {4, "--pp 2 --vpp 2 --dp 2 --zero 2 --micro-batch 1"},
-                                         {8, "--cp 4 --dp 2"}}) {
-    CAPTURE(c.layout);
+  for (const RunAt& c : others) {
+    CAPTURE(c.flags);
     const std::string metrics = d / "b.jsonl";
     fs::remove(metrics);
-    const Spawned r = spawn(train(c.ranks, c.layout + " --steps 12 --resume " +
+    const Spawned r = spawn(train(c.ranks, c.flags + common + " --steps 12 --resume " +
                                                (d / "ck/step_00000006") + " --metrics " + metrics));
     CAPTURE(r.err);
     REQUIRE(r.status == 0);
@@ -153,6 +158,27 @@ TEST_CASE("resume: a checkpoint resumes at other layouts with the same next loss
     CHECK(after.count(5) == 0);  // it started at step 6
     CHECK(std::abs(after.at(6) - reference.at(6)) <= 1e-5 * std::abs(reference.at(6)));
   }
+}
+
+}  // namespace
+
+TEST_CASE("resume: a checkpoint resumes at other layouts with the same next loss") {
+  check_resumes_at({16, "--tp 2 --cp 2 --pp 2 --dp 2 --zero 3"},
+                   {{1, ""},
+                    {4, "--tp 4 --zero 1"},
+                    {4, "--pp 2 --vpp 2 --dp 2 --zero 2 --micro-batch 1"},
+                    {4, "--pp 2 --schedule zb-v --dp 2 --zero 3"},
+                    {8, "--cp 4 --dp 2"}});
+}
+
+// The other way: a checkpoint of a V-placed run (zb-v: rank 0 holds the embedding and the head,
+// tied to one matrix, with no copy) resumes at looped layouts, where the last stage holds a copy
+// of the matrix, and at one rank, with the same next loss.
+TEST_CASE("resume: a zb-v run's checkpoint resumes at looped layouts with the same next loss") {
+  check_resumes_at(
+      {4, "--pp 2 --schedule zb-v --dp 2 --zero 2"},
+      {{1, ""}, {2, "--pp 2 --micro-batch 1"}, {4, "--tp 2 --pp 2 --schedule zb-h1 --zero 3"}},
+      " --tie-embeddings");
 }
 
 TEST_CASE("resume: bad checkpoints get one message, and nothing existing is overwritten") {

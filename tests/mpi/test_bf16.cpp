@@ -85,6 +85,7 @@ TEST_CASE("bf16: the validation loss under each pipeline schedule matches one ra
       {1, 1, 4, 1, 1, false, "1f1b"},
       {1, 1, 2, 1, 1, false, "interleaved", 2},
       {2, 1, 2, 2, 1, true, "interleaved", 2},
+      {1, 1, 2, 1, 1, false, "zb-v", 2},
   };
   for (const Case& l : cases) {
     const TrainConfig c = laid_out(common, l);

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -30,11 +31,24 @@ namespace {
 
 constexpr int kSteps = 4;
 
-enum class LayoutClass { DpZero1, DpZero2, DpZero3, Tp, PpGpipe, Pp1f1b, PpInterleaved, Cp, FourD };
+enum class LayoutClass {
+  DpZero1,
+  DpZero2,
+  DpZero3,
+  Tp,
+  PpGpipe,
+  Pp1f1b,
+  PpInterleaved,
+  Cp,
+  FourD,
+  PpZbH1,
+  PpZbV
+};
 constexpr LayoutClass kClasses[] = {
     LayoutClass::DpZero1, LayoutClass::DpZero2, LayoutClass::DpZero3,       LayoutClass::Tp,
     LayoutClass::PpGpipe, LayoutClass::Pp1f1b,  LayoutClass::PpInterleaved, LayoutClass::Cp,
-    LayoutClass::FourD};
+    LayoutClass::FourD,   LayoutClass::PpZbH1,  LayoutClass::PpZbV};
+constexpr int kLayoutClasses = int(std::size(kClasses));
 
 // One run: a layout class, the dtype and each feature on or off.
 struct Run {
@@ -42,9 +56,10 @@ struct Run {
   bool bf16, validation, recompute, sp, sample, resume, init_from, tie;
 };
 
-// A covering array of strength 2 over the 9 layout classes, 2 dtypes and 7 on/off features,
-// with --sp only where TP > 1: 18 runs, the least any such array can have (9 x 2). The test
-// checks its coverage below, so an edit cannot drop a pair unnoticed.
+// A covering array of strength 2 over the 11 layout classes, 2 dtypes and 7 on/off features,
+// with --sp only where TP > 1: 22 runs, the least any such array can have (11 x 2). The test
+// checks its coverage below, so an edit cannot drop a pair unnoticed. The zero-bubble classes'
+// two runs each are each other's complement, every feature off and (but --sp) every one on.
 // clang-format off
 //                                bf16   val    recomp sp     sample resume init   tie
 const Run kRuns[] = {
@@ -66,6 +81,10 @@ const Run kRuns[] = {
     {LayoutClass::DpZero1,        true,  true,  true,  false, true,  true,  true,  true },
     {LayoutClass::PpInterleaved,  true,  true,  true,  false, true,  true,  true,  true },
     {LayoutClass::Cp,             true,  true,  true,  false, true,  true,  true,  true },
+    {LayoutClass::PpZbH1,         false, false, false, false, false, false, false, false},
+    {LayoutClass::PpZbH1,         true,  true,  true,  false, true,  true,  true,  true },
+    {LayoutClass::PpZbV,          false, false, false, false, false, false, false, false},
+    {LayoutClass::PpZbV,          true,  true,  true,  false, true,  true,  true,  true },
 };
 // clang-format on
 
@@ -81,7 +100,7 @@ std::vector<int> factors(const Run& r) {
 
 // The pairs (factor a = value x, factor b = value y) no run covers, among those allowed.
 std::vector<std::string> uncovered() {
-  const int levels[] = {9, 2, 2, 2, 2, 2, 2, 2, 2};
+  const int levels[] = {kLayoutClasses, 2, 2, 2, 2, 2, 2, 2, 2};
   constexpr int kFactors = 9;
   std::set<std::tuple<int, int, int, int>> seen;
   for (const Run& r : kRuns) {
@@ -147,6 +166,15 @@ TrainConfig laid_out(TrainConfig c, LayoutClass l) {
     case LayoutClass::FourD:
       c = tetra::test::laid_out(c, 2, 2, 2, 2);
       c.optimizer.zero = 2;
+      return c;
+    case LayoutClass::PpZbH1:
+      c = tetra::test::laid_out(c, 1, 1, 2, 1);
+      c.layout.schedule = "zb-h1";
+      return c;
+    case LayoutClass::PpZbV:  // 4 layers in 4 chunks: rank 0 holds layers 0 and 3
+      c = tetra::test::laid_out(c, 1, 1, 2, 1);
+      c.layout.schedule = "zb-v";
+      c.layout.vpp = 2;
       return c;
   }
   return c;

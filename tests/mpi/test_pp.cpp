@@ -1,7 +1,7 @@
 // Pipeline parallelism: every schedule, PP 2 and 4, V 1 and 2, m in {PP, 2PP, 4PP},
 // alone and with TP 2 or DP 2 (ZeRO 1, 2, 3), and --pp-balance ends crossed with the other
-// dimensions and bf16, against a single rank; the zero-bubble schedule also crossed with
-// ZeRO 1-3, TP + SP, CP, recompute, fp32 and bf16.
+// dimensions and bf16, against a single rank; the zero-bubble schedules (zb-h1, and zb-v with
+// its chunks placed as a V) also crossed with ZeRO 1-3, TP + SP, CP, recompute, fp32 and bf16.
 #include <doctest/doctest.h>
 
 #include "layout_check.hpp"
@@ -26,9 +26,9 @@ TrainConfig eight_layers(int global_batch) {
 
 }  // namespace
 
-TEST_CASE("pp: gpipe, 1f1b, interleaved (V 1, 2) and zb-h1 over PP 2 and 4 match one rank") {
-  const std::vector<Sched> schedules = {
-      {"gpipe", 1}, {"1f1b", 1}, {"interleaved", 1}, {"interleaved", 2}, {"zb-h1", 1}};
+TEST_CASE("pp: gpipe, 1f1b, interleaved (V 1, 2), zb-h1 and zb-v over PP 2 and 4 match one rank") {
+  const std::vector<Sched> schedules = {{"gpipe", 1},       {"1f1b", 1},  {"interleaved", 1},
+                                        {"interleaved", 2}, {"zb-h1", 1}, {"zb-v", 2}};
   std::map<int, RunResult> reference;  // by global batch
   auto ref = [&](int G) -> const RunResult& {
     if (!reference.count(G)) reference[G] = run_on(eight_layers(G), 4);
@@ -142,7 +142,8 @@ TEST_CASE("pp: wgrad_beta0 and grad_alias give the plain path's bits under every
   for (const Case& k :
        {Case{"1f1b", 1, 2, 1, 1, 4, false}, Case{"interleaved", 2, 2, 1, 3, 4, true},
         Case{"gpipe", 1, 4, 2, 2, 4, false}, Case{"1f1b", 1, 4, 1, 2, 8, true},
-        Case{"zb-h1", 1, 4, 2, 3, 4, true}, Case{"zb-h1", 1, 2, 1, 1, 6, false}}) {
+        Case{"zb-h1", 1, 4, 2, 3, 4, true}, Case{"zb-h1", 1, 2, 1, 1, 6, false},
+        Case{"zb-v", 2, 2, 2, 3, 4, true}, Case{"zb-v", 2, 4, 1, 1, 5, false}}) {
     TrainConfig c = laid_out(eight_layers(k.dp * k.micro_batches), 1, 1, k.pp, k.dp);
     c.layout.schedule = k.schedule;
     c.layout.vpp = k.vpp;
@@ -164,7 +165,8 @@ TEST_CASE("pp: overlap on gives overlap off's bits under every schedule beside D
     const char* dtype;
   };
   for (const Case& k : {Case{"gpipe", 1, 2, "fp32"}, Case{"1f1b", 1, 3, "bf16"},
-                        Case{"interleaved", 2, 3, "fp32"}, Case{"interleaved", 2, 1, "bf16"}}) {
+                        Case{"interleaved", 2, 3, "fp32"}, Case{"interleaved", 2, 1, "bf16"},
+                        Case{"zb-v", 2, 3, "fp32"}, Case{"zb-v", 2, 2, "bf16"}}) {
     TrainConfig c = laid_out(eight_layers(2 * 4), 1, 1, 2, 2);
     c.layout.schedule = k.schedule;
     c.layout.vpp = k.vpp;
@@ -177,11 +179,12 @@ TEST_CASE("pp: overlap on gives overlap off's bits under every schedule beside D
   }
 }
 
-// ZB-H1 runs each backward as B and W apart (W up to PP - 1 micro-batches late), so each
-// unit's gradients are written by its first W and handed over after its last: crossed with
+// ZB-H1 and ZB-V run each backward as B and W apart (W up to PP - 1 micro-batches late), so
+// each unit's gradients are written by its first W and handed over after its last: crossed with
 // what shards, splits or recomputes around those passes, in fp32 and bf16 (the bf16 bounds
-// against one rank in bf16), as the feature matrix crosses the other schedules.
-TEST_CASE("pp: zb-h1 with ZeRO 1-3, TP + SP, CP and recompute matches one rank, fp32 and bf16") {
+// against one rank in bf16), as the feature matrix crosses the other schedules. ZB-V also puts
+// the embedding and the head on rank 0 and turns at rank PP - 1 without a message.
+TEST_CASE("pp: zb-h1 and zb-v with ZeRO 1-3, TP + SP, CP and recompute match one rank") {
   struct Case {
     int tp, cp, pp, dp, zero;
     bool sp, recompute, bf16;
@@ -193,24 +196,26 @@ TEST_CASE("pp: zb-h1 with ZeRO 1-3, TP + SP, CP and recompute matches one rank, 
       {2, 1, 2, 2, 3, true, false, false},  {1, 1, 2, 4, 2, false, false, false},
   };
   std::map<std::pair<bool, bool>, RunResult> reference;  // one rank, by (bf16, recompute)
-  for (const Case& k : cases) {
-    TrainConfig common = eight_layers(8);
-    if (k.bf16) common.device.dtype = "bf16";
-    common.optimizer.recompute = k.recompute;
-    if (!reference.count({k.bf16, k.recompute}))  // on every rank: run_on is collective
-      reference[{k.bf16, k.recompute}] = run_on(common, 3);
-    const RunResult& ref = reference[{k.bf16, k.recompute}];
-    TrainConfig c = laid_out(common, k.tp, k.cp, k.pp, k.dp);
-    c.layout.schedule = "zb-h1";
-    c.layout.sp = k.sp;
-    c.optimizer.zero = k.zero;
-    c.optimizer.recompute = k.recompute;
-    const RunResult run = run_on(c, 3);
-    if (world_rank() != 0) continue;
-    CAPTURE(describe(c));
-    const std::string diff = compare(ref, run, k.bf16 ? kBf16Bound : match_bounds("fp32"));
-    CHECK_MESSAGE(diff.empty(), diff);
-  }
+  for (const char* schedule : {"zb-h1", "zb-v"})
+    for (const Case& k : cases) {
+      TrainConfig common = eight_layers(8);
+      if (k.bf16) common.device.dtype = "bf16";
+      common.optimizer.recompute = k.recompute;
+      if (!reference.count({k.bf16, k.recompute}))  // on every rank: run_on is collective
+        reference[{k.bf16, k.recompute}] = run_on(common, 3);
+      const RunResult& ref = reference[{k.bf16, k.recompute}];
+      TrainConfig c = laid_out(common, k.tp, k.cp, k.pp, k.dp);
+      c.layout.schedule = schedule;
+      c.layout.vpp = std::string(schedule) == "zb-v" ? 2 : 1;
+      c.layout.sp = k.sp;
+      c.optimizer.zero = k.zero;
+      c.optimizer.recompute = k.recompute;
+      const RunResult run = run_on(c, 3);
+      if (world_rank() != 0) continue;
+      CAPTURE(describe(c));
+      const std::string diff = compare(ref, run, k.bf16 ? kBf16Bound : match_bounds("fp32"));
+      CHECK_MESSAGE(diff.empty(), diff);
+    }
 }
 
 // ZB-H1 holds no more than 1F1B (docs/design.md): a micro-batch awaiting its W keeps only

@@ -1,7 +1,9 @@
 // Tied embeddings (--tie-embeddings): one matrix for the embedding and the LM head. At PP 1
 // one rank uses it at both ends; beyond, the first stage holds it and the last a copy, and the
-// embedding group sums their gradients before the update. TP x PP x DP with ZeRO-3 (and PP 2
-// interleaved, at ZeRO-2) against one rank, in fp32 and bf16: losses, step-0 gradients, final
+// embedding group sums their gradients before the update; under zb-v's V placement rank 0 holds
+// both ends and there is no embedding group. TP x PP x DP with ZeRO-3 (and PP 2 interleaved, at
+// ZeRO-2, and TP x PP x DP zb-v at ZeRO-3) against one rank, in fp32 and bf16: losses, step-0
+// gradients, final
 // weights and every step's gradient norm, which counts the matrix once; each group's bytes
 // are the plan's (run_on), the embedding group's all-reduce among them; the checkpoint holds
 // the matrix once, and no lm_head.
@@ -20,7 +22,7 @@
 using namespace tetra;
 using namespace tetra::test;
 
-TEST_CASE("tied embeddings: TP 2 x PP 2 x DP 2 ZeRO-3 and PP 2 interleaved equal one rank") {
+TEST_CASE("tied embeddings: TP 2 x PP 2 x DP 2 ZeRO-3, PP 2 interleaved and zb-v equal one rank") {
   char templ[] = "/tmp/tetra_tied_XXXXXX";
   if (world_rank() == 0) REQUIRE(::mkdtemp(templ) != nullptr);
   MPI_Bcast(templ, sizeof templ, MPI_CHAR, 0, MPI_COMM_WORLD);
@@ -41,7 +43,10 @@ TEST_CASE("tied embeddings: TP 2 x PP 2 x DP 2 ZeRO-3 and PP 2 interleaved equal
     interleaved.optimizer.zero = 2;
     interleaved.layout.schedule = "interleaved";
     interleaved.layout.vpp = 2;
-    for (const TrainConfig& c : {zero3, interleaved}) {
+    TrainConfig v = zero3;
+    v.layout.schedule = "zb-v";
+    v.layout.vpp = 2;
+    for (const TrainConfig& c : {zero3, interleaved, v}) {
       const RunResult run = run_on(c, 4);
       if (world_rank() != 0) continue;
       const std::string name = describe(c) + ", tied";
@@ -54,8 +59,9 @@ TEST_CASE("tied embeddings: TP 2 x PP 2 x DP 2 ZeRO-3 and PP 2 interleaved equal
       for (size_t s = 0; s < run.steps.size(); ++s)
         CHECK(std::abs(run.steps[s].grad_norm - ref.steps[s].grad_norm) <=
               match_bounds(dtype).grad * ref.steps[s].grad_norm);
-      // The embedding group summed the two stages' gradients, as the plan counts it.
-      CHECK(run.steps[0].comm.count("embed") == 1);
+      // The embedding group summed the two stages' gradients, as the plan counts it; as a V
+      // one rank holds both ends, and no group is made.
+      CHECK(run.steps[0].comm.count("embed") == (c.layout.schedule == "zb-v" ? 0 : 1));
     }
   }
   // The ZeRO-3 layout's checkpoint, as tetra train writes it on these 8 ranks: the matrix once

@@ -43,7 +43,7 @@ TEST_CASE("options: refusals name the flag in tetra's words") {
       {{"train", "--keep", "0"}, "--keep must be at least 1 (got 0)"},
       {{"train", "--dp", "-1"}, "--dp must not be negative (got -1)"},
       {{"train", "--schedule", "zb"},
-       "--schedule takes gpipe, 1f1b, interleaved or zb-h1 (got 'zb')"},
+       "--schedule takes gpipe, 1f1b, interleaved, zb-h1 or zb-v (got 'zb')"},
       {{"train", "--dtype", "fp16"}, "--dtype takes fp32 or bf16 (got 'fp16')"},
       {{"train", "--comm", "gloo"}, "--comm takes auto, nccl or mpi (got 'gloo')"},
       {{"train", "--resume", ""}, "--resume takes auto, never or a checkpoint directory"},

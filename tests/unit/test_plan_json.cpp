@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -227,6 +228,36 @@ TEST_CASE("plot --schedule --json: the simulator's events, and the bubble both w
     CHECK(s["bubble"]["simulated_of_step"].get<double>() == doctest::Approx(f.of_step));
     CHECK(s["bubble"]["simulated_of_compute"].get<double>() == doctest::Approx(f.of_compute));
   }
+}
+
+TEST_CASE("plot --schedule zb-v --json: the V's chunks, F, B and W, the bubble as the formula") {
+  const json s = schedule_json(ScheduleKind::ZeroBubbleV, 4, 2, 8);
+  REQUIRE(s["ranks"].size() == 4);
+  for (int r = 0; r < 4; ++r) {
+    const json& events = s["ranks"][size_t(r)]["events"];
+    CHECK(events.size() == 3 * 2 * 8);
+    std::set<int> chunks;
+    for (const json& e : events) {
+      CHECK(e["chunk"] == chunk_id(Placement::V, 4, r, e["virtual_stage"].get<int>()));
+      chunks.insert(e["chunk"].get<int>());
+    }
+    CHECK(chunks == std::set<int>{r, 7 - r});  // rank 0: the first chunk and the last
+  }
+  const BubbleForms f = bubble_forms(ScheduleKind::ZeroBubbleV, 4, 2, 8);
+  CHECK(s["bubble"]["simulated_of_step"].get<double>() == doctest::Approx(f.of_step));
+  CHECK(f.of_step == doctest::Approx(3.0 / 51));
+}
+
+// Under zb-v the planner's stages hold chunk r and chunk 2 PP - 1 - r: rank 0 the embedding and
+// the head, no copy of a tied embedding and no embedding group.
+TEST_CASE("plan: zb-v's stages are a V; rank 0 holds both ends") {
+  const json p = plan_of("--pp 2 --schedule zb-v --tie-embeddings --layers 4");
+  CHECK(p["run"]["layout"]["vpp"] == 2);
+  const json& stages = p["grid"]["stages"];
+  REQUIRE(stages.size() == 2);
+  CHECK(stages[0]["label"] == "embed+0-0, 3-3+head");
+  CHECK(stages[1]["label"] == "1-1, 2-2");
+  CHECK(stages[0]["chunks"][1]["chunk"] == 3);
 }
 
 TEST_CASE("plan: the 405B preset's stages are the paper's, a layer fewer on the first and last") {

@@ -59,7 +59,7 @@ TEST_CASE("schedule: names") {
   for (auto k : {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved})
     CHECK(tetra::parse_schedule(tetra::schedule_name(k)) == k);
   for (const char* bad : {"", "GPipe", "1F1B", "pipedream", "interleave"})
-    CHECK_THROWS_WITH_AS(tetra::parse_schedule(bad), has("gpipe, 1f1b, interleaved or zb-h1"),
+    CHECK_THROWS_WITH_AS(tetra::parse_schedule(bad), has("gpipe, 1f1b, interleaved, zb-h1 or zb-v"),
                          tetra::Error);
 }
 

@@ -104,17 +104,19 @@ def pp():
 
 
 def zb():
-    # ZB-H1 beside 1F1B on pp()'s model at PP 4: the same batch, each m in one go. Peak memory
-    # is the fullest rank's (the metrics' record); the planner's per stage is `tetra plan`'s.
+    # ZB-H1 and ZB-V beside 1F1B on pp()'s model at PP 4: the same batch, each m in one go
+    # (8 blocks: 2 per stage, or under zb-v's V two chunks of 1 block per rank, rank 0 holding
+    # the embedding and the head). Peak memory is the fullest rank's (the metrics' record); the
+    # planner's per stage is `tetra plan`'s.
     model = ["--dim", "256", "--layers", "8", "--heads", "8", "--kv-heads", "4", "--ffn-dim",
              "768", "--seq-len", "128", "--micro-batch", "1"]
     rows = []
     for m in (4, 8, 16):
-        for sched in ("1f1b", "zb-h1"):
+        for sched in ("1f1b", "zb-h1", "zb-v"):
             r = run(4, model + ["--pp", "4", "--schedule", sched, "--global-batch", str(m)])
             rows.append([sched, m, f"{100 * r['bubble']:.1f}%", f"{100 * r['formula']:.1f}%",
                          f"{r['step_ms']:.0f}", f"{r['peak'] / 2**20:.2f}", f"{r['loss']:.4f}"])
-    table("Zero-bubble ZB-H1 against 1F1B at PP 4 (bubble: idle / step)",
+    table("Zero-bubble ZB-H1 and ZB-V against 1F1B at PP 4 (bubble: idle / step)",
           ["schedule", "m", "measured", "formula", "step ms", "peak MiB (fullest rank)", "loss"], rows)
 
 
