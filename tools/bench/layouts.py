@@ -99,7 +99,7 @@ def pp():
                                 "--global-batch", str(m)])
             rows.append([sched, vpp, m, f"{100 * r['bubble']:.1f}%", f"{100 * r['formula']:.1f}%",
                          f"{r['step_ms']:.0f}"])
-    table("Pipeline bubble at PP 4 (gpipe, 1f1b: idle/step; interleaved: idle/compute)",
+    table("Pipeline bubble at PP 4 (idle / step)",
           ["schedule", "V", "m", "measured", "formula", "step ms"], rows)
 
 
