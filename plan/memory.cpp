@@ -224,7 +224,6 @@ Memory persistent_memory(const Setup& s, int stage) {
   const Precision& pr = s.prec;
   // grad_alias: at dp_cp 1 the gradient shard is the full gradients, kept at every stage.
   const bool alias = ZeroParams::aliases_grads(N);
-  const bool full_grads_kept = zero == 1 || alias;
 
   // Tied embeddings: where the head is apart from the embedding (looped PP > 1) its stage also
   // holds a copy of unit 0, whose matrix the head reads (UnitPlacement::tied_copy).
