@@ -105,10 +105,13 @@ void resolve(TrainConfig& c) {
         "`checkpoint.resume` DIR");
   // Llama 3's scaling of RoPE's low frequencies (an --init-from model's config.json may
   // choose it, which the model's load checks the given settings against).
-  for (const char* key : {"model.rope_factor", "model.rope_low_freq_factor",
-                          "model.rope_high_freq_factor", "model.rope_original_context"})
-    check(!c.was_given(key) || c.model.rope_type == "llama3" || !c.model.init_from.empty(), "`",
-          key, "` needs `model.rope_type` llama3: the default RoPE scales no frequency");
+  // Each key in its backquotes, as a message names it.
+  for (const std::string quoted :
+       {"`model.rope_factor`", "`model.rope_low_freq_factor`", "`model.rope_high_freq_factor`",
+        "`model.rope_original_context`"})
+    check(!c.was_given(quoted.substr(1, quoted.size() - 2)) || c.model.rope_type == "llama3" ||
+              !c.model.init_from.empty(),
+          quoted, " needs `model.rope_type` llama3: the default RoPE scales no frequency");
   const bool documents =
       data::is_documents(d.data) || (!d.val_data.empty() && data::is_documents(d.val_data));
   check(!c.was_given("data.data_field") || documents,
