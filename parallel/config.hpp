@@ -38,7 +38,7 @@ inline const settings::Table<LayoutConfig> kLayoutKeys{
      settings::key(&LayoutConfig::sp, "sp", "",
                    "sequence parallelism: norms and residuals split over TP along the tokens"),
      settings::key(&LayoutConfig::vpp, "vpp", "V",
-                   "virtual pipeline stages per rank (interleaved schedule)",
+                   "virtual pipeline stages per rank (interleaved; zb-v takes 2)",
                    settings::at_least_1()),
      settings::choice(&LayoutConfig::schedule, "schedule", kScheduleNames, "pipeline schedule"),
      settings::choice(&LayoutConfig::pp_balance, "pp_balance", {"even", "ends"},
