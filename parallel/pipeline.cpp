@@ -54,20 +54,26 @@ void PipelineExecutor::send(Buffer payload, int peer, int t) {
 }
 
 void PipelineExecutor::plan_links(ScheduleMode mode) {
-  const int P = pp_.size(), r = pp_.rank(), V = int(chunks_.size()), K = P * V;
-  const Placement place = placement(kind_);
-  links_.clear();
-  for (int peer = 0; peer < P; ++peer) {
-    if (peer == r) continue;
-    std::deque<int>& order = links_[peer].order;
-    for (const Action& a : make_schedule(kind_, P, V, micro_batches_, peer, mode)) {
-      const int k = chunk_id(place, P, peer, a.chunk);
-      if (a.kind == Action::Forward && k > 0 && chunk_rank(place, P, V, k - 1) == r)
-        order.push_back(tag(kActivation, k, a.micro_batch));
-      if (a.kind == Action::Backward && k + 1 < K && chunk_rank(place, P, V, k + 1) == r)
-        order.push_back(tag(kGradient, k, a.micro_batch));
+  // The orders depend on the mode alone (the schedule, PP, V and m are the executor's): made
+  // at its first step, copied at each.
+  auto [orders, first] = link_orders_.try_emplace(mode);
+  if (first) {
+    const int P = pp_.size(), r = pp_.rank(), V = int(chunks_.size()), K = P * V;
+    const Placement place = placement(kind_);
+    for (int peer = 0; peer < P; ++peer) {
+      if (peer == r) continue;
+      std::deque<int>& order = orders->second[peer];
+      for (const Action& a : make_schedule(kind_, P, V, micro_batches_, peer, mode)) {
+        const int k = chunk_id(place, P, peer, a.chunk);
+        if (a.kind == Action::Forward && k > 0 && chunk_rank(place, P, V, k - 1) == r)
+          order.push_back(tag(kActivation, k, a.micro_batch));
+        if (a.kind == Action::Backward && k + 1 < K && chunk_rank(place, P, V, k + 1) == r)
+          order.push_back(tag(kGradient, k, a.micro_batch));
+      }
     }
   }
+  links_.clear();
+  for (const auto& [peer, order] : orders->second) links_[peer].order = order;
 }
 
 void PipelineExecutor::receive(Buffer& into, int peer, Direction d, int chunk_id, int micro_batch,

@@ -124,7 +124,8 @@ class PipelineExecutor {
     std::deque<int> order;       // tags not yet posted, in the peer's order of receiving them
     std::map<int, Buffer> made;  // messages made but not yet posted, by tag
   };
-  std::map<int, Link> links_;      // by peer
+  std::map<int, Link> links_;                                           // by peer
+  std::map<ScheduleMode, std::map<int, std::deque<int>>> link_orders_;  // by mode, by peer
   std::map<int, Buffer> mailbox_;  // messages to this rank itself (between its own chunks)
 };
 

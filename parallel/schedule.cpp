@@ -130,8 +130,7 @@ int warmup_forwards(ScheduleKind kind, int pp, int vpp, int m, int rank) {
   if (kind == ScheduleKind::GPipe) return m;
   if (kind == ScheduleKind::ZeroBubbleV) {
     int w = 0;
-    const std::vector<std::vector<Action>> lists = zero_bubble_v(pp, m);
-    for (const Action& a : lists[rank]) {
+    for (const Action& a : zero_bubble_v(pp, m)[size_t(rank)]) {
       if (a.kind != Action::Forward) break;
       ++w;
     }

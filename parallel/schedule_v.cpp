@@ -107,7 +107,7 @@ std::vector<std::vector<Action>> run_greedy(int pp, int m) {
 
 }  // namespace
 
-std::vector<std::vector<Action>> zero_bubble_v(int pp, int m) {
+const std::vector<std::vector<Action>>& zero_bubble_v(int pp, int m) {
   check_schedule(ScheduleKind::ZeroBubbleV, pp, 2, m);
   thread_local Lists last;
   if (last.pp != pp || last.m != m) last = {pp, m, run_greedy(pp, m)};
