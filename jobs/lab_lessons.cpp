@@ -120,8 +120,7 @@ Setup setup(const TrainArgs& train, const TrainConfig& c, int ranks) {
   Setup s;
   for (const auto& [section, keys] : values.items())
     for (const auto& [key, value] : keys.items())
-      if (defaults[section][key] != value &&
-          (section != "layout" || layout_key_applies(section + "." + key, c.layout)))
+      if (defaults[section][key] != value && layout_key_applies(section + "." + key, c.layout))
         s.keys.insert(section + "." + key);  // a layout's setting only where it takes part
   // Through tetra train's own parser: what it would train with, resolved and checked.
   s.config = train.parse(train.args(c, s.keys));

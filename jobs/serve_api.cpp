@@ -168,7 +168,7 @@ std::vector<std::string> plan_arguments(const json& settings) {
     const std::string section = key.substr(0, dot), name = key.substr(dot + 1);
     const json& values = member(settings, section.c_str());
     if (!values.is_object() || !values.contains(name)) continue;
-    if (section == "layout" && !layout_key_applies(key, sizes)) continue;
+    if (!layout_key_applies(key, sizes)) continue;
     const json& value = values.at(name);
     const std::string flag = settings::flag_of(name);
     if (kind_of(key) == settings::Kind::Switch) {
