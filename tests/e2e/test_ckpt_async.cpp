@@ -30,38 +30,47 @@ std::string train(int ranks, const std::string& args) {
 }  // namespace
 
 TEST_CASE("ckpt async: each checkpoint holds its step's state, as a blocking save's does") {
-  TempDir d;
-  const std::string layout = "--dp 2 --zero 2 --ckpt-every 2 --keep 4";
-  const Spawned sync = spawn(
-      train(2, layout + " --ckpt-dir " + (d / "sync") + " --export " + (d / "a.safetensors")));
-  REQUIRE(sync.status == 0);
-  const Spawned async = spawn(train(2, layout + " --ckpt-async --ckpt-dir " + (d / "async") +
-                                           " --export " + (d / "b.safetensors")));
-  CAPTURE(async.err);
-  REQUIRE(async.status == 0);
-  CHECK(slurp(d / "a.safetensors") == slurp(d / "b.safetensors"));
-  CHECK(slurp(d / "async/latest") == "step_00000008\n");
-  const std::regex line(R"(checkpoint: step (\d+) saved to \S+ in [0-9.]+ s \(stall [0-9.]+ s\))");
-  for (const Spawned* run : {&sync, &async}) {
-    std::string steps;
-    for (auto it = std::sregex_iterator(run->out.begin(), run->out.end(), line);
-         it != std::sregex_iterator(); ++it)
-      steps += (*it)[1].str() + " ";
-    CHECK(steps == "2 4 6 8 ");
-  }
-  for (const char* step : {"step_00000002", "step_00000004", "step_00000006", "step_00000008"}) {
-    CAPTURE(step);
-    const std::string a = d / ("sync/" + std::string(step)), b = d / ("async/" + std::string(step));
-    REQUIRE(tetra::ckpt::verify(b) == "");
-    const tetra::ckpt::Reader ra(a), rb(b);
-    CHECK(rb.state().parent.name == ra.state().parent.name);
-    const tetra::ModelConfig m = tetra::ckpt::model_from_json(ra.state().model, "test");
-    for (const tetra::UnitSpec& u : tetra::make_units(m, 1, 0)) {
-      for (const tetra::ParamInfo& p : u.params) {
-        CAPTURE(p.name);
-        using K = tetra::ckpt::Reader::Kind;
-        for (K k : {K::Param, K::AdamM, K::AdamV})
-          CHECK(ra.tensor(p.name, k) == rb.tensor(p.name, k));
+  // Each rank copies its own shards: ZeRO-2's optimizer shards, CP's replicated weights (one
+  // writer), and the pipeline's stages (zb-h1's and zb-v's last W passes end before the copy;
+  // zb-v's rank 0 holds both ends of the model).
+  for (const std::string shape : {"--dp 2 --zero 2", "--cp 2", "--pp 2 --schedule zb-h1",
+                                  "--pp 2 --schedule zb-v --layers 4"}) {
+    CAPTURE(shape);
+    TempDir d;
+    const std::string layout = shape + " --ckpt-every 2 --keep 4";
+    const Spawned sync = spawn(
+        train(2, layout + " --ckpt-dir " + (d / "sync") + " --export " + (d / "a.safetensors")));
+    REQUIRE(sync.status == 0);
+    const Spawned async = spawn(train(2, layout + " --ckpt-async --ckpt-dir " + (d / "async") +
+                                             " --export " + (d / "b.safetensors")));
+    CAPTURE(async.err);
+    REQUIRE(async.status == 0);
+    CHECK(slurp(d / "a.safetensors") == slurp(d / "b.safetensors"));
+    CHECK(slurp(d / "async/latest") == "step_00000008\n");
+    const std::regex line(
+        R"(checkpoint: step (\d+) saved to \S+ in [0-9.]+ s \(stall [0-9.]+ s\))");
+    for (const Spawned* run : {&sync, &async}) {
+      std::string steps;
+      for (auto it = std::sregex_iterator(run->out.begin(), run->out.end(), line);
+           it != std::sregex_iterator(); ++it)
+        steps += (*it)[1].str() + " ";
+      CHECK(steps == "2 4 6 8 ");
+    }
+    for (const char* step : {"step_00000002", "step_00000004", "step_00000006", "step_00000008"}) {
+      CAPTURE(step);
+      const std::string a = d / ("sync/" + std::string(step)),
+                        b = d / ("async/" + std::string(step));
+      REQUIRE(tetra::ckpt::verify(b) == "");
+      const tetra::ckpt::Reader ra(a), rb(b);
+      CHECK(rb.state().parent.name == ra.state().parent.name);
+      const tetra::ModelConfig m = tetra::ckpt::model_from_json(ra.state().model, "test");
+      for (const tetra::UnitSpec& u : tetra::make_units(m, 1, 0)) {
+        for (const tetra::ParamInfo& p : u.params) {
+          CAPTURE(p.name);
+          using K = tetra::ckpt::Reader::Kind;
+          for (K k : {K::Param, K::AdamM, K::AdamV})
+            CHECK(ra.tensor(p.name, k) == rb.tensor(p.name, k));
+        }
       }
     }
   }
@@ -69,7 +78,8 @@ TEST_CASE("ckpt async: each checkpoint holds its step's state, as a blocking sav
 
 TEST_CASE("ckpt async: a kill during the background write leaves the previous checkpoint") {
   TempDir d;
-  for (const std::string layout : {"--dp 2 --zero 2", "--dp 2 --zero 1 --dtype bf16"}) {
+  for (const std::string layout : {"--dp 2 --zero 2", "--dp 2 --zero 1 --dtype bf16", "--cp 2",
+                                   "--pp 2 --schedule zb-v --layers 4 --dtype bf16"}) {
     CAPTURE(layout);
     const std::string ck = d / "ck";
     fs::remove_all(ck);
