@@ -196,8 +196,9 @@ std::string job_token() {
 // and SLURM_DISABLE_STATUS (so that one SIGINT passed on to srun stops it, where srun alone
 // wants two within a second) and returns its pid.
 pid_t spawn(const std::vector<std::string>& cmd, int restart, const std::string& job) {
-  ProcessSpec spec{.argv = cmd,
-                   .set_env = {"TETRA_RESTART=" + std::to_string(restart), "TETRA_JOB=" + job}};
+  ProcessSpec spec;
+  spec.argv = cmd;
+  spec.set_env = {"TETRA_RESTART=" + std::to_string(restart), "TETRA_JOB=" + job};
   if (!std::getenv("SLURM_DISABLE_STATUS")) spec.set_env.push_back("SLURM_DISABLE_STATUS=1");
   const pid_t pid = start_process(spec);
   g_child = pid;
