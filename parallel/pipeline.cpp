@@ -49,7 +49,16 @@ void PipelineExecutor::send(Buffer payload, int peer, int t) {
     PendingSend s{std::move(link.made[next]), nullptr};
     link.made.erase(next);
     s.request = pp_.isend(s.payload.flat(), peer, next);
-    sends_.push_back(std::move(s));
+    sends_.emplace(next, std::move(s));
+  }
+}
+
+void PipelineExecutor::retire(const std::vector<PipeMessage>& delivered) {
+  for (const PipeMessage& x : delivered) {
+    const auto it = sends_.find(tag(x.gradient ? kGradient : kActivation, x.chunk, x.micro_batch));
+    check(it != sends_.end(), "pipeline: a delivered message was never posted");
+    it->second.request->wait();  // returns at once: the peer has it
+    sends_.erase(it);
   }
 }
 
@@ -106,8 +115,12 @@ PipelineStats PipelineExecutor::execute(const std::vector<MicroBatch>& mbs, Sche
   const int P = pp_.size(), r = pp_.rank(), V = int(chunks_.size()), K = P * V;
   const Placement place = placement(kind_);
   plan_links(mode);
+  auto [retired, first] = retired_.try_emplace(mode);
+  if (first) retired->second = retired_sends(kind_, P, V, micro_batches_, r, mode);
 
-  for (const Action& a : make_schedule(kind_, P, V, micro_batches_, r, mode)) {
+  const std::vector<Action> actions = make_schedule(kind_, P, V, micro_batches_, r, mode);
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const Action& a = actions[i];
     const int k = chunk_id(place, P, r, a.chunk);  // model chunk id
     // The ranks of the chunks before and after it: r - 1 and r + 1 looped (wrapping around
     // between virtual stages); as a V the turn at rank P - 1 is this rank itself (mailbox).
@@ -125,6 +138,7 @@ PipelineStats PipelineExecutor::execute(const std::vector<MicroBatch>& mbs, Sche
     if (a.kind == Action::Forward) {
       Buffer in;
       if (k > 0) receive(in, prev, kActivation, k, a.micro_batch, stats);
+      retire(retired->second[i]);
       trace::Span span(trace::Lane::Compute, compute);  // after the wait, which has its own
       const Tensor in_view = in.flat();
       const StageOutput y = chunk.forward(a.micro_batch, mb, k > 0 ? &in_view : nullptr,
@@ -138,6 +152,7 @@ PipelineStats PipelineExecutor::execute(const std::vector<MicroBatch>& mbs, Sche
     } else if (a.kind == Action::Backward) {
       Buffer grad;
       if (k < K - 1) receive(grad, next, kGradient, k, a.micro_batch, stats);
+      retire(retired->second[i]);
       trace::Span span(trace::Lane::Compute, compute);
       const Tensor grad_view = grad.flat();
       Buffer dx = chunk.backward(a.micro_batch, mb, k < K - 1 ? &grad_view : nullptr, loss_scale,
@@ -151,7 +166,7 @@ PipelineStats PipelineExecutor::execute(const std::vector<MicroBatch>& mbs, Sche
   for (const auto& [peer, link] : links_)
     check(link.made.empty() && link.order.empty(), "pipeline: ", link.made.size(),
           " messages to pp rank ", peer, " never posted, ", link.order.size(), " never made");
-  for (PendingSend& s : sends_) s.request->wait();
+  for (auto& [t, s] : sends_) s.request->wait();
   sends_.clear();
   for (PipelineStage* c : chunks_) stats.loss_sum += c->take_loss();
   check(mailbox_.empty(), "pipeline: ", mailbox_.size(), " messages to self left unread");

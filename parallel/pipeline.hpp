@@ -16,6 +16,10 @@
 // the "messages" go through a local mailbox. The ranks of a chunk's neighbours come from the
 // schedule's placement (parallel/schedule.hpp: chunk_rank).
 //
+// A sent buffer is waited for and freed at the first receive that proves the peer has it
+// (parallel/retire.hpp: a pure function of the lists, so at the same action on every run),
+// the rest at the step's end.
+//
 // A chunk is a stage behind three calls: forward gives its output (or the loss), backward
 // (B) takes the output's gradient and gives the input's, backward_weight (W) computes the
 // weight gradients. Schedules without W actions have B run W at once. Each chunk keeps its
@@ -35,6 +39,7 @@
 #include "backend/backend.hpp"
 #include "model/batch.hpp"
 #include "parallel/comm.hpp"
+#include "parallel/retire.hpp"
 #include "parallel/schedule.hpp"
 
 namespace tetra {
@@ -105,6 +110,8 @@ class PipelineExecutor {
   // A message buffer [activation_numel] of activation_dtype: every receive's, every copy sent.
   Buffer message() const;
   void send(Buffer payload, int peer, int tag);
+  // Waits for the sends a receive proved delivered and frees their buffers.
+  void retire(const std::vector<PipeMessage>& delivered);
   void receive(Buffer& into, int peer, Direction d, int chunk_id, int micro_batch,
                PipelineStats& stats);
 
@@ -119,7 +126,8 @@ class PipelineExecutor {
     Buffer payload;
     std::unique_ptr<Comm::Request> request;
   };
-  std::vector<PendingSend> sends_;
+  std::map<int, PendingSend> sends_;  // posted and not yet retired, by tag
+  std::map<ScheduleMode, std::vector<std::vector<PipeMessage>>> retired_;  // per action
   struct Link {
     std::deque<int> order;       // tags not yet posted, in the peer's order of receiving them
     std::map<int, Buffer> made;  // messages made but not yet posted, by tag

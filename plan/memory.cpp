@@ -10,6 +10,7 @@
 
 #include "backend/cpu/cpu_attention.hpp"
 #include "backend/fusions.hpp"
+#include "parallel/retire.hpp"
 #include "parallel/schedule.hpp"
 #include "parallel/zero.hpp"
 
@@ -357,12 +358,25 @@ Memory stage_memory(const Setup& s, int stage) {
   };
   const bool split = splits_backward(s.run.schedule);
   int in_flight = 0;
-  for (const Action& a : make_schedule(s.run.schedule, P, s.spec.layout.vpp, m, stage)) {
+  // Messages sent to other ranks and not yet freed: each [Tl, d], freed by the receive that
+  // proves it delivered (parallel/retire.hpp), the rest at the step's end.
+  int sent = 0;
+  const auto retire = [&](const std::vector<PipeMessage>& delivered) {
+    L.free(double(delivered.size()) * z.R);
+    sent -= int(delivered.size());
+  };
+  const int V = s.spec.layout.vpp;
+  const std::vector<Action> actions = make_schedule(s.run.schedule, P, V, m, stage);
+  const std::vector<std::vector<PipeMessage>> retired =
+      retired_sends(s.run.schedule, P, V, m, stage);
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const Action& a = actions[i];
     const std::vector<int>& units = chunks[a.chunk];
     const int k = s.chunk_id(stage, a.chunk);
     if (a.kind == Action::Forward) {
       const bool from_self = k > 0 && s.chunk_stage(k - 1) == stage;
       if (k > 0 && !from_self) L.alloc(z.R);  // the received activation (from self: held)
+      retire(retired[i]);
       if (units.front() != 0) L.alloc(z.R);  // the chunk's copy of its input
       for (int g : units) {
         acquire(g);
@@ -386,15 +400,18 @@ Memory stage_memory(const Setup& s, int stage) {
         if (zero == 3) L.free(double(s.padded(g)) * pr.compute_w);
       }
       if (k > 0) L.free(z.R);
-      // The message to the next chunk: held until the step's sends complete (or, to this
-      // rank's own next chunk, until that chunk's forward has read it).
+      // The message to the next chunk: held until retired (or, to this rank's own next
+      // chunk, until that chunk's forward has read it).
       if (k < K - 1) L.alloc(z.R);
+      if (k < K - 1 && s.chunk_stage(k + 1) != stage) ++sent;
       L.keep(state_bytes(units));
       ++in_flight;
       mem.in_flight = std::max(mem.in_flight, in_flight);
     } else if (a.kind == Action::Backward) {
       if (k < K - 1 && s.chunk_stage(k + 1) != stage) L.alloc(z.R);  // the received gradient
-      L.alloc(z.R);                          // the chunk's running gradient
+      retire(retired[i]);
+      L.alloc(z.R);  // the chunk's running gradient, sent as the message to the previous chunk
+      if (k > 0 && s.chunk_stage(k - 1) != stage) ++sent;
       for (auto it = units.rbegin(); it != units.rend(); ++it) {
         const int g = *it;
         const double np = double(s.padded(g));
@@ -439,6 +456,8 @@ Memory stage_memory(const Setup& s, int stage) {
       --in_flight;
     }
   }
+  // The sends no receive retired are waited for and freed before the loss is taken.
+  L.free(sent * z.R);
   // DeviceLoss::take gathers the step's loss statistics into one buffer for its download.
   for (const std::vector<int>& units : chunks)
     if (units.back() == L_ + 1) L.alloc(m * z.stats);

@@ -4,6 +4,7 @@
 // same models on every rank of every layout they run.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <regex>
 #include <sstream>
@@ -276,14 +277,17 @@ TEST_CASE("plan: traffic of TP 2 x PP 2 by hand") {
   }
 }
 
-TEST_CASE("plan: zb-h1's peak memory is at most 1f1b's (PP 2, 3, 4, 8; m = p, 2p, 3p + 1)") {
+TEST_CASE(
+    "plan: zb-h1's peak memory is at most 1f1b's (PP 2, 3, 4, 8; m = p, 2p, 3p + 1, 4p + 2)") {
   // ZB-H1 keeps a micro-batch from its B to its W: only the GEMMs' inputs and output
   // gradients, no more than it held awaiting B (transformer/block.hpp), and rank r delays W
   // by r of the micro-batches it has fewer in flight than rank 0. So no rank holds more than
-  // 1F1B's rank 0, the fullest. On the layout tests' tiny model, a wide FFN (16 d), bf16 with
+  // 1F1B's rank 0, the fullest, at any m: a rank frees each message it sent at the receive
+  // that proves it delivered (parallel/retire.hpp), so a middle stage's sent messages do not
+  // grow with m (held to the step's end, 2m of them passed rank 0's m from m = 13 at p = 4 on
+  // the benchmark's model). On the layout tests' tiny model, a wide FFN (16 d), bf16 with
   // GQA 4:1 and an 8 d FFN, and beside DP 2 under ZeRO-1 and ZeRO-3. Where it does not hold
-  // (docs/design.md, "ZB-H1"): --sp, --recompute full, ZeRO-3's prefetch under --overlap,
-  // and a middle stage's 2m messages held until the step's end once m is large.
+  // (docs/design.md, "ZB-H1"): --sp, --recompute full, ZeRO-3's prefetch under --overlap.
   const std::vector<std::string> shapes = {
       "--layers 8 --dim 64 --heads 8 --kv-heads 4 --ffn-dim 128 --seq-len 16",
       "--layers 8 --dim 64 --heads 4 --kv-heads 4 --ffn-dim 1024 --seq-len 32",
@@ -291,22 +295,67 @@ TEST_CASE("plan: zb-h1's peak memory is at most 1f1b's (PP 2, 3, 4, 8; m = p, 2p
       "--layers 8 --dim 64 --heads 8 --kv-heads 4 --ffn-dim 256 --seq-len 32 --dp 2 --zero 1",
       "--layers 8 --dim 64 --heads 8 --kv-heads 4 --ffn-dim 256 --seq-len 32 --dp 2 --zero 3 "
       "--overlap off",
+      // Long sequences, whose messages outweigh the embedding (tests/mpi/test_pp.cpp measures
+      // it), and the benchmark's model (tools/bench/layouts.py zb), where with the sends held
+      // to the step's end a middle stage passed 1F1B's rank 0 from m = 13 at p = 4.
+      "--layers 8 --dim 64 --heads 8 --kv-heads 4 --ffn-dim 128 --seq-len 128",
+      "--layers 8 --dim 256 --heads 8 --kv-heads 4 --ffn-dim 768 --seq-len 128",
   };
   for (const std::string& shape : shapes)
     for (int p : {2, 3, 4, 8})
-      for (int m : {p, 2 * p, 3 * p + 1}) {
+      for (int m : {p, 2 * p, 3 * p + 1, 4 * p + 2}) {
         const int dp = shape.find("--dp 2") != std::string::npos ? 2 : 1;
-        const auto peak = [&](const char* schedule) {
+        const auto setup = [&](const char* schedule) {
           const TrainConfig o =
               parse_command_line(words("plan " + shape + " --pp " + std::to_string(p) +
                                        " --global-batch " + std::to_string(m * dp) +
                                        " --micro-batch 1 --schedule " + schedule))
                   .plan.train;
-          return plan::peak_memory(plan::make_setup(o.run_spec(), o.model)).memory.peak();
+          return plan::make_setup(o.run_spec(), o.model);
         };
         CAPTURE(shape);
         CAPTURE(p);
         CAPTURE(m);
-        CHECK(peak("zb-h1") <= peak("1f1b"));
+        const plan::Setup zb = setup("zb-h1"), one = setup("1f1b");
+        CHECK(plan::peak_memory(zb).memory.peak() <= plan::peak_memory(one).memory.peak());
+        // Every stage, not only those peak_memory walks for 1f1b.
+        double most_1f1b = 0;
+        for (int stage = 0; stage < p; ++stage)
+          most_1f1b = std::max(most_1f1b, plan::stage_memory(one, stage).peak());
+        for (int stage = 0; stage < p; ++stage) {
+          CAPTURE(stage);
+          CHECK(plan::stage_memory(zb, stage).peak() <= most_1f1b);
+        }
       }
+}
+
+TEST_CASE("plan: a middle stage's held sends do not grow with m (each schedule, PP 4 and 8)") {
+  // From m = 2p to m = 4p + 2 a stage's peak grows by what every stage keeps per micro-batch
+  // (the batch's tokens), and the first stage's by no more: were a middle stage's sent
+  // messages held to the step's end, it would grow by two [Tl, d] more per micro-batch.
+  const std::string shape =
+      "--layers 16 --dim 64 --heads 8 --kv-heads 4 --ffn-dim 128 --seq-len 16";
+  const double message = 16 * 64 * 4;  // [T, d] fp32
+  for (const char* schedule : {"1f1b", "interleaved", "zb-h1", "zb-v"})
+    for (int p : {4, 8}) {
+      const auto peak = [&](int m, int stage) {
+        const TrainConfig o =
+            parse_command_line(words("plan " + shape + " --pp " + std::to_string(p) +
+                                     " --global-batch " + std::to_string(m) +
+                                     " --micro-batch 1 --schedule " + schedule))
+                .plan.train;
+        return plan::stage_memory(plan::make_setup(o.run_spec(), o.model), stage).peak();
+      };
+      // interleaved needs p | m: 4p for it.
+      const int big = std::string(schedule) == "interleaved" ? 4 * p : 4 * p + 2;
+      CAPTURE(std::string(schedule));
+      CAPTURE(p);
+      const double first = peak(big, 0) - peak(2 * p, 0);
+      for (int stage = 1; stage < p - 1; ++stage) {
+        CAPTURE(stage);
+        const double middle = peak(big, stage) - peak(2 * p, stage);
+        CHECK(middle <= first + message / 2);
+        CHECK(middle < (big - 2 * p) * message);  // not one message more per micro-batch
+      }
+    }
 }

@@ -1,0 +1,46 @@
+// When a pipeline rank may free a message it sent: the first point at which one of its own
+// receives proves that the peer has it. The executor (parallel/pipeline.cpp) waits for each
+// such send and frees its buffer there; the planner (plan/memory.cpp) walks the same frees.
+//
+// The rule. Every rank's list is a pure function (make_schedule), so this rank knows the
+// order of its peer q's actions. q's receives block until their data is in, and q posts a
+// message no earlier than the action that makes it (a message held back for the link's order
+// is posted later still). So when this rank receives a message that q made at its action j,
+// q has received every message of this rank's that its actions up to j take. Those sends are
+// delivered: their waits return at once (MPI still wants the wait before the buffer goes; on
+// the NCCL path the free is ordered on the stream after the send), and they are freed there.
+// The point depends on the lists alone, not on timing, so every run frees at the same action
+// and the planner predicts the peak to the byte. What no receive proves (the last messages
+// to a peer that sends nothing more) is freed at the step's end.
+//
+// Bound: on 1f1b, zb-h1 and interleaved a rank's sends to the next rank are retired by the
+// gradients coming back, its sends to the previous rank by the activations coming forward,
+// so it holds about one warm-up's worth (at most about PP per link) instead of every
+// message of the step. GPipe's forwards get nothing back until the backwards begin: all m
+// activations stay sent until then (it holds m micro-batches' activations meanwhile anyway).
+#pragma once
+#include <vector>
+
+#include "parallel/schedule.hpp"
+
+namespace tetra {
+
+// A message between chunks on two ranks: the activation into model chunk `chunk` (made by
+// chunk - 1's forward) or the gradient into chunk `chunk` (made by chunk + 1's B), of one
+// micro-batch. The receiving chunk names it, as the executor's tags do.
+struct PipeMessage {
+  bool gradient;
+  int chunk;
+  int micro_batch;
+  bool operator==(const PipeMessage&) const = default;
+};
+
+// For each action i of make_schedule(kind, pp, vpp, micro_batches, rank, mode): the messages
+// this rank sent to other ranks that action i's receive proves delivered, and no earlier
+// action's did (each message once, in the order its peer received them). Messages between
+// two chunks of the rank itself (its local mailbox) are never listed.
+std::vector<std::vector<PipeMessage>> retired_sends(ScheduleKind kind, int pp, int vpp,
+                                                    int micro_batches, int rank,
+                                                    ScheduleMode mode = ScheduleMode::Train);
+
+}  // namespace tetra
