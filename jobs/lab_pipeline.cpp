@@ -319,11 +319,16 @@ Lesson pp_memory(const TrainArgs& train) {
   const Setup g = run("gpipe"), o = run("1f1b");
   const plan::Memory mg = plan::stage_memory(g.plan, 0), mo = plan::stage_memory(o.plan, 0);
   const double A = mg.activations / mg.in_flight, m = g.plan.run.micro_batches, p = 2;
+  // One activation sent to stage 1, [T, d]: at its peak, in a backward, 1F1B's stage 0 still
+  // holds the p - 1 it sent that no gradient back has proved received yet (parallel/retire.hpp);
+  // GPipe's first gradient back proves all m received.
+  const double M = double(g.plan.rows()) * g.plan.cfg.dim * g.plan.prec.act;
   Lesson l;
   l.name = "pp-memory";
   l.values = {{"A", commas(A)},
+              {"M", commas(M)},
               {"m", num("%.0f", m)},
-              {"bytes", commas((m - p) * A)},
+              {"bytes", commas((m - p) * A - (p - 1) * M)},
               {"in_g", std::to_string(mg.in_flight)},
               {"in_o", std::to_string(mo.in_flight)}};
   l.title = {"GPipe against 1F1B: micro-batches in flight", "GPipe 与 1F1B：在途的微批次"};
@@ -347,7 +352,7 @@ Lesson pp_memory(const TrainArgs& train) {
       "How many bytes more does the first stage hold at its peak under GPipe than "
       "under 1F1B?",
       "第一段的显存峰值，GPipe 比 1F1B 多多少字节？"};
-  l.formula = (m - p) * A;
+  l.formula = (m - p) * A - (p - 1) * M;
   l.mistakes = {
       {"all-m",
        m * A,
@@ -370,11 +375,17 @@ Lesson pp_memory(const TrainArgs& train) {
       "most, under each schedule?",
       "在两种调度下，第一段最多有几个微批次做完了前向、还没做反向？"};
   l.working = {
-      "(m - p) x A = ({m} - 2) x {A} = {bytes} B: GPipe keeps {in_g} micro-batches in flight on "
-      "stage 0, 1F1B {in_o}. This is why 1F1B replaced GPipe, and why a plan that "
+      "(m - p) x A - (p - 1) x M = ({m} - 2) x {A} - {M} = {bytes} B: GPipe keeps {in_g} "
+      "micro-batches in flight on stage 0, 1F1B {in_o}. The small term: at its peak, in a "
+      "backward, 1F1B's stage 0 still holds the p - 1 activations it sent (M = [T, d] = {M} B "
+      "each) that no gradient back has yet proved received, while GPipe's first gradient back "
+      "proved all m received and freed them. This is why 1F1B replaced GPipe, and why a plan that "
       "does not fit under GPipe may fit under 1F1B (tetra plan --schedule 1f1b).",
-      "(m - p) × A = ({m} - 2) × {A} = {bytes} B：GPipe 在第 0 段同时留 {in_g} 个微批次，1F1B "
-      "只留 {in_o} 个。这就是 1F1B 取代 GPipe 的原因，也是为什么 GPipe 下放不下的方案，换成 "
+      "(m - p) × A - (p - 1) × M = ({m} - 2) × {A} - {M} = {bytes} B：GPipe 在第 0 段同时留 "
+      "{in_g} 个微批次，1F1B 只留 {in_o} 个。小的那一项：1F1B 的第 0 段在峰值处（某个反向中）"
+      "还留着 p - 1 个已发出、但还没有任何传回的梯度证明对方已收到的激活值（M = [T, d] = {M} B "
+      "一个），而 GPipe 传回的第一个梯度就证明了全部 m 个已收到，它们已被释放。这就是 1F1B 取代 "
+      "GPipe 的原因，也是为什么 GPipe 下放不下的方案，换成 "
       "1F1B 也许就放得下（tetra plan --schedule 1f1b）。"};
   l.code = {{"parallel/schedule.cpp", "make_schedule"},
             {"parallel/schedule.cpp", "max_in_flight_bound"},

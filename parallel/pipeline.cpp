@@ -53,7 +53,7 @@ void PipelineExecutor::send(Buffer payload, int peer, int t) {
   }
 }
 
-void PipelineExecutor::retire(const std::vector<PipeMessage>& delivered) {
+void PipelineExecutor::retire(std::span<const PipeMessage> delivered) {
   for (const PipeMessage& x : delivered) {
     const auto it = sends_.find(tag(x.gradient ? kGradient : kActivation, x.chunk, x.micro_batch));
     check(it != sends_.end(), "pipeline: a delivered message was never posted");
@@ -138,7 +138,7 @@ PipelineStats PipelineExecutor::execute(const std::vector<MicroBatch>& mbs, Sche
     if (a.kind == Action::Forward) {
       Buffer in;
       if (k > 0) receive(in, prev, kActivation, k, a.micro_batch, stats);
-      retire(retired->second[i]);
+      retire(retired->second.at(i));
       trace::Span span(trace::Lane::Compute, compute);  // after the wait, which has its own
       const Tensor in_view = in.flat();
       const StageOutput y = chunk.forward(a.micro_batch, mb, k > 0 ? &in_view : nullptr,
@@ -152,7 +152,7 @@ PipelineStats PipelineExecutor::execute(const std::vector<MicroBatch>& mbs, Sche
     } else if (a.kind == Action::Backward) {
       Buffer grad;
       if (k < K - 1) receive(grad, next, kGradient, k, a.micro_batch, stats);
-      retire(retired->second[i]);
+      retire(retired->second.at(i));
       trace::Span span(trace::Lane::Compute, compute);
       const Tensor grad_view = grad.flat();
       Buffer dx = chunk.backward(a.micro_batch, mb, k < K - 1 ? &grad_view : nullptr, loss_scale,

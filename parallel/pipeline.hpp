@@ -111,7 +111,7 @@ class PipelineExecutor {
   Buffer message() const;
   void send(Buffer payload, int peer, int tag);
   // Waits for the sends a receive proved delivered and frees their buffers.
-  void retire(const std::vector<PipeMessage>& delivered);
+  void retire(std::span<const PipeMessage> delivered);
   void receive(Buffer& into, int peer, Direction d, int chunk_id, int micro_batch,
                PipelineStats& stats);
 
@@ -127,7 +127,7 @@ class PipelineExecutor {
     std::unique_ptr<Comm::Request> request;
   };
   std::map<int, PendingSend> sends_;  // posted and not yet retired, by tag
-  std::map<ScheduleMode, std::vector<std::vector<PipeMessage>>> retired_;  // per action
+  std::map<ScheduleMode, RetiredSends> retired_;
   struct Link {
     std::deque<int> order;       // tags not yet posted, in the peer's order of receiving them
     std::map<int, Buffer> made;  // messages made but not yet posted, by tag

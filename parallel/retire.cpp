@@ -1,7 +1,6 @@
 #include "parallel/retire.hpp"
 
 #include <map>
-#include <set>
 
 namespace tetra {
 namespace {
@@ -38,44 +37,55 @@ Hop hop(ScheduleKind kind, int pp, int vpp, int rank, const Action& a) {
   return h;
 }
 
-int key(const PipeMessage& x, int K, int m) {
-  return (int(x.gradient) * K + x.chunk) * m + x.micro_batch;
+// Where q's message x to `rank` sits in a table of 2 V m: by kind, rank's virtual stage of
+// the receiving chunk, micro-batch.
+size_t slot(const PipeMessage& x, Placement place, int pp, int vpp, int m) {
+  return (size_t(x.gradient) * vpp + chunk_virtual_stage(place, pp, x.chunk)) * m + x.micro_batch;
 }
 
 }  // namespace
 
-std::vector<std::vector<PipeMessage>> retired_sends(ScheduleKind kind, int pp, int vpp,
-                                                    int micro_batches, int rank,
-                                                    ScheduleMode mode) {
-  const int K = pp * vpp, m = micro_batches;
+RetiredSends retired_sends(ScheduleKind kind, int pp, int vpp, int micro_batches, int rank,
+                           ScheduleMode mode) {
+  const Placement place = placement(kind);
+  const int m = micro_batches;
   const std::vector<Action> mine = make_schedule(kind, pp, vpp, m, rank, mode);
-  std::set<int> peers;  // the ranks of the chunks next to this rank's, itself left out
-  for (const Action& a : mine) {
-    const Hop h = hop(kind, pp, vpp, rank, a);
-    for (int q : {h.from, h.to})
-      if (q >= 0 && q != rank) peers.insert(q);
-  }
-  std::vector<std::vector<PipeMessage>> retired(mine.size());
-  for (int q : peers) {
-    // Walk q's list: the messages of this rank's it has received so far, and for each
-    // message it sends here, how many of them it had when it made it.
+  std::vector<Hop> hops;
+  hops.reserve(mine.size());
+  for (const Action& a : mine) hops.push_back(hop(kind, pp, vpp, rank, a));
+  // Per peer (the ranks of the chunks next to this rank's, itself left out): the messages of
+  // this rank's it receives, in its order, and for each message it sends here, how many of
+  // them it had received when it made it; and how many of them are retired so far.
+  struct Peer {
     std::vector<PipeMessage> received;
-    std::map<int, size_t> proves;  // by the key of q's message to this rank
+    std::vector<size_t> proves;
+    size_t done = 0;
+  };
+  std::map<int, Peer> peers;
+  for (const Hop& h : hops)
+    for (int q : {h.from, h.to})
+      if (q >= 0 && q != rank) peers[q];
+  for (auto& [q, peer] : peers) {
+    peer.proves.assign(size_t(2) * vpp * m, 0);
     for (const Action& a : make_schedule(kind, pp, vpp, m, q, mode)) {
       const Hop h = hop(kind, pp, vpp, q, a);
-      if (h.from == rank) received.push_back(h.in);
-      if (h.to == rank) proves[key(h.out, K, m)] = received.size();
-    }
-    // Walk this rank's: each receive from q retires what it proves and nothing retired before.
-    size_t done = 0;
-    for (size_t i = 0; i < mine.size(); ++i) {
-      const Hop h = hop(kind, pp, vpp, rank, mine[i]);
-      if (h.from != q) continue;
-      for (const size_t n = proves.at(key(h.in, K, m)); done < n; ++done)
-        retired[i].push_back(received[done]);
+      if (h.from == rank) peer.received.push_back(h.in);
+      if (h.to == rank) peer.proves[slot(h.out, place, pp, vpp, m)] = peer.received.size();
     }
   }
-  return retired;
+  // Walk this rank's list: each receive from a peer retires what it proves, less what an
+  // earlier one did.
+  RetiredSends out;
+  out.first.reserve(mine.size() + 1);
+  for (const Hop& h : hops) {
+    out.first.push_back(out.messages.size());
+    if (h.from < 0 || h.from == rank) continue;
+    Peer& peer = peers.at(h.from);
+    for (const size_t n = peer.proves[slot(h.in, place, pp, vpp, m)]; peer.done < n; ++peer.done)
+      out.messages.push_back(peer.received[peer.done]);
+  }
+  out.first.push_back(out.messages.size());
+  return out;
 }
 
 }  // namespace tetra

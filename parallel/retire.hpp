@@ -19,6 +19,7 @@
 // message of the step. GPipe's forwards get nothing back until the backwards begin: all m
 // activations stay sent until then (it holds m micro-batches' activations meanwhile anyway).
 #pragma once
+#include <span>
 #include <vector>
 
 #include "parallel/schedule.hpp"
@@ -36,11 +37,17 @@ struct PipeMessage {
 };
 
 // For each action i of make_schedule(kind, pp, vpp, micro_batches, rank, mode): the messages
-// this rank sent to other ranks that action i's receive proves delivered, and no earlier
+// this rank sent to other ranks that action i's receive proves delivered and no earlier
 // action's did (each message once, in the order its peer received them). Messages between
 // two chunks of the rank itself (its local mailbox) are never listed.
-std::vector<std::vector<PipeMessage>> retired_sends(ScheduleKind kind, int pp, int vpp,
-                                                    int micro_batches, int rank,
-                                                    ScheduleMode mode = ScheduleMode::Train);
+struct RetiredSends {
+  std::vector<PipeMessage> messages;  // all of them, in the order they are retired
+  std::vector<size_t> first;          // [actions + 1]: action i's are [first[i], first[i + 1])
+  std::span<const PipeMessage> at(size_t action) const {
+    return {messages.data() + first[action], first[action + 1] - first[action]};
+  }
+};
+RetiredSends retired_sends(ScheduleKind kind, int pp, int vpp, int micro_batches, int rank,
+                           ScheduleMode mode = ScheduleMode::Train);
 
 }  // namespace tetra

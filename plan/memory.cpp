@@ -361,14 +361,13 @@ Memory stage_memory(const Setup& s, int stage) {
   // Messages sent to other ranks and not yet freed: each [Tl, d], freed by the receive that
   // proves it delivered (parallel/retire.hpp), the rest at the step's end.
   int sent = 0;
-  const auto retire = [&](const std::vector<PipeMessage>& delivered) {
+  const auto retire = [&](std::span<const PipeMessage> delivered) {
     L.free(double(delivered.size()) * z.R);
     sent -= int(delivered.size());
   };
   const int V = s.spec.layout.vpp;
   const std::vector<Action> actions = make_schedule(s.run.schedule, P, V, m, stage);
-  const std::vector<std::vector<PipeMessage>> retired =
-      retired_sends(s.run.schedule, P, V, m, stage);
+  const RetiredSends retired = retired_sends(s.run.schedule, P, V, m, stage);
   for (size_t i = 0; i < actions.size(); ++i) {
     const Action& a = actions[i];
     const std::vector<int>& units = chunks[a.chunk];
@@ -376,7 +375,7 @@ Memory stage_memory(const Setup& s, int stage) {
     if (a.kind == Action::Forward) {
       const bool from_self = k > 0 && s.chunk_stage(k - 1) == stage;
       if (k > 0 && !from_self) L.alloc(z.R);  // the received activation (from self: held)
-      retire(retired[i]);
+      retire(retired.at(i));
       if (units.front() != 0) L.alloc(z.R);  // the chunk's copy of its input
       for (int g : units) {
         acquire(g);
@@ -409,7 +408,7 @@ Memory stage_memory(const Setup& s, int stage) {
       mem.in_flight = std::max(mem.in_flight, in_flight);
     } else if (a.kind == Action::Backward) {
       if (k < K - 1 && s.chunk_stage(k + 1) != stage) L.alloc(z.R);  // the received gradient
-      retire(retired[i]);
+      retire(retired.at(i));
       L.alloc(z.R);  // the chunk's running gradient, sent as the message to the previous chunk
       if (k > 0 && s.chunk_stage(k - 1) != stage) ++sent;
       for (auto it = units.rbegin(); it != units.rend(); ++it) {
