@@ -42,9 +42,9 @@ struct PipeMessage {
 // two chunks of the rank itself (its local mailbox) are never listed.
 struct RetiredSends {
   std::vector<PipeMessage> messages;  // all of them, in the order they are retired
-  std::vector<size_t> first;          // [actions + 1]: action i's are [first[i], first[i + 1])
+  std::vector<int> first;             // [actions + 1]: action i's are [first[i], first[i + 1])
   std::span<const PipeMessage> at(size_t action) const {
-    return {messages.data() + first[action], first[action + 1] - first[action]};
+    return {messages.data() + first[action], size_t(first[action + 1] - first[action])};
   }
 };
 RetiredSends retired_sends(ScheduleKind kind, int pp, int vpp, int micro_batches, int rank,
