@@ -13,11 +13,13 @@
 // and the planner predicts the peak to the byte. What no receive proves (the last messages
 // to a peer that sends nothing more) is freed at the step's end.
 //
-// Bound: on 1f1b, zb-h1 and interleaved a rank's sends to the next rank are retired by the
-// gradients coming back, its sends to the previous rank by the activations coming forward,
-// so it holds about one warm-up's worth (at most about PP per link) instead of every
-// message of the step. GPipe's forwards get nothing back until the backwards begin: all m
-// activations stay sent until then (it holds m micro-batches' activations meanwhile anyway).
+// Bound: on 1f1b, zb-h1, interleaved and zb-v a rank's sends to the next rank are retired by
+// the gradients coming back, its sends to the previous rank by the activations coming
+// forward, so it holds about one warm-up's worth, whatever m is, and no more than the
+// schedule's most chunk activations in flight (max_in_flight_bound of rank 0), instead of
+// every message of the step. GPipe's forwards get nothing back until the backwards begin:
+// all m activations stay sent until then (beside m micro-batches' activations anyway).
+// tests/unit/test_retire.cpp checks both, and the rule against simulations.
 #pragma once
 #include <span>
 #include <vector>
