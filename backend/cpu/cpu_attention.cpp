@@ -228,8 +228,8 @@ void cpu_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout,
             gemm_serial(true, false, n, hd, rows, 1.f, P, n, dOb, os, 1.f, dV, ks);
             gemm_serial(false, true, rows, n, hd, 1.f, dOb, os, V, ks, 0.f, dP, n);
             for (int64_t i = 0; i < rows; ++i) {
-              float D = 0;
-              for (int64_t c = 0; c < hd; ++c) D += dOb[i * os + c] * Ob[i * os + c];
+              const float *dOr = dOb + i * os, *Or = Ob + i * os;
+              const float D = lane_sum<float>(hd, [=](int64_t c) { return dOr[c] * Or[c]; });
               for (int64_t j = 0; j < n; ++j) dP[i * n + j] = P[i * n + j] * (dP[i * n + j] - D);
             }
             gemm_serial(false, false, rows, hd, n, scale, dP, n, K, ks, 0.f, dQ + i0 * qs, qs);
