@@ -64,7 +64,8 @@ ZeroParams::~ZeroParams() {
   }
 }
 
-void ZeroParams::set_chunks(const std::vector<std::vector<int>>& chunks) {
+void ZeroParams::set_chunks(const std::vector<std::vector<int>>& chunks, bool weights_apart) {
+  prefetch_down_ = !weights_apart;
   // A unit in no chunk (a tied embedding's copy on the last stage, read by the head) is
   // neither prefetched nor a step of the walk.
   chunk_of_.assign(units_.size(), -1);
@@ -172,8 +173,9 @@ Tensor ZeroParams::acquire(int i) {
     if (walked) last_acquired_ = i;
     const bool embedding_down =
         next < i && next >= 0 && units_[next].layout.kind == UnitSpec::Kind::Embedding;
+    const bool down_allowed = next > i || (prefetch_down_ && !embedding_down);
     if (overlap_ && walked && next >= 0 && next < size() && chunk_of_[next] == chunk_of_[i] &&
-        !embedding_down)
+        down_allowed)
       prefetch(next);
   }
   return u.weights.flat(0, u.layout.numel);

@@ -37,7 +37,11 @@
 // starts at a chunk's end, where a guess of the wrong direction leaves the chunk and is not
 // made, the embedding is not prefetched on the way down (zb-h1's B does not acquire it), and
 // the tied matrix the head reads is no step of the walk (PP 1, zb-v's rank 0):
-// every prefetched unit is the next acquired, and the bytes are the blocking path's. Each
+// every prefetched unit is the next acquired, and the bytes are the blocking path's. Under a
+// schedule whose W runs apart from its B (zb-h1, zb-v) the backward walk prefetches nothing:
+// there the units above still hold what their W reads (transformer/block.hpp), almost what
+// they held awaiting B, so a second unit's weights beside a lower unit's B would lift the
+// peak above 1F1B's, whose W freed the units above (docs/design.md, "ZB-H1"). Each
 // result is waited for where the blocking path would have it: a unit's weights at its acquire, its
 // reduced gradients at shard() (the optimizer, the gradient norm) and its full gradients' next use.
 // Under ZeRO-2/3 a unit's full gradients live until the next unit's hand-over (a unit more than the
@@ -81,8 +85,9 @@ class ZeroParams final : public UnitParams {
 
   int size() const { return int(units_.size()); }
   // The units of each pipeline chunk of this rank (indices into units), for ZeRO-3's
-  // prefetch under overlap, which stays inside a chunk; unset: all one chunk.
-  void set_chunks(const std::vector<std::vector<int>>& chunks);
+  // prefetch under overlap, which stays inside a chunk; unset: all one chunk. weights_apart:
+  // the schedule runs W apart from B, and the backward walk prefetches nothing (see above).
+  void set_chunks(const std::vector<std::vector<int>>& chunks, bool weights_apart = false);
   const UnitSpec& layout(int u) const override { return units_[u].layout; }
   int zero_stage() const { return zero_; }
   DType compute_dtype() const override { return compute_; }
@@ -223,6 +228,7 @@ class ZeroParams final : public UnitParams {
   // ZeRO-3 under overlap: the last unit acquired (walk direction), and the prefetch slot.
   int last_acquired_ = -1;
   std::vector<int> chunk_of_;  // per unit
+  bool prefetch_down_ = true;  // whether the backward walk prefetches
   struct Prefetch {
     int unit = -1;
     Buffer weights;

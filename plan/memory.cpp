@@ -146,24 +146,34 @@ void block_forward(Ledger& L, const Sizes& z) {
   L.free(z.R);
 }
 
+// Whether a block's W gathers the Row layers' output gradients again: under --sp at TP > 1
+// when W runs apart from its B (BlockGrads).
+bool regathers(const Sizes& z, bool apart) {
+  return apart && z.sp && !z.tp1;
+}
+
 // What a block keeps from its B to its W: the GEMMs' inputs xn, attn, hn, act
 // (BlockActs::keep_for_weight_grads frees the rest) and their output gradients (BlockGrads:
-// dout and dh, gathered [T, d] under --sp; dgate_up, dqkv).
+// dout and dh, gathered [T, d] under --sp unless W runs apart; dgate_up, dqkv).
 double acts_for_w(const Sizes& z) {
   return 2 * z.x + z.q + z.F;
 }
-double grads_for_w(const Sizes& z) {
-  return 2 * (z.sp ? z.x : z.R) + 2 * z.F + z.qkv;
+double grads_for_w(const Sizes& z, bool apart) {
+  return 2 * (z.sp && !regathers(z, apart) ? z.x : z.R) + 2 * z.F + z.qkv;
 }
 
 // block_backward_input (B) with the gradient [Tl, d] already held (and, under recompute, the
 // activations recomputed); allocates dx [Tl, d] (which becomes the running gradient, the old
 // one kept as dout), adds the norms' weight gradients into the chunk's sum of them (kept across
-// steps: persistent_memory's `other`), and frees what W does not read.
-void block_backward_input(Ledger& L, const Sizes& z) {
+// steps: persistent_memory's `other`), and frees what W does not read. apart: W does not follow
+// at once.
+void block_backward_input(Ledger& L, const Sizes& z, bool apart) {
+  // Under --sp, of each Row layer's output gradient: the local rows freed (the gathered kept),
+  // or the gathered ones where W gathers again.
+  const double dropped = !z.sp ? 0 : regathers(z, apart) ? z.x : z.R;
   L.alloc(z.R);  // dx
-  // MLP half: dout gathered (kept under --sp), dact, dgate_up (kept); dhn leaves the region;
-  // dh; the norm's backward; then dact, dhn and (under --sp) the local dout freed.
+  // MLP half: dout gathered (under --sp), dact, dgate_up (kept); dhn leaves the region; dh;
+  // the norm's backward; then dact, dhn and (under --sp) one copy of dout freed.
   if (z.sp) L.alloc(z.x);
   L.alloc(z.F);
   L.op(z.wide(z.F + z.x + z.wf));
@@ -172,10 +182,10 @@ void block_backward_input(Ledger& L, const Sizes& z) {
   leave_region(L, z, z.wide(z.x + 2 * z.F + 2 * z.wf));
   L.alloc(z.R);  // dh
   L.op(z.wide(3 * z.R + z.wn));
-  L.free(z.F + z.R + (z.sp ? z.R : 0));
-  // Attention half: dh gathered (kept under --sp), dattn, dq, dk and dv for every CP rank
-  // (dattn then freed), scattered back, merged into dqkv (kept; dq, dk, dv freed); dxn; the
-  // norm's backward; then dxn and (under --sp) the local dh freed.
+  L.free(z.F + z.R + dropped);
+  // Attention half: dh gathered (under --sp), dattn, dq, dk and dv for every CP rank (dattn
+  // then freed), scattered back, merged into dqkv (kept; dq, dk, dv freed); dxn; the norm's
+  // backward; then dxn and (under --sp) one copy of dh freed.
   if (z.sp) L.alloc(z.x);
   L.alloc(z.q);
   L.op(z.wide(z.q + z.x + z.wq));
@@ -201,21 +211,27 @@ void block_backward_input(Ledger& L, const Sizes& z) {
   }
   leave_region(L, z, z.wide(z.x + z.qkv + z.wqkv));  // dxn
   L.op(z.wide(3 * z.R + z.wn));
-  L.free(z.R + (z.sp ? z.R : 0));
+  L.free(z.R + dropped);
   // keep_for_weight_grads: q, k, v, lse, gate_up, x_rstd, h, h_rstd; then the chunk frees
   // the block's input.
   L.free(z.attn_saved() + z.lse + 2 * z.F + 2 * z.norm + z.R);
   L.free(z.R);
 }
 
-// block_backward_weight (W): the weight-gradient GEMMs and the norms' gradients copied in;
-// then what B kept for them is freed.
-void block_backward_weight(Ledger& L, const Sizes& z) {
-  L.op(z.wide(z.x + z.F));      // dWdown
+// block_backward_weight (W): the weight-gradient GEMMs (the Row layers' output gradients
+// gathered again for theirs where B kept them local, each freed after its GEMM) and the norms'
+// gradients copied in; then what B kept for them is freed.
+void block_backward_weight(Ledger& L, const Sizes& z, bool apart) {
+  const double gathered = regathers(z, apart) ? z.x : 0;
+  L.alloc(gathered);
+  L.op(z.wide(z.x + z.F));  // dWdown
+  L.free(gathered);
   L.op(z.wide(2 * z.F + z.x));  // d[Wgate; Wup]
-  L.op(z.wide(z.x + z.q));      // dWo
-  L.op(z.wide(z.qkv + z.x));    // d[Wq; Wk; Wv]
-  L.free(acts_for_w(z) + grads_for_w(z));
+  L.alloc(gathered);
+  L.op(z.wide(z.x + z.q));  // dWo
+  L.free(gathered);
+  L.op(z.wide(z.qkv + z.x));  // d[Wq; Wk; Wv]
+  L.free(acts_for_w(z) + grads_for_w(z, apart));
 }
 
 }  // namespace
@@ -268,10 +284,11 @@ Memory stage_memory(const Setup& s, int stage) {
   const double b = s.run.micro_batch, Sl = double(s.run.seq_pos.size());
 
   Ledger L;
-  // --overlap (parallel/zero.hpp): ZeRO-2/3 free a unit's full gradients at the next
-  // hand-over rather than at its own; ZeRO-3 gathers the next unit of the walk into a
-  // prefetch slot at each acquire (forwards, unless the last acquire was the unit after),
-  // within the unit's chunk.
+  // split: W runs apart from B. --overlap (parallel/zero.hpp): ZeRO-2/3 free a unit's full
+  // gradients at the next hand-over rather than at its own; ZeRO-3 gathers the next unit of
+  // the walk into a prefetch slot at each acquire (forwards, unless the last acquire was the
+  // unit after; not downwards where split), within the unit's chunk.
+  const bool split = splits_backward(s.run.schedule);
   const bool overlap = s.spec.device.overlap && N > 1;
   double grads_in_flight = 0;
   std::vector<int> local, chunk_of;  // this rank's units in ZeroParams' order, their chunks
@@ -290,7 +307,7 @@ Memory stage_memory(const Setup& s, int stage) {
     const int next = last == i + 1 ? i - 1 : i + 1;
     last = i;
     if (next < 0 || next >= int(local.size()) || chunk_of[next] != chunk_of[i]) return;
-    if (next < i && local[next] == 0) return;  // the embedding on the way down (ZeroParams)
+    if (next < i && (split || local[next] == 0)) return;  // down: see ZeroParams
     if (slot >= 0) L.free(weights_of(slot));
     L.alloc(weights_of(next));
     slot = next;
@@ -322,7 +339,7 @@ Memory stage_memory(const Setup& s, int stage) {
   auto pending_w_bytes = [&](const std::vector<int>& units) {
     double n = 0;
     for (int g : units) {
-      if (g >= 1 && g <= L_) n += acts_for_w(z) + grads_for_w(z);
+      if (g >= 1 && g <= L_) n += acts_for_w(z) + grads_for_w(z, true);
       if (g == 0) n += z.R;
     }
     return n;
@@ -346,7 +363,7 @@ Memory stage_memory(const Setup& s, int stage) {
   auto unit_weights = [&](int g) {
     grads_begin(g);
     if (g >= 1) {
-      block_backward_weight(L, z);
+      block_backward_weight(L, z, split);
     } else if (z.sp) {
       L.alloc(z.x), L.op(z.wide(z.x));  // the gradient, gathered and consumed
       L.free(z.R), L.free(z.x);
@@ -356,7 +373,6 @@ Memory stage_memory(const Setup& s, int stage) {
     }
     weight_grads_end(g);
   };
-  const bool split = splits_backward(s.run.schedule);
   int in_flight = 0;
   // Messages sent to other ranks and not yet freed: each [Tl, d], freed by the receive that
   // proves it delivered (parallel/retire.hpp), the rest at the step's end.
@@ -438,7 +454,7 @@ Memory stage_memory(const Setup& s, int stage) {
         if (g >= 1 || !split) acquire(g);
         if (g >= 1) {
           if (recompute) block_forward(L, z), L.free(z.R);  // the recomputed output is dropped
-          block_backward_input(L, z);
+          block_backward_input(L, z, split);
         }
         // g == 0: the embedding's gradient is the running gradient, kept for its W.
         if (!split) unit_weights(g);

@@ -178,6 +178,11 @@ void memory_section(std::ostream& os, const json& p) {
   if (m["stages"].size() > 1)
     os << "  stage " << fullest << " is the fullest: " << m["fullest_why"].get<std::string>()
        << "\n";
+  const std::string schedule = r["layout"]["schedule"];
+  if (r["recompute"].get<bool>() && splits_backward(parse_schedule(schedule)))
+    os << "  " << schedule << " under recompute holds more than 1f1b: a micro-batch awaiting W "
+       << "keeps each block's GEMM output gradients, one awaiting B only the block's input, and "
+       << "no order of W makes up for it (docs/design.md)\n";
   if (!m["fits"].get<bool>()) {
     if (m["fixes"].empty())
       os << "  no one change of `layout.schedule`, `optimizer.recompute`, `optimizer.zero` or "

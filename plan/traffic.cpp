@@ -110,6 +110,11 @@ std::vector<Collective> step_traffic(const Setup& s, int stage) {
       } else if (g <= L) {
         block_pass(m, false);
         block_pass(m, true);
+        // A W apart from its B gathers the Row layers' output gradients again
+        // (transformer/block.hpp, BlockGrads).
+        if (sp && t > 1 && splits_backward(s.run.schedule))
+          tally.add("tp", t, CommOp::AllGather, "SP all-gather of o's and down's dy for W [T, d]",
+                    x, 2 * m);
         if (s.spec.optimizer.recompute) block_pass(m, false);
       } else {  // final norm, LM head (column-parallel) and the vocab-parallel loss
         if (sp) {

@@ -307,7 +307,7 @@ void make_pipeline(RankParts& p) {
                                                     p.config.optimizer.recompute,
                                                     head ? w.place.head_matrix : -1));
   }
-  p.params->set_chunks(units);
+  p.params->set_chunks(units, splits_backward(w.schedule));
   std::vector<PipelineStage*> stages;
   for (auto& c : p.chunks) stages.push_back(c.get());
   const int64_t rows = tp.local_rows(w.local_tokens());

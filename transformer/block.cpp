@@ -255,7 +255,15 @@ void attention_backward_input(const BlockContext& ctx, const BlockDims& dims, co
   // dx = rmsnorm'(dxn) + dh (the residual); dw_in += the norm's weight gradient.
   rmsnorm_backward_plus(be, dx, dw_in, dxn.view({dims.Tl, dims.d}), x, w[kInputNorm],
                         a.x_rstd.flat(), dh);
-  g.dh = dh_gathered.empty() ? std::move(dh_in) : std::move(dh_gathered);
+  g.dh = g.gathered && !dh_gathered.empty() ? std::move(dh_gathered) : std::move(dh_in);
+}
+
+// A Row layer's output gradient on all T tokens [T, d], for its weight gradient: as B kept it,
+// or gathered again from the local rows [Tl, d] into `storage`.
+Tensor row_output_grad(const RowParallelLinear& l, const BlockDims& dims, const BlockGrads& g,
+                       const Buffer& grad, Buffer& storage) {
+  if (g.gathered) return grad.view({dims.T, dims.d});
+  return l.gather_output_grad(grad.view({dims.Tl, dims.d}), storage);
 }
 
 // W of the attention half: dWo += dh^T attn; d[Wq; Wk; Wv] += dqkv^T xn.
@@ -263,7 +271,9 @@ void attention_backward_weight(const BlockContext& ctx, const BlockDims& dims, c
                                const BlockActs& a, const BlockGrads& g, bool dw_fresh) {
   Backend& be = ctx.be;
   const RowParallelLinear o(be, ctx.tp, Tensor{}, dw[kO], dw_fresh);
-  o.backward_weight(g.dh.view({dims.T, dims.d}), a.attn.view({dims.T, dims.qw}));
+  Buffer dh_gathered;
+  o.backward_weight(row_output_grad(o, dims, g, g.dh, dh_gathered), a.attn.view({dims.T, dims.qw}));
+  dh_gathered.reset();
   const ColumnParallelLinear qkv_proj(be, ctx.tp, Tensor{}, dw.qkv, dw_fresh);
   qkv_proj.backward_weight(g.dqkv.view({dims.T, dims.qkvw}), a.xn.view({dims.T, dims.d}));
 }
@@ -312,7 +322,7 @@ Buffer mlp_backward_input(const BlockContext& ctx, const BlockDims& dims, const 
   Buffer dh(be, dims.Tl * dims.d, dout.dtype);
   rmsnorm_backward_plus(be, dh.view({dims.Tl, dims.d}), dw_post, dhn.view({dims.Tl, dims.d}),
                         a.h.view({dims.Tl, dims.d}), w[kPostNorm], a.h_rstd.flat(), dout);
-  g.dout = dout_gathered.empty() ? std::move(dout_in) : std::move(dout_gathered);
+  g.dout = g.gathered && !dout_gathered.empty() ? std::move(dout_gathered) : std::move(dout_in);
   return dh;
 }
 
@@ -321,7 +331,10 @@ void mlp_backward_weight(const BlockContext& ctx, const BlockDims& dims, const P
                          const BlockActs& a, const BlockGrads& g, bool dw_fresh) {
   Backend& be = ctx.be;
   const RowParallelLinear down(be, ctx.tp, Tensor{}, dw[kDown], dw_fresh);
-  down.backward_weight(g.dout.view({dims.T, dims.d}), a.act.view({dims.T, dims.F}));
+  Buffer dout_gathered;
+  down.backward_weight(row_output_grad(down, dims, g, g.dout, dout_gathered),
+                       a.act.view({dims.T, dims.F}));
+  dout_gathered.reset();
   const ColumnParallelLinear gate_up(be, ctx.tp, Tensor{}, dw.gate_up, dw_fresh);
   gate_up.backward_weight(g.dgate_up.view({dims.T, 2 * dims.F}), a.hn.view({dims.T, dims.d}));
 }
@@ -338,9 +351,10 @@ void block_forward(const BlockContext& ctx, const UnitSpec& u, const Tensor& w_f
 
 void block_backward_input(const BlockContext& ctx, const UnitSpec& u, const Tensor& w_flat,
                           Tensor dnorm, const Tensor& x, Buffer dout, Tensor dx, const BlockActs& a,
-                          BlockGrads& g) {
+                          BlockGrads& g, bool weights_apart) {
   const BlockDims dims(ctx);
   const Params w(u, w_flat);
+  g.gathered = !weights_apart || dims.Tl == dims.T;
   Buffer dh = mlp_backward_input(ctx, dims, w, dnorm.flat(dims.d, dims.d), std::move(dout), a, g);
   attention_backward_input(ctx, dims, w, dnorm.flat(0, dims.d), x, std::move(dh), dx, a, g);
 }

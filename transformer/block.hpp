@@ -58,13 +58,18 @@ void block_forward(const BlockContext& ctx, const UnitSpec& u, const Tensor& w, 
                    Tensor out, BlockActs& a);
 
 // What a block's backward keeps from its input-gradient pass (B) for its weight-gradient pass
-// (W), besides BlockActs' weight inputs: the gradient at each GEMM's output, on the tokens the
-// GEMM saw (all T; under --sp the Row layers' gathered [T, d], not the local [Tl, d]).
+// (W), besides BlockActs' weight inputs: the gradient at each GEMM's output. The Row layers'
+// (o, down) are the residual stream's gradients [Tl, d]; under --sp their GEMMs read them on
+// all T tokens, which B gathers. A W right after its B takes the gathered [T, d]; a W apart
+// (ZB-H1, ZB-V) keeps the local rows [Tl, d] in the meantime and gathers them again, as
+// Megatron gathers the column layers' inputs again under --sp: one more all-gather per Row
+// layer, so that a pending W holds no more than the micro-batch held awaiting B.
 struct BlockGrads {
-  Buffer dout;      // down's output gradient: dL/dout [Tl, d], or gathered [T, d] under --sp
-  Buffer dgate_up;  // [T, 2 Fl]: gate_up's
-  Buffer dh;        // o's: dL/dh [Tl, d], or gathered [T, d] under --sp
-  Buffer dqkv;      // [T, (Hl + 2 KVl) hd]: qkv's
+  Buffer dout;           // down's output gradient dL/dout: [Tl, d], or gathered [T, d]
+  Buffer dgate_up;       // [T, 2 Fl]: gate_up's
+  Buffer dh;             // o's: dL/dh [Tl, d], or gathered [T, d]
+  Buffer dqkv;           // [T, (Hl + 2 KVl) hd]: qkv's
+  bool gathered = true;  // dout and dh on all T tokens (false: the local rows, W gathers them)
 };
 
 // The block's backward in two passes: the zero-bubble pipeline's B, which gives the input's
@@ -77,13 +82,15 @@ struct BlockGrads {
 // makes the norms' weight gradients, dnorm [2, d] fp32 (w_in's, then w_post's) += theirs:
 // cheap reductions over the rows, whose inputs (the norms' inputs and output gradients,
 // [Tl, d] each) W would otherwise keep. What W reads goes into g and stays in a
-// (BlockActs::keep_for_weight_grads frees the rest); x is not among it.
+// (BlockActs::keep_for_weight_grads frees the rest); x is not among it. weights_apart: W
+// will not follow at once, so g keeps the Row layers' gradients local (BlockGrads).
 void block_backward_input(const BlockContext& ctx, const UnitSpec& u, const Tensor& w, Tensor dnorm,
                           const Tensor& x, Buffer dout, Tensor dx, const BlockActs& a,
-                          BlockGrads& g);
+                          BlockGrads& g, bool weights_apart = false);
 // W: dw (flat, like w) += the GEMMs' weight gradients from what B kept, and its norms' parts
-// = dnorm, the sum of the Bs so far; needs no weights and communicates nothing. dw_fresh: the
-// GEMMs write their parts of dw (beta 0) rather than add.
+// = dnorm, the sum of the Bs so far; needs no weights, and communicates only to gather the
+// Row layers' gradients that B kept local (under --sp, W apart). dw_fresh: the GEMMs write
+// their parts of dw (beta 0) rather than add.
 void block_backward_weight(const BlockContext& ctx, const UnitSpec& u, Tensor dw,
                            const Tensor& dnorm, const BlockActs& a, const BlockGrads& g,
                            bool dw_fresh = false);

@@ -174,7 +174,7 @@ Buffer ModelChunk::backward(int id, const MicroBatch& mb, const Tensor* dout, fl
       if (!norm_grads_open_[block]) be_.fill(dnorm, 0.f), norm_grads_open_[block] = true;
       Buffer dx(be_, Tl * d, x.dtype);
       block_backward_input(ctx, l, w, dnorm, x, std::move(grad), dx.view({Tl, d}), a,
-                           s.grads[block]);
+                           s.grads[block], !run_weights);
       a.keep_for_weight_grads();
       s.xs[block].reset();  // the block's input: W reads none of it
       grad = std::move(dx);

@@ -8,9 +8,9 @@
 // right before its backward, so the step computes the same numbers in the same order. The
 // backward is two passes (transformer/block.hpp): B gives the input's gradient and the norms'
 // weight gradients, W the GEMMs' weight gradients; between them the chunk keeps only what W
-// reads (the GEMMs' inputs and output gradients): without --sp no more than the micro-batch
-// held before B, so that a schedule that delays W (ZB-H1) holds no more per micro-batch than
-// 1F1B.
+// reads (the GEMMs' inputs and output gradients, under --sp the Row layers' on the local
+// rows): no more than the micro-batch held before B, so that a schedule that delays W (ZB-H1)
+// holds no more per micro-batch than 1F1B.
 //
 // The chunk knows its parameters only as UnitParams: it acquires a unit's weights around each
 // forward and input-gradient pass and hands over the unit's gradients after each

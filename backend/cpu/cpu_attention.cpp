@@ -11,7 +11,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <exception>
@@ -22,6 +21,7 @@
 #include "backend/cpu/cpu_gemm.hpp"
 #include "backend/cpu/cpu_lanes.hpp"
 #include "backend/cpu/cpu_parallel.hpp"
+#include "backend/op_math.hpp"
 
 namespace tetra {
 namespace {
@@ -61,32 +61,6 @@ float* scratch(int which, size_t n) {
   std::vector<float>& b = buffers[which];
   if (b.size() < n) b.resize(n);
   return b.data();
-}
-
-// e^x for the softmax's x <= 0 (and a rounding above), in a form the compiler vectorizes (the
-// library's expf is a call per element, a third of attention's time): x = n ln 2 + r with
-// |r| <= ln(2)/2, e^r by its Taylor series to r^7 (truncation below 2^-26 relative), times 2^n
-// built in the exponent bits. Within 1.2 ulp of e^x (every float from -87 to 0.5 checked); 0
-// below -87 (e^-87 is near the smallest
-// normal float, and a softmax term that small changes no sum).
-inline float exp_nonpositive(float x) {
-  const float xl = x > -88.f ? x : -88.f;  // 2^n stays a normal float (and NaN becomes -88)
-  const float xc = xl < 88.f ? xl : 88.f;
-  // n = floor(x / ln 2 + 1/2), by truncating a positive number (x / ln 2 lies in [-127, 127]):
-  // std::floor, or a sign test, would keep the loop from vectorizing.
-  const int32_t ni = int32_t(xc * 1.44269504f + 128.5f) - 128;
-  const float n = float(ni);
-  const float r = (xc - n * 0.693145752f) - n * 1.42860677e-6f;  // ln 2 in two parts
-  float p = 1.f / 5040 + r * (1.f / 40320);
-  p = 1.f / 720 + r * p;
-  p = 1.f / 120 + r * p;
-  p = 1.f / 24 + r * p;
-  p = 1.f / 6 + r * p;
-  p = 0.5f + r * p;
-  p = 1.f + r * p;
-  p = 1.f + r * p;
-  const float two_n = std::bit_cast<float>((ni + 127) << 23);
-  return x < -87.f ? 0.f : p * two_n + (x - x);  // x - x: 0, or NaN for a NaN x
 }
 
 // The keys [0, n) that hold every key a query of qp[0, rows) may see: n - 1 is the last key at or
@@ -131,7 +105,7 @@ void exp_masked(float* p, int64_t n, const RowMask& r, float shift) {
   with_visible(r, [=](auto visible) {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
-      const float e = exp_nonpositive(p[j] - shift);
+      const float e = op::exp_poly(p[j] - shift);
       p[j] = visible(j) ? e : 0.f;
     }
   });
@@ -254,8 +228,8 @@ void cpu_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout,
             gemm_serial(true, false, n, hd, rows, 1.f, P, n, dOb, os, 1.f, dV, ks);
             gemm_serial(false, true, rows, n, hd, 1.f, dOb, os, V, ks, 0.f, dP, n);
             for (int64_t i = 0; i < rows; ++i) {
-              float D = 0;
-              for (int64_t c = 0; c < hd; ++c) D += dOb[i * os + c] * Ob[i * os + c];
+              const float *dOr = dOb + i * os, *Or = Ob + i * os;
+              const float D = lane_sum<float>(hd, [=](int64_t c) { return dOr[c] * Or[c]; });
               for (int64_t j = 0; j < n; ++j) dP[i * n + j] = P[i * n + j] * (dP[i * n + j] - D);
             }
             gemm_serial(false, false, rows, hd, n, scale, dP, n, K, ks, 0.f, dQ + i0 * qs, qs);

@@ -279,10 +279,8 @@ class CpuBackend final : public Backend {
     cpu_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, pos, s);
   }
 
-  // gate_up [T, 2F]: gate = columns [0, F) of a row, up = [F, 2F). A row in chunks of
-  // kExpChunk columns: their e^-g (a call of the library's expf each), then the rest of the op
-  // in vectors.
-  static constexpr int64_t kExpChunk = 256;
+  // gate_up [T, 2F]: gate = columns [0, F) of a row, up = [F, 2F). The per-element math (its
+  // e^-g op::exp_poly) vectorizes along a row.
   void swiglu_fused_forward(Tensor h, const Tensor& gate_up) override {
     const int64_t T = h.rows(), F = h.cols();
     check(gate_up.rows() == T && gate_up.cols() == 2 * F, "swiglu_fused_forward ",
@@ -290,16 +288,12 @@ class CpuBackend final : public Backend {
     const float* gu = gate_up.f32();
     float* ph = h.f32();
 #pragma omp parallel for schedule(static) if (parallel_elements(T * F))
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t i0 = 0; i0 < F; i0 += kExpChunk) {
-        const int64_t n = std::min(kExpChunk, F - i0);
-        const float *g = gu + t * 2 * F + i0, *u = g + F;
-        float* hr = ph + t * F + i0;
-        float e[kExpChunk];
-        for (int64_t i = 0; i < n; ++i) e[i] = expf(-g[i]);
+    for (int64_t t = 0; t < T; ++t) {
+      const float *g = gu + t * 2 * F, *u = g + F;
+      float* hr = ph + t * F;
 #pragma omp simd
-        for (int64_t i = 0; i < n; ++i) hr[i] = op::swiglu_e(g[i], u[i], e[i]);
-      }
+      for (int64_t i = 0; i < F; ++i) hr[i] = op::swiglu(g[i], u[i]);
+    }
   }
   void swiglu_fused_backward(Tensor dgate_up, const Tensor& dh, const Tensor& gate_up) override {
     const int64_t T = dh.rows(), F = dh.cols();
@@ -308,17 +302,12 @@ class CpuBackend final : public Backend {
     const float *gu = gate_up.f32(), *pdh = dh.f32();
     float* d = dgate_up.f32();
 #pragma omp parallel for schedule(static) if (parallel_elements(T * F))
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t i0 = 0; i0 < F; i0 += kExpChunk) {
-        const int64_t n = std::min(kExpChunk, F - i0);
-        const float *g = gu + t * 2 * F + i0, *u = g + F, *dhr = pdh + t * F + i0;
-        float *dg = d + t * 2 * F + i0, *du = dg + F;  // gate's columns, up's columns
-        float e[kExpChunk];
-        for (int64_t i = 0; i < n; ++i) e[i] = expf(-g[i]);
+    for (int64_t t = 0; t < T; ++t) {
+      const float *g = gu + t * 2 * F, *u = g + F, *dhr = pdh + t * F;
+      float *dg = d + t * 2 * F, *du = dg + F;  // gate's columns, up's columns
 #pragma omp simd
-        for (int64_t i = 0; i < n; ++i)
-          op::swiglu_backward_e(dhr[i], g[i], u[i], e[i], dg[i], du[i]);
-      }
+      for (int64_t i = 0; i < F; ++i) op::swiglu_backward(dhr[i], g[i], u[i], dg[i], du[i]);
+    }
   }
 
   void ce_row_max(Tensor row_max, const Tensor& logits, int64_t valid) override {

@@ -6,7 +6,9 @@
 // positions it stands for.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -330,6 +332,31 @@ TEST_CASE("rope: Llama 3's frequencies are transformers'") {
     }
     CHECK(std::equal(&y[r * W + 2 * hd], &y[r * W + W], &x[r * W + 2 * hd]));  // v
   }
+}
+
+TEST_CASE("op_math: exp_poly within an ulp of e^x, and its ends") {
+  // Every 256th float from -87 to 88.72 (each float's bits stepped, so every exponent and many
+  // mantissas), against e^x in double: within 1 ulp of the float nearest to it.
+  double worst = 0;
+  for (float x = -87.f; x <= 88.72f;) {
+    const double e = std::exp(double(x));
+    const float ef = float(e);
+    const double ulp = double(std::nextafter(ef, INFINITY)) - double(ef);
+    worst = std::max(worst, std::fabs(double(op::exp_poly(x)) - e) / ulp);
+    uint32_t b = 0;
+    std::memcpy(&b, &x, 4);
+    b = x < 0 ? b - 256 : b + 256;  // toward +inf: a negative float's bits go down
+    if (x < 0 && (b & 0x7fffffffu) < 256) b = 0;
+    std::memcpy(&x, &b, 4);
+  }
+  CHECK(worst < 1.0);
+  CHECK(op::exp_poly(0.f) == 1.f);
+  CHECK(op::exp_poly(-87.5f) == 0.f);  // below the smallest normal result: 0
+  CHECK(op::exp_poly(-INFINITY) == 0.f);
+  CHECK(std::isinf(op::exp_poly(88.8f)));  // above FLT_MAX: inf
+  CHECK(std::isinf(op::exp_poly(1e30f)));
+  CHECK(std::isnan(op::exp_poly(NAN)));
+  CHECK(std::isfinite(op::exp_poly(88.72f)));
 }
 
 TEST_CASE("op_math: the shared formulas against independent ones") {

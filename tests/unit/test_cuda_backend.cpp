@@ -159,8 +159,8 @@ Outputs run_attention(Backend& be, const AttnCase& c) {
                dq = in.f32(randn(B * Sq * qw, 55), {B * Sq, qw}),
                dk = in.f32(randn(B * Sk * kw, 56), {B * Sk, kw}),
                dv = in.f32(randn(B * Sk * kw, 57), {B * Sk, kw});
-  be.attention_forward(out, lse, q, k, v, {qp, kp}, s);
-  be.attention_backward(dq, dk, dv, dout, q, k, v, out, lse, {qp, kp}, s);
+  be.attention_forward(out, lse, q, k, v, {qp, kp, {}, {}}, s);
+  be.attention_backward(dq, dk, dv, dout, q, k, v, out, lse, {qp, kp, {}, {}}, s);
   return {{"attention out", get(be, out)},
           {"attention lse", get(be, lse)},
           {"attention dq", get(be, dq)},

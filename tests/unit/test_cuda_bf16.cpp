@@ -191,8 +191,8 @@ Outputs run_attention(Backend& be, const Case& c, bool outputs_only) {
                dq = in.bf16(Floats(B * Sq * qw, 0.f), {B * Sq, qw}),
                dk = in.bf16(randn(B * Sk * kw, 56), {B * Sk, kw}),
                dv = in.bf16(randn(B * Sk * kw, 57), {B * Sk, kw});
-  be.attention_forward(out, lse, q, k, v, {qpos, kpos}, s);
-  be.attention_backward(dq, dk, dv, dout, q, k, v, out, lse, {qpos, kpos}, s);
+  be.attention_forward(out, lse, q, k, v, {qpos, kpos, {}, {}}, s);
+  be.attention_backward(dq, dk, dv, dout, q, k, v, out, lse, {qpos, kpos, {}, {}}, s);
   if (outputs_only)
     return {{"out", get(be, out)}, {"dq", get(be, dq)}, {"dk", get(be, dk)}, {"dv", get(be, dv)}};
   return {{"lse", get(be, lse)}};

@@ -64,15 +64,15 @@ Outputs run_attention(Backend& be, const Case& c, DType t) {
                dqkv = in.act(t, randn(B * Sq * W, 93), {B * Sq, W});
   Outputs o;
   if (s.layout == AttnLayout::Qkv) {
-    be.attention_forward(out, lse, qkv, qkv, qkv, {qpos, kpos}, s);
-    be.attention_backward(dqkv, dqkv, dqkv, dout, qkv, qkv, qkv, out, lse, {qpos, kpos}, s);
+    be.attention_forward(out, lse, qkv, qkv, qkv, {qpos, kpos, {}, {}}, s);
+    be.attention_backward(dqkv, dqkv, dqkv, dout, qkv, qkv, qkv, out, lse, {qpos, kpos, {}, {}}, s);
   } else {
     const Tensor k = in.act(t, randn(B * Sk * kw, 94), {B * Sk, kw}),
                  v = in.act(t, randn(B * Sk * kw, 95), {B * Sk, kw}),
                  dk = in.act(t, Floats(B * Sk * kw, 0.f), {B * Sk, kw}),
                  dv = in.act(t, Floats(B * Sk * kw, 0.f), {B * Sk, kw});
-    be.attention_forward(out, lse, qkv, k, v, {qpos, kpos}, s);
-    be.attention_backward(dqkv, dk, dv, dout, qkv, k, v, out, lse, {qpos, kpos}, s);
+    be.attention_forward(out, lse, qkv, k, v, {qpos, kpos, {}, {}}, s);
+    be.attention_backward(dqkv, dk, dv, dout, qkv, k, v, out, lse, {qpos, kpos, {}, {}}, s);
     o.push_back({"dk", get(be, dk)});
     o.push_back({"dv", get(be, dv)});
   }

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "../support/test_util.hpp"
 #include "cli/options.hpp"
 #include "plan/memory.hpp"
 #include "plan/plan_report.hpp"
@@ -280,14 +281,17 @@ TEST_CASE("plan: traffic of TP 2 x PP 2 by hand") {
 TEST_CASE(
     "plan: zb-h1's peak memory is at most 1f1b's (PP 2, 3, 4, 8; m = p, 2p, 3p + 1, 4p + 2)") {
   // ZB-H1 keeps a micro-batch from its B to its W: only the GEMMs' inputs and output
-  // gradients, no more than it held awaiting B (transformer/block.hpp), and rank r delays W
-  // by r of the micro-batches it has fewer in flight than rank 0. So no rank holds more than
-  // 1F1B's rank 0, the fullest, at any m: a rank frees each message it sent at the receive
-  // that proves it delivered (parallel/retire.hpp), so a middle stage's sent messages do not
-  // grow with m (held to the step's end, 2m of them passed rank 0's m from m = 13 at p = 4 on
-  // the benchmark's model). On the layout tests' tiny model, a wide FFN (16 d), bf16 with
-  // GQA 4:1 and an 8 d FFN, and beside DP 2 under ZeRO-1 and ZeRO-3. Where it does not hold
-  // (docs/design.md, "ZB-H1"): --sp, --recompute full, ZeRO-3's prefetch under --overlap.
+  // gradients, no more than it held awaiting B (transformer/block.hpp; under --sp the Row
+  // layers' gradients on the local rows), and rank r delays W by r of the micro-batches it has
+  // fewer in flight than rank 0. So no rank holds more than 1F1B's rank 0, the fullest, at any
+  // m: a rank frees each message it sent at the receive that proves it delivered
+  // (parallel/retire.hpp), so a middle stage's sent messages do not grow with m (held to the
+  // step's end, 2m of them passed rank 0's m from m = 13 at p = 4 on the benchmark's model).
+  // On the layout tests' tiny model, a wide FFN (16 d), bf16 with GQA 4:1 and an 8 d FFN,
+  // beside DP 2 under ZeRO-1 and ZeRO-3 (with --overlap off and on: the backward walk
+  // prefetches nothing under zb-h1), TP 2 + SP in fp32 and bf16, long sequences and the
+  // benchmark's model. Where it does not hold (docs/design.md, "ZB-H1"): --recompute full
+  // (the recompute test below).
   const std::vector<std::string> shapes = {
       "--layers 8 --dim 64 --heads 8 --kv-heads 4 --ffn-dim 128 --seq-len 16",
       "--layers 8 --dim 64 --heads 4 --kv-heads 4 --ffn-dim 1024 --seq-len 32",
@@ -295,6 +299,11 @@ TEST_CASE(
       "--layers 8 --dim 64 --heads 8 --kv-heads 4 --ffn-dim 256 --seq-len 32 --dp 2 --zero 1",
       "--layers 8 --dim 64 --heads 8 --kv-heads 4 --ffn-dim 256 --seq-len 32 --dp 2 --zero 3 "
       "--overlap off",
+      "--layers 8 --dim 64 --heads 8 --kv-heads 4 --ffn-dim 256 --seq-len 32 --tp 2 --sp",
+      "--layers 8 --dim 64 --heads 8 --kv-heads 4 --ffn-dim 256 --seq-len 32 --tp 2 --sp "
+      "--dtype bf16",
+      "--layers 8 --dim 64 --heads 8 --kv-heads 4 --ffn-dim 256 --seq-len 32 --dp 2 --zero 3 "
+      "--overlap on",
       // Long sequences, whose messages outweigh the embedding (tests/mpi/test_pp.cpp measures
       // it), and the benchmark's model (tools/bench/layouts.py zb), where with the sends held
       // to the step's end a middle stage passed 1F1B's rank 0 from m = 13 at p = 4.
@@ -358,4 +367,27 @@ TEST_CASE("plan: a middle stage's held sends do not grow with m (each schedule, 
         CHECK(middle < (big - 2 * p) * message);  // not one message more per micro-batch
       }
     }
+}
+
+TEST_CASE("plan: under recompute the zero-bubble schedules say they hold more than 1f1b") {
+  // A micro-batch awaiting W keeps its GEMMs' output gradients, one awaiting B only its blocks'
+  // inputs (docs/design.md, "ZB-H1"): the plan says so in one line, for zb-h1 and zb-v only.
+  const std::string shape =
+      "--layers 8 --dim 64 --heads 8 --kv-heads 4 --ffn-dim 256 --seq-len 32 --pp 4 "
+      "--global-batch 8 --micro-batch 1 ";
+  const std::string line = "under recompute holds more than 1f1b";
+  for (const char* schedule : {"zb-h1", "zb-v"}) {
+    CAPTURE(schedule);
+    CHECK(test::count(plan_text(shape + "--recompute full --schedule " + schedule), line) == 1);
+    CHECK(test::count(plan_text(shape + "--schedule " + schedule), line) == 0);
+  }
+  CHECK(test::count(plan_text(shape + "--recompute full --schedule 1f1b"), line) == 0);
+  // And it is so: the planned peaks at p 4, m 8.
+  const auto peak = [&](const char* schedule) {
+    const TrainConfig o =
+        parse_command_line(words("plan " + shape + "--recompute full --schedule " + schedule))
+            .plan.train;
+    return plan::peak_memory(plan::make_setup(o.run_spec(), o.model)).memory.peak();
+  };
+  CHECK(peak("zb-h1") > peak("1f1b"));
 }

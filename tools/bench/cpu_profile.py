@@ -32,7 +32,7 @@ PARTS = [
     ("products: C scaled by beta", r"sgemm_beta"),
     ("attention: softmax (exp, max)", r"exp_masked|masked_max|softmax_masked"),
     ("attention: the rest (dS, loops)", r"cpu_attention"),
-    ("SwiGLU forward and backward (expf)", r"swiglu|expf"),
+    ("SwiGLU forward and backward", r"swiglu|expf"),
     ("RMSNorm backward", r"rmsnorm_grad"),
     ("RMSNorm forward", r"rmsnorm_forward"),
     ("RoPE", r"rotate|rope|sincos|__cos|__sin|pow"),
