@@ -30,16 +30,19 @@ double idle_share(const std::vector<json>& records) {
 }
 
 const Text kBubbleSource{
-    "bubble in the run's metrics: time blocked on pipeline receives over the step, averaged "
-    "over the ranks and the steps after the first",
-    "运行指标里的 bubble：一步中阻塞在流水线接收上的时间占比，对各 rank 和第一步之后的各步"
-    "取平均"};
+    "bubble in the run's metrics: time blocked on pipeline receives, and idle after the rank's "
+    "last pass until its pipeline's last rank is done, over the step, averaged over the ranks "
+    "and the steps after the first",
+    "运行指标里的 bubble：一步中阻塞在流水线接收上的时间，加上该 rank 最后一个计算结束后等待"
+    "流水线最后一个 rank 结束的时间，占这一步的比例，对各 rank 和第一步之后的各步取平均"};
 const Text kBubbleNote{
     "The formula counts slots of equal work. A real run adds what it ignores: the head and the "
     "loss on the last stage, messages that take time, and on a CPU with fewer cores than ranks, "
-    "ranks that wait for a core.",
+    "ranks that wait for a core. The metrics' bubble_at_measured_costs is the schedule's bubble "
+    "at the run's own pass costs, with messages free.",
     "公式按等量工作的时隙来数。实际运行还有公式忽略的东西：最后一段的输出头和损失、需要时间的"
-    "消息，以及在核数少于 rank 数的 CPU 上，等 CPU 核的 rank。"};
+    "消息，以及在核数少于 rank 数的 CPU 上，等 CPU 核的 rank。指标里的 "
+    "bubble_at_measured_costs 是按本次运行实测的各计算耗时、消息不计时间模拟出的调度气泡。"};
 
 }  // namespace
 

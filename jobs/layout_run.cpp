@@ -68,6 +68,8 @@ void measure(LayoutRun& r, const std::string& metrics, const plan::Machine& mc, 
     r.step_ms += num(j, "step_ms") / timed;
     r.compute_share += compute_share(j) / timed;
     r.bubble += num(j, "bubble") / timed;
+    if (j.contains("bubble_at_measured_costs"))  // under PP
+      r.bubble_at_costs += num(j, "bubble_at_measured_costs") / timed;
     if (j.contains("comm_hidden_ms"))
       r.hidden_share += num(j, "comm_hidden_ms") / num(j, "step_ms") / timed;
     r.bubble_formula = num(j, "bubble_formula");
@@ -199,6 +201,7 @@ json run_record(const LayoutRun& r, bool reference) {
     j["comm_share"] = r.comm_share;
     j["hidden_share"] = r.hidden_share;
     j["bubble"] = r.bubble;
+    j["bubble_at_measured_costs"] = r.bubble_at_costs;
     j["bubble_formula"] = r.bubble_formula;
     j["split_ms"] = {{"compute", r.step_ms * r.compute_share},
                      {"comm", r.step_ms * r.comm_share},

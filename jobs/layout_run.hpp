@@ -33,8 +33,9 @@ struct LayoutRun {
   double loss_gap = 0;
   double tokens_per_s = 0, mfu = 0, step_ms = 0;
   double probe_flops = 0;  // per rank: the peak the run's own MFU was counted against
-  // The bubble, the idle share of the step, as the metrics give it, and by the formula.
-  double bubble = 0, bubble_formula = 0;
+  // The bubble, the idle share of the step, as the metrics give it, the schedule's at the
+  // passes' measured costs (bubble_at_measured_costs), and by the formula.
+  double bubble = 0, bubble_at_costs = 0, bubble_formula = 0;
   // The step split, averaged over the ranks: compute, the bubble and the exposed
   // communication besides (the rest of the ranks' wait); they sum to 1.
   double compute_share = 0, bubble_of_step = 0, comm_share = 0;

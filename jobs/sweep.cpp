@@ -77,10 +77,11 @@ std::vector<const LayoutRun*> ranked(const std::vector<LayoutRun>& runs) {
 }
 
 // One row: the layout's rate, its speed-up over one rank, MFU at the sweep's one peak, the
-// step and its split, the bubble beside its formula (the idle share of the step), memory and
-// bytes against the plan, and whether it matched one rank.
+// step and its split, the bubble (the idle share of the step) beside the schedule's at the
+// measured pass costs and its formula, memory and bytes against the plan, and whether it
+// matched one rank.
 void print_row(const std::string& rank, const LayoutRun& r, const LayoutRun& ref) {
-  char peak[40], match[64], formula[16] = "-";
+  char peak[40], match[64], at_costs[16] = "-", formula[16] = "-";
   std::snprintf(peak, sizeof peak, "%s (%s)", mb(r.peak_measured).c_str(),
                 mb(r.peak_planned).c_str());
   if (&r == &ref)
@@ -88,18 +89,21 @@ void print_row(const std::string& rank, const LayoutRun& r, const LayoutRun& ref
   else
     std::snprintf(match, sizeof match, "%s (%.1e)%s", r.status == "ok" ? "matches" : "MISMATCH",
                   r.loss_gap, r.fits ? "" : ", does not fit");
-  if (r.setup.layout().pp > 1)
+  if (r.setup.layout().pp > 1) {
+    std::snprintf(at_costs, sizeof at_costs, "%.1f%%", 100 * r.bubble_at_costs);
     std::snprintf(formula, sizeof formula, "%.1f%%", 100 * r.bubble_formula);
-  std::printf("%4s  %-44s %9.0f %6.2fx %6.2f%% %8.1f %5.1f%% %6.1f%% %6.1f%% %7s %16s %7s  %s\n",
-              rank.c_str(), r.title.c_str(), r.tokens_per_s, r.tokens_per_s / ref.tokens_per_s,
-              100 * r.mfu, r.step_ms, 100 * r.comm_share, 100 * r.hidden_share,
-              100 * r.bubble_of_step, formula, peak, r.plan_matches ? "= plan" : "!= plan", match);
+  }
+  std::printf(
+      "%4s  %-44s %9.0f %6.2fx %6.2f%% %8.1f %5.1f%% %6.1f%% %6.1f%% %8s %7s %16s %7s  %s\n",
+      rank.c_str(), r.title.c_str(), r.tokens_per_s, r.tokens_per_s / ref.tokens_per_s, 100 * r.mfu,
+      r.step_ms, 100 * r.comm_share, 100 * r.hidden_share, 100 * r.bubble_of_step, at_costs,
+      formula, peak, r.plan_matches ? "= plan" : "!= plan", match);
 }
 
 void print_ranked_table(const std::vector<const LayoutRun*>& order, const LayoutRun& ref) {
-  std::printf("%4s  %-44s %9s %7s %7s %8s %6s %7s %7s %7s %16s %7s  %s\n", "rank", "layout",
-              "tok/s", "speedup", "MFU", "step ms", "comm", "hidden", "bubble", "formula",
-              "peak MB (plan)", "bytes", "one rank");
+  std::printf("%4s  %-44s %9s %7s %7s %8s %6s %7s %7s %8s %7s %16s %7s  %s\n", "rank", "layout",
+              "tok/s", "speedup", "MFU", "step ms", "comm", "hidden", "bubble", "at costs",
+              "formula", "peak MB (plan)", "bytes", "one rank");
   print_row("ref", ref, ref);
   int n = 0;
   for (const LayoutRun* r : order) {
@@ -241,7 +245,7 @@ int run_sweep(const SweepOptions& o, const TrainArgs& train) {
   std::printf(
       "\nMFU at one peak for every layout, %s per rank (%s), so it ranks the layouts as "
       "tok/s does; speedup over the one-rank reference; bubble: the idle share of the "
-      "step, measured and by the schedule's formula\n",
+      "step, measured, the schedule's at the measured pass costs, and by its formula\n",
       (format_number("%.3g", peak / 1e9) + " GFLOP/s").c_str(), peak_source.c_str());
   if (!oversubscribed.empty()) std::printf("%s\n", oversubscribed.c_str());
   print_ranked_table(order, ref);

@@ -111,6 +111,7 @@ void PipelineExecutor::receive(Buffer& into, int peer, Direction d, int chunk_id
 PipelineStats PipelineExecutor::execute(const std::vector<MicroBatch>& mbs, ScheduleMode mode,
                                         float loss_scale) {
   PipelineStats stats;
+  stats.pass_seconds.assign(chunks_.size(), {0, 0, 0});
   const Clock::time_point t0 = Clock::now();
   const int P = pp_.size(), r = pp_.rank(), V = int(chunks_.size()), K = P * V;
   const Placement place = placement(kind_);
@@ -128,6 +129,7 @@ PipelineStats PipelineExecutor::execute(const std::vector<MicroBatch>& mbs, Sche
     const int next = k + 1 < K ? chunk_rank(place, P, V, k + 1) : -1;
     PipelineStage& chunk = *chunks_[a.chunk];
     const MicroBatch& mb = mbs[a.micro_batch];
+    Clock::time_point began = Clock::now();  // the pass's start: after its input's receive
     const auto compute = [&](trace::Event& e) {
       e.name = std::string(1, action_letter(a.kind)) + " mb" + std::to_string(a.micro_batch) +
                " chunk" + std::to_string(k);
@@ -139,6 +141,7 @@ PipelineStats PipelineExecutor::execute(const std::vector<MicroBatch>& mbs, Sche
       Buffer in;
       if (k > 0) receive(in, prev, kActivation, k, a.micro_batch, stats);
       retire(retired->second.at(i));
+      began = Clock::now();
       trace::Span span(trace::Lane::Compute, compute);  // after the wait, which has its own
       const Tensor in_view = in.flat();
       const StageOutput y = chunk.forward(a.micro_batch, mb, k > 0 ? &in_view : nullptr,
@@ -153,6 +156,7 @@ PipelineStats PipelineExecutor::execute(const std::vector<MicroBatch>& mbs, Sche
       Buffer grad;
       if (k < K - 1) receive(grad, next, kGradient, k, a.micro_batch, stats);
       retire(retired->second.at(i));
+      began = Clock::now();
       trace::Span span(trace::Lane::Compute, compute);
       const Tensor grad_view = grad.flat();
       Buffer dx = chunk.backward(a.micro_batch, mb, k < K - 1 ? &grad_view : nullptr, loss_scale,
@@ -162,6 +166,10 @@ PipelineStats PipelineExecutor::execute(const std::vector<MicroBatch>& mbs, Sche
       trace::Span span(trace::Lane::Compute, compute);
       chunk.backward_weight(a.micro_batch, mb);
     }
+    PassCosts& spent = stats.pass_seconds[size_t(a.chunk)];
+    (a.kind == Action::Forward    ? spent.f
+     : a.kind == Action::Backward ? spent.b
+                                  : spent.w) += seconds_since(began);
   }
   for (const auto& [peer, link] : links_)
     check(link.made.empty() && link.order.empty(), "pipeline: ", link.made.size(),

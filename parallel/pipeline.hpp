@@ -78,6 +78,12 @@ struct PipelineStats {
   double loss_sum = 0;      // over the micro-batches whose loss this rank computed
   double seconds = 0;       // wall time of the whole schedule
   double wait_seconds = 0;  // blocked in receives: the measured bubble
+  // Per virtual stage of this rank: the wall seconds of its F, B and W passes, summed over the
+  // step's micro-batches, each from its input received to its output's send posted (the time
+  // the rank is not waiting). Where the schedule has no W actions B is the whole backward and
+  // W stays 0. Wall time, as the wait beside it: the simulation at these costs
+  // (train/trainer.cpp) then counts the same seconds as the measured bubble.
+  std::vector<PassCosts> pass_seconds;
 };
 
 class PipelineExecutor {

@@ -233,20 +233,43 @@ std::string to_string(const std::vector<Action>& actions) {
   return os.str();
 }
 
-SimResult simulate(ScheduleKind kind, int pp, int vpp, int m, double tf, double tb,
-                   ScheduleMode mode, double tw) {
+double SimResult::bubble() const {
+  if (idle.empty() || makespan <= 0) return 0;
+  double sum = 0;
+  for (double i : idle) sum += i / makespan;
+  return sum / double(idle.size());
+}
+
+SimResult simulate(ScheduleKind kind, int pp, int vpp, int m, const std::vector<PassCosts>& costs,
+                   ScheduleMode mode) {
   check_schedule(kind, pp, vpp, m);
   std::vector<std::vector<Action>> ranks;
   for (int r = 0; r < pp; ++r) ranks.push_back(make_schedule(kind, pp, vpp, m, r, mode));
-  return simulate(ranks, vpp, m, tf, tb, mode, tw, placement(kind));
+  return simulate(ranks, vpp, m, costs, mode, placement(kind));
+}
+
+SimResult simulate(ScheduleKind kind, int pp, int vpp, int m, double tf, double tb,
+                   ScheduleMode mode, double tw) {
+  check_schedule(kind, pp, vpp, m);  // before PP V costs are allocated
+  return simulate(kind, pp, vpp, m, std::vector<PassCosts>(size_t(pp) * vpp, {tf, tb, tw}), mode);
 }
 
 SimResult simulate(const std::vector<std::vector<Action>>& ranks, int vpp, int m, double tf,
                    double tb, ScheduleMode mode, double tw, Placement place) {
+  // (V below 1 is refused by the simulation, before these costs are read.)
+  const std::vector<PassCosts> costs(ranks.size() * size_t(std::max(vpp, 1)), {tf, tb, tw});
+  return simulate(ranks, vpp, m, costs, mode, place);
+}
+
+SimResult simulate(const std::vector<std::vector<Action>>& ranks, int vpp, int m,
+                   const std::vector<PassCosts>& costs, ScheduleMode mode, Placement place) {
   const int pp = int(ranks.size());
   check(pp >= 1 && vpp >= 1 && m >= 1, "simulate: need PP, V and m at least 1");
-  check(tf >= 0 && tb >= 0 && tw >= 0, "simulate: costs must not be negative");
   const int chunks = pp * vpp;
+  check(int(costs.size()) == chunks, "simulate: ", costs.size(), " chunks' costs for ", chunks,
+        " chunks");
+  for (const PassCosts& c : costs)
+    check(c.f >= 0 && c.b >= 0 && c.w >= 0, "simulate: costs must not be negative");
   // Every list must hold F and B (and W where split; ForwardOnly: F) of each (micro-batch,
   // own chunk) exactly once.
   const bool train = mode == ScheduleMode::Train;
@@ -275,7 +298,11 @@ SimResult simulate(const std::vector<std::vector<Action>>& ranks, int vpp, int m
   // End times of F(mb, k) and B(mb, k) by model chunk k, or kNotYet.
   constexpr double kNotYet = -1;
   std::vector<double> f_end(size_t(m) * chunks, kNotYet), b_end(size_t(m) * chunks, kNotYet);
-  const double cost[3] = {tf, split ? tb : tb + tw, tw};
+  // What action a of model chunk k costs: B is the whole backward where no W is apart.
+  auto cost = [&](Action::Kind a, int k) {
+    const PassCosts& c = costs[size_t(k)];
+    return a == Action::Forward ? c.f : a == Action::Weight ? c.w : split ? c.b : c.b + c.w;
+  };
   auto at = [&](std::vector<double>& t, int mb, int k) -> double& {
     return t[size_t(mb) * chunks + k];
   };
@@ -310,7 +337,7 @@ SimResult simulate(const std::vector<std::vector<Action>>& ranks, int vpp, int m
         }
         if (ready == kNotYet) break;
         const bool fwd = a.kind == Action::Forward;
-        const double start = std::max(clock[r], ready), end = start + cost[a.kind];
+        const double start = std::max(clock[r], ready), end = start + cost(a.kind, k);
         if (a.kind != Action::Weight) at(fwd ? f_end : b_end, a.micro_batch, k) = end;
         clock[r] = end;
         res.busy[r] += end - start;

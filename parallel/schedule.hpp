@@ -142,20 +142,36 @@ struct SimResult {
   bool in_order = true;            // every link carries its messages (both kinds) in receive order
   std::string order_problem;       // else the first link that does not, and how
   std::vector<std::vector<TimedAction>> timeline;  // per rank: what ran, when
+  // The bubble as tetra reports it: each rank's idle share of the step, averaged over the
+  // ranks (equal on every rank when the costs are; bubble_formula's then).
+  double bubble() const;
 };
 
-// All PP ranks run make_schedule(kind, ..., mode) with forward cost tf, input-gradient cost
-// tb and weight-gradient cost tw per chunk (a B that is the whole backward costs tb + tw) and
-// zero communication time; each action starts as soon as its rank is free and its input
-// exists (W: its own B). A deadlock is reported (deadlock = true, timeline holds what ran),
-// not thrown.
+// What one pass of one model chunk costs (any unit: the executor measures milliseconds).
+// Where the schedule does not split the backward, B is charged b + w.
+struct PassCosts {
+  double f = 1, b = 1, w = 1;
+};
+
+// All PP ranks run make_schedule(kind, ..., mode) with model chunk k's passes costing
+// costs[k] (PP V entries, model chunk order; chunk_rank says where each runs) and zero
+// communication time; each action starts as soon as its rank is free and its input exists
+// (W: its own B). A deadlock is reported (deadlock = true, timeline holds what ran), not
+// thrown.
+SimResult simulate(ScheduleKind kind, int pp, int vpp, int micro_batches,
+                   const std::vector<PassCosts>& costs, ScheduleMode mode = ScheduleMode::Train);
+// The same with every chunk's forward costing tf, input-gradient pass tb and weight-gradient
+// pass tw.
 SimResult simulate(ScheduleKind kind, int pp, int vpp, int micro_batches, double tf, double tb,
                    ScheduleMode mode = ScheduleMode::Train, double tw = 0);
 
 // The same for arbitrary per-rank lists (ranks.size() = PP) with the chunks placed by
 // `placement`, which split the backward when any holds a W. Throws tetra::Error when a list is
 // not a permutation of F and B (and W where split; ForwardOnly: of F alone) of every
-// (micro-batch < m, chunk < V).
+// (micro-batch < m, chunk < V), or when costs has not PP V entries or one is negative.
+SimResult simulate(const std::vector<std::vector<Action>>& ranks, int vpp, int micro_batches,
+                   const std::vector<PassCosts>& costs, ScheduleMode mode = ScheduleMode::Train,
+                   Placement placement = Placement::Looped);
 SimResult simulate(const std::vector<std::vector<Action>>& ranks, int vpp, int micro_batches,
                    double tf, double tb, ScheduleMode mode = ScheduleMode::Train, double tw = 0,
                    Placement placement = Placement::Looped);

@@ -2,7 +2,7 @@
 // (K/V all-gather, dK/dV reduce-scatter), parallel/pipeline.cpp (one send per activation and
 // per gradient between stages), parallel/zero.cpp (the per-unit reduce-scatter, the weight
 // all-gathers and a tied embedding's gradient summed over the embedding group) and
-// train/trainer.cpp (one all-reduce of three doubles over the world).
+// train/trainer.cpp (one all-reduce of two doubles over the world).
 #include "plan/traffic.hpp"
 
 namespace tetra::plan {
@@ -158,8 +158,8 @@ std::vector<Collective> step_traffic(const Setup& s, int stage) {
   if (s.embedding_group() && (stage == 0 || s.tied_copy(stage)))
     tally.add("embed", 2, CommOp::AllReduce, "tied embedding gradient shard all-reduce fp32",
               double(s.padded(0)) / s.dp_cp() * s.prec.grad, 1);
-  // The step's totals: loss, gradient norm and bubble, three doubles.
-  tally.add("world", s.world(), CommOp::AllReduce, "step totals (3 doubles)", 24, 1);
+  // The step's totals: loss and gradient norm, two doubles.
+  tally.add("world", s.world(), CommOp::AllReduce, "step totals (2 doubles)", 16, 1);
   return tally.list_;
 }
 

@@ -67,7 +67,8 @@ RunReport::RunReport(const OutputConfig& out, const ReportStart& start)
       entropy_floor_(start.entropy_floor),
       ln_vocab_(start.ln_vocab),
       attention_(start.attention),
-      interleaved_(start.interleaved) {
+      interleaved_(start.interleaved),
+      split_backward_(start.split_backward) {
   if (!out.metrics.empty()) {
     // Appended to (a restart continues the file), never through a link (util/output_file.hpp).
     const Temporary f = open_for_append(out.metrics, true);
@@ -102,6 +103,13 @@ json RunReport::record(const StepResult& r) const {
   j["bubble"] = num(r.bubble);
   j["bubble_formula"] = num(r.bubble_formula);
   j["bubble_formula_of_compute"] = num(r.bubble_formula_of_compute);
+  if (!r.pass_ms.empty()) {
+    j["bubble_at_measured_costs"] = num(r.bubble_at_measured_costs);
+    json f = json::array(), b = json::array(), w = json::array();
+    for (const PassCosts& c : r.pass_ms)
+      f.push_back(num(c.f)), b.push_back(num(c.b)), w.push_back(num(c.w));
+    j["pass_ms"] = split_backward_ ? json{{"F", f}, {"B", b}, {"W", w}} : json{{"F", f}, {"B", b}};
+  }
   j["peak_memory_bytes"] = int64_t(r.peak_memory_bytes);
   j["attention_path"] = attention_;
   if (r.val_loss >= 0) j["val_loss"] = num(r.val_loss);
@@ -146,7 +154,8 @@ void RunReport::step(const StepResult& r, bool pipelined, bool timed) {
   // The bubble is the idle share of the step; the interleaved schedule's paper gives its
   // formula as a ratio to the compute, printed beside.
   if (pipelined) {
-    std::printf(" | bubble %4.1f%% (formula %4.1f%%", 100 * r.bubble, 100 * r.bubble_formula);
+    std::printf(" | bubble %4.1f%% (at costs %4.1f%%, formula %4.1f%%", 100 * r.bubble,
+                100 * r.bubble_at_measured_costs, 100 * r.bubble_formula);
     if (interleaved_) std::printf("; idle/compute %4.1f%%", 100 * r.bubble_formula_of_compute);
     std::printf(")");
   }

@@ -34,6 +34,12 @@ struct StepResult {
   // schedule's formula; and the formula as a ratio to the compute, (p - 1) / (V m), the
   // form the interleaved schedule's paper gives.
   double bubble = 0, bubble_formula = 0, bubble_formula_of_compute = 0;
+  // Under PP: each model chunk's passes, ms per micro-batch (F, B, W; B the whole backward
+  // where the schedule runs no W apart), averaged over the step's micro-batches and the ranks
+  // that hold the chunk; and the bubble the schedule gives at those costs, simulated with
+  // communication free (parallel/schedule.hpp: simulate). Empty and 0 at PP 1.
+  std::vector<PassCosts> pass_ms;
+  double bubble_at_measured_costs = 0;
   double peak_memory_bytes = 0;           // most backend memory any rank held during the step
   double val_loss = -1;                   // validation loss after the step; < 0: not evaluated
   std::map<std::string, CommStats> comm;  // this rank, this step, per group
@@ -68,6 +74,7 @@ struct ReportStart {
   std::string config;        // the run's configuration, as --tensorboard's text summary
   std::string attention;     // the path attention takes (Backend::attention_path), in every record
   bool interleaved = false;  // the step line gives the bubble's ratio to compute beside it
+  bool split_backward = false;  // the metrics' pass_ms has W apart (parallel/schedule.hpp)
 };
 
 class RunReport {
@@ -93,7 +100,7 @@ class RunReport {
   Clock::time_point created_ = Clock::now();
   Eta eta_;
   std::string attention_;
-  bool interleaved_;
+  bool interleaved_, split_backward_;
   double last_loss_ = 0, last_val_loss_ = -1, peak_memory_ = 0;
   // Over the timed steps: their tokens and seconds, and MFU and HFU weighted by each step's
   // seconds (tokens per step are fixed, so that is tokens over time at F / (ranks x peak)).

@@ -131,20 +131,18 @@ PipelineStats Trainer::forward_backward() {
   return pipe;
 }
 
-// The loss, the global gradient norm and the bubble, in one all-reduce over the world:
-// gradient shards are disjoint over dp_cp and pipeline stages; the loss counts on the last
-// stage's TP rank 0 only.
+// The loss and the global gradient norm, in one all-reduce over the world: gradient shards
+// are disjoint over dp_cp and pipeline stages; the loss counts on the last stage's TP rank 0
+// only.
 Trainer::StepTotals Trainer::reduce_totals(const PipelineStats& pipe) {
-  // This rank's bubble: the idle share of its pipeline's time, for every schedule.
-  const double bubble = pipe.seconds > 0 ? pipe.wait_seconds / pipe.seconds : 0.0;
   double grad_sq = 0;
   {
     trace::Span norm(trace::Lane::Compute, [](trace::Event& e) { e.name = "grad-norm"; });
     grad_sq = local_grad_sum_squares(*parts_.params, *parts_.backend, parts_.grid.coord.tp == 0);
   }
-  double sums[3] = {grad_sq, counts_loss() ? pipe.loss_sum : 0.0, bubble};
-  parts_.grid.world->all_reduce_host(sums, 3);
-  return {sums[1] / tokens_per_step(), std::sqrt(sums[0]), sums[2] / parts_.grid.world->size()};
+  double sums[2] = {grad_sq, counts_loss() ? pipe.loss_sum : 0.0};
+  parts_.grid.world->all_reduce_host(sums, 2);
+  return {sums[1] / tokens_per_step(), std::sqrt(sums[0])};
 }
 
 double Trainer::update(double grad_norm) {
@@ -171,7 +169,6 @@ StepResult Trainer::measure(const StepTotals& totals, const PipelineStats& pipe,
   r.loss = totals.loss;
   r.lr = lr;
   r.grad_norm = totals.grad_norm;
-  r.bubble = totals.bubble;
   const BubbleForms forms =
       bubble_forms(w.schedule, g.layout.pp, config().layout.vpp, w.micro_batches);
   r.bubble_formula = forms.of_step;
@@ -200,27 +197,69 @@ StepResult Trainer::measure(const StepTotals& totals, const PipelineStats& pipe,
 
   // One small all-reduce over the world at the step's end, after the counters above were
   // read (so it is not in this step's bytes): every rank's compute and wait, each rank
-  // writing its own slot of zeros (an all-gather), and its peak of backend memory (weights,
-  // gradients, Adam state, activations), of which the step reports the largest.
+  // writing its own slots of zeros (an all-gather), its peak of backend memory (weights,
+  // gradients, Adam state, activations), of which the step reports the largest, and its
+  // pipeline schedule's span and time blocked in receives (the bubble, below).
   // The last two slots count the ranks that received a pre-emption signal, and SIGINT among
   // them: summed in the same call, so every rank agrees on the step at which the run stops and
   // on its exit status.
+  // Under PP the same call sums each model chunk's mean pass costs over the world / PP ranks
+  // that hold it (3 slots per chunk, after the ranks'), each adding its share of the mean.
   const int world_size = g.world->size(), me = g.world->rank();
-  std::vector<double> slots(3 * size_t(world_size) + 2, 0.0);
-  slots[3 * me] = seconds - wait_s;
-  slots[3 * me + 1] = wait_s;
-  slots[3 * me + 2] = double(parts_.backend->alloc_stats.peak);
+  const int P = g.layout.pp, V = config().layout.vpp, K = P > 1 ? P * V : 0;
+  constexpr size_t kPerRank = 5;
+  const size_t costs_at = kPerRank * size_t(world_size);
+  std::vector<double> slots(costs_at + 3 * size_t(K) + 2, 0.0);
+  double* mine = &slots[kPerRank * size_t(me)];
+  mine[0] = seconds - wait_s;
+  mine[1] = wait_s;
+  mine[2] = double(parts_.backend->alloc_stats.peak);
+  mine[3] = pipe.seconds;
+  mine[4] = pipe.wait_seconds;
+  const double share = 1e3 / (double(w.micro_batches) * (world_size / P));  // ms, mean of means
+  for (size_t v = 0; K > 0 && v < pipe.pass_seconds.size(); ++v) {
+    const PassCosts& spent = pipe.pass_seconds[v];
+    double* chunk =
+        &slots[costs_at + 3 * size_t(chunk_id(placement(w.schedule), P, g.coord.pp, int(v)))];
+    chunk[0] = share * spent.f, chunk[1] = share * spent.b, chunk[2] = share * spent.w;
+  }
   slots.end()[-2] = PreemptSignals::received() != 0 ? 1 : 0;
   slots.back() = PreemptSignals::received() == SIGINT ? 1 : 0;
   g.world->all_reduce_host(slots.data(), int(slots.size()));
   r.preempted = int(slots.end()[-2]);
   r.interrupted = int(slots.back());
+  // The measured bubble, each rank's idle share of its pipeline's step, averaged over the
+  // ranks. A rank idles while blocked in a receive and, its list done, until the last rank of
+  // its pipeline is done with its own (1F1B's last stage while the first runs its last
+  // backwards): the pipeline's step is its longest rank's schedule, all of them starting at
+  // the step's start. At PP 1 it is 0.
+  std::map<int, double> longest;  // by the rank's pipeline: its first stage's world rank
+  const auto pipeline_of = [&](int q) {
+    Coord c = coord_of(g.layout, q);
+    c.pp = 0;
+    return rank_of(g.layout, c);
+  };
   for (int q = 0; q < world_size; ++q) {
-    r.compute_ms.push_back(1e3 * slots[3 * q]);
-    r.wait_ms.push_back(1e3 * slots[3 * q + 1]);
-    r.peak_memory_bytes = std::max(r.peak_memory_bytes, slots[3 * q + 2]);
+    const double* theirs = &slots[kPerRank * size_t(q)];
+    r.compute_ms.push_back(1e3 * theirs[0]);
+    r.wait_ms.push_back(1e3 * theirs[1]);
+    r.peak_memory_bytes = std::max(r.peak_memory_bytes, theirs[2]);
+    longest[pipeline_of(q)] = std::max(longest[pipeline_of(q)], theirs[3]);
+  }
+  for (int q = 0; q < world_size; ++q) {
+    const double* theirs = &slots[kPerRank * size_t(q)];
+    const double step = longest[pipeline_of(q)];
+    if (step > 0) r.bubble += (theirs[4] + step - theirs[3]) / step / world_size;
   }
   r.straggler = find_straggler(r.compute_ms);
+  // The bubble the pure schedule gives at those costs, communication taken as free: what the
+  // measured one would be if the passes were all there were (docs/design.md, Bubble reporting).
+  for (int k = 0; k < K; ++k) {
+    const double* chunk = &slots[costs_at + 3 * size_t(k)];
+    r.pass_ms.push_back({chunk[0], chunk[1], chunk[2]});
+  }
+  if (K > 0)
+    r.bubble_at_measured_costs = simulate(w.schedule, P, V, w.micro_batches, r.pass_ms).bubble();
   return r;
 }
 

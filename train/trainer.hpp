@@ -63,9 +63,9 @@ class Trainer {
   // Forward and backward of every micro-batch in the schedule's order, with each unit's
   // gradient sync started inside backward.
   PipelineStats forward_backward();
-  // The step's totals over every rank: the loss, the global gradient norm, the bubble.
+  // The step's totals over every rank: the loss and the global gradient norm.
   struct StepTotals {
-    double loss, grad_norm, bubble;
+    double loss, grad_norm;
   };
   StepTotals reduce_totals(const PipelineStats& pipe);
   // Clipping and AdamW on this rank's shards; returns the step's learning rate.
@@ -108,7 +108,8 @@ class Trainer {
   // under zb-v's V) computes the loss on every TP rank, and TP rank 0 counts it.
   bool counts_loss() const {
     return parts_.grid.coord.tp == 0 &&
-           parts_.grid.coord.pp == head_rank(placement(parts_.work.schedule), parts_.grid.layout.pp);
+           parts_.grid.coord.pp ==
+               head_rank(placement(parts_.work.schedule), parts_.grid.layout.pp);
   }
   // The micro-batches of batch `index` of `source` for this rank, with the buffers that hold
   // their tokens and targets (and under `model.doc_mask` their queries' and keys' documents).

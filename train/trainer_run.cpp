@@ -162,7 +162,8 @@ void Trainer::start_run() {
     report_ = std::make_unique<RunReport>(
         c.output, ReportStart{step_, c.optimizer.steps, parts_.data->entropy_floor(),
                               std::log(double(model().vocab)), text, attention_path(),
-                              parts_.work.schedule == ScheduleKind::Interleaved});
+                              parts_.work.schedule == ScheduleKind::Interleaved,
+                              splits_backward(parts_.work.schedule)});
   });
   agree(world_, [&] {
     if (root && !c.checkpoint.ckpt_dir.empty()) point_latest_here();

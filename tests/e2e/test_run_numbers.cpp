@@ -1,8 +1,9 @@
 // The numbers a run prints agree with each other and with the plan: one bubble, the idle
 // share of the step, in the plan, plot's simulation, the step line and the metrics for every
-// schedule (with the ratio to compute beside it for interleaved); the summary's throughput is
-// the timed steps' tokens over their time, never a mean of the steps' rates. Runs the real
-// `tetra` binary.
+// schedule (with the ratio to compute beside it for interleaved), and beside it the schedule's
+// bubble at the run's own pass costs, which is the simulation of the costs the record gives
+// (timings themselves are never asserted); the summary's throughput is the timed steps' tokens
+// over their time, never a mean of the steps' rates. Runs the real `tetra` binary.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 
 #include "../support/spawn.hpp"
 #include "../support/test_util.hpp"
+#include "parallel/schedule.hpp"
 
 using namespace tetra::test;
 using tetra::json;
@@ -38,8 +40,11 @@ TEST_CASE("bubble: plan, plot's simulation, the step line and the metrics say on
   struct Case {
     std::string schedule;
     int vpp;
+    double of_step;  // the formula at PP 2, m 8
   };
-  for (const Case& c : {Case{"gpipe", 1}, Case{"1f1b", 1}, Case{"interleaved", 2}}) {
+  for (const Case& c :
+       {Case{"gpipe", 1, 1.0 / 9}, Case{"1f1b", 1, 1.0 / 9}, Case{"interleaved", 2, 1.0 / 17},
+        Case{"zb-h1", 1, 1.0 / 25}, Case{"zb-v", 2, 1.0 / 49}}) {
     CAPTURE(c.schedule);
     const std::string layout =
         " --pp 2 --schedule " + c.schedule + " --vpp " + std::to_string(c.vpp) + kModel;
@@ -66,10 +71,13 @@ TEST_CASE("bubble: plan, plot's simulation, the step line and the metrics say on
     const std::vector<json> records = jsonl_records(metrics);
     REQUIRE(records.size() == 2);
     // The step line's formula, the metrics' and the plan's: the idle share of the step.
-    const std::vector<double> line = percents(run.out, R"(\(formula +([0-9.]+)%)");
+    const std::vector<double> line = percents(run.out, R"(, formula +([0-9.]+)%)");
     REQUIRE(line.size() == 2);
     const std::vector<double> measured = percents(run.out, R"(\| bubble +([0-9.]+)% \()");
     REQUIRE(measured.size() == 2);
+    const std::vector<double> at_costs = percents(run.out, R"(\(at costs +([0-9.]+)%, formula)");
+    REQUIRE(at_costs.size() == 2);
+    const tetra::ScheduleKind kind = tetra::parse_schedule(c.schedule);
     for (size_t i = 0; i < records.size(); ++i) {
       const json& r = records[i];
       CHECK(r["bubble_formula"] == b["of_step"]);
@@ -79,6 +87,25 @@ TEST_CASE("bubble: plan, plot's simulation, the step line and the metrics say on
       CHECK(r["bubble"].get<double>() >= 0);
       CHECK(r["bubble"].get<double>() < 1);
       CHECK(std::abs(measured[i] - r["bubble"].get<double>()) <= 0.0005 + 1e-12);
+      // Each model chunk's pass costs (W apart where the schedule splits the backward) and the
+      // schedule's bubble at them: the simulation of those very costs, a share of the step.
+      const json& pass = r["pass_ms"];
+      CHECK(pass.contains("W") == tetra::splits_backward(kind));
+      std::vector<tetra::PassCosts> costs(size_t(2 * c.vpp), {0, 0, 0});
+      for (const char* key : {"F", "B", "W"}) {
+        if (!pass.contains(key)) continue;
+        REQUIRE(pass[key].size() == costs.size());
+        for (size_t k = 0; k < costs.size(); ++k) {
+          const double ms = pass[key][k].get<double>();
+          CHECK(ms >= 0);
+          (key[0] == 'F' ? costs[k].f : key[0] == 'B' ? costs[k].b : costs[k].w) = ms;
+        }
+      }
+      const double at = r["bubble_at_measured_costs"].get<double>();
+      CHECK(at >= 0);
+      CHECK(at < 1);
+      CHECK(at == doctest::Approx(tetra::simulate(kind, 2, c.vpp, m, costs).bubble()));
+      CHECK(std::abs(at_costs[i] - at) <= 0.0005 + 1e-12);
     }
     // The ratio to compute, (p-1)/(V m), beside it where the interleaved schedule's paper
     // uses it, and only there.
@@ -89,8 +116,8 @@ TEST_CASE("bubble: plan, plot's simulation, the step line and the metrics say on
       CHECK(std::abs(b["of_step"].get<double>() - 1.0 / 17) <= 1e-12);
     } else {
       CHECK(ratio.empty());
-      CHECK(std::abs(b["of_step"].get<double>() - 1.0 / 9) <= 1e-12);
     }
+    CHECK(std::abs(b["of_step"].get<double>() - c.of_step) <= 1e-12);
   }
 }
 
@@ -112,6 +139,12 @@ TEST_CASE("summary: throughput is the timed steps' tokens over their time") {
     seconds += s;
   }
   CHECK(tokens == doctest::Approx(3 * 8 * 16));
+  // No pipeline (DP 2): no pass costs and no bubble at them, in the record or on the line.
+  for (const json& r : records) {
+    CHECK_FALSE(r.contains("pass_ms"));
+    CHECK_FALSE(r.contains("bubble_at_measured_costs"));
+  }
+  CHECK(run.out.find("at costs") == std::string::npos);
   std::smatch m;
   const std::regex summary(
       R"(summary: [^\n]*\| ([0-9]+) tok/s \(([0-9]+) tokens in ([0-9.]+) s of timed steps\) \| )"

@@ -59,11 +59,23 @@ TEST_CASE("pp: gpipe, 1f1b, interleaved (V 1, 2), zb-h1 and zb-v over PP 2 and 4
           CHECK(run.micro_batches == m);
           const std::string diff = compare(r1, run);
           CHECK_MESSAGE(diff.empty(), diff);
-          const double formula = bubble_formula(parse_schedule(s.name), pp, s.vpp, m);
+          const ScheduleKind kind = parse_schedule(s.name);
+          const double formula = bubble_formula(kind, pp, s.vpp, m);
           for (const StepResult& st : run.steps) {
             CHECK(st.bubble_formula == formula);
             CHECK(st.bubble >= 0);
+            CHECK(st.bubble < 1);
+            // Every chunk's pass costs, and the schedule's bubble at them (never a timing).
+            REQUIRE(st.pass_ms.size() == size_t(pp * s.vpp));
+            for (const PassCosts& k : st.pass_ms) {
+              CHECK((k.f >= 0 && k.b >= 0 && k.w >= 0));
+              if (!splits_backward(kind)) CHECK(k.w == 0);  // B is the whole backward
+            }
+            CHECK(st.bubble_at_measured_costs >= 0);
+            CHECK(st.bubble_at_measured_costs < 1);
+            CHECK(st.bubble_at_measured_costs == simulate(kind, pp, s.vpp, m, st.pass_ms).bubble());
           }
+          for (const StepResult& st : r1.steps) CHECK(st.pass_ms.empty());  // PP 1: none
         }
       }
     }

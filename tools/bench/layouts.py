@@ -41,6 +41,10 @@ def run(ranks, args, steps=4):
     return {"step_ms": med("step_ms"), "tok_s": med("tokens_per_s"), "mfu": med("mfu"),
             "comm": med("comm_share"), "bubble": med("bubble"),
             "formula": steady[0]["bubble_formula"], "loss": rows[-1]["loss"], "wall": wall,
+            "at_costs": statistics.median(r.get("bubble_at_measured_costs", 0) for r in steady),
+            "pass_ms": {k: [statistics.median(r["pass_ms"][k][c] for r in steady)
+                            for c in range(len(v))]
+                        for k, v in steady[0].get("pass_ms", {}).items()},
             "peak": max(r["peak_memory_bytes"] for r in rows),
             "stdout": out.stdout}
 
@@ -104,20 +108,34 @@ def pp():
 
 
 def zb():
-    # ZB-H1 and ZB-V beside 1F1B on pp()'s model at PP 4: the same batch, each m in one go
-    # (8 blocks: 2 per stage, or under zb-v's V two chunks of 1 block per rank, rank 0 holding
-    # the embedding and the head). Peak memory is the fullest rank's (the metrics' record); the
-    # planner's per stage is `tetra plan`'s.
+    # ZB-H1 and ZB-V beside 1F1B on pp()'s model, each m in one go (8 blocks: 4 per stage at
+    # PP 2, 2 at PP 4; under zb-v's V two chunks of half a stage per rank, rank 0 holding the
+    # embedding and the head). PP 2 gives each rank a core of its own (mpirun binds two ranks
+    # to one core each); PP 4 shares the 2 cores among 4 ranks, whose waits then include
+    # waiting for a core. Three bubbles, each the idle share of the step: measured (time
+    # blocked in pipeline receives), the schedule's at the passes' measured costs (the
+    # simulator run with each chunk's mean F, B, W, communication free), and the formula (F,
+    # B, W of equal cost). Peak memory is the fullest rank's (the metrics' record).
     model = ["--dim", "256", "--layers", "8", "--heads", "8", "--kv-heads", "4", "--ffn-dim",
              "768", "--seq-len", "128", "--micro-batch", "1"]
-    rows = []
-    for m in (4, 8, 16):
-        for sched in ("1f1b", "zb-h1", "zb-v"):
-            r = run(4, model + ["--pp", "4", "--schedule", sched, "--global-batch", str(m)])
-            rows.append([sched, m, f"{100 * r['bubble']:.1f}%", f"{100 * r['formula']:.1f}%",
-                         f"{r['step_ms']:.0f}", f"{r['peak'] / 2**20:.2f}", f"{r['loss']:.4f}"])
-    table("Zero-bubble ZB-H1 and ZB-V against 1F1B at PP 4 (bubble: idle / step)",
-          ["schedule", "m", "measured", "formula", "step ms", "peak MiB (fullest rank)", "loss"], rows)
+    for pp, ms, title in (
+            (2, (2, 4, 8), "PP 2, one rank per core"),
+            (4, (4, 8, 16), "PP 4, oversubscribed: 4 ranks on 2 cores")):
+        rows = []
+        for m in ms:
+            for sched in ("1f1b", "zb-h1", "zb-v"):
+                r = run(pp, model + ["--pp", str(pp), "--schedule", sched, "--global-batch",
+                                     str(m)], steps=6)
+                passes = "/".join(f"{statistics.mean(r['pass_ms'][k]):.2f}"
+                                  for k in ("F", "B", "W") if k in r["pass_ms"])
+                rows.append([sched, m, f"{100 * r['bubble']:.1f}%",
+                             f"{100 * r['at_costs']:.1f}%", f"{100 * r['formula']:.1f}%",
+                             passes, f"{r['step_ms']:.0f}", f"{r['peak'] / 2**20:.2f}",
+                             f"{r['loss']:.4f}"])
+        table(f"Zero-bubble ZB-H1 and ZB-V against 1F1B, {title} (bubble: idle / step; "
+              "pass ms: mean over chunks, F/B/W, 1f1b's B the whole backward)",
+              ["schedule", "m", "measured", "at measured costs", "formula", "pass ms",
+               "step ms", "peak MiB (fullest rank)", "loss"], rows)
 
 
 def ckpt():
