@@ -4,7 +4,8 @@
 //
 // Sends are non-blocking (each outgoing tensor is copied into a buffer the request owns);
 // a receive is posted when its action needs it and waited for at once, and that wait is
-// the rank's bubble. The schedules' lists cannot deadlock (tests/unit/test_schedule*.cpp
+// the rank's bubble (with its tail, the time from its last pass to its pipeline's last rank's:
+// train/trainer.cpp). The schedules' lists cannot deadlock (tests/unit/test_schedule*.cpp
 // simulate every valid PP, V, m). Each message has its own tag (kind, chunk, micro-batch),
 // and each link's messages are posted in the order its receiver takes them (the peer's list,
 // a pure function, says which): the looped schedules make them in that order; zb-v's greedy
@@ -77,7 +78,7 @@ class PipelineStage {
 struct PipelineStats {
   double loss_sum = 0;      // over the micro-batches whose loss this rank computed
   double seconds = 0;       // wall time of the whole schedule
-  double wait_seconds = 0;  // blocked in receives: the measured bubble
+  double wait_seconds = 0;  // blocked in receives: the measured bubble, less the rank's tail
   // Per virtual stage of this rank: the wall seconds of its F, B and W passes, summed over the
   // step's micro-batches, each from its input received to its output's send posted (the time
   // the rank is not waiting). Where the schedule has no W actions B is the whole backward and

@@ -254,8 +254,12 @@ TEST_CASE("sweep: one peak for every layout's MFU, the one-rank row, speed-up an
           doctest::Approx(per_token).epsilon(1e-9));
     if (j["reference"].get<bool>()) ref_rate = j["tokens_per_s"].get<double>();
     // The bubble and its formula: the idle share of the step, (p-1)/(m+p-1) for PP 2, m 2.
-    if (j["layout"]["pp"] == 2)
+    if (j["layout"]["pp"] == 2) {
       CHECK(j["bubble_formula"].get<double>() == doctest::Approx(1.0 / 3));
+      // The schedule's bubble at the run's measured pass costs: a share of the step.
+      CHECK(j["bubble_at_measured_costs"].get<double>() >= 0);
+      CHECK(j["bubble_at_measured_costs"].get<double>() < 1);
+    }
   }
   CHECK(ran >= 4);  // the reference and TP 2, CP 2, PP 2, DP 2
   CHECK(r.out.find("MFU at one peak for every layout, ") != std::string::npos);
