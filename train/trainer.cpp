@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <sstream>
 
 #include "optim/adamw.hpp"
@@ -29,6 +30,31 @@ void stop_if_diverged(int64_t step, double loss, double grad_norm) {
   throw DivergedError("step " + std::to_string(step) + " diverged: loss " + show(loss) +
                       ", gradient norm " + show(grad_norm) +
                       "; stopped before its update, so no checkpoint holds it");
+}
+
+// The measured bubble, each rank's idle share of its pipeline's step, averaged over the ranks,
+// from every world rank's schedule span and time blocked in receives (slots per rank, at
+// `span` and `span + 1`). A rank idles while blocked and, its list done, until the last rank
+// of its pipeline is done with its own (1F1B's last stage while the first runs its last
+// backwards): the pipeline's step is its longest rank's schedule, all of them starting at the
+// step's start. At PP 1 it is 0.
+double measured_bubble(const Layout& l, const std::vector<double>& slots, size_t per_rank,
+                       size_t span) {
+  const auto pipeline_of = [&](int q) {  // the world rank of q's first stage
+    Coord c = coord_of(l, q);
+    c.pp = 0;
+    return rank_of(l, c);
+  };
+  const auto at = [&](int q, size_t i) { return slots[per_rank * size_t(q) + span + i]; };
+  std::map<int, double> longest;  // by pipeline
+  for (int q = 0; q < l.world(); ++q)
+    longest[pipeline_of(q)] = std::max(longest[pipeline_of(q)], at(q, 0));
+  double sum = 0;
+  for (int q = 0; q < l.world(); ++q) {
+    const double step = longest[pipeline_of(q)];
+    if (step > 0) sum += (at(q, 1) + step - at(q, 0)) / step;
+  }
+  return sum / l.world();
 }
 
 }  // namespace
@@ -228,30 +254,14 @@ StepResult Trainer::measure(const StepTotals& totals, const PipelineStats& pipe,
   g.world->all_reduce_host(slots.data(), int(slots.size()));
   r.preempted = int(slots.end()[-2]);
   r.interrupted = int(slots.back());
-  // The measured bubble, each rank's idle share of its pipeline's step, averaged over the
-  // ranks. A rank idles while blocked in a receive and, its list done, until the last rank of
-  // its pipeline is done with its own (1F1B's last stage while the first runs its last
-  // backwards): the pipeline's step is its longest rank's schedule, all of them starting at
-  // the step's start. At PP 1 it is 0.
-  std::map<int, double> longest;  // by the rank's pipeline: its first stage's world rank
-  const auto pipeline_of = [&](int q) {
-    Coord c = coord_of(g.layout, q);
-    c.pp = 0;
-    return rank_of(g.layout, c);
-  };
   for (int q = 0; q < world_size; ++q) {
     const double* theirs = &slots[kPerRank * size_t(q)];
     r.compute_ms.push_back(1e3 * theirs[0]);
     r.wait_ms.push_back(1e3 * theirs[1]);
     r.peak_memory_bytes = std::max(r.peak_memory_bytes, theirs[2]);
-    longest[pipeline_of(q)] = std::max(longest[pipeline_of(q)], theirs[3]);
-  }
-  for (int q = 0; q < world_size; ++q) {
-    const double* theirs = &slots[kPerRank * size_t(q)];
-    const double step = longest[pipeline_of(q)];
-    if (step > 0) r.bubble += (theirs[4] + step - theirs[3]) / step / world_size;
   }
   r.straggler = find_straggler(r.compute_ms);
+  r.bubble = measured_bubble(g.layout, slots, kPerRank, 3);
   // The bubble the pure schedule gives at those costs, communication taken as free: what the
   // measured one would be if the passes were all there were (docs/design.md, Bubble reporting).
   for (int k = 0; k < K; ++k) {
