@@ -138,13 +138,13 @@ Observed observe(const fs::path& dir, const Spawned& r) {
 
 // One flag's case: the base run with `with` (and without `drop`), and the same with `args`.
 struct Case {
-  std::string args;     // the flag and its value
-  Part part;            // what must change
-  std::string with;     // settings both runs take (those the flag needs)
-  int ranks = 1;        // 2 for a flag of the layout
-  std::string prepare;  // a shell line run in the empty directory before each run
-  std::string drop;     // a base flag left out of both runs
-  std::string refused;  // instead: refused, with these words
+  std::string args;          // the flag and its value
+  Part part;                 // what must change
+  std::string with = "";     // settings both runs take (those the flag needs)
+  int ranks = 1;             // 2 for a flag of the layout
+  std::string prepare = "";  // a shell line run in the empty directory before each run
+  std::string drop = "";     // a base flag left out of both runs
+  std::string refused = "";  // instead: refused, with these words
 };
 
 // The runs: the tiny model for 2 steps, its metrics and its export, in an empty directory.
