@@ -36,6 +36,11 @@ class UnitParams {
   // micro-batch's). Its input-gradient pass (B) may have run long before (a zero-bubble
   // schedule) or just before.
   virtual void hand_over_grads(int u) = 0;
+  // A weight-gradient pass apart from its B begins (a zero-bubble schedule's W action). The
+  // holder may finish here what earlier passes left in flight (ZeroParams under --overlap:
+  // a queued reduce-scatter and the full gradients it reads, which would otherwise stay
+  // beside the W states the rank still holds).
+  virtual void begin_weight_pass() {}
 };
 
 }  // namespace tetra

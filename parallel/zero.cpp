@@ -229,6 +229,11 @@ void ZeroParams::hand_over_grads(int i) {
   // exercise(zero2_reduce_scatter) end
 }
 
+void ZeroParams::begin_weight_pass() {
+  if (zero_ < 2) return;  // ZeRO-1 keeps its full gradients: nothing to free
+  while (!grads_queued_.empty()) settle(units_[grads_queued_.front()]);
+}
+
 void ZeroParams::tie(const Tied& t) {
   check(t.unit >= 0 && t.unit < size() && t.uses >= 1 &&
             units_[t.unit].layout.kind == UnitSpec::Kind::Embedding,

@@ -140,6 +140,10 @@ class ZeroParams final : public UnitParams {
   // the unit's last use in it) the unit's gradients are complete and are synced
   // (reduce_scatter_grads).
   void hand_over_grads(int u) override;
+  // Under --overlap, ZeRO-2/3: waits for the queued gradient reduce-scatter and frees the full
+  // gradients it read (held until the next hand-over otherwise: on the last stage of a
+  // zero-bubble schedule the head's, handed over in its last B, beside the pending W).
+  void begin_weight_pass() override;
   // ZeRO-1/2, after the optimizer step: every rank's updated master shard, rounded to the
   // compute dtype (by AdamW itself into Shard::copy under bf16), all-gathered into the full
   // weights. ZeRO-3 gathers at each use instead (a no-op here).

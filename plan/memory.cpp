@@ -320,7 +320,8 @@ Memory stage_memory(const Setup& s, int stage) {
   std::map<int, int> backwards;                              // per unit, W passes done this step
   std::map<int, bool> grads_held;                            // per unit, its full gradients
   // A unit's full gradients after its last W: freed there, or under --overlap at the next
-  // hand-over (its reduce-scatter runs meanwhile).
+  // hand-over or the next W action, whichever comes first (its reduce-scatter runs meanwhile;
+  // ZeroParams::begin_weight_pass).
   auto release_grads = [&](double bytes) {
     if (!overlap) return L.free(bytes);
     L.free(grads_in_flight);
@@ -464,7 +465,8 @@ Memory stage_memory(const Setup& s, int stage) {
       if (units.back() != L_ + 1) L.free(z.R);  // the chunk's output
       L.keep(split ? pending_w_bytes(units) - state_bytes(units) : -state_bytes(units));
       if (!split) --in_flight;
-    } else {  // W
+    } else {                                                      // W
+      if (overlap) L.free(grads_in_flight), grads_in_flight = 0;  // begin_weight_pass
       for (auto it = units.rbegin(); it != units.rend(); ++it)
         if (*it != L_ + 1) unit_weights(*it);
       L.keep(-pending_w_bytes(units));

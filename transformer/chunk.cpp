@@ -192,6 +192,7 @@ void ModelChunk::backward_weight(int id, const MicroBatch& mb) {
   const auto it = states_.find(id);
   check(it != states_.end() && it->second.input_grad_done, "ModelChunk: W of micro-batch ", id,
         " before its B");
+  params_.begin_weight_pass();
   for (size_t i = units_.size(); i-- > 0;) unit_weight_grads(i, it->second, mb);
   states_.erase(it);
 }

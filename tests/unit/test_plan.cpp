@@ -304,6 +304,13 @@ TEST_CASE(
       "--dtype bf16",
       "--layers 8 --dim 64 --heads 8 --kv-heads 4 --ffn-dim 256 --seq-len 32 --dp 2 --zero 3 "
       "--overlap on",
+      // Small blocks beside the head: under --overlap the head's full gradients, handed over in
+      // the last stage's last B, are freed at its next W (ZeroParams::begin_weight_pass), not
+      // at the next hand-over r W passes later.
+      "--layers 8 --dim 64 --heads 8 --kv-heads 4 --ffn-dim 128 --seq-len 16 --dp 2 --zero 2 "
+      "--overlap on",
+      "--layers 8 --dim 64 --heads 8 --kv-heads 4 --ffn-dim 128 --seq-len 16 --dp 2 --zero 3 "
+      "--overlap on",
       // Long sequences, whose messages outweigh the embedding (tests/mpi/test_pp.cpp measures
       // it), and the benchmark's model (tools/bench/layouts.py zb), where with the sends held
       // to the step's end a middle stage passed 1F1B's rank 0 from m = 13 at p = 4.
