@@ -42,21 +42,20 @@ function drawLoss(series) {
   $('run-loss').replaceChildren(svg);
 }
 
-// A step record's split: the ranks' mean compute, the bubble (of the step), communication
-// besides; as the sweep splits a step.
-function split(record, interleaved) {
+// A step record's split: the ranks' mean compute, the bubble (the record's, a share of the
+// step for every schedule), communication besides; as the sweep splits a step.
+function split(record) {
   const c = record.compute_ms.reduce((a, b) => a + b, 0) / record.compute_ms.length / record.step_ms;
-  let b = interleaved ? record.bubble / (1 + record.bubble) : record.bubble;
-  b = Math.min(b, 1 - c);
+  const b = Math.min(record.bubble, 1 - c);
   return {compute: c, comm: Math.max(0, 1 - c - b), bubble: b};
 }
 
-function drawSplit(records, interleaved) {
+function drawSplit(records) {
   const W = 440, row = 16, H = Math.max(40, records.length * (row + 4) + 30);
   const svg = svgEl('svg', {width: W, height: H, viewBox: `0 0 ${W} ${H}`});
   const colors = {compute: '#59a14f', comm: '#4e79a7', bubble: '#e15759'};
   records.forEach((r, i) => {
-    const s = split(r, interleaved);
+    const s = split(r);
     let x = 50;
     const label = svgEl('text', {x: 0, y: 14 + i * (row + 4), 'font-size': 10});
     label.textContent = `${r.step}: ${r.step_ms.toFixed(0)} ms`;
@@ -110,12 +109,11 @@ async function startRun() {
   if (!token) { $('run-status').textContent = w('no_token'); return; }
   const series = {reference: [], layout: []};
   const layoutRecords = [];
-  const interleaved = lastPlan && lastPlan.plan.bubble.schedule === 'interleaved';
   $('run-result').replaceChildren();
   $('run-match').textContent = '';
   $('run-match').dataset.matches = '';
   drawLoss(series);
-  drawSplit([], false);
+  drawSplit([]);
   $('run-start').disabled = true;
   $('run-stop').disabled = false;
   runAbort = new AbortController();
@@ -132,7 +130,7 @@ async function startRun() {
         drawLoss(series);
         if (data.phase === 'layout') {
           layoutRecords.push(data.record);
-          drawSplit(layoutRecords, interleaved);
+          drawSplit(layoutRecords);
         }
       } else if (name === 'result') {
         drawResult(data);
