@@ -104,6 +104,8 @@ kill_ranks() {
   local k=$1 pids
   mapfile -t pids < <(ranks_of "$2")
   [[ ${#pids[@]} -gt 0 ]] || return 1
+  # A rank that has exited and awaits its reaping (Z) ignores the kill: the run is over.
+  [[ -z $(ps -o stat= -p "$(IFS=,; echo "${pids[*]}")" | grep Z) ]] || return 1
   if ((k % 2 == 1)); then
     kill -9 "${pids[@]}" 2>/dev/null || return 1
   else
@@ -154,7 +156,7 @@ if ((launch == 0)); then
 else
   while ((done_kills < kills)); do
     rounds=$((rounds + 1))
-    rm -rf "$ck"
+    rm -rf "$ck" "$work/got.safetensors"
     want=$((kills - done_kills))
     "$tetra" launch --restarts "$want" -- "${train[@]}" "${ckpt_flags[@]}" \
       --export "$work/got.safetensors" >"$work/run.out" 2>&1 &
@@ -169,6 +171,12 @@ else
       fi
       at=$(random_ms)
       sleep_ms "$at"
+      # An attempt that has begun its export has trained every step: a kill now may land after
+      # it ended (and count a restart that never came), so the round ends unkilled instead.
+      if [[ -e $work/got.safetensors ]]; then
+        last_mpi=$mpi
+        continue
+      fi
       if kill_ranks $((done_kills + 1)) "$mpi"; then
         done_kills=$((done_kills + 1)) round_kills=$((round_kills + 1)) last_mpi=$mpi
         echo "kill $done_kills: attempt $round_kills of round $rounds at ${at} ms"
