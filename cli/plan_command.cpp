@@ -93,7 +93,7 @@ PlanOutput plan_output(const PlanOptions& opt, bool write_files) {
   if (!opt.draw.empty() && write_files) {
     const plan::Setup s = plan::make_setup(opt.train.run_spec(), model);
     write_svg(opt.draw, schedule_svg(s.run.schedule, s.layout().pp, opt.train.layout.vpp,
-                                     s.run.micro_batches));
+                                     s.run.micro_batches, s.run.weight_delay));
   }
   return out;
 }

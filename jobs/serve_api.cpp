@@ -105,7 +105,7 @@ json timeline(const plan::Setup& s) {
     return {{"note", "the schedule has " + commas(double(boxes)) +
                          " forward and backward boxes; the page draws up to " +
                          commas(double(kMaxTimelineBoxes))}};
-  return {{"svg", schedule_svg(s.run.schedule, pp, vpp, m)}};
+  return {{"svg", schedule_svg(s.run.schedule, pp, vpp, m, s.run.weight_delay)}};
 }
 
 std::vector<std::string> words(const std::vector<std::string>& args) {

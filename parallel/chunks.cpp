@@ -21,8 +21,9 @@ std::vector<ChunkPlan> plan_chunks(int layers, int pp, int vpp, bool ends, Place
     c.virtual_stage = chunk_virtual_stage(placement, pp, k);
     if (k == 0) c.units.push_back(0);
     const int n = slots / K + (k < slots % K ? 1 : 0) - (ends && k == 0) - (ends && k == K - 1);
-    check(n >= 1, "`layout.pp_balance` ends leaves chunk ", k, " of PP * VPP = ", K, " without a layer: (",
-          layers, " layers + the embedding and the head) / ", K, " chunks is less than 2");
+    check(n >= 1, "`layout.pp_balance` ends leaves chunk ", k, " of PP * VPP = ", K,
+          " without a layer: (", layers, " layers + the embedding and the head) / ", K,
+          " chunks is less than 2");
     for (int i = 0; i < n; ++i) c.units.push_back(1 + next++);
     if (k == K - 1) c.units.push_back(layers + 1);
   }

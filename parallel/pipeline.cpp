@@ -9,12 +9,13 @@ namespace tetra {
 
 PipelineExecutor::PipelineExecutor(Backend& be, Comm& pp, std::vector<PipelineStage*> chunks,
                                    ScheduleKind kind, int micro_batches, int64_t activation_numel,
-                                   DType activation_dtype)
+                                   DType activation_dtype, int weight_delay)
     : be_(be),
       pp_(pp),
       chunks_(std::move(chunks)),
       kind_(kind),
       micro_batches_(micro_batches),
+      weight_delay_(weight_delay),
       activation_numel_(activation_numel),
       activation_dtype_(activation_dtype) {
   check_schedule(kind, pp.size(), int(chunks_.size()), micro_batches);
@@ -72,7 +73,8 @@ void PipelineExecutor::plan_links(ScheduleMode mode) {
     for (int peer = 0; peer < P; ++peer) {
       if (peer == r) continue;
       std::deque<int>& order = orders->second[peer];
-      for (const Action& a : make_schedule(kind_, P, V, micro_batches_, peer, mode)) {
+      for (const Action& a :
+           make_schedule(kind_, P, V, micro_batches_, peer, mode, weight_delay_)) {
         const int k = chunk_id(place, P, peer, a.chunk);
         if (a.kind == Action::Forward && k > 0 && chunk_rank(place, P, V, k - 1) == r)
           order.push_back(tag(kActivation, k, a.micro_batch));
@@ -117,9 +119,10 @@ PipelineStats PipelineExecutor::execute(const std::vector<MicroBatch>& mbs, Sche
   const Placement place = placement(kind_);
   plan_links(mode);
   auto [retired, first] = retired_.try_emplace(mode);
-  if (first) retired->second = retired_sends(kind_, P, V, micro_batches_, r, mode);
+  if (first) retired->second = retired_sends(kind_, P, V, micro_batches_, r, mode, weight_delay_);
 
-  const std::vector<Action> actions = make_schedule(kind_, P, V, micro_batches_, r, mode);
+  const std::vector<Action> actions =
+      make_schedule(kind_, P, V, micro_batches_, r, mode, weight_delay_);
   for (size_t i = 0; i < actions.size(); ++i) {
     const Action& a = actions[i];
     const int k = chunk_id(place, P, r, a.chunk);  // model chunk id
@@ -160,7 +163,7 @@ PipelineStats PipelineExecutor::execute(const std::vector<MicroBatch>& mbs, Sche
       trace::Span span(trace::Lane::Compute, compute);
       const Tensor grad_view = grad.flat();
       Buffer dx = chunk.backward(a.micro_batch, mb, k < K - 1 ? &grad_view : nullptr, loss_scale,
-                                 !splits_backward(kind_));
+                                 !splits_backward(kind_, weight_delay_));
       if (k > 0) send(std::move(dx), prev, tag(kGradient, k - 1, a.micro_batch));
     } else {  // W: local, no message
       trace::Span span(trace::Lane::Compute, compute);

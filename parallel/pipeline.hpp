@@ -92,8 +92,10 @@ class PipelineExecutor {
   // chunks[v]: this rank's chunk of virtual stage v (model chunk chunk_id(placement(kind), PP,
   // rank, v): v * PP + rank looped).
   // activation_numel, activation_dtype: one activation or gradient sent between chunks.
+  // weight_delay: ZB-H1's (make_schedule), RankWork's.
   PipelineExecutor(Backend& be, Comm& pp, std::vector<PipelineStage*> chunks, ScheduleKind kind,
-                   int micro_batches, int64_t activation_numel, DType activation_dtype);
+                   int micro_batches, int64_t activation_numel, DType activation_dtype,
+                   int weight_delay = kPaperWeightDelay);
 
   // Runs one training step; micro_batches[j] is micro-batch j (valid for the whole call).
   PipelineStats train_step(const std::vector<MicroBatch>& micro_batches, float loss_scale) {
@@ -127,6 +129,7 @@ class PipelineExecutor {
   std::vector<PipelineStage*> chunks_;
   ScheduleKind kind_;
   int micro_batches_;
+  int weight_delay_;
   int64_t activation_numel_;
   DType activation_dtype_;
   struct PendingSend {

@@ -29,8 +29,8 @@ RankWork rank_work(const LayoutConfig& layout, const BatchConfig& batch, const M
 
   p.schedule = parse_schedule(layout.schedule);
   check_schedule(p.schedule, l.pp, layout.vpp, p.micro_batches);
-  p.chunks = plan_chunks(cfg.layers, l.pp, layout.vpp, layout.pp_balance == "ends",
-                         placement(p.schedule));
+  p.chunks =
+      plan_chunks(cfg.layers, l.pp, layout.vpp, layout.pp_balance == "ends", placement(p.schedule));
   p.place = place_units(p.chunks, cfg.layers, p.coord.pp, cfg.tie_embeddings);
 
   p.seq_pos = cp_positions(S, l.cp, p.coord.cp);

@@ -21,6 +21,9 @@ struct RankWork {
   // of micro_batch sequences.
   int micro_batch = 1, micro_batches = 1;
   ScheduleKind schedule = ScheduleKind::OneFOneB;
+  // ZB-H1's W delay (parallel/schedule.hpp): the paper's unless the planner lowers it so that
+  // no rank holds more than 1F1B's fullest (plan::make_setup sets it, the trainer takes it).
+  int weight_delay = kPaperWeightDelay;
   std::vector<ChunkPlan> chunks;  // every pipeline chunk, in model order
   UnitPlacement place;            // the units of the rank's pipeline stage
   // Positions in a sequence of the rank's tokens (its CP chunks), and of every CP rank's

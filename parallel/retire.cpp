@@ -55,7 +55,7 @@ size_t slot(const PipeMessage& x, Placement place, int pp, int vpp, int m) {
 }  // namespace
 
 RetiredSends retired_sends(ScheduleKind kind, int pp, int vpp, int micro_batches, int rank,
-                           ScheduleMode mode) {
+                           ScheduleMode mode, int weight_delay) {
   const Placement place = placement(kind);
   const int m = micro_batches;
   const std::vector<Chunk> own = chunks_of(kind, pp, vpp, rank);
@@ -74,7 +74,7 @@ RetiredSends retired_sends(ScheduleKind kind, int pp, int vpp, int micro_batches
   for (auto& [q, peer] : peers) {
     peer.proves.assign(size_t(2) * vpp * m, 0);
     const std::vector<Chunk> theirs = chunks_of(kind, pp, vpp, q);
-    for (const Action& a : make_schedule(kind, pp, vpp, m, q, mode)) {
+    for (const Action& a : make_schedule(kind, pp, vpp, m, q, mode, weight_delay)) {
       const Hop h = hop(theirs, a);
       if (h.from == rank) peer.received.push_back(h.in);
       if (h.to == rank) peer.proves[slot(h.out, place, pp, vpp, m)] = int(peer.received.size());
@@ -83,7 +83,7 @@ RetiredSends retired_sends(ScheduleKind kind, int pp, int vpp, int micro_batches
   // Walk this rank's list: each receive from a peer retires what it proves, less what an
   // earlier one did.
   RetiredSends out;
-  for (const Action& a : make_schedule(kind, pp, vpp, m, rank, mode)) {
+  for (const Action& a : make_schedule(kind, pp, vpp, m, rank, mode, weight_delay)) {
     out.first.push_back(int(out.messages.size()));
     const Hop h = hop(own, a);
     if (h.from < 0 || h.from == rank) continue;

@@ -38,9 +38,9 @@ struct PipeMessage {
   bool operator==(const PipeMessage&) const = default;
 };
 
-// For each action i of make_schedule(kind, pp, vpp, micro_batches, rank, mode): the messages
-// this rank sent to other ranks that action i's receive proves delivered and no earlier
-// action's did (each message once, in the order its peer received them). Messages between
+// For each action i of make_schedule(kind, pp, vpp, micro_batches, rank, mode, weight_delay):
+// the messages this rank sent to other ranks that action i's receive proves delivered and no
+// earlier action's did (each message once, in the order its peer received them). Messages between
 // two chunks of the rank itself (its local mailbox) are never listed.
 struct RetiredSends {
   std::vector<PipeMessage> messages;  // all of them, in the order they are retired
@@ -50,6 +50,7 @@ struct RetiredSends {
   }
 };
 RetiredSends retired_sends(ScheduleKind kind, int pp, int vpp, int micro_batches, int rank,
-                           ScheduleMode mode = ScheduleMode::Train);
+                           ScheduleMode mode = ScheduleMode::Train,
+                           int weight_delay = kPaperWeightDelay);
 
 }  // namespace tetra

@@ -33,6 +33,9 @@
 //   rank 0: F0 F1 F2 | F3 B0 W0 F4 B1 W1 F5 B2 W2 F6 B3 W3 F7 B4 W4 | B5 W5 B6 W6 B7 W7
 //   rank 3:          | F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 ... F7 B7 W4 | W5 W6 W7
 //
+// Where that holds more than 1F1B's fullest rank the planner lowers the delay to min(r, d)
+// (schedule.hpp, weight_delay), or puts each W back inside its B (1F1B's list).
+//
 // ZB-V (the same paper's V schedule): parallel/schedule_v.cpp.
 #include "parallel/schedule.hpp"
 
@@ -55,8 +58,9 @@ ScheduleKind parse_schedule(const std::string& name) {
   fail("unknown pipeline schedule '", name, "' (`layout.schedule` takes ", names, ")");
 }
 
-bool splits_backward(ScheduleKind kind) {
-  return kind == ScheduleKind::ZeroBubbleH1 || kind == ScheduleKind::ZeroBubbleV;
+bool splits_backward(ScheduleKind kind, int weight_delay) {
+  return (kind == ScheduleKind::ZeroBubbleH1 && weight_delay >= 0) ||
+         kind == ScheduleKind::ZeroBubbleV;
 }
 
 Placement placement(ScheduleKind kind) {
@@ -156,7 +160,8 @@ int max_in_flight_bound(ScheduleKind kind, int pp, int vpp, int m, int rank) {
 }
 
 std::vector<Action> make_schedule(ScheduleKind kind, int pp, int vpp, int m, int rank,
-                                  ScheduleMode mode) {
+                                  ScheduleMode mode, int weight_delay) {
+  check(weight_delay >= kWeightInBackward, "make_schedule: a W delay below -1: ", weight_delay);
   const int w = warmup_forwards(kind, pp, vpp, m, rank);
   const int v = vpp;
   const int total = v * m;  // forwards (and backwards) on this rank; v == 1 unless interleaved
@@ -168,7 +173,7 @@ std::vector<Action> make_schedule(ScheduleKind kind, int pp, int vpp, int m, int
     return Action{Action::Backward, (k / (pp * v)) * pp + k % pp, v - 1 - (k / pp) % v};
   };
   std::vector<Action> out;
-  out.reserve((splits_backward(kind) ? 3 : 2) * total);
+  out.reserve((splits_backward(kind, weight_delay) ? 3 : 2) * total);
   if (mode == ScheduleMode::ForwardOnly) {  // the training list's forwards, in its order
     if (kind == ScheduleKind::ZeroBubbleV) {
       for (const Action& a : make_schedule(kind, pp, vpp, m, rank))
@@ -181,11 +186,12 @@ std::vector<Action> make_schedule(ScheduleKind kind, int pp, int vpp, int m, int
   if (kind == ScheduleKind::ZeroBubbleV) {
     return zero_bubble_v(pp, m)[size_t(rank)];  // warmup_forwards checked the rank
   }
-  if (kind == ScheduleKind::ZeroBubbleH1) {  // 1F1B's order, W(i) after B(i + rank)
+  if (kind == ScheduleKind::ZeroBubbleH1 && weight_delay >= 0) {  // 1F1B's, W(i) after B(i + d)
+    const int delay = std::min(rank, weight_delay);
     int b = 0, wp = 0;
     auto backward_then_late_weight = [&] {
       out.push_back({Action::Backward, b++, 0});
-      if (b - wp > rank) out.push_back({Action::Weight, wp++, 0});
+      if (b - wp > delay) out.push_back({Action::Weight, wp++, 0});
     };
     for (int k = 0; k < w; ++k) out.push_back(forward(k));
     for (int i = 0; i < m - w; ++i) out.push_back(forward(w + i)), backward_then_late_weight();
@@ -204,8 +210,17 @@ std::vector<Action> make_schedule(ScheduleKind kind, int pp, int vpp, int m, int
   return out;
 }
 
-BubbleForms bubble_forms(ScheduleKind kind, int pp, int vpp, int m) {
+bool weight_delay_capped(ScheduleKind kind, int pp, int weight_delay) {
+  return kind == ScheduleKind::ZeroBubbleH1 && weight_delay < pp - 1;
+}
+
+BubbleForms bubble_forms(ScheduleKind kind, int pp, int vpp, int m, int weight_delay) {
   check_schedule(kind, pp, vpp, m);
+  if (weight_delay_capped(kind, pp, weight_delay)) {
+    const double of_step =
+        simulate(kind, pp, vpp, m, 1, 1, ScheduleMode::Train, 1, weight_delay).bubble();
+    return {of_step, of_step / (1 - of_step)};
+  }
   // Step = compute + idle, in units of one (F + B + W) per micro-batch per chunk, with F, B and
   // W equal: idle (p - 1) of those units, or (p - 1) / 3 of them where the backward is split
   // (ZB-H1, and ZB-V with its V = 2 chunks of half a stage).
@@ -220,8 +235,8 @@ const char* bubble_formula_text(ScheduleKind kind) {
   return "(p-1)/(m+p-1)";
 }
 
-double bubble_formula(ScheduleKind kind, int pp, int vpp, int m) {
-  return bubble_forms(kind, pp, vpp, m).of_step;
+double bubble_formula(ScheduleKind kind, int pp, int vpp, int m, int weight_delay) {
+  return bubble_forms(kind, pp, vpp, m, weight_delay).of_step;
 }
 
 std::string to_string(const std::vector<Action>& actions) {
@@ -241,17 +256,19 @@ double SimResult::bubble() const {
 }
 
 SimResult simulate(ScheduleKind kind, int pp, int vpp, int m, const std::vector<PassCosts>& costs,
-                   ScheduleMode mode) {
+                   ScheduleMode mode, int weight_delay) {
   check_schedule(kind, pp, vpp, m);
   std::vector<std::vector<Action>> ranks;
-  for (int r = 0; r < pp; ++r) ranks.push_back(make_schedule(kind, pp, vpp, m, r, mode));
+  for (int r = 0; r < pp; ++r)
+    ranks.push_back(make_schedule(kind, pp, vpp, m, r, mode, weight_delay));
   return simulate(ranks, vpp, m, costs, mode, placement(kind));
 }
 
 SimResult simulate(ScheduleKind kind, int pp, int vpp, int m, double tf, double tb,
-                   ScheduleMode mode, double tw) {
+                   ScheduleMode mode, double tw, int weight_delay) {
   check_schedule(kind, pp, vpp, m);  // before PP V costs are allocated
-  return simulate(kind, pp, vpp, m, std::vector<PassCosts>(size_t(pp) * vpp, {tf, tb, tw}), mode);
+  return simulate(kind, pp, vpp, m, std::vector<PassCosts>(size_t(pp) * vpp, {tf, tb, tw}), mode,
+                  weight_delay);
 }
 
 SimResult simulate(const std::vector<std::vector<Action>>& ranks, int vpp, int m, double tf,

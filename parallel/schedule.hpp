@@ -42,11 +42,25 @@ inline const std::vector<std::string> kScheduleNames = {"gpipe", "1f1b", "interl
 ScheduleKind parse_schedule(const std::string& name);
 const char* schedule_name(ScheduleKind kind);
 
+// ZB-H1's W delay: rank r runs W(i) right after B(i + min(r, weight_delay)) and its last
+// min(r, weight_delay) W at the end. The paper's schedule delays rank r by r (any
+// weight_delay >= PP - 1, kPaperWeightDelay); a rank delayed by d holds PP - r micro-batches
+// awaiting B and d awaiting W. Where a W's state outweighs a B's, or the last rank's head
+// outweighs rank 0's embedding, the paper's delays hold more than 1F1B's fullest rank; the
+// planner then picks the largest delay that does not (plan::zb_weight_delay, RankWork's
+// weight_delay). kWeightInBackward: no W apart at all, each block's W inside its B as 1F1B runs
+// it (1F1B's list and peak; under --recompute full with several blocks a stage even delay 0,
+// one chunk's B walk then its W walk, keeps every block's W state at once). Every other
+// schedule ignores it.
+inline constexpr int kPaperWeightDelay = 1 << 30;
+inline constexpr int kWeightInBackward = -1;
+
 // Whether the schedule runs each backward as two actions, B (the input's gradient, which the
 // previous chunk waits for) and W (the weight gradients, which only the optimizer needs), as
 // the zero-bubble schedules do (Qi et al. 2023). The others' B is the whole backward: the
 // executor runs W right after it, and the simulator charges B the cost of both.
-bool splits_backward(ScheduleKind kind);
+// ZB-H1 at weight_delay kWeightInBackward does not.
+bool splits_backward(ScheduleKind kind, int weight_delay = kPaperWeightDelay);
 
 // Where the K = PP V model chunks live. Looped (every schedule but zb-v): chunk k on rank
 // k % PP as its virtual stage k / PP. V (zb-v, V = 2; Qi et al. 2023): chunk k on rank k for
@@ -89,7 +103,8 @@ void check_schedule(ScheduleKind kind, int pp, int vpp, int micro_batches);
 // (3 * V * m where the schedule splits the backward), the V * m forwards of that list, in its
 // order, under ForwardOnly.
 std::vector<Action> make_schedule(ScheduleKind kind, int pp, int vpp, int micro_batches, int rank,
-                                  ScheduleMode mode = ScheduleMode::Train);
+                                  ScheduleMode mode = ScheduleMode::Train,
+                                  int weight_delay = kPaperWeightDelay);
 
 // Forwards a rank runs before its first backward (GPipe: all m; zb-v: as its list has them).
 int warmup_forwards(ScheduleKind kind, int pp, int vpp, int micro_batches, int rank);
@@ -112,19 +127,24 @@ int max_in_flight_bound(ScheduleKind kind, int pp, int vpp, int micro_batches, i
 // of_step = (p - 1) / (6 m + p - 1). That is a floor for any order on the V placement (rank
 // p - 1 waits p - 1 forwards for its first input, and the step is as long on every rank), and
 // make_schedule's order meets it (tests/unit/test_schedule_v.cpp: p <= 8, m from p to 4p + 2).
+// ZB-H1 with a weight_delay below PP - 1 has no closed form here: its equal-cost simulation.
 struct BubbleForms {
   double of_step;
   double of_compute;
 };
-BubbleForms bubble_forms(ScheduleKind kind, int pp, int vpp, int micro_batches);
+BubbleForms bubble_forms(ScheduleKind kind, int pp, int vpp, int micro_batches,
+                         int weight_delay = kPaperWeightDelay);
 
 // bubble_forms' of_step as a formula, for reports: "(p-1)/(m+p-1)", "(p-1)/(V*m+p-1)"
 // (interleaved), "(p-1)/(3m+p-1)" (zb-h1) or "(p-1)/(6m+p-1)" (zb-v, with T_F = T_B = T_W).
 const char* bubble_formula_text(ScheduleKind kind);
+// Whether ZB-H1 runs below the paper's delays (kind zb-h1, weight_delay < PP - 1).
+bool weight_delay_capped(ScheduleKind kind, int pp, int weight_delay);
 
 // The bubble as tetra reports it everywhere (plan, plot, step line, metrics, sweep, lab):
 // the idle share of the step, of_step.
-double bubble_formula(ScheduleKind kind, int pp, int vpp, int micro_batches);
+double bubble_formula(ScheduleKind kind, int pp, int vpp, int micro_batches,
+                      int weight_delay = kPaperWeightDelay);
 
 struct TimedAction {
   Action action;
@@ -159,11 +179,13 @@ struct PassCosts {
 // (W: its own B). A deadlock is reported (deadlock = true, timeline holds what ran), not
 // thrown.
 SimResult simulate(ScheduleKind kind, int pp, int vpp, int micro_batches,
-                   const std::vector<PassCosts>& costs, ScheduleMode mode = ScheduleMode::Train);
+                   const std::vector<PassCosts>& costs, ScheduleMode mode = ScheduleMode::Train,
+                   int weight_delay = kPaperWeightDelay);
 // The same with every chunk's forward costing tf, input-gradient pass tb and weight-gradient
 // pass tw.
 SimResult simulate(ScheduleKind kind, int pp, int vpp, int micro_batches, double tf, double tb,
-                   ScheduleMode mode = ScheduleMode::Train, double tw = 0);
+                   ScheduleMode mode = ScheduleMode::Train, double tw = 0,
+                   int weight_delay = kPaperWeightDelay);
 
 // The same for arbitrary per-rank lists (ranks.size() = PP) with the chunks placed by
 // `placement`, which split the backward when any holds a W. Throws tetra::Error when a list is

@@ -52,9 +52,9 @@ StepEstimate estimate_step(const Setup& s, const Machine& mc) {
   const double hw = F + (s.spec.optimizer.recompute ? recompute_flops_per_token(s.cfg) : 0);
   e.known = true;
   e.compute = tokens * hw / (l.world() * peak);
-  e.piped =
-      e.compute /
-      (1 - bubble_forms(s.run.schedule, l.pp, s.spec.layout.vpp, s.run.micro_batches).of_step);
+  e.piped = e.compute / (1 - bubble_forms(s.run.schedule, l.pp, s.spec.layout.vpp,
+                                          s.run.micro_batches, s.run.weight_delay)
+                                 .of_step);
   e.dp_exposed = std::max(0.0, e.dp - e.compute);
   e.step = e.piped + e.tp + e.cp + e.pp + e.dp_exposed;
   e.mfu = tokens * F / (l.world() * peak * e.step);

@@ -288,7 +288,7 @@ Memory stage_memory(const Setup& s, int stage) {
   // gradients at the next hand-over rather than at its own; ZeRO-3 gathers the next unit of
   // the walk into a prefetch slot at each acquire (forwards, unless the last acquire was the
   // unit after; not downwards where split), within the unit's chunk.
-  const bool split = splits_backward(s.run.schedule);
+  const bool split = splits_backward(s.run.schedule, s.run.weight_delay);
   const bool overlap = s.spec.device.overlap && N > 1;
   double grads_in_flight = 0;
   std::vector<int> local, chunk_of;  // this rank's units in ZeroParams' order, their chunks
@@ -383,8 +383,10 @@ Memory stage_memory(const Setup& s, int stage) {
     sent -= int(delivered.size());
   };
   const int V = s.spec.layout.vpp;
-  const std::vector<Action> actions = make_schedule(s.run.schedule, P, V, m, stage);
-  const RetiredSends retired = retired_sends(s.run.schedule, P, V, m, stage);
+  const std::vector<Action> actions =
+      make_schedule(s.run.schedule, P, V, m, stage, ScheduleMode::Train, s.run.weight_delay);
+  const RetiredSends retired =
+      retired_sends(s.run.schedule, P, V, m, stage, ScheduleMode::Train, s.run.weight_delay);
   for (size_t i = 0; i < actions.size(); ++i) {
     const Action& a = actions[i];
     const std::vector<int>& units = chunks[a.chunk];
@@ -502,6 +504,33 @@ PeakMemory peak_memory(const Setup& s) {
     if (stage == 0 || m.peak() > best.memory.peak()) best = {m, stage};
   }
   return best;
+}
+
+int zb_weight_delay(const Setup& s) {
+  const int P = s.layout().pp;
+  if (s.run.schedule != ScheduleKind::ZeroBubbleH1 || P == 1) return kPaperWeightDelay;
+  Setup ref = s;
+  ref.run.schedule = ScheduleKind::OneFOneB;
+  ref.spec.layout.schedule = schedule_name(ScheduleKind::OneFOneB);
+  const double bound = peak_memory(ref).memory.peak();
+  Setup z = s;
+  const auto fits = [&](int delay) {
+    z.run.weight_delay = delay;
+    return peak_memory(z).memory.peak() <= bound;
+  };
+  if (fits(P - 1)) return kPaperWeightDelay;
+  // A longer delay only keeps W states longer, so the peak does not fall with it: the largest
+  // delay that fits, by bisection over [0, P - 2]; where none does, W inside B (1F1B's peak).
+  if (!fits(0)) return kWeightInBackward;
+  int lo = 0, hi = P - 2;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (fits(mid))
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
 }
 
 std::vector<MemoryFix> memory_fixes(const Setup& s, double capacity) {

@@ -38,6 +38,11 @@ struct PeakMemory {
 };
 PeakMemory peak_memory(const Setup& s);
 
+// ZB-H1's W delay for this run (RankWork::weight_delay): the paper's (kPaperWeightDelay) where
+// its fullest rank holds no more than 1F1B's fullest, else the largest delay below PP - 1 whose
+// does (0, W right after B, where none does). Any other schedule: kPaperWeightDelay, unused.
+int zb_weight_delay(const Setup& s);
+
 // One change of a setting that brings the fullest stage's peak within `capacity` bytes: the
 // setting's key (layout.schedule, optimizer.recompute, optimizer.zero, layout.sp), its new
 // value, the peak with it, and why it helps.

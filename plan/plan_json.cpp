@@ -337,25 +337,38 @@ json memory_json(const Setup& s, const Machine& mc) {
                        {"peak", r[0].peak()},
                        {"peak_recompute", r[1].peak()}});
     }
-  return {{"capacity_bytes", cap},
-          {"fullest_stage", fullest},
-          {"fullest_why", fullest_why(stages, fullest)},
-          {"peak_bytes", most},
-          {"fits", most <= cap},
-          {"fixes", fixes},
-          {"stages", stages},
-          {"table", table}};
+  json out = {{"capacity_bytes", cap},
+              {"fullest_stage", fullest},
+              {"fullest_why", fullest_why(stages, fullest)},
+              {"peak_bytes", most},
+              {"fits", most <= cap},
+              {"fixes", fixes},
+              {"stages", stages},
+              {"table", table}};
+  // ZB-H1 below the paper's W delays: why (plan::zb_weight_delay).
+  if (weight_delay_capped(s.run.schedule, s.layout().pp, s.run.weight_delay)) {
+    Setup paper = s, ref = s;
+    paper.run.weight_delay = kPaperWeightDelay;
+    ref.run.schedule = ScheduleKind::OneFOneB;
+    ref.spec.layout.schedule = schedule_name(ScheduleKind::OneFOneB);
+    out["weight_delay"] = {{"delay", s.run.weight_delay},
+                           {"paper_peak", peak_memory(paper).memory.peak()},
+                           {"one_f_one_b_peak", peak_memory(ref).memory.peak()}};
+  }
+  return out;
 }
 
 json traffic_json(const Setup& s, const Machine& mc) {
   const Layout& l = s.layout();
   const std::vector<Collective> calls = step_traffic(s, 0);
   const std::map<std::string, double> by = bytes_by_group(calls);
-  const std::map<std::string, int> size = {
-      {"tp", l.tp},         {"cp", l.cp}, {"pp", l.pp},
-      {"dp_cp", s.dp_cp()}, {"embed", 2},  // tied embeddings beyond PP 1: the first stage and the
-                                           // last
-      {"world", l.world()}};
+  const std::map<std::string, int> size = {{"tp", l.tp},
+                                           {"cp", l.cp},
+                                           {"pp", l.pp},
+                                           {"dp_cp", s.dp_cp()},
+                                           {"embed", 2},  // tied embeddings beyond PP 1: the first
+                                                          // stage and the last
+                                           {"world", l.world()}};
   json groups = json::array();
   for (const char* group : {"tp", "cp", "pp", "dp_cp", "embed", "world"}) {
     if (!by.count(group)) continue;  // embed: only where the embeddings are tied across stages
@@ -420,17 +433,20 @@ json bubble_json(const Setup& s) {
   const int P = s.layout().pp, V = s.spec.layout.vpp, m = s.run.micro_batches;
   json at = json::array();
   for (int f : {1, 2, 4, 8}) {
-    const BubbleForms b = bubble_forms(s.run.schedule, P, V, m * f);
+    const BubbleForms b = bubble_forms(s.run.schedule, P, V, m * f, s.run.weight_delay);
     at.push_back({{"micro_batches", m * f}, {"of_step", b.of_step}, {"of_compute", b.of_compute}});
   }
-  const BubbleForms b = bubble_forms(s.run.schedule, P, V, m);
-  return {{"schedule", schedule_name(s.run.schedule)},
-          {"pp", P},
-          {"vpp", V},
-          {"micro_batches", m},
-          {"of_step", b.of_step},
-          {"of_compute", b.of_compute},
-          {"at", at}};
+  const BubbleForms b = bubble_forms(s.run.schedule, P, V, m, s.run.weight_delay);
+  json out = {{"schedule", schedule_name(s.run.schedule)},
+              {"pp", P},
+              {"vpp", V},
+              {"micro_batches", m},
+              {"of_step", b.of_step},
+              {"of_compute", b.of_compute},
+              {"at", at}};
+  if (weight_delay_capped(s.run.schedule, P, s.run.weight_delay))
+    out["weight_delay"] = s.run.weight_delay;
+  return out;
 }
 
 json step_json(const Setup& s, const Machine& mc) {

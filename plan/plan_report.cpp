@@ -179,10 +179,26 @@ void memory_section(std::ostream& os, const json& p) {
     os << "  stage " << fullest << " is the fullest: " << m["fullest_why"].get<std::string>()
        << "\n";
   const std::string schedule = r["layout"]["schedule"];
-  if (r["recompute"].get<bool>() && splits_backward(parse_schedule(schedule)))
+  if (m.contains("weight_delay")) {
+    const json& w = m["weight_delay"];
+    const int d = w["delay"];
+    os << "  zb-h1 runs "
+       << (d == kWeightInBackward
+               ? std::string("each block's W inside its B, as 1f1b does")
+               : "its W at most " + std::to_string(d) + " micro-batch" + (d == 1 ? "" : "es") +
+                     " late (rank r min(r, " + std::to_string(d) + "))")
+       << ": the paper's delays (rank r, r late) would peak at " << byte_size(num(w["paper_peak"]))
+       << ", above 1f1b's " << byte_size(num(w["one_f_one_b_peak"]))
+       << (r["recompute"].get<bool>()
+               ? " (under recompute a micro-batch awaiting W keeps each block's GEMM output "
+                 "gradients, one awaiting B only the block's input)"
+               : "")
+       << "\n";
+  } else if (r["recompute"].get<bool>() && splits_backward(parse_schedule(schedule))) {
     os << "  " << schedule << " under recompute holds more than 1f1b: a micro-batch awaiting W "
        << "keeps each block's GEMM output gradients, one awaiting B only the block's input, and "
        << "no order of W makes up for it (docs/design.md)\n";
+  }
   if (!m["fits"].get<bool>()) {
     if (m["fixes"].empty())
       os << "  no one change of `layout.schedule`, `optimizer.recompute`, `optimizer.zero` or "
@@ -257,9 +273,16 @@ void time_section(std::ostream& os, const json& p) {
   // The bubble by the schedule's formula at this m, and at 2, 4 and 8 times as many; the
   // interleaved schedule's paper gives it as a ratio to the compute, printed beside.
   os << "bubble (" << b["schedule"].get<std::string>() << ", PP " << b["pp"].get<int>() << ", V "
-     << b["vpp"].get<int>() << "), the idle share "
-     << bubble_formula_text(parse_schedule(b["schedule"])) << " of the step";
-  if (splits_backward(parse_schedule(b["schedule"])))
+     << b["vpp"].get<int>() << "), the idle share ";
+  if (b.contains("weight_delay"))
+    os << "of the step simulated with F, B and W of equal cost, W "
+       << (b["weight_delay"].get<int>() == kWeightInBackward
+               ? std::string("inside B")
+               : "at most " + std::to_string(b["weight_delay"].get<int>()) + " late")
+       << " (see memory)";
+  else
+    os << bubble_formula_text(parse_schedule(b["schedule"])) << " of the step";
+  if (splits_backward(parse_schedule(b["schedule"])) && !b.contains("weight_delay"))
     os << " (each backward as B and W, W filling the idle time; F, B and W of equal cost"
        << (placement(parse_schedule(b["schedule"])) == Placement::V
                ? "; two chunks per rank placed as a V, rank 0 holding the first and the last)"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "plan/memory.hpp"
 #include "util/checked.hpp"
 
 namespace tetra::plan {
@@ -25,6 +26,7 @@ Setup make_setup(const RunSpec& spec, const ModelConfig& cfg, int world) {
   s.spec.layout.dp = s.run.layout.dp;
   s.units = make_units(s.cfg, l.tp, 0);
   s.prec = precision_named(spec.device.dtype);
+  s.run.weight_delay = zb_weight_delay(s);
   return s;
 }
 

@@ -86,7 +86,8 @@ std::vector<Collective> step_traffic(const Setup& s, int stage) {
     if (s.spec.optimizer.zero < 3)
       tally.add("dp_cp", N, CommOp::AllGather, "updated weights all-gather (per unit)",
                 np * s.prec.compute_w, 1);
-    else if (own_passes && g == 0 && splits_backward(s.run.schedule))  // its W apart: none
+    else if (own_passes && g == 0 &&
+             splits_backward(s.run.schedule, s.run.weight_delay))  // its W apart: none
       tally.add("dp_cp", N, CommOp::AllGather, "ZeRO-3 weight all-gather (embedding, F)",
                 np * s.prec.compute_w, m);
     else if (own_passes)
@@ -112,7 +113,7 @@ std::vector<Collective> step_traffic(const Setup& s, int stage) {
         block_pass(m, true);
         // A W apart from its B gathers the Row layers' output gradients again
         // (transformer/block.hpp, BlockGrads).
-        if (sp && t > 1 && splits_backward(s.run.schedule))
+        if (sp && t > 1 && splits_backward(s.run.schedule, s.run.weight_delay))
           tally.add("tp", t, CommOp::AllGather, "SP all-gather of o's and down's dy for W [T, d]",
                     x, 2 * m);
         if (s.spec.optimizer.recompute) block_pass(m, false);

@@ -41,17 +41,17 @@ double draw_micro_batch_legend(Svg& svg, double x, double y, int micro_batches) 
   return x + 170;
 }
 
-json schedule_json(ScheduleKind kind, int pp, int vpp, int m) {
+json schedule_json(ScheduleKind kind, int pp, int vpp, int m, int weight_delay) {
   // A forward and a backward box per micro-batch, virtual stage and rank: past this many no
   // one can read them, and the simulation alone would take minutes and gigabytes.
   const double boxes = 2.0 * pp * vpp * m;
   check(boxes <= 200000, "a schedule of PP ", pp, ", V ", vpp, " and ", m,
         " micro-batches is more boxes (2 PP V m) than the 200,000 tetra draws");
   // A stage's forward costs 1 and its backward 2; a split backward is B 1 and W 1.
-  const bool split = splits_backward(kind);
+  const bool split = splits_backward(kind, weight_delay);
   const double tf = 1.0 / vpp, tb = (split ? 1.0 : 2.0) / vpp, tw = split ? 1.0 / vpp : 0;
-  const SimResult sim = simulate(kind, pp, vpp, m, tf, tb, ScheduleMode::Train, tw);
-  const BubbleForms forms = bubble_forms(kind, pp, vpp, m);
+  const SimResult sim = simulate(kind, pp, vpp, m, tf, tb, ScheduleMode::Train, tw, weight_delay);
+  const BubbleForms forms = bubble_forms(kind, pp, vpp, m, weight_delay);
   const double idle = std::accumulate(sim.idle.begin(), sim.idle.end(), 0.0) / pp;
   json ranks = json::array();
   for (int r = 0; r < pp; ++r) {
@@ -69,20 +69,22 @@ json schedule_json(ScheduleKind kind, int pp, int vpp, int m) {
                      {"max_in_flight", sim.max_in_flight[size_t(r)]},
                      {"events", events}});
   }
-  return {{"schedule", schedule_name(kind)},
-          {"pp", pp},
-          {"vpp", vpp},
-          {"micro_batches", m},
-          {"forward_time", tf},
-          {"backward_time", tb},
-          {"weight_time", tw},
-          {"makespan", sim.makespan},
-          {"bubble",
-           {{"of_step", forms.of_step},
-            {"of_compute", forms.of_compute},
-            {"simulated_of_step", idle / sim.makespan},
-            {"simulated_of_compute", idle / (sim.makespan - idle)}}},
-          {"ranks", ranks}};
+  json out = {{"schedule", schedule_name(kind)},
+              {"pp", pp},
+              {"vpp", vpp},
+              {"micro_batches", m},
+              {"forward_time", tf},
+              {"backward_time", tb},
+              {"weight_time", tw},
+              {"makespan", sim.makespan},
+              {"bubble",
+               {{"of_step", forms.of_step},
+                {"of_compute", forms.of_compute},
+                {"simulated_of_step", idle / sim.makespan},
+                {"simulated_of_compute", idle / (sim.makespan - idle)}}},
+              {"ranks", ranks}};
+  if (weight_delay_capped(kind, pp, weight_delay)) out["weight_delay"] = weight_delay;
+  return out;
 }
 
 std::string schedule_svg(const json& sc) {

@@ -18,12 +18,14 @@ namespace tetra {
 // docs/design.md): the bubble by the formula and by the simulation, both as the idle share
 // of the step and as a ratio to the compute, and every rank's events with their times.
 // Throws tetra::Error for a combination check_schedule refuses, or past 200,000 boxes.
-json schedule_json(ScheduleKind kind, int pp, int vpp, int micro_batches);
+json schedule_json(ScheduleKind kind, int pp, int vpp, int micro_batches,
+                   int weight_delay = kPaperWeightDelay);
 
 // That object drawn: a lane per rank, a box per event, the bubble in the title.
 std::string schedule_svg(const json& schedule);
-inline std::string schedule_svg(ScheduleKind kind, int pp, int vpp, int micro_batches) {
-  return schedule_svg(schedule_json(kind, pp, vpp, micro_batches));
+inline std::string schedule_svg(ScheduleKind kind, int pp, int vpp, int micro_batches,
+                                int weight_delay = kPaperWeightDelay) {
+  return schedule_svg(schedule_json(kind, pp, vpp, micro_batches, weight_delay));
 }
 
 // One action's box at (x, y, w, h), carrying class "F" or "B", data-mb and data-chunk (the

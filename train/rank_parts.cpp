@@ -307,13 +307,13 @@ void make_pipeline(RankParts& p) {
                                                     p.config.optimizer.recompute,
                                                     head ? w.place.head_matrix : -1));
   }
-  p.params->set_chunks(units, splits_backward(w.schedule));
+  p.params->set_chunks(units, splits_backward(w.schedule, w.weight_delay));
   std::vector<PipelineStage*> stages;
   for (auto& c : p.chunks) stages.push_back(c.get());
   const int64_t rows = tp.local_rows(w.local_tokens());
   p.executor = std::make_unique<PipelineExecutor>(be, *p.grid.pp, std::move(stages), w.schedule,
                                                   w.micro_batches, rows * p.config.model.dim,
-                                                  compute_dtype(p.config.device));
+                                                  compute_dtype(p.config.device), w.weight_delay);
 
   std::vector<int32_t> tokens;
   for (int i = 0; i < w.micro_batch; ++i)
@@ -386,6 +386,9 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
     const ModelConfig& model = o.model;
     model.validate();
     p.work = rank_work(o.layout, o.batch, model, world_size, rank);
+    // ZB-H1's W delays, the plan's: the same on every rank (a pure function of the config).
+    if (p.work.schedule == ScheduleKind::ZeroBubbleH1)
+      p.work.weight_delay = plan::make_setup(o.run_spec(), model, world_size).run.weight_delay;
     // The run's tokens (step * G * S: tokens seen, the data order's s * G + j) in 64 bits.
     check(checked_product({o.optimizer.steps, o.batch.global_batch, model.seq_len}).has_value(),
           "`optimizer.steps` ", o.optimizer.steps, " of `batch.global_batch` ",

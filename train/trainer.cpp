@@ -196,7 +196,7 @@ StepResult Trainer::measure(const StepTotals& totals, const PipelineStats& pipe,
   r.lr = lr;
   r.grad_norm = totals.grad_norm;
   const BubbleForms forms =
-      bubble_forms(w.schedule, g.layout.pp, config().layout.vpp, w.micro_batches);
+      bubble_forms(w.schedule, g.layout.pp, config().layout.vpp, w.micro_batches, w.weight_delay);
   r.bubble_formula = forms.of_step;
   r.bubble_formula_of_compute = forms.of_compute;
   r.step_ms = seconds * 1e3;
@@ -269,7 +269,9 @@ StepResult Trainer::measure(const StepTotals& totals, const PipelineStats& pipe,
     r.pass_ms.push_back({chunk[0], chunk[1], chunk[2]});
   }
   if (K > 0)
-    r.bubble_at_measured_costs = simulate(w.schedule, P, V, w.micro_batches, r.pass_ms).bubble();
+    r.bubble_at_measured_costs =
+        simulate(w.schedule, P, V, w.micro_batches, r.pass_ms, ScheduleMode::Train, w.weight_delay)
+            .bubble();
   return r;
 }
 

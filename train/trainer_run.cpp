@@ -163,7 +163,7 @@ void Trainer::start_run() {
         c.output, ReportStart{step_, c.optimizer.steps, parts_.data->entropy_floor(),
                               std::log(double(model().vocab)), text, attention_path(),
                               parts_.work.schedule == ScheduleKind::Interleaved,
-                              splits_backward(parts_.work.schedule)});
+                              splits_backward(parts_.work.schedule, parts_.work.weight_delay)});
   });
   agree(world_, [&] {
     if (root && !c.checkpoint.ckpt_dir.empty()) point_latest_here();

@@ -493,6 +493,68 @@ TEST_CASE("schedule: zb-h1 simulated: dependencies met, bubble as the formula, 1
         doctest::Approx(3.0 / 24));
 }
 
+// ZB-H1 at a lower W delay d (the planner's choice where the paper's delays would hold more
+// than 1F1B's fullest rank): rank r runs W(i) right after B(i + min(r, d)); at
+// kWeightInBackward its list is 1F1B's. Each delay keeps 1F1B's F and B order, meets every
+// dependency, holds PP - r + min(r, d) micro-batches on rank r, and idles no more than a
+// smaller delay; the bubble tetra reports at a lowered delay is the equal-cost simulation.
+TEST_CASE("schedule: zb-h1 at lower W delays: 1F1B's order, fewer held, the bubble between") {
+  const ScheduleKind zb = ScheduleKind::ZeroBubbleH1;
+  CHECK_FALSE(tetra::splits_backward(zb, tetra::kWeightInBackward));
+  CHECK(tetra::splits_backward(zb, 0));
+  CHECK_FALSE(tetra::weight_delay_capped(zb, 4, 3));
+  CHECK(tetra::weight_delay_capped(zb, 4, 2));
+  CHECK_FALSE(tetra::weight_delay_capped(ScheduleKind::OneFOneB, 4, 0));
+  CHECK(to_string(make_schedule(zb, 4, 1, 8, 3, tetra::ScheduleMode::Train, 1)) ==
+        "F0.0 B0.0 F1.0 B1.0 W0.0 F2.0 B2.0 W1.0 F3.0 B3.0 W2.0 F4.0 B4.0 W3.0 F5.0 B5.0 W4.0 "
+        "F6.0 B6.0 W5.0 F7.0 B7.0 W6.0 W7.0");
+  CHECK_THROWS_WITH(make_schedule(zb, 4, 1, 8, 0, tetra::ScheduleMode::Train, -2),
+                    has("W delay below -1"));
+  for (const Case& c : zero_bubble_cases()) {
+    double previous = 1;  // the bubble at the next smaller delay
+    for (int d = tetra::kWeightInBackward; d < c.pp; ++d) {
+      INFO(name(c), " W delay ", d);
+      const tetra::SimResult s = simulate(zb, c.pp, 1, c.m, 1, 1, tetra::ScheduleMode::Train, 1, d);
+      REQUIRE_FALSE(s.deadlock);
+      CHECK(s.in_order);
+      for (int r = 0; r < c.pp; ++r) {
+        INFO("rank ", r);
+        const auto acts = make_schedule(zb, c.pp, 1, c.m, r, tetra::ScheduleMode::Train, d);
+        const auto onef1b = make_schedule(ScheduleKind::OneFOneB, c.pp, 1, c.m, r);
+        if (d == tetra::kWeightInBackward) {
+          CHECK(acts == onef1b);
+          continue;
+        }
+        std::vector<Action> fb;
+        for (size_t i = 0; i < acts.size(); ++i) {
+          if (acts[i].kind != Action::Weight) {
+            fb.push_back(acts[i]);
+            continue;
+          }
+          const int late = std::min(r, d), w = acts[i].micro_batch;
+          if (w + late < c.m)
+            CHECK(acts[i - 1] == Action{Action::Backward, w + late, 0});
+          else
+            CHECK(acts[i - 1].kind == Action::Weight);
+        }
+        CHECK(fb == onef1b);
+        CHECK(s.max_in_flight[r] == std::min(c.pp - r + std::min(r, d), c.m));
+      }
+      CHECK(s.bubble() <= previous + 1e-12);
+      previous = s.bubble();
+      CHECK(tetra::bubble_formula(zb, c.pp, 1, c.m, d) == doctest::Approx(s.bubble()));
+      if (d == tetra::kWeightInBackward)
+        CHECK(s.bubble() ==
+              doctest::Approx(tetra::bubble_formula(ScheduleKind::OneFOneB, c.pp, 1, c.m)));
+    }
+    // At PP - 1 it is the paper's schedule, whose bubble has the closed form.
+    CHECK(previous == doctest::Approx(tetra::bubble_formula(zb, c.pp, 1, c.m)));
+    for (int r = 0; r < c.pp; ++r)
+      CHECK(make_schedule(zb, c.pp, 1, c.m, r, tetra::ScheduleMode::Train, c.pp - 1) ==
+            make_schedule(zb, c.pp, 1, c.m, r));
+  }
+}
+
 TEST_CASE("schedule: the simulator holds W to its own B and counts it in the lists") {
   auto F = [](int mb) { return Action{Action::Forward, mb, 0}; };
   auto B = [](int mb) { return Action{Action::Backward, mb, 0}; };
