@@ -63,28 +63,13 @@ void PipelineExecutor::retire(std::span<const PipeMessage> delivered) {
   }
 }
 
-void PipelineExecutor::plan_links(ScheduleMode mode) {
-  // The orders depend on the mode alone (the schedule, PP, V and m are the executor's): made
-  // at its first step, copied at each.
-  auto [orders, first] = link_orders_.try_emplace(mode);
-  if (first) {
-    const int P = pp_.size(), r = pp_.rank(), V = int(chunks_.size()), K = P * V;
-    const Placement place = placement(kind_);
-    for (int peer = 0; peer < P; ++peer) {
-      if (peer == r) continue;
-      std::deque<int>& order = orders->second[peer];
-      for (const Action& a :
-           make_schedule(kind_, P, V, micro_batches_, peer, mode, weight_delay_)) {
-        const int k = chunk_id(place, P, peer, a.chunk);
-        if (a.kind == Action::Forward && k > 0 && chunk_rank(place, P, V, k - 1) == r)
-          order.push_back(tag(kActivation, k, a.micro_batch));
-        if (a.kind == Action::Backward && k + 1 < K && chunk_rank(place, P, V, k + 1) == r)
-          order.push_back(tag(kGradient, k, a.micro_batch));
-      }
-    }
-  }
+void PipelineExecutor::plan_links(const RetiredSends& retired) {
   links_.clear();
-  for (const auto& [peer, order] : orders->second) links_[peer].order = order;
+  for (const auto& [peer, messages] : retired.to_peer) {
+    std::deque<int>& order = links_[peer].order;
+    for (const PipeMessage& x : messages)
+      order.push_back(tag(x.gradient ? kGradient : kActivation, x.chunk, x.micro_batch));
+  }
 }
 
 void PipelineExecutor::receive(Buffer& into, int peer, Direction d, int chunk_id, int micro_batch,
@@ -117,9 +102,9 @@ PipelineStats PipelineExecutor::execute(const std::vector<MicroBatch>& mbs, Sche
   const Clock::time_point t0 = Clock::now();
   const int P = pp_.size(), r = pp_.rank(), V = int(chunks_.size()), K = P * V;
   const Placement place = placement(kind_);
-  plan_links(mode);
   auto [retired, first] = retired_.try_emplace(mode);
   if (first) retired->second = retired_sends(kind_, P, V, micro_batches_, r, mode, weight_delay_);
+  plan_links(retired->second);
 
   const std::vector<Action> actions =
       make_schedule(kind_, P, V, micro_batches_, r, mode, weight_delay_);

@@ -113,9 +113,9 @@ class PipelineExecutor {
   PipelineStats execute(const std::vector<MicroBatch>& micro_batches, ScheduleMode mode,
                         float loss_scale);
   int tag(Direction d, int chunk_id, int micro_batch) const;
-  // links_ anew for a step of `mode`: to each peer, the tags of this rank's messages in the
-  // order the peer's list receives them.
-  void plan_links(ScheduleMode mode);
+  // links_ anew for a step: to each peer, the tags of this rank's messages in the order the
+  // peer's list receives them (retired_sends' to_peer).
+  void plan_links(const RetiredSends& retired);
   // A message buffer [activation_numel] of activation_dtype: every receive's, every copy sent.
   Buffer message() const;
   void send(Buffer payload, int peer, int tag);
@@ -142,8 +142,7 @@ class PipelineExecutor {
     std::deque<int> order;       // tags not yet posted, in the peer's order of receiving them
     std::map<int, Buffer> made;  // messages made but not yet posted, by tag
   };
-  std::map<int, Link> links_;                                           // by peer
-  std::map<ScheduleMode, std::map<int, std::deque<int>>> link_orders_;  // by mode, by peer
+  std::map<int, Link> links_;      // by peer
   std::map<int, Buffer> mailbox_;  // messages to this rank itself (between its own chunks)
 };
 

@@ -92,6 +92,7 @@ RetiredSends retired_sends(ScheduleKind kind, int pp, int vpp, int micro_batches
       out.messages.push_back(peer.received[size_t(peer.done)]);
   }
   out.first.push_back(int(out.messages.size()));
+  for (auto& [q, peer] : peers) out.to_peer[q] = std::move(peer.received);
   return out;
 }
 

@@ -21,6 +21,7 @@
 // all m activations stay sent until then (beside m micro-batches' activations anyway).
 // tests/unit/test_retire.cpp checks both, and the rule against simulations.
 #pragma once
+#include <map>
 #include <span>
 #include <vector>
 
@@ -45,6 +46,9 @@ struct PipeMessage {
 struct RetiredSends {
   std::vector<PipeMessage> messages;  // all of them, in the order they are retired
   std::vector<int> first;             // [actions + 1]: action i's are [first[i], first[i + 1])
+  // Per peer (another rank): every message this rank sends it, in the order the peer's list
+  // receives them, which is the order the executor posts that link's messages in.
+  std::map<int, std::vector<PipeMessage>> to_peer;
   std::span<const PipeMessage> at(size_t action) const {
     return {messages.data() + first[action], size_t(first[action + 1] - first[action])};
   }

@@ -143,6 +143,44 @@ TEST_CASE("retire: each receive retires only sends its peer has received, each o
     }
 }
 
+// to_peer, the order the executor posts each link's messages in: for every peer, exactly the
+// messages this rank sends it, sorted by the index of the peer's action that receives each.
+TEST_CASE("retire: each link's messages in the order its receiver takes them") {
+  const tetra::Placement looped = tetra::Placement::Looped;
+  for (const Case& c : cases())
+    for (ScheduleMode mode : {ScheduleMode::Train, ScheduleMode::ForwardOnly}) {
+      INFO(name(c), mode == ScheduleMode::Train ? " train" : " forward only");
+      const Traffic t = traffic(c, mode);
+      for (int r = 0; r < c.pp; ++r) {
+        std::map<int, std::vector<std::pair<size_t, Key>>> expect;  // peer -> (its index, msg)
+        for (const auto& [k, sent] : t.sends[r])
+          for (int q = 0; q < c.pp; ++q)
+            if (t.receives[q].count(k)) expect[q].push_back({t.receives[q].at(k), k});
+        const auto retired = tetra::retired_sends(c.kind, c.pp, c.vpp, c.m, r, mode);
+        std::map<int, std::vector<Key>> got;
+        for (const auto& [q, messages] : retired.to_peer) {
+          CHECK(q != r);
+          for (const PipeMessage& x : messages) got[q].push_back(key(x));
+          if (got[q].empty()) got.erase(q);
+        }
+        std::map<int, std::vector<Key>> want;
+        for (auto& [q, list] : expect) {
+          std::sort(list.begin(), list.end());
+          for (const auto& [i, k] : list) want[q].push_back(k);
+        }
+        CAPTURE(r);
+        CHECK(got == want);
+        // The looped schedules make them in that order too (SimResult::in_order).
+        if (tetra::placement(c.kind) == looped)
+          for (const auto& [q, keys] : want) {
+            std::vector<std::pair<int, Key>> made;
+            for (const Key& k : keys) made.push_back({t.sends[r].at(k), k});
+            CHECK(std::is_sorted(made.begin(), made.end()));
+          }
+      }
+    }
+}
+
 TEST_CASE("retire: the messages a rank holds sent do not grow with m, but under GPipe") {
   for (int p : {2, 3, 4, 8})
     for (int r = 0; r < p; ++r) {

@@ -260,8 +260,9 @@ TEST_CASE("schedule: in-flight micro-batches stay within the schedule's bound") 
             CHECK(bound <= (c.vpp + 1) * c.pp - 1);
           }
           break;
-        case ScheduleKind::ZeroBubbleH1:  // its own cases, below
-          FAIL("all_cases holds no zb-h1 case");
+        case ScheduleKind::ZeroBubbleH1:  // its own cases, below and in test_schedule_v.cpp
+        case ScheduleKind::ZeroBubbleV:
+          FAIL("all_cases holds no zero-bubble case");
           break;
       }
     }
