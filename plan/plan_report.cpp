@@ -258,10 +258,11 @@ void traffic_section(std::ostream& os, const json& p) {
   os << "\n";
   if (const json& e = t["gradient_example"]; !e.is_null()) {
     const json& mc = p["machine"];
-    os << "  10 GB of gradients all-reduced over dp_cp, " << commas(num(e["ranks"]))
-       << " ranks: " << byte_size(num(e["sent_bytes"])) << " sent by each, "
-       << seconds(num(e["network_seconds"])) << " at " << byte_size(num(mc["network_bytes_per_s"]))
-       << "/s network, " << seconds(num(e["node_link_seconds"])) << " at "
+    os << "  for scale (not this run's traffic): 10 GB of gradients all-reduced over dp_cp, "
+       << commas(num(e["ranks"])) << " ranks: " << byte_size(num(e["sent_bytes"]))
+       << " sent by each, " << seconds(num(e["network_seconds"])) << " at "
+       << byte_size(num(mc["network_bytes_per_s"])) << "/s network, "
+       << seconds(num(e["node_link_seconds"])) << " at "
        << byte_size(num(mc["node_link_bytes_per_s"])) << "/s " << mc["node_link"].get<std::string>()
        << "\n";
   }
