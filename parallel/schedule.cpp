@@ -214,6 +214,14 @@ bool weight_delay_capped(ScheduleKind kind, int pp, int weight_delay) {
   return kind == ScheduleKind::ZeroBubbleH1 && weight_delay < pp - 1;
 }
 
+std::string weight_delay_text(int weight_delay) {
+  if (weight_delay == kWeightInBackward) return "each block's W inside its B, as 1f1b runs it";
+  if (weight_delay == 0) return "each W right after its own B";
+  const std::string d = std::to_string(weight_delay);
+  return "its W at most " + d + " micro-batch" + (weight_delay == 1 ? "" : "es") +
+         " late (rank r min(r, " + d + "))";
+}
+
 BubbleForms bubble_forms(ScheduleKind kind, int pp, int vpp, int m, int weight_delay) {
   check_schedule(kind, pp, vpp, m);
   if (weight_delay_capped(kind, pp, weight_delay)) {

@@ -140,6 +140,9 @@ BubbleForms bubble_forms(ScheduleKind kind, int pp, int vpp, int micro_batches,
 const char* bubble_formula_text(ScheduleKind kind);
 // Whether ZB-H1 runs below the paper's delays (kind zb-h1, weight_delay < PP - 1).
 bool weight_delay_capped(ScheduleKind kind, int pp, int weight_delay);
+// What a lowered delay does, for reports: "each block's W inside its B, as 1f1b runs it",
+// "each W right after its own B", or "its W at most d micro-batches late (rank r min(r, d))".
+std::string weight_delay_text(int weight_delay);
 
 // The bubble as tetra reports it everywhere (plan, plot, step line, metrics, sweep, lab):
 // the idle share of the step, of_step.

@@ -182,11 +182,7 @@ void memory_section(std::ostream& os, const json& p) {
   if (m.contains("weight_delay")) {
     const json& w = m["weight_delay"];
     const int d = w["delay"];
-    os << "  zb-h1 runs "
-       << (d == kWeightInBackward
-               ? std::string("each block's W inside its B, as 1f1b does")
-               : "its W at most " + std::to_string(d) + " micro-batch" + (d == 1 ? "" : "es") +
-                     " late (rank r min(r, " + std::to_string(d) + "))")
+    os << "  zb-h1 runs " << weight_delay_text(d)
        << ": the paper's delays (rank r, r late) would peak at " << byte_size(num(w["paper_peak"]))
        << ", above 1f1b's " << byte_size(num(w["one_f_one_b_peak"]))
        << (r["recompute"].get<bool>()
@@ -276,11 +272,8 @@ void time_section(std::ostream& os, const json& p) {
   os << "bubble (" << b["schedule"].get<std::string>() << ", PP " << b["pp"].get<int>() << ", V "
      << b["vpp"].get<int>() << "), the idle share ";
   if (b.contains("weight_delay"))
-    os << "of the step simulated with F, B and W of equal cost, W "
-       << (b["weight_delay"].get<int>() == kWeightInBackward
-               ? std::string("inside B")
-               : "at most " + std::to_string(b["weight_delay"].get<int>()) + " late")
-       << " (see memory)";
+    os << "of the step simulated with F, B and W of equal cost and "
+       << weight_delay_text(b["weight_delay"].get<int>()) << " (see memory)";
   else
     os << bubble_formula_text(parse_schedule(b["schedule"])) << " of the step";
   if (splits_backward(parse_schedule(b["schedule"])) && !b.contains("weight_delay"))

@@ -29,11 +29,7 @@ std::string startup_report(const TrainConfig& opt, const ModelConfig& cfg, const
      << work.micro_batches << " micro-batch" << (work.micro_batches > 1 ? "es" : "") << " of "
      << work.micro_batch << " per DP rank\n";
   if (weight_delay_capped(work.schedule, l.pp, work.weight_delay))
-    os << "  schedule: zb-h1 with "
-       << (work.weight_delay == kWeightInBackward
-               ? std::string("each block's W inside its B (1f1b's order)")
-               : "W at most " + std::to_string(work.weight_delay) + " micro-batch" +
-                     (work.weight_delay == 1 ? "" : "es") + " late")
+    os << "  schedule: zb-h1 running " << weight_delay_text(work.weight_delay)
        << ": the paper's delays would hold more than 1f1b's fullest rank (tetra plan shows "
           "both)\n";
   os << "  data: " << facts.data << "\n";
