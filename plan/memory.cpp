@@ -506,13 +506,17 @@ PeakMemory peak_memory(const Setup& s) {
   return best;
 }
 
-int zb_weight_delay(const Setup& s) {
-  const int P = s.layout().pp;
-  if (s.run.schedule != ScheduleKind::ZeroBubbleH1 || P == 1) return kPaperWeightDelay;
+double one_f_one_b_peak(const Setup& s) {
   Setup ref = s;
   ref.run.schedule = ScheduleKind::OneFOneB;
   ref.spec.layout.schedule = schedule_name(ScheduleKind::OneFOneB);
-  const double bound = peak_memory(ref).memory.peak();
+  return peak_memory(ref).memory.peak();
+}
+
+int zb_weight_delay(const Setup& s) {
+  const int P = s.layout().pp;
+  if (s.run.schedule != ScheduleKind::ZeroBubbleH1 || P == 1) return kPaperWeightDelay;
+  const double bound = one_f_one_b_peak(s);
   Setup z = s;
   const auto fits = [&](int delay) {
     z.run.weight_delay = delay;

@@ -38,6 +38,9 @@ struct PeakMemory {
 };
 PeakMemory peak_memory(const Setup& s);
 
+// The fullest rank's peak were the run's schedule 1F1B (the bound ZB-H1 is held to).
+double one_f_one_b_peak(const Setup& s);
+
 // ZB-H1's W delay for this run (RankWork::weight_delay): the paper's (kPaperWeightDelay) where
 // its fullest rank holds no more than 1F1B's fullest, else the largest delay below PP - 1 whose
 // does (0, W right after B, where none does). Any other schedule: kPaperWeightDelay, unused.

@@ -151,10 +151,8 @@ void write_token_caches(RankParts& p, const data::TokenizerModel& tokenizer, MPI
 // every rank this machine runs, against what the machine has left. A step that cannot fit
 // is refused with its numbers instead of failing part-way (or being killed). On CPU the
 // attention's per-thread score matrices count too; GPU memory is not checked here.
-void check_memory_fits(const TrainConfig& c, const ModelConfig& model, int world, int local_ranks,
-                       int threads) {
+void check_memory_fits(const TrainConfig& c, const plan::Setup& s, int local_ranks, int threads) {
   if (c.device.device == "cuda") return;
-  const plan::Setup s = plan::make_setup(c.run_spec(), model, world);
   const plan::PeakMemory peak = plan::peak_memory(s);
   const double scratch = plan::cpu_attention_scratch(s, threads);
   const double rank = peak.memory.peak() + scratch, need = rank * local_ranks;
@@ -386,16 +384,17 @@ RankParts build_rank(const TrainConfig& c, MPI_Comm world) {
     const ModelConfig& model = o.model;
     model.validate();
     p.work = rank_work(o.layout, o.batch, model, world_size, rank);
-    // ZB-H1's W delays, the plan's: the same on every rank (a pure function of the config).
-    if (p.work.schedule == ScheduleKind::ZeroBubbleH1)
-      p.work.weight_delay = plan::make_setup(o.run_spec(), model, world_size).run.weight_delay;
+    // The plan of the run: ZB-H1's W delays (the same on every rank, a pure function of the
+    // configuration) and the memory check below.
+    const plan::Setup planned = plan::make_setup(o.run_spec(), model, world_size);
+    p.work.weight_delay = planned.run.weight_delay;
     // The run's tokens (step * G * S: tokens seen, the data order's s * G + j) in 64 bits.
     check(checked_product({o.optimizer.steps, o.batch.global_batch, model.seq_len}).has_value(),
           "`optimizer.steps` ", o.optimizer.steps, " of `batch.global_batch` ",
           o.batch.global_batch, " x `model.seq_len` ", model.seq_len,
           " tokens are more tokens than 64 bits count");
     const NodeRank node = node_rank(world);
-    check_memory_fits(o, model, world_size, node.size, threads_per_rank(sharing_cores, false));
+    check_memory_fits(o, planned, node.size, threads_per_rank(sharing_cores, false));
     if (!o.checkpoint.inject_failure.empty()) {
       p.fault = FaultPlan::parse(o.checkpoint.inject_failure);
       check(p.fault.rank < world_size, "`checkpoint.inject_failure` names rank ", p.fault.rank,

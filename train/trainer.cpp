@@ -61,6 +61,9 @@ double measured_bubble(const Layout& l, const std::vector<double>& slots, size_t
 
 Trainer::Trainer(const TrainConfig& config, MPI_Comm world)
     : parts_(build_rank(config, world)),
+      bubble_forms_(bubble_forms(parts_.work.schedule, parts_.grid.layout.pp,
+                                 parts_.config.layout.vpp, parts_.work.micro_batches,
+                                 parts_.work.weight_delay)),
       world_(world),
       step_(parts_.resume.step),
       line_head_(parts_.resume.line),
@@ -195,10 +198,8 @@ StepResult Trainer::measure(const StepTotals& totals, const PipelineStats& pipe,
   r.loss = totals.loss;
   r.lr = lr;
   r.grad_norm = totals.grad_norm;
-  const BubbleForms forms =
-      bubble_forms(w.schedule, g.layout.pp, config().layout.vpp, w.micro_batches, w.weight_delay);
-  r.bubble_formula = forms.of_step;
-  r.bubble_formula_of_compute = forms.of_compute;
+  r.bubble_formula = bubble_forms_.of_step;
+  r.bubble_formula_of_compute = bubble_forms_.of_compute;
   r.step_ms = seconds * 1e3;
   r.tokens_per_s = tokens_per_step() / seconds;
   const double world = g.world->size();

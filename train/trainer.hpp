@@ -131,6 +131,9 @@ class Trainer {
   void saved(const ckpt::Saved& s);
 
   RankParts parts_;  // everything build_rank made: the configuration, the model, the data, ...
+  // The schedule's bubble at equal pass costs: the same every step (a simulation where ZB-H1's
+  // W delay is lowered), so made once.
+  const BubbleForms bubble_forms_;
   MPI_Comm world_;
   const Clock::time_point started_ = Clock::now();
   int64_t step_;                       // the next step to train
