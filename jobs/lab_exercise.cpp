@@ -41,8 +41,8 @@ const char* const kRingStub =
 // rank's peak memory to tetra plan's. After N - 1 steps part r holds the sum over every rank:
 // copy it into u.grad_shard (be_.copy(dst, src)). A rank sends (N - 1) s floats, (N - 1) / N
 // of its gradients, at any N, and the check holds the bytes sent to tetra plan's count too.
-// tetra itself calls the collective, comm_.reduce_scatter(out, in), inside which MPI runs an
-// algorithm of its own.
+// tetra itself calls the collective, comm_.reduce_scatter(out, in), which on MPI runs this
+// same ring over MPI_Sendrecv (faster than MPI's own algorithms on a few ranks).
 // The stub copies this rank's own part, unsummed: one rank's gradients, not the group's.
 be_.copy(u.grad_shard.flat(), u.grads.flat(comm_.rank() * u.shard, u.shard));
 )";

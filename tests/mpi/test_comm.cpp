@@ -83,6 +83,44 @@ TEST_CASE("comm: bf16 sums and maxima, on host memory and through the guarded ba
   }
 }
 
+TEST_CASE("comm: the reduce-scatter's ring, its order of sums, blocking and queued") {
+  // Groups of 2 (ranks {0, 1}, {2, 3}), 3 ({0, 1, 2}) and 4. Rank q's part c holds
+  // 1e8 (q == c + 1 mod n), -1e8 (q == c + 2 mod n) or q + 1, in every element: in fp32 the
+  // sum depends on its order (1e8 + 1 rounds to 1e8), and the ring's order, as
+  // ring_reduce_scatter says, is x_r + (x_{r-1} + (... + x_{r+1})) for rank r's part.
+  int world = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world);
+  auto be = make_cpu_backend(1);
+  for (const int n : {2, 3, 4}) {
+    CAPTURE(n);
+    const int color = n == 2 ? world / 2 : (n == 3 && world == 3 ? MPI_UNDEFINED : 0);
+    MPI_Comm c;
+    MPI_Comm_split(MPI_COMM_WORLD, color, world, &c);
+    if (c == MPI_COMM_NULL) continue;
+    auto comm = make_mpi_comm(c, "dp");
+    comm->bind_backend(be.get());
+    REQUIRE(comm->size() == n);
+    const int r = comm->rank();
+    constexpr int64_t kPart = 5;
+    auto value = [n](int q, int part) {
+      if (q == (part + 1) % n) return 1e8f;
+      if (q == (part + 2) % n && n > 2) return -1e8f;
+      return float(q + 1);
+    };
+    std::vector<float> mine;
+    for (int part = 0; part < n; ++part) mine.insert(mine.end(), kPart, value(r, part));
+    float want = value((r + 1) % n, r);
+    for (int step = 2; step <= n; ++step) want = value((r + step) % n, r) + want;
+    Buffer in(*be, kPart * n), out(*be, kPart), queued(*be, kPart);
+    be->upload(in.flat(), mine.data());
+    comm->reduce_scatter(out.flat(), in.flat());
+    CHECK(down<float>(*be, out.flat()) == std::vector<float>(kPart, want));
+    comm->queue_reduce_scatter(queued.flat(), in.flat())->wait();
+    CHECK(down<float>(*be, queued.flat()) == std::vector<float>(kPart, want));
+    CHECK(comm->stats.bytes == doctest::Approx(2.0 * (n - 1) * kPart * sizeof(float)));
+  }
+}
+
 TEST_CASE("comm: a group of one copies through the backend, also the guarded one") {
   auto be = make_guarded_cpu_backend(1);
   MPI_Comm self;
