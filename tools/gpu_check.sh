@@ -32,7 +32,9 @@
 #             cuBLAS, cuBLASLt, cuDNN or NCCL kernels)
 #   bench     tools/bench/gpu.sh 350m: tetra against PyTorch eager and torch.compile
 #   train     one GPU against the CPU in fp32: 8 steps, per-step losses within 2e-4 relative;
-#             two GPU runs bitwise equal; the final weights of both, tensor by tensor (printed)
+#             two GPU runs bitwise equal; the final weights of both, tensor by tensor (printed);
+#             a run checkpointing in the background (--ckpt-async) through NCCL (--overlap on)
+#             and its resume from step 4, both bitwise equal to the plain run; the stall
 # and only when named:
 #   racecheck compute-sanitizer racecheck over the same op tests as memcheck
 #   errors    --device cuda with no GPU visible, --comm nccl with two ranks on one GPU: one
@@ -56,8 +58,8 @@ cd "$(dirname "$0")/.." || exit 1
 
 # Seconds each phase may take, and the two commands: their budgets and phases in order ("?":
 # only if time is left).
-declare -A LIMIT=([build]=250 [bins]=15 [ops]=140 [bf16]=90 [memcheck]=60 [bench]=230
-  [train]=55 [racecheck]=120 [errors]=30 [nccl]=90 [layouts]=150)
+declare -A LIMIT=([build]=250 [bins]=15 [ops]=140 [bf16]=90 [memcheck]=60 [bench]=215
+  [train]=70 [racecheck]=120 [errors]=30 [nccl]=90 [layouts]=150)
 declare -A BUDGET=([first]=540 [second]=300)
 declare -A PLAN=([first]="build ops bf16 memcheck?" [second]="bins bench train?")
 
@@ -238,7 +240,33 @@ print("layout-test model after 5 steps, largest ||W_gpu - W_cpu|| / ||W_cpu||:")
 for r, k in rel[::-1][:4]:
     print(f"  {r:.2e} {k}")
 EOF
-  gpu_against_cpu "$d" 2e-4 ""
+  gpu_against_cpu "$d" 2e-4 "" && gpu_resume "$d"
+}
+
+# After gpu_against_cpu in D: the paths of [24/29] that no GPU has run. A run that checkpoints
+# every 4 steps in the background (the copy stream into pinned memory) through NCCL where the
+# build has it (with --overlap on, ZeroParams' queued collectives on NCCL's own stream, joined by
+# events), then a run resumed from its step-4 checkpoint: both give the plain run's losses to the
+# bit (checkpoints, the communicator and overlap change no bit; a resume is exact).
+gpu_resume() {
+  local d=$1 comm=mpi
+  ldd "$TETRA" | grep -q libnccl && comm=nccl
+  "$TETRA" train "${SMALL[@]}" --device cuda --comm $comm --overlap on --ckpt-async \
+    --ckpt-every 4 --ckpt-dir "$d/ck" --metrics "$d/async.jsonl" >"$d/async.txt" &&
+    "$TETRA" train "${SMALL[@]}" --device cuda --comm $comm --resume "$d/ck/step_00000004" \
+      --metrics "$d/resumed.jsonl" >"$d/resumed.txt" || return 1
+  grep -m1 '^checkpoint: step 4 ' "$d/async.txt"
+  python3 - "$d" "$comm" <<'EOF'
+import json, sys
+d, comm = sys.argv[1:3]
+load = lambda n: {r["step"]: r["loss"] for r in map(json.loads, open(f"{d}/{n}.jsonl"))}
+plain, run, resumed = load("gpu1"), load("async"), load("resumed")
+same = run == plain
+exact = sorted(resumed) == list(range(4, 8)) and all(resumed[s] == plain[s] for s in resumed)
+print(f"--ckpt-async, --comm {comm}, --overlap on: losses {'bitwise equal' if same else 'DIFFER'}; "
+      f"resumed from step 4: steps 4-7 {'bitwise equal' if exact else 'DIFFER'}")
+sys.exit(0 if same and exact else 1)
+EOF
 }
 
 # bf16 on the GPU (the native bf16 path) against bf16 on the CPU (the mixed-precision wrapper,
