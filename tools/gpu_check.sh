@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The GPU check, for a machine with a GPU, CUDA and Python but no MPI, Eigen, doctest,
 # nlohmann-json, CLI11 or network. Run tools/gpu_bundle.sh first where the registries are
-# reachable and carry .gpu/ along: its prebuilt tetra and unit_tests (sm_90) run where ldd finds
-# their libraries and one op runs; otherwise the check builds on the machine (build-gpu/, CUDA
-# backend for sm_90 only, NCCL and cuDNN from the CUDA toolkit or PyPI's nvidia-nccl /
-# nvidia-cudnn, the cudnn-frontend headers from the bundle). A device session (15 minutes, at
+# reachable and carry its pack, .gpu-pack/, along (unpacked into .gpu/ before anything runs): its
+# prebuilt tetra and unit_tests (sm_90) run where ldd finds their libraries and one op runs;
+# otherwise the check builds on the machine (build-gpu/, CUDA backend for sm_90 only, NCCL and
+# cuDNN from the CUDA toolkit or PyPI's nvidia-nccl / nvidia-cudnn, the cudnn-frontend headers
+# from the bundle). A device session (15 minutes, at
 # most 10 a command) runs it as two commands, the second on the warm machine straight after:
-#   run(command="bash tools/gpu_check.sh first", carry=[".gpu"], timeout_s=560)
-#   run(command="bash tools/gpu_check.sh second", carry=[".gpu"], timeout_s=300)
+#   run(command="bash tools/gpu_check.sh first", carry=[".gpu-pack"], timeout_s=560)
+#   run(command="bash tools/gpu_check.sh second", carry=[".gpu-pack"], timeout_s=300)
 # first (540 s): build, ops, bf16, memcheck; second (300 s): bins (the binaries only, no
 # compile), bench, train. Each phase runs under its own limit, within what is left of the
 # command's budget (a phase marked "if time is left" says SKIP when less is left than its
@@ -63,6 +64,11 @@ declare -A LIMIT=([build]=250 [bins]=15 [ops]=140 [bf16]=90 [memcheck]=60 [bench
 declare -A BUDGET=([first]=540 [second]=300)
 declare -A PLAN=([first]="build ops bf16 memcheck?" [second]="bins bench train?")
 
+# The bundle as carried (tools/gpu_bundle.sh), unpacked once; phases run in copies of this script.
+case ${1:-} in
+--run-phase | --dry-run) ;;
+*) [ ! -f .gpu-pack/gpu.tar.xz ] || python3 tools/gpu_unpack.py .gpu-pack/gpu.tar.xz . || exit 1 ;;
+esac
 if [ -d .gpu/openmpi ]; then
   export OPAL_PREFIX=$PWD/.gpu/openmpi
   export PATH=$OPAL_PREFIX/bin:$PATH LD_LIBRARY_PATH=$OPAL_PREFIX/lib:${LD_LIBRARY_PATH:-}

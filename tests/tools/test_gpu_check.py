@@ -7,7 +7,10 @@
 - with stand-ins for the binaries and compute-sanitizer: an op suite that saw no GPU FAILs, a
   bf16 run that fails FAILs, a sanitizer that refuses the device says SKIP;
 - with a stand-in tetra whose losses match: the bf16 phase PASSes only with a GPU's BF16 peak
-  and cuDNN attention in both the forward and the backward.
+  and cuDNN attention in both the forward and the backward;
+- tools/gpu_unpack.py, which unpacks the bundle a device run carries packed: modes and links
+  kept, a stamp that skips the second unpack, the folder replaced by a newer pack, and one line
+  with exit 1 for a pack of two folders or a file that is no tar.xz.
 No other row says PASS here. Usage: test_gpu_check.py SOURCE_DIR. Exits 0 when all hold."""
 
 import os
@@ -15,6 +18,7 @@ import re
 import stat
 import subprocess
 import sys
+import tarfile
 import tempfile
 
 BUDGETS = {"first": 540, "second": 300}
@@ -34,6 +38,60 @@ def rows(report):
         name, result = line.split()[:2]
         out[name] = result
     return out
+
+
+def check_unpack(src, expect):
+    """tools/gpu_unpack.py on packs made here."""
+    unpack = os.path.join(src, "tools", "gpu_unpack.py")
+
+    def run(pack, dest):
+        r = subprocess.run([sys.executable, unpack, pack, dest], capture_output=True, text=True)
+        return r.returncode, r.stdout.strip()
+
+    def pack(root, name):
+        path = os.path.join(root, name)
+        with tarfile.open(path, "w:xz") as t:
+            t.add(os.path.join(root, "src", ".gpu"), arcname=".gpu")
+        return path
+
+    with tempfile.TemporaryDirectory(prefix="gpu_unpack_") as tmp:
+        bundle = os.path.join(tmp, "src", ".gpu", "bin")
+        os.makedirs(bundle)
+        script(os.path.join(bundle, "tetra"), "echo tetra\n")
+        os.symlink("tetra", os.path.join(bundle, "link"))
+        first = pack(tmp, "a.tar.xz")
+        dest = os.path.join(tmp, "dest")
+        os.makedirs(dest)
+        rc, out = run(first, dest)
+        got = os.path.join(dest, ".gpu", "bin")
+        expect(f"unpack: exit 0 ({out})",
+               rc == 0 and out.endswith(f"unpacked into {dest}/.gpu"))
+        expect("unpack: the executable keeps its mode",
+               os.access(os.path.join(got, "tetra"), os.X_OK))
+        expect("unpack: the link stays a link", os.readlink(os.path.join(got, "link")) == "tetra")
+        rc, out = run(first, dest)
+        expect(f"unpack: a second call finds the stamp ({out})", rc == 0 and "already" in out)
+
+        open(os.path.join(got, "stale"), "w").close()
+        stamp = os.path.join(dest, ".gpu", ".unpacked")
+        expect("unpack: the stamp is written", os.path.exists(stamp))
+        if os.path.exists(stamp):
+            os.utime(stamp, (0, 0))  # older than the pack made next
+        second = pack(tmp, "b.tar.xz")
+        rc, out = run(second, dest)
+        expect(f"unpack: a newer pack replaces the folder ({out})",
+               rc == 0 and not os.path.exists(os.path.join(got, "stale")))
+
+        two = os.path.join(tmp, "two.tar.xz")
+        with tarfile.open(two, "w:xz") as t:
+            t.add(os.path.join(tmp, "src", ".gpu"), arcname=".gpu")
+            t.add(first, arcname="other")
+        rc, out = run(two, dest)
+        expect(f"unpack: a pack of two folders, exit 1 ({out})",
+               rc == 1 and len(out.splitlines()) == 1 and "not one folder" in out)
+        rc, out = run(os.path.join(src, "README.md"), dest)
+        expect(f"unpack: not a tar.xz, exit 1 ({out})",
+               rc == 1 and len(out.splitlines()) == 1 and out.startswith("gpu_unpack: cannot"))
 
 
 def main():
@@ -129,6 +187,8 @@ for i in 1 2 3 4 5 6 7 8; do echo "{\\"loss\\": 10.$i}" >>"$m"; done
             got = rows(os.path.join(out, "gpu_check.txt"))
             expect(f"bf16 with attention '{attn}', peak '{peak}': {want} (got {got})",
                    got.get("bf16") == want and (r.returncode == 0) == (want == "PASS"))
+
+    check_unpack(src, expect)
 
     for f in failures:
         print("FAILED:", f)
