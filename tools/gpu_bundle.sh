@@ -18,7 +18,7 @@
 # cuDNN, cuBLAS and NCCL are not copied: they come from the GPU machine's CUDA install (the same
 # image: CUDA 13, cuDNN 9.19, NCCL 2.28). tools/gpu_check.sh runs these binaries where ldd finds
 # everything and one op runs, and builds on the machine otherwise. GPU_BUNDLE_BUILD=0 gathers
-# the folders only. .gpu/ itself is 65 MB (23 MB of it the two binaries), over what a device run
+# the folders only. .gpu/ itself is 64.5 MB (23 MB of it the two binaries), over what a device run
 # carries with the working tree (64 MiB), so the bundle travels packed: .gpu-pack/gpu.tar.xz
 # (15 MB; name .gpu-pack in `carry`), which gpu_check.sh unpacks with tools/gpu_unpack.py in a
 # second or two. Prints the build's time and both sizes; fails when the pack and the tracked
