@@ -30,11 +30,12 @@ std::string train(int ranks, const std::string& args) {
 }  // namespace
 
 TEST_CASE("ckpt async: each checkpoint holds its step's state, as a blocking save's does") {
-  // Each rank copies its own shards: ZeRO-2's optimizer shards, CP's replicated weights (one
-  // writer), and the pipeline's stages (zb-h1's and zb-v's last W passes end before the copy;
-  // zb-v's rank 0 holds both ends of the model).
-  for (const std::string shape : {"--dp 2 --zero 2", "--cp 2", "--pp 2 --schedule zb-h1",
-                                  "--pp 2 --schedule zb-v --layers 4"}) {
+  // Each rank copies its own shards: ZeRO-2's optimizer shards, ZeRO-3's weight shards (bf16
+  // compute, fp32 masters), CP's replicated weights (one writer), and the pipeline's stages
+  // (zb-h1's and zb-v's last W passes end before the copy; zb-v's rank 0 holds both ends of the
+  // model).
+  for (const std::string shape : {"--dp 2 --zero 2", "--dp 2 --zero 3 --dtype bf16", "--cp 2",
+                                  "--pp 2 --schedule zb-h1", "--pp 2 --schedule zb-v --layers 4"}) {
     CAPTURE(shape);
     TempDir d;
     const std::string layout = shape + " --ckpt-every 2 --keep 4";
