@@ -2,7 +2,8 @@
 // threads, at sizes above its parallel threshold (backend/cpu/cpu_parallel.hpp; ragged tiles
 // and row blocks) and below it, compared bit for bit; and the tiled product (BLAS or Eigen
 // tiles, backend/cpu/cpu_gemm.cpp) against a product in double, every transpose, alpha and
-// beta, and beta = 0 overwriting NaN.
+// beta, and beta = 0 overwriting NaN. And the backend's blocks: one of 2 MiB or more starts on
+// a huge page (so the kernel can back it with them), and a freed block is handed out again.
 #include <doctest/doctest.h>
 
 #include <array>
@@ -204,4 +205,21 @@ TEST_CASE("cpu matmul: tiles against a double product, every transpose, alpha an
           CHECK(outside == 0);
         }
   }
+}
+
+TEST_CASE("cpu blocks: huge-page aligned from 2 MiB, 64-byte aligned below, and reused") {
+  auto be = make_cpu_backend(1);
+  const uintptr_t huge = uintptr_t(2) << 20;
+  const int64_t n = int64_t(huge / sizeof(float)) + 1;  // just over 2 MiB of fp32
+  void* first = nullptr;
+  {
+    const Buffer big(*be, n);
+    first = big.flat().ptr;
+    CHECK(reinterpret_cast<uintptr_t>(first) % huge == 0);
+    const Buffer small(*be, 1000);
+    CHECK(reinterpret_cast<uintptr_t>(small.flat().ptr) % 64 == 0);
+    CHECK(reinterpret_cast<uintptr_t>(small.flat().ptr) % huge != 0);
+  }
+  const Buffer again(*be, n);
+  CHECK(again.flat().ptr == first);
 }
