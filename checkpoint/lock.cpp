@@ -295,11 +295,20 @@ void DirLock::release() {
 
 void DirLock::check_held() const {
   if (path_.empty()) return;
-  std::optional<std::string> text;
-  try {
-    text = read_text(path_);
-  } catch (const Error&) {  // replaced by something unreadable: not ours either
-    text = "";
+  const auto read_lock = [this]() -> std::optional<std::string> {
+    try {
+      return read_text(path_);
+    } catch (const Error&) {  // replaced by something unreadable: not ours either
+      return "";
+    }
+  };
+  std::optional<std::string> text = read_lock();
+  // A job taking the lock over moves it aside before it links its own (the constructor's
+  // loop), so a missing lock may be a takeover under way: look again for up to a second
+  // before calling it removed (a takeover that finds a third job puts this one back).
+  for (int i = 0; i < 20 && !text; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    text = read_lock();
   }
   if (text == content_) return;
   const std::optional<Holder> holder = text ? parse_holder(*text) : std::nullopt;

@@ -240,6 +240,18 @@ TEST_CASE("lock: a holder whose lock was taken over or removed finds out (exit s
   }
   std::filesystem::remove(lock);
   CHECK(error_of([&] { held.check_held(); }).find("its lock was removed") != std::string::npos);
+  // A takeover moves the lock aside before it links its own: a holder that looks in between
+  // names the new holder, not a removal.
+  std::thread taker([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    write_text(lock + ".new",
+               holder_text({{"host", "h3"}, {"job", "launch:abc"}, {"attempt", 2}}, 78));
+    std::filesystem::rename(lock + ".new", lock);  // whole, as the takeover's link is
+  });
+  const std::string seen = error_of([&] { held.check_held(); });
+  taker.join();
+  CHECK(seen.find("its lock was taken over by job launch:abc, attempt 2, pid 78 on host h3") !=
+        std::string::npos);
 }
 
 TEST_CASE("lock: the job identity is Slurm's job id, else tetra launch's token") {
