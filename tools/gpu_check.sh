@@ -5,8 +5,8 @@
 # prebuilt tetra and unit_tests (sm_90) run where ldd finds their libraries and one op runs;
 # otherwise the check builds on the machine (build-gpu/, CUDA backend for sm_90 only, NCCL and
 # cuDNN from the CUDA toolkit or PyPI's nvidia-nccl / nvidia-cudnn, the cudnn-frontend headers
-# from the bundle). A device session (15 minutes, at
-# most 10 a command) runs it as two commands, the second on the warm machine straight after:
+# from the bundle). A device session (15 minutes, at most 10 a command) runs it as two
+# commands, the second on the warm machine straight after:
 #   run(command="bash tools/gpu_check.sh first", carry=[".gpu-pack"], timeout_s=560)
 #   run(command="bash tools/gpu_check.sh second", carry=[".gpu-pack"], timeout_s=300)
 # first (540 s): build, ops, bf16, memcheck; second (300 s): bins (the binaries only, no
@@ -109,6 +109,9 @@ runs() {
     return 1
   fi
 }
+
+# links_nccl: whether the chosen tetra loads NCCL (a build without it has no --comm nccl).
+links_nccl() { ldd "$TETRA" | grep -q libnccl; }
 
 # libs BINARY: the cuDNN and NCCL libraries BINARY loads, with their versions (asked of each
 # library); fails where BINARY has no cuDNN path (it links cuDNN only then).
@@ -256,7 +259,7 @@ EOF
 # bit (checkpoints, the communicator and overlap change no bit; a resume is exact).
 gpu_resume() {
   local d=$1 comm=mpi
-  ldd "$TETRA" | grep -q libnccl && comm=nccl
+  links_nccl && comm=nccl
   "$TETRA" train "${SMALL[@]}" --device cuda --comm $comm --overlap on --ckpt-async \
     --ckpt-every 4 --ckpt-dir "$d/ck" --metrics "$d/async.jsonl" >"$d/async.txt" &&
     "$TETRA" train "${SMALL[@]}" --device cuda --comm $comm --resume "$d/ck/step_00000004" \
@@ -329,7 +332,7 @@ bench() {
 losses() { python3 -c 'import json,sys; [print(json.loads(l)["loss"]) for l in open(sys.argv[1])]' "$1"; }
 
 nccl() {
-  ldd "$TETRA" | grep libnccl >/dev/null || { echo "this build has no NCCL"; return 77; }
+  links_nccl || { echo "this build has no NCCL"; return 77; }
   local d=$out/nccl layout
   rm -rf "$d" && mkdir -p "$d"
   "$TETRA" train "${SMALL[@]}" --device cuda --comm nccl --metrics "$d/nccl.jsonl" \

@@ -39,9 +39,8 @@ std::string signalled_when(const std::string& command, const std::string& ready,
                            const std::string& signal) {
   return command + " & t=$!; for i in $(seq 600); do " + ready +
          " && break; sleep 0.05; done; kill -" + signal +
-         " $t 2>/dev/null || echo missed; for i in $(seq 400); do kill -0 $t 2>/dev/null || break; "
-         "sleep 0.05; done;" +
-         " kill -9 $t 2>/dev/null; wait $t; echo exit $?";
+         " $t 2>/dev/null || echo missed; for i in $(seq 400); do kill -0 $t 2>/dev/null ||"
+         " break; sleep 0.05; done; kill -9 $t 2>/dev/null; wait $t; echo exit $?";
 }
 
 // The same once `file` holds `text`.
