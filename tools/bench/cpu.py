@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """tetra against PyTorch on the CPU, side by side in one run, and the table of ratios:
 
-    python3 tools/bench/cpu.py [--steps 4] [--only one,core,ddp,gemm,loaded] [--tetra PATH]
+    python3 tools/bench/cpu.py [--steps 4] [--pairs 1] [--only one,core,ddp,gemm,loaded]
+                               [--tetra PATH]
 
 The model of the closing notes (d 512, 8 layers, 8 heads of which 4 KV, FFN 1408, S 256,
 vocabulary 256, 8 sequences a step; fp32, AdamW, clip 1.0), trained by tetra and by PyTorch
@@ -18,7 +19,10 @@ vocabulary 256, 8 sequences a step; fp32, AdamW, clip 1.0), trained by tetra and
            median step with a busy process on core 1 against without one         goal <= 3x
 Ratios are PyTorch's step time over tetra's (above 1: tetra faster), the probe's rate over
 OpenBLAS's, and the loaded step over the quiet one. Step times are medians of the measured steps
-(tetra's first step, and PyTorch's warm-up step, are left out).
+(tetra's first step, and PyTorch's warm-up step, are left out). With --pairs N each of the rows
+one, ddp and core runs N pairs (tetra, then PyTorch, back to back), and the row gives each side's
+median, the median of the pairs' ratios (which decides "met") and their range: this machine's
+speed drifts by several per cent over minutes, which a single pair cannot tell from a change.
 
 PyTorch at its best: its BLAS is OpenBLAS's pthreads build (LD_LIBRARY_PATH names its directory,
 whatever libblas.so.3 points to), with as many threads as the row gives it; Debian 12's torch is
@@ -145,9 +149,13 @@ def loaded(a, steps):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=4, help="measured steps per run (default 4)")
+    p.add_argument("--pairs", type=int, default=1,
+                   help="tetra-PyTorch pairs per row of one, ddp and core (default 1)")
     p.add_argument("--only", default="one,ddp,core,gemm,loaded", help="rows to run")
     p.add_argument("--tetra", default=os.path.join(ROOT, "build", "tetra"))
     a = p.parse_args()
+    if a.pairs < 1:
+        p.error("--pairs must be at least 1")
     rows = a.only.split(",")
     version, has_compile = run([PY, "-c", "import torch; print(torch.__version__, "
                                 "hasattr(torch, 'compile'))"], env(1), "import torch").split()
@@ -156,25 +164,32 @@ def main():
     print(f"tetra {a.tetra} | PyTorch {version} eager ({compile_note}); OpenBLAS from "
           f"{BLAS_DIR} | {os.cpu_count()} cores | {load()}")
     table = []
+    def pairs(name, tetra_run, torch_run, goal):
+        runs = [(tetra_run(), torch_run()) for _ in range(a.pairs)]
+        t = statistics.median(x for x, _ in runs)
+        r = statistics.median(y for _, y in runs)
+        ratios = sorted(y / x for x, y in runs)
+        table.append((name, t, r, statistics.median(ratios), ratios, goal))
+
     if "one" in rows:
-        t, _ = tetra(a, [], 2, MODEL, 8, a.steps)
-        r = torch(a, [[]], 2, MODEL, 8, a.steps)
-        table.append(("one process, 2 threads", t, r["step_ms"], r["step_ms"] / t, ">= 2.0", 2.0))
+        pairs("one process, 2 threads", lambda: tetra(a, [], 2, MODEL, 8, a.steps)[0],
+              lambda: torch(a, [[]], 2, MODEL, 8, a.steps)["step_ms"], 2.0)
     if "ddp" in rows:
-        t, _ = tetra(a, ["mpirun", "-np", "2", "--bind-to", "core"], 1, MODEL, 4, a.steps,
-                     ["--dp", "2"])
-        r = torch(a, [["taskset", "-c", "0"], ["taskset", "-c", "1"]], 1, MODEL, 4, a.steps)
-        table.append(("DP 2 x 1 thread (DDP gloo)", t, r["step_ms"], r["step_ms"] / t, ">= 1.5",
-                      1.5))
+        pairs("DP 2 x 1 thread (DDP gloo)",
+              lambda: tetra(a, ["mpirun", "-np", "2", "--bind-to", "core"], 1, MODEL, 4, a.steps,
+                            ["--dp", "2"])[0],
+              lambda: torch(a, [["taskset", "-c", "0"], ["taskset", "-c", "1"]], 1, MODEL, 4,
+                            a.steps)["step_ms"], 1.5)
     if "core" in rows:
-        t, _ = tetra(a, ["taskset", "-c", "0"], 1, MODEL, 8, a.steps)
-        r = torch(a, [["taskset", "-c", "0"]], 1, MODEL, 8, a.steps)
-        table.append(("one core, 1 thread", t, r["step_ms"], r["step_ms"] / t, ">= 1.2", 1.2))
-    print("\n| run | tetra ms/step | PyTorch ms/step | PyTorch / tetra | goal | met |")
-    print("| --- | ---: | ---: | ---: | --- | --- |")
-    for name, t, r, ratio, goal, need in table:
-        print(f"| {name} | {t:.0f} | {r:.0f} | {ratio:.2f}x | {goal} | "
-              f"{'yes' if ratio >= need else 'no'} |")
+        pairs("one core, 1 thread", lambda: tetra(a, ["taskset", "-c", "0"], 1, MODEL, 8, a.steps)[0],
+              lambda: torch(a, [["taskset", "-c", "0"]], 1, MODEL, 8, a.steps)["step_ms"], 1.2)
+    spread = " | pairs' ratios" if a.pairs > 1 else ""
+    print(f"\n| run | tetra ms/step | PyTorch ms/step | PyTorch / tetra{spread} | goal | met |")
+    print("| --- | ---: | ---: | ---: |" + (" --- |" if spread else "") + " --- | --- |")
+    for name, t, r, ratio, ratios, goal in table:
+        span = f" | {ratios[0]:.2f}-{ratios[-1]:.2f}x of {len(ratios)}" if spread else ""
+        print(f"| {name} | {t:.0f} | {r:.0f} | {ratio:.2f}x{span} | >= {goal} | "
+              f"{'yes' if ratio >= goal else 'no'} |")
     if "gemm" in rows:
         probe, np_rate, torch_rate = gemm(a)
         ref = max(np_rate, torch_rate)
