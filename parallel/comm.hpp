@@ -79,6 +79,11 @@ class Comm {
   // reduce_scatter and all_gather, queued (see above). Here: run at once, done when returned.
   virtual std::unique_ptr<Request> queue_reduce_scatter(Tensor out, const Tensor& in);
   virtual std::unique_ptr<Request> queue_all_gather(Tensor out, const Tensor& in);
+  // Makes what the queued calls need (the MPI thread's duplicate communicator, NCCL's stream
+  // and second communicator), collectively over the group, at a point every member reaches
+  // in the same order: the user of the queue opens it when made, not in the middle of a step.
+  // The first queued call opens it otherwise. Here: nothing to make.
+  virtual void open_queue() {}
 
   // The backend whose memory the tensors live in: needed for tensors that are not in host
   // memory, and for local copies (make_grid sets it).

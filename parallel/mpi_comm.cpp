@@ -354,6 +354,7 @@ class MpiComm final : public Comm {
     return std::make_unique<QueuedRequest>(*this, ticket, watchdog::Op::AllGather, w.seq(),
                                            "wait all_gather", std::move(hi), std::move(ho));
   }
+  void open_queue() override { start_queue(); }
   void barrier() override {
     Timed t(stats, CommOp::Barrier, 0, "barrier", name_);
     watchdog::Call w(watched_, watchdog::Op::Barrier);
@@ -370,9 +371,9 @@ class MpiComm final : public Comm {
 
  private:
   friend class QueuedRequest;
-  // The communication thread and its duplicate communicator, made by the first queued call
-  // (collective: the members queue in the same order). False where MPI was not initialised
-  // with MPI_THREAD_MULTIPLE: queued calls then run at once.
+  // The communication thread and its duplicate communicator, made by open_queue or the first
+  // queued call (collective: the members queue in the same order). False where MPI was not
+  // initialised with MPI_THREAD_MULTIPLE: queued calls then run at once.
   bool start_queue() {
     if (queue_) return true;
     int level = MPI_THREAD_SINGLE;

@@ -67,6 +67,9 @@ struct Queued {
   int peer;
   int64_t seq;  // the collective's number on its group (watchdog::Call::seq)
   const char* what;
+  cudaStream_t on;      // the stream it was queued on: the compute stream or the queue stream
+  int64_t id;           // a queued collective's number in this process, for its Joined
+  bool joined = false;  // a queued collective the compute stream now waits for
 };
 
 // Every live NCCL communicator of this process: the watchdog's abort hook aborts them, and a
@@ -76,6 +79,7 @@ struct Queued {
 std::recursive_mutex live_mu;
 std::vector<NcclComm*> live;
 std::deque<Queued> queued;
+int64_t next_queued_id = 0;  // Queued::id, under live_mu
 
 // A bound on the calls queued between two host waits (a step queues about a hundred): past it
 // the oldest is waited for, so that events are not held without end.
@@ -188,13 +192,13 @@ class NcclComm final : public Comm {
   // surfaces here, and a barrier keeps meaning that everything before it is done).
   void barrier() override {
     post_all_held();
-    wait_queued(stream_);
+    wait_all_queued();
     host_->barrier();
     take_host_stats();
   }
   void all_reduce_host(double* x, int n, ReduceOp op) override {
     post_all_held();
-    wait_queued(stream_);
+    wait_all_queued();
     host_->all_reduce_host(x, n, op);
     take_host_stats();
   }
@@ -229,6 +233,16 @@ class NcclComm final : public Comm {
     });
   }
 
+  // The queue's stream and communicator, made once, collectively over the group: ZeroParams
+  // opens the queue when it is made, so that no member sets up a communicator in the middle
+  // of a step, with kernels of other groups in flight.
+  void open_queue() override {
+    if (queue_stream_) return;
+    cuda_check(cudaStreamCreateWithFlags(&queue_stream_, cudaStreamNonBlocking),
+               "cudaStreamCreate");
+    init_comm(&queue_comm_);
+  }
+
   // The watchdog's abort hook: no lock, the process is about to end.
   void abort() {
     aborted_ = true;
@@ -236,12 +250,33 @@ class NcclComm final : public Comm {
     if (queue_comm_) ncclCommAbort(queue_comm_);
   }
 
-  // The host-wait hook (backend/host_wait.hpp): waits for every call queued on `stream`, oldest
-  // first. The stream runs them in this order, so the first not done is the one it is in.
+  // The host-wait hook (backend/host_wait.hpp): waits for every call the work on `stream`
+  // waits for, oldest first: the calls queued on it, and the queued collectives it was joined
+  // to (so that a hang or an error of theirs surfaces here, not inside a stream
+  // synchronisation). Queued collectives not yet joined run on: no host waits for them.
   static void wait_queued(void* stream) {
+    wait_queued_if([stream](const Queued& q) {
+      return q.on == stream || (q.joined && q.comm->stream_ == stream);
+    });
+  }
+
+  // A host-side collective (barrier, host all-reduce) keeps meaning that everything before it
+  // is done: every call of every communicator on this communicator's compute stream.
+  void wait_all_queued() {
+    wait_queued_if([this](const Queued& q) { return q.comm->stream_ == stream_; });
+  }
+
+ private:
+  struct Held {
+    Tensor x;
+    int peer;
+  };
+
+  template <typename Which>
+  static void wait_queued_if(Which which) {
     std::lock_guard lock(live_mu);
     for (auto it = queued.begin(); it != queued.end();) {
-      if (it->comm->stream_ != stream) {
+      if (!which(*it)) {
         ++it;
         continue;
       }
@@ -251,11 +286,12 @@ class NcclComm final : public Comm {
     }
   }
 
- private:
-  struct Held {
-    Tensor x;
-    int peer;
-  };
+  // Marks queued collective `id` joined to the compute stream (gone: seen done already).
+  static void mark_joined(int64_t id) {
+    std::lock_guard lock(live_mu);
+    for (Queued& q : queued)
+      if (q.id == id) q.joined = true;
+  }
 
   // A new NCCL communicator of the group's ranks: rank 0 makes the id, the group's MPI
   // communicator carries it to the others (collective over the group).
@@ -272,7 +308,8 @@ class NcclComm final : public Comm {
   // stream. Nothing waits on the host.
   class Joined final : public Request {
    public:
-    Joined(NcclComm& c, cudaEvent_t after, const char* what) : c_(c), after_(after), what_(what) {}
+    Joined(NcclComm& c, cudaEvent_t after, int64_t id, const char* what)
+        : c_(c), after_(after), id_(id), what_(what) {}
     ~Joined() override {
       try {
         wait();
@@ -285,34 +322,33 @@ class NcclComm final : public Comm {
       joined_ = true;
       Timed t(c_.size() > 1 ? c_.stats : c_.uncounted_, what_, c_.name_);
       c_.cuda_check(cudaStreamWaitEvent(c_.stream_, after_, 0), "cudaStreamWaitEvent");
+      mark_joined(id_);
     }
 
    private:
     NcclComm& c_;
     cudaEvent_t after_;
+    int64_t id_;
     const char* what_;
     bool joined_ = false;
   };
 
-  // Queues `post` on the queue stream after the compute stream's work so far; made on first
-  // use (collective over the group: its members queue in the same order).
+  // Queues `post` on the queue stream after the compute stream's work so far (the queue
+  // opened first if no one opened it: collective over the group, whose members queue in the
+  // same order).
   template <typename Post>
   std::unique_ptr<Request> queue(watchdog::Op op, const char* what, const char* wait_what,
                                  Post&& post) {
-    if (!queue_stream_) {
-      cuda_check(cudaStreamCreateWithFlags(&queue_stream_, cudaStreamNonBlocking),
-                 "cudaStreamCreate");
-      init_comm(&queue_comm_);
-    }
+    open_queue();
     cudaEvent_t ready = nullptr, after = nullptr;
     cuda_check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
     cuda_check(cudaEventCreateWithFlags(&after, cudaEventDisableTiming), "cudaEventCreate");
     cuda_check(cudaEventRecord(ready, stream_), "cudaEventRecord");
     cuda_check(cudaStreamWaitEvent(queue_stream_, ready, 0), "cudaStreamWaitEvent");
     cudaEventDestroy(ready);  // released once the queue stream has passed it
-    enqueue(op, -1, what, std::forward<Post>(post), queue_stream_);
+    const int64_t id = enqueue(op, -1, what, std::forward<Post>(post), queue_stream_);
     cuda_check(cudaEventRecord(after, queue_stream_), "cudaEventRecord");
-    return std::make_unique<Joined>(*this, after, wait_what);
+    return std::make_unique<Joined>(*this, after, id, wait_what);
   }
 
   // Counts a call (unless the group has one rank) and times the host's part of it, posting
@@ -358,14 +394,20 @@ class NcclComm final : public Comm {
     if (held_.empty() && !into) return;
     enqueue(op, into ? peer : held_.back().peer, into ? "recv" : "send", [&] {
       nccl_check(ncclGroupStart(), "ncclGroupStart", name_);
+      // The group is closed before an error is raised: a group left open would take in the
+      // next NCCL call of any communicator.
+      ncclResult_t r = ncclSuccess;
+      const char* failed = "send";
       for (const Held& h : held_)
-        nccl_check(ncclSend(h.x.ptr, size_t(h.x.numel()), nccl_type(h.x), h.peer, comm_, stream_),
-                   "send", name_);
-      if (into)
-        nccl_check(
-            ncclRecv(into->ptr, size_t(into->numel()), nccl_type(*into), peer, comm_, stream_),
-            "recv", name_);
-      nccl_check(ncclGroupEnd(), "ncclGroupEnd", name_);
+        if (r == ncclSuccess)
+          r = ncclSend(h.x.ptr, size_t(h.x.numel()), nccl_type(h.x), h.peer, comm_, stream_);
+      if (into && r == ncclSuccess) {
+        r = ncclRecv(into->ptr, size_t(into->numel()), nccl_type(*into), peer, comm_, stream_);
+        failed = "recv";
+      }
+      const ncclResult_t end = ncclGroupEnd();
+      nccl_check(r, failed, name_);
+      nccl_check(end, "ncclGroupEnd", name_);
     });
     held_.clear();
   }
@@ -387,9 +429,9 @@ class NcclComm final : public Comm {
   // the bytes are counted when the call is made, as they were. An error of NCCL's surfaces at
   // the next wait (or at the next call, polled here), with the group's name.
   template <typename Post>
-  void enqueue(watchdog::Op op, int peer, const char* what, Post&& post,
-               cudaStream_t on = nullptr) {
-    Queued q{this, nullptr, op, peer, 0, what};
+  int64_t enqueue(watchdog::Op op, int peer, const char* what, Post&& post,
+                  cudaStream_t on = nullptr) {
+    Queued q{this, nullptr, op, peer, 0, what, on ? on : stream_, 0};
     {
       watchdog::Call w(watched_, op, peer);  // enters the collective: its number on the group
       q.seq = w.seq();
@@ -402,9 +444,10 @@ class NcclComm final : public Comm {
       spare_.push_back(e);
     }
     q.done = spare_.back();
-    cuda_check(cudaEventRecord(q.done, on ? on : stream_), "cudaEventRecord");
+    cuda_check(cudaEventRecord(q.done, q.on), "cudaEventRecord");
     spare_.pop_back();
     std::lock_guard lock(live_mu);
+    q.id = next_queued_id++;
     queued.push_back(q);
     // Drop the calls already done from the front (no wait), and past the bound wait for one.
     while (!queued.empty()) {
@@ -414,6 +457,7 @@ class NcclComm final : public Comm {
       front.comm->spare_.push_back(front.done);
       queued.pop_front();
     }
+    return q.id;
   }
 
   bool done(const Queued& q) const {
@@ -436,13 +480,16 @@ class NcclComm final : public Comm {
     }
   }
 
-  // NCCL's asynchronous errors as tetra::Error, the communicator aborted first.
+  // NCCL's asynchronous errors, of either communicator, as tetra::Error, both aborted first.
   void poll() {
-    ncclResult_t async = ncclSuccess;
-    nccl_check(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError", name_);
-    if (async == ncclSuccess || async == ncclInProgress) return;
-    abort();
-    fail("NCCL error on group ", name_, ": ", ncclGetErrorString(async));
+    for (ncclComm_t c : {comm_, queue_comm_}) {
+      if (!c) continue;
+      ncclResult_t async = ncclSuccess;
+      nccl_check(ncclCommGetAsyncError(c, &async), "ncclCommGetAsyncError", name_);
+      if (async == ncclSuccess || async == ncclInProgress) continue;
+      abort();
+      fail("NCCL error on group ", name_, ": ", ncclGetErrorString(async));
+    }
   }
   void cuda_check(cudaError_t r, const char* what) const {
     if (r != cudaSuccess)

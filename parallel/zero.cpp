@@ -15,10 +15,11 @@ ZeroParams::ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitSpec> units, in
       compute_(compute),
       alias_(aliases_grads(dp_cp.size())),
       fresh_writes_(fused(Fusion::WgradBeta0)),
-      overlap_(overlap && dp_cp.size() > 1) {
+      overlap_(queues(overlap, dp_cp.size())) {
   check(zero_ >= 1 && zero_ <= 3, "`optimizer.zero` must be 1, 2 or 3 (got ", zero_, ")");
   check(compute_ == DType::F32 || compute_ == DType::BF16, "ZeroParams: compute dtype ",
         dtype_name(compute_));
+  if (overlap_) comm_.open_queue();
   const int N = comm_.size();
   for (UnitSpec& l : units) {
     Unit u;

@@ -74,7 +74,7 @@ class ZeroParams final : public UnitParams {
   // all-reduced over it before the dp_cp reduce-scatter; nullptr otherwise.
   // compute: the dtype of weights(u); bf16 needs a mixed-precision backend
   // (make_mixed_precision_backend).
-  // overlap: queue the dp_cp collectives (see above) rather than block on them (dp_cp > 1).
+  // overlap: queue the dp_cp collectives (see above) rather than block on them (queues()).
   ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitSpec> units, int zero_stage,
              Comm* sequence_parallel = nullptr, DType compute = DType::F32, bool overlap = false);
   ~ZeroParams() override;  // waits for what is still queued
@@ -82,6 +82,11 @@ class ZeroParams final : public UnitParams {
   // Whether the gradient shard is the gradients themselves (grad_alias): at a dp_cp group of
   // one, with the fusion on. The planner asks the same question.
   static bool aliases_grads(int dp_cp_size) { return dp_cp_size == 1 && fused(Fusion::GradAlias); }
+  // Whether --overlap queues the dp_cp collectives: wherever there are gradients to hand over,
+  // so at a group of one too when they are not aliased (with grad_alias off, the queue that one
+  // GPU can run: NCCL's second stream and communicator, tools/gpu_check.sh). The planner asks
+  // the same question.
+  static bool queues(bool overlap, int dp_cp_size) { return overlap && !aliases_grads(dp_cp_size); }
 
   int size() const { return int(units_.size()); }
   // The units of each pipeline chunk of this rank (indices into units), for ZeRO-3's

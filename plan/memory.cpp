@@ -289,7 +289,7 @@ Memory stage_memory(const Setup& s, int stage) {
   // the walk into a prefetch slot at each acquire (forwards, unless the last acquire was the
   // unit after; not downwards where split), within the unit's chunk.
   const bool split = splits_backward(s.run.schedule, s.run.weight_delay);
-  const bool overlap = s.spec.device.overlap && N > 1;
+  const bool overlap = ZeroParams::queues(s.spec.device.overlap, N);
   double grads_in_flight = 0;
   std::vector<int> local, chunk_of;  // this rank's units in ZeroParams' order, their chunks
   for (size_t c = 0; c < chunks.size(); ++c)

@@ -10,6 +10,7 @@
 #include "parallel/chunks.hpp"
 #include "parallel/cp.hpp"
 #include "parallel/schedule.hpp"
+#include "parallel/zero.hpp"
 #include "plan/estimate.hpp"
 #include "plan/memory.hpp"
 #include "plan/preset.hpp"
@@ -55,9 +56,9 @@ json run_json(const Setup& s, const Request& req) {
       {"world", s.world()},
       {"zero", s.spec.optimizer.zero},
       {"recompute", s.spec.optimizer.recompute},
-      // Whether the dp_cp collectives run under compute (--overlap on and dp_cp > 1), which
-      // the memory walk counts (plan/memory.cpp).
-      {"overlap", s.spec.device.overlap && s.dp_cp() > 1},
+      // Whether the dp_cp collectives are queued (ZeroParams::queues), which the memory walk
+      // counts (plan/memory.cpp).
+      {"overlap", ZeroParams::queues(s.spec.device.overlap, s.dp_cp())},
       {"dtype", s.prec.name}};
 }
 

@@ -34,8 +34,9 @@
 #   bench     tools/bench/gpu.sh 350m: tetra against PyTorch eager and torch.compile
 #   train     one GPU against the CPU in fp32: 8 steps, per-step losses within 2e-4 relative;
 #             two GPU runs bitwise equal; the final weights of both, tensor by tensor (printed);
-#             a run checkpointing in the background (--ckpt-async) through NCCL (--overlap on)
-#             and its resume from step 4, both bitwise equal to the plain run; the stall
+#             a run checkpointing in the background (--ckpt-async) through NCCL (--overlap on,
+#             grad_alias off: the queue on the group of one) and its resume from step 4, both
+#             bitwise equal to the plain run; the stall
 # and only when named:
 #   racecheck compute-sanitizer racecheck over the same op tests as memcheck
 #   errors    --device cuda with no GPU visible, --comm nccl with two ranks on one GPU: one
@@ -254,14 +255,17 @@ EOF
 
 # After gpu_against_cpu in D: the paths of [24/29] that no GPU has run. A run that checkpoints
 # every 4 steps in the background (the copy stream into pinned memory) through NCCL where the
-# build has it (with --overlap on, ZeroParams' queued collectives on NCCL's own stream, joined by
-# events), then a run resumed from its step-4 checkpoint: both give the plain run's losses to the
-# bit (checkpoints, the communicator and overlap change no bit; a resume is exact).
+# build has it (with --overlap on and grad_alias off, ZeroParams hands the gradients over and
+# gathers the updated weights through the queue even on the data-parallel group of one: NCCL's
+# own stream and second communicator, joined by events; with the fusion on a group of one has
+# nothing to queue), then a run resumed from its step-4 checkpoint: both give the plain run's
+# losses to the bit (checkpoints, the communicator, the fusion and overlap change no bit; a
+# resume is exact).
 gpu_resume() {
   local d=$1 comm=mpi
   links_nccl && comm=nccl
-  "$TETRA" train "${SMALL[@]}" --device cuda --comm $comm --overlap on --ckpt-async \
-    --ckpt-every 4 --ckpt-dir "$d/ck" --metrics "$d/async.jsonl" >"$d/async.txt" &&
+  TETRA_UNFUSED=grad_alias "$TETRA" train "${SMALL[@]}" --device cuda --comm $comm --overlap on \
+    --ckpt-async --ckpt-every 4 --ckpt-dir "$d/ck" --metrics "$d/async.jsonl" >"$d/async.txt" &&
     "$TETRA" train "${SMALL[@]}" --device cuda --comm $comm --resume "$d/ck/step_00000004" \
       --metrics "$d/resumed.jsonl" >"$d/resumed.txt" || return 1
   grep -m1 '^checkpoint: step 4 ' "$d/async.txt"
@@ -272,7 +276,7 @@ load = lambda n: {r["step"]: r["loss"] for r in map(json.loads, open(f"{d}/{n}.j
 plain, run, resumed = load("gpu1"), load("async"), load("resumed")
 same = run == plain
 exact = sorted(resumed) == list(range(4, 8)) and all(resumed[s] == plain[s] for s in resumed)
-print(f"--ckpt-async, --comm {comm}, --overlap on: losses {'bitwise equal' if same else 'DIFFER'}; "
+print(f"--ckpt-async, --comm {comm}, --overlap on, grad_alias off: losses {'bitwise equal' if same else 'DIFFER'}; "
       f"resumed from step 4: steps 4-7 {'bitwise equal' if exact else 'DIFFER'}")
 sys.exit(0 if same and exact else 1)
 EOF
