@@ -286,11 +286,16 @@ class NcclComm final : public Comm {
     }
   }
 
-  // Marks queued collective `id` joined to the compute stream (gone: seen done already).
+  // Marks queued collective `id` joined to the compute stream, and the calls queued before it
+  // on its stream, which the join waits for too (so that the host, waiting, names the first
+  // of them not done). Gone: seen done already.
   static void mark_joined(int64_t id) {
     std::lock_guard lock(live_mu);
+    const auto it =
+        std::find_if(queued.begin(), queued.end(), [id](const Queued& q) { return q.id == id; });
+    if (it == queued.end()) return;
     for (Queued& q : queued)
-      if (q.id == id) q.joined = true;
+      if (q.on == it->on && q.id <= id) q.joined = true;
   }
 
   // A new NCCL communicator of the group's ranks: rank 0 makes the id, the group's MPI
@@ -392,13 +397,16 @@ class NcclComm final : public Comm {
   // Posts the held-back sends, and the receive `into` from `peer` if given, as one group.
   void post_held(Tensor* into, int peer, watchdog::Op op) {
     if (held_.empty() && !into) return;
-    enqueue(op, into ? peer : held_.back().peer, into ? "recv" : "send", [&] {
+    // Taken out first: a send that fails is not posted again by the next call.
+    const std::vector<Held> sends = std::move(held_);
+    held_.clear();
+    enqueue(op, into ? peer : sends.back().peer, into ? "recv" : "send", [&] {
       nccl_check(ncclGroupStart(), "ncclGroupStart", name_);
       // The group is closed before an error is raised: a group left open would take in the
       // next NCCL call of any communicator.
       ncclResult_t r = ncclSuccess;
       const char* failed = "send";
-      for (const Held& h : held_)
+      for (const Held& h : sends)
         if (r == ncclSuccess)
           r = ncclSend(h.x.ptr, size_t(h.x.numel()), nccl_type(h.x), h.peer, comm_, stream_);
       if (into && r == ncclSuccess) {
@@ -409,7 +417,6 @@ class NcclComm final : public Comm {
       nccl_check(r, failed, name_);
       nccl_check(end, "ncclGroupEnd", name_);
     });
-    held_.clear();
   }
   static void post_all_held() {
     std::lock_guard lock(live_mu);
@@ -482,6 +489,7 @@ class NcclComm final : public Comm {
 
   // NCCL's asynchronous errors, of either communicator, as tetra::Error, both aborted first.
   void poll() {
+    if (aborted_) return;  // the communicators are gone; the error is on its way
     for (ncclComm_t c : {comm_, queue_comm_}) {
       if (!c) continue;
       ncclResult_t async = ncclSuccess;

@@ -61,7 +61,8 @@ ZeroParams::~ZeroParams() {
   try {
     drop_prefetch();
     settle_all();
-  } catch (...) {  // a destructor must not throw; the requests complete themselves
+    be_.synchronize();  // the host waits for them where NCCL's errors are polled
+  } catch (...) {       // a destructor must not throw; the requests complete themselves
   }
 }
 
@@ -75,16 +76,20 @@ void ZeroParams::set_chunks(const std::vector<std::vector<int>>& chunks, bool we
 }
 
 void ZeroParams::settle(Unit& u) {
+  settle_grads(u);
+  if (u.weight_sync) {
+    u.weight_sync->wait();
+    u.weight_sync.reset();
+  }
+}
+
+void ZeroParams::settle_grads(Unit& u) {
   if (u.grad_sync) {
     u.grad_sync->wait();
     u.grad_sync.reset();
     u.grads_in_flight.reset();
     grads_queued_.erase(
         std::find(grads_queued_.begin(), grads_queued_.end(), int(&u - &units_[0])));
-  }
-  if (u.weight_sync) {
-    u.weight_sync->wait();
-    u.weight_sync.reset();
   }
 }
 
@@ -214,7 +219,10 @@ bool ZeroParams::last_weight_pass(int i) const {
 void ZeroParams::begin_step(int micro_batches) {
   micro_batches_ = micro_batches;
   for (Unit& u : units_) {
-    settle(u);
+    // The fill below writes what the queued reduce-scatter reads. The weights' all-gathers
+    // queued after the last update run on into this step's forward: each unit's acquire waits
+    // for its own.
+    settle_grads(u);
     u.weight_passes = 0;
     if (!u.grads.empty() && !fresh_writes_) be_.fill(u.grads.flat(), 0.f);
   }
@@ -318,6 +326,9 @@ MemoryBytes ZeroParams::persistent_bytes() const {
 
 std::vector<ZeroParams::OwnedSlice> ZeroParams::owned_slices(HostBuffer& host) {
   settle_all();
+  // The host waits for the joined collectives here, where NCCL's errors are polled and the
+  // watchdog sees the call, not in the copy stream's synchronisation behind them.
+  be_.synchronize();
   int64_t total = 0;
   for (const Unit& u : units_)
     for (const Segment& g : u.segments) total += 3 * (g.end - g.begin);

@@ -45,8 +45,10 @@
 // result is waited for where the blocking path would have it: a unit's weights at its acquire, its
 // reduced gradients at shard() (the optimizer, the gradient norm) and its full gradients' next use.
 // Under ZeRO-2/3 a unit's full gradients live until the next unit's hand-over (a unit more than the
-// blocking path holds), and ZeRO-3's prefetch slot holds one unit's weights more. At a dp_cp group
-// of one there is nothing to overlap: the blocking path runs.
+// blocking path holds), and ZeRO-3's prefetch slot holds one unit's weights more. ZeRO-1/2's
+// all-gathers of the updated weights run on into the next step's forward, each waited for at its
+// unit's acquire. At a dp_cp group of one the blocking path runs, unless grad_alias is off
+// (queues()).
 #pragma once
 #include <span>
 #include <vector>
@@ -203,11 +205,15 @@ class ZeroParams final : public UnitParams {
     int weight_passes = 0;              // W passes handed over this step
     // Overlap: the queued reduce-scatter of the gradients (with the full gradients it reads,
     // held until it is done under ZeRO-2/3), and ZeRO-1/2's queued all-gather of the weights.
-    std::unique_ptr<Comm::Request> grad_sync, weight_sync;
+    // The buffer first: members are destroyed in reverse, so a request is waited for (its
+    // destructor) before the memory it reads is freed.
     Buffer grads_in_flight;
+    std::unique_ptr<Comm::Request> grad_sync, weight_sync;
   };
-  // The unit's queued collectives done (a no-op without overlap).
+  // The unit's queued collectives done (a no-op without overlap); settle_grads: its gradients'
+  // alone.
   void settle(Unit& u);
+  void settle_grads(Unit& u);
   void settle_all();
   // ZeRO-3 under overlap: queues the all-gather of unit i's weights into the prefetch slot,
   // replacing what the slot held; drop_prefetch empties it (weights about to change).

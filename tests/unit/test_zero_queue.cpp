@@ -2,8 +2,9 @@
 // queue at once (so that no member sets up NCCL's second communicator in the middle of a
 // step), and hands the gradients over and gathers the updated weights through the queue
 // wherever there are gradients to hand over: on a group of one only with grad_alias off, the
-// queue one GPU can run (tools/gpu_check.sh's gpu_resume). The bits of that path against the
-// blocking one are the layout tests' (tests/mpi/test_dp.cpp).
+// queue one GPU can run (tools/gpu_check.sh's gpu_resume). The updated weights' gathers are
+// waited for at each unit's acquire, not at the next step's start. The bits of that path
+// against the blocking one are the layout tests' (tests/mpi/test_dp.cpp).
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -18,6 +19,16 @@
 
 namespace tetra {
 namespace {
+
+// A request that counts its waits.
+class Counted final : public Comm::Request {
+ public:
+  explicit Counted(int& waits) : waits_(waits) {}
+  void wait() override { ++waits_; }
+
+ private:
+  int& waits_;
+};
 
 // A group of one that counts what ZeroParams asks of the queue.
 class CountingComm final : public Comm {
@@ -46,11 +57,12 @@ class CountingComm final : public Comm {
   }
   std::unique_ptr<Request> queue_all_gather(Tensor out, const Tensor& in) override {
     ++all_gathers;
-    return Comm::queue_all_gather(out, in);
+    all_gather(out, in);
+    return std::make_unique<Counted>(gathers_waited);
   }
   void open_queue() override { ++opened; }
 
-  int opened = 0, reduce_scatters = 0, all_gathers = 0;
+  int opened = 0, reduce_scatters = 0, all_gathers = 0, gathers_waited = 0;
 
  private:
   std::unique_ptr<Comm> one_;
@@ -59,8 +71,8 @@ class CountingComm final : public Comm {
 }  // namespace
 
 TEST_CASE(
-    "zero: --overlap opens the queue when made and queues a group of one's hand-over "
-    "only without grad_alias") {
+    "zero: --overlap opens the queue when made, queues a group of one's hand-over only without "
+    "grad_alias, and waits for a unit's weights at its acquire") {
   ModelConfig cfg;
   cfg.vocab = 32, cfg.layers = 2, cfg.dim = 16, cfg.heads = 4, cfg.kv_heads = 2;
   cfg.ffn_dim = 24, cfg.seq_len = 8;
@@ -91,7 +103,14 @@ TEST_CASE(
           params.hand_over_grads(u);
         }
         for (int u = 0; u < n; ++u) CHECK(params.gather_grads_to_host(u) == want[u]);
+        // The updated weights' gathers run on into the next step: its start waits for none
+        // of them, a unit's acquire for its own.
         params.all_gather_weights();
+        params.begin_step(1);
+        CHECK(dp.gathers_waited == 0);
+        params.acquire(0);
+        CHECK(dp.gathers_waited == (alias ? 0 : 1));
+        params.release(0);
       }
       CHECK(dp.reduce_scatters == (alias ? 0 : n));
       CHECK(dp.all_gathers == (alias ? 0 : n));
