@@ -67,9 +67,8 @@ struct Queued {
   int peer;
   int64_t seq;  // the collective's number on its group (watchdog::Call::seq)
   const char* what;
-  cudaStream_t on;      // the stream it was queued on: the compute stream or the queue stream
-  int64_t id;           // a queued collective's number in this process, for its Joined
-  bool joined = false;  // a queued collective the compute stream now waits for
+  cudaStream_t on;  // the stream it was queued on: the compute stream or the queue stream
+  int64_t id;       // its number in this process (increasing in queue order)
 };
 
 // Every live NCCL communicator of this process: the watchdog's abort hook aborts them, and a
@@ -256,7 +255,7 @@ class NcclComm final : public Comm {
   // synchronisation). Queued collectives not yet joined run on: no host waits for them.
   static void wait_queued(void* stream) {
     wait_queued_if([stream](const Queued& q) {
-      return q.on == stream || (q.joined && q.comm->stream_ == stream);
+      return q.on == stream || (q.comm->stream_ == stream && q.id <= q.comm->joined_through_);
     });
   }
 
@@ -284,18 +283,6 @@ class NcclComm final : public Comm {
       it->comm->spare_.push_back(it->done);
       it = queued.erase(it);
     }
-  }
-
-  // Marks queued collective `id` joined to the compute stream, and the calls queued before it
-  // on its stream, which the join waits for too (so that the host, waiting, names the first
-  // of them not done). Gone: seen done already.
-  static void mark_joined(int64_t id) {
-    std::lock_guard lock(live_mu);
-    const auto it =
-        std::find_if(queued.begin(), queued.end(), [id](const Queued& q) { return q.id == id; });
-    if (it == queued.end()) return;
-    for (Queued& q : queued)
-      if (q.on == it->on && q.id <= id) q.joined = true;
   }
 
   // A new NCCL communicator of the group's ranks: rank 0 makes the id, the group's MPI
@@ -327,7 +314,8 @@ class NcclComm final : public Comm {
       joined_ = true;
       Timed t(c_.size() > 1 ? c_.stats : c_.uncounted_, what_, c_.name_);
       c_.cuda_check(cudaStreamWaitEvent(c_.stream_, after_, 0), "cudaStreamWaitEvent");
-      mark_joined(id_);
+      std::lock_guard lock(live_mu);
+      c_.joined_through_ = std::max(c_.joined_through_, id_);
     }
 
    private:
@@ -521,6 +509,10 @@ class NcclComm final : public Comm {
   // Queued collectives: their stream and communicator, made by the first.
   cudaStream_t queue_stream_ = nullptr;
   ncclComm_t queue_comm_ = nullptr;
+  // The compute stream waits for the queue stream's calls up to this Queued::id (a join waits
+  // for the calls queued before it too): the host-wait hook waits for those, naming the first
+  // not done. Under live_mu.
+  int64_t joined_through_ = -1;
   bool aborted_ = false;
   std::vector<Held> held_;
   std::vector<cudaEvent_t> spare_;  // events of calls seen done, for reuse

@@ -60,9 +60,8 @@ ZeroParams::ZeroParams(Backend& be, Comm& dp_cp, std::vector<UnitSpec> units, in
 ZeroParams::~ZeroParams() {
   try {
     drop_prefetch();
-    settle_all();
-    be_.synchronize();  // the host waits for them where NCCL's errors are polled
-  } catch (...) {       // a destructor must not throw; the requests complete themselves
+    settle_all_on_host();
+  } catch (...) {  // a destructor must not throw; the requests complete themselves
   }
 }
 
@@ -95,6 +94,11 @@ void ZeroParams::settle_grads(Unit& u) {
 
 void ZeroParams::settle_all() {
   for (Unit& u : units_) settle(u);
+}
+
+void ZeroParams::settle_all_on_host() {
+  settle_all();
+  be_.synchronize();
 }
 
 void ZeroParams::prefetch(int i) {
@@ -325,10 +329,7 @@ MemoryBytes ZeroParams::persistent_bytes() const {
 }
 
 std::vector<ZeroParams::OwnedSlice> ZeroParams::owned_slices(HostBuffer& host) {
-  settle_all();
-  // The host waits for the joined collectives here, where NCCL's errors are polled and the
-  // watchdog sees the call, not in the copy stream's synchronisation behind them.
-  be_.synchronize();
+  settle_all_on_host();
   int64_t total = 0;
   for (const Unit& u : units_)
     for (const Segment& g : u.segments) total += 3 * (g.end - g.begin);

@@ -215,6 +215,10 @@ class ZeroParams final : public UnitParams {
   void settle(Unit& u);
   void settle_grads(Unit& u);
   void settle_all();
+  // settle_all, then the host waits for them, where NCCL's errors are polled and the watchdog
+  // sees the call, not in a later synchronisation of another stream (a checkpoint's copies,
+  // the end of a run) that waits behind them.
+  void settle_all_on_host();
   // ZeRO-3 under overlap: queues the all-gather of unit i's weights into the prefetch slot,
   // replacing what the slot held; drop_prefetch empties it (weights about to change).
   void prefetch(int i);

@@ -276,8 +276,9 @@ load = lambda n: {r["step"]: r["loss"] for r in map(json.loads, open(f"{d}/{n}.j
 plain, run, resumed = load("gpu1"), load("async"), load("resumed")
 same = run == plain
 exact = sorted(resumed) == list(range(4, 8)) and all(resumed[s] == plain[s] for s in resumed)
-print(f"--ckpt-async, --comm {comm}, --overlap on, grad_alias off: losses {'bitwise equal' if same else 'DIFFER'}; "
-      f"resumed from step 4: steps 4-7 {'bitwise equal' if exact else 'DIFFER'}")
+print(f"--ckpt-async, --comm {comm}, --overlap on, grad_alias off: losses "
+      f"{'bitwise equal' if same else 'DIFFER'}; resumed from step 4: steps 4-7 "
+      f"{'bitwise equal' if exact else 'DIFFER'}")
 sys.exit(0 if same and exact else 1)
 EOF
 }
