@@ -2,13 +2,13 @@
 """tetra against PyTorch on the CPU, side by side in one run, and the table of ratios:
 
     python3 tools/bench/cpu.py [--steps 4] [--pairs 1] [--only one,core,ddp,gemm,loaded]
-                               [--tetra PATH]
+                               [--tetra PATH] [--python PY] [--torch-mode eager|compile]
 
 The model of the closing notes (d 512, 8 layers, 8 heads of which 4 KV, FFN 1408, S 256,
 vocabulary 256, 8 sequences a step; fp32, AdamW, clip 1.0), trained by tetra and by PyTorch
 (tools/bench/torch_llama.py, the same Llama block), each row both sides back to back:
-  one      one process, two threads (tetra OMP_NUM_THREADS=2; PyTorch set_num_threads(2) and a
-           two-thread OpenBLAS)                                                  goal >= 2.0x
+  one      one process, two threads (tetra OMP_NUM_THREADS=2; PyTorch set_num_threads(2))
+                                                                                 goal >= 2.0x
   ddp      two ranks of one thread on cores 0 and 1 (tetra mpirun --bind-to core, DP 2;
            PyTorch DistributedDataParallel over gloo, each process under taskset)  goal >= 1.5x
   core     one thread on core 0 (taskset -c 0)                                   goal >= 1.2x
@@ -24,12 +24,16 @@ one, ddp and core runs N pairs (tetra, then PyTorch, back to back), and the row 
 median, the median of the pairs' ratios (which decides "met") and their range: this machine's
 speed drifts by several per cent over minutes, which a single pair cannot tell from a change.
 
-PyTorch at its best: its BLAS is OpenBLAS's pthreads build (LD_LIBRARY_PATH names its directory,
-whatever libblas.so.3 points to), with as many threads as the row gives it; Debian 12's torch is
-1.13, which has no torch.compile (the row says so when it has) and no grouped-query SDPA, so
-attention is composed of eager ops. Needs a built build/tetra (bash tools/setup.sh), mpirun,
-Debian's python3-torch (tools/python_env.sh) and libopenblas0-pthread. Measure on a quiet
-machine: the load average is printed before and after.
+PyTorch at its best: the newest release from PyPI (tools/bench/torch_env.sh installs it into
+build/torch-venv, about 5 GB with the CUDA libraries its wheel loads; its products are MKL's), eager
+or with --torch-mode compile under torch.compile, with as many threads as the row gives it.
+--python /usr/bin/python3 measures Debian 12's torch 1.13 instead (OpenBLAS's pthreads build,
+through LD_LIBRARY_PATH; no torch.compile, no grouped-query SDPA, so attention is composed of
+eager ops): on one process of two threads it gains only 3 % over one core on this model, so
+ratios against it overstate tetra there. The GEMM rows compare tetra's probe with OpenBLAS
+(numpy and torch.mm of Debian's Python) and with the measured PyTorch's torch.mm. Needs a built
+build/tetra (bash tools/setup.sh), mpirun, Debian's python3-torch (tools/python_env.sh) and
+libopenblas0-pthread. Measure on a quiet machine: the load average is printed before and after.
 """
 import argparse
 import json
@@ -88,8 +92,9 @@ def torch(a, prefixes, threads, model, micro, steps):
     """torch_llama.py's median step (rank 0's under DDP): one process per prefix."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "t.json")
-        cmd = [PY, TORCH_LLAMA, "--device", "cpu", "--threads", str(threads), "--steps",
-               str(steps), "--warmup-steps", "1", "--peak-tflops", "1", "--json", out]
+        cmd = [a.python, TORCH_LLAMA, "--device", "cpu", "--threads", str(threads), "--steps",
+               str(steps), "--warmup-steps", "1", "--peak-tflops", "1", "--mode", a.torch_mode,
+               "--json", out]
         cmd += flags(model, micro)
         if len(prefixes) == 1:
             run(prefixes[0] + cmd, env(threads), "PyTorch")
@@ -130,13 +135,15 @@ print(best(lambda: a @ b), best(lambda: torch.mm(ta, tb)))
 """
     np_rate, torch_rate = map(float, run(["taskset", "-c", "0", PY, "-c", code], env(1),
                                          "OpenBLAS probe").split())
-    return probe, np_rate, torch_rate
+    best_rate = float(run(["taskset", "-c", "0", a.python, "-c", code], env(1),
+                          "PyTorch probe").split()[1])
+    return probe, np_rate, torch_rate, best_rate
 
 
 def loaded(a, steps):
     """The tiny model's median step on two threads, quiet and with core 1 busy."""
     quiet, _ = tetra(a, [], 2, TINY, 4, steps)
-    busy = subprocess.Popen(["taskset", "-c", "1", PY, "-c", "while True: pass"])
+    busy = subprocess.Popen(["taskset", "-c", "1", sys.executable, "-c", "while True: pass"])
     try:
         time.sleep(0.5)
         heavy, _ = tetra(a, [], 2, TINY, 4, steps)
@@ -153,16 +160,28 @@ def main():
                    help="tetra-PyTorch pairs per row of one, ddp and core (default 1)")
     p.add_argument("--only", default="one,ddp,core,gemm,loaded", help="rows to run")
     p.add_argument("--tetra", default=os.path.join(ROOT, "build", "tetra"))
+    p.add_argument("--python", help="the Python whose torch is measured (default: "
+                   "tools/bench/torch_env.sh's, which it installs if missing)")
+    p.add_argument("--torch-mode", choices=["eager", "compile"], default="eager",
+                   help="PyTorch eager or under torch.compile (2.0 on; warm-up step excluded)")
     a = p.parse_args()
     if a.pairs < 1:
         p.error("--pairs must be at least 1")
     rows = a.only.split(",")
-    version, has_compile = run([PY, "-c", "import torch; print(torch.__version__, "
-                                "hasattr(torch, 'compile'))"], env(1), "import torch").split()
-    compile_note = ("torch.compile exists but is not tried here" if has_compile == "True"
-                    else "no torch.compile")
-    print(f"tetra {a.tetra} | PyTorch {version} eager ({compile_note}); OpenBLAS from "
-          f"{BLAS_DIR} | {os.cpu_count()} cores | {load()}")
+    if a.python is None:
+        a.python = run(["bash", os.path.join(ROOT, "tools", "bench", "torch_env.sh")], ENV,
+                       "torch_env.sh").strip()
+    version, has_compile, blas = run(
+        [a.python, "-c", "import re, torch; print(torch.__version__, hasattr(torch, 'compile'), "
+         "re.search('BLAS_INFO=([a-z]+)', torch.__config__.show()).group(1))"],
+        env(1), "import torch").split()
+    if a.torch_mode == "compile" and has_compile != "True":
+        p.error(f"torch {version} has no torch.compile")
+    compile_note = ("torch.compile exists but is not used" if a.torch_mode == "eager"
+                    and has_compile == "True" else "no torch.compile" if a.torch_mode == "eager"
+                    else "its first step, the compilation, excluded")
+    print(f"tetra {a.tetra} | PyTorch {version} {a.torch_mode} ({compile_note}), its BLAS {blas}"
+          f" | tetra's OpenBLAS from {BLAS_DIR} | {os.cpu_count()} cores | {load()}")
     table = []
     def pairs(name, tetra_run, torch_run, goal):
         runs = [(tetra_run(), torch_run()) for _ in range(a.pairs)]
@@ -191,13 +210,15 @@ def main():
         print(f"| {name} | {t:.0f} | {r:.0f} | {ratio:.2f}x{span} | >= {goal} | "
               f"{'yes' if ratio >= goal else 'no'} |")
     if "gemm" in rows:
-        probe, np_rate, torch_rate = gemm(a)
+        probe, np_rate, torch_rate, best_rate = gemm(a)
         ref = max(np_rate, torch_rate)
         print("\n| GEMM 1024^3 fp32, 1 thread, core 0 | GFLOP/s |\n| --- | ---: |")
         print(f"| tetra's probe (its product: one OpenBLAS sgemm on one thread) | {probe:.1f} |")
         print(f"| OpenBLAS: numpy | {np_rate:.1f} |\n| OpenBLAS: torch.mm | {torch_rate:.1f} |")
+        print(f"| PyTorch {version}: torch.mm ({blas}) | {best_rate:.1f} |")
         print(f"| tetra / OpenBLAS | {probe / ref:.2f}x (goal >= 0.90: "
               f"{'yes' if probe >= 0.9 * ref else 'no'}) |")
+        print(f"| tetra / PyTorch {version} | {probe / best_rate:.2f}x |")
     if "loaded" in rows:
         quiet, heavy = loaded(a, max(20, 5 * a.steps))
         print("\n| tiny model, 1 rank x 2 threads | ms/step |\n| --- | ---: |")
