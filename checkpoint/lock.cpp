@@ -24,6 +24,9 @@ namespace tetra::ckpt {
 
 namespace {
 
+// A lock being taken over is moved aside to `lock.<pid of the taker>.stale` first.
+constexpr const char* kAsideSuffix = ".stale";
+
 std::string host_name() {
   char buf[256] = {};
   if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
@@ -265,8 +268,9 @@ DirLock::DirLock(const std::string& dir, const LockRequest& req) {
                         path + "'");
     }
     // Move it aside, make sure it is the one just read (another job may have taken it over
-    // meanwhile, and then it goes back), and retry.
-    const std::string aside = path + "." + std::to_string(::getpid()) + ".stale";
+    // meanwhile, and then it goes back), and link this job's before the one aside goes: a
+    // holder that finds no lock while one is aside waits for the takeover (check_held).
+    const std::string aside = path + "." + std::to_string(::getpid()) + kAsideSuffix;
     if (::rename(path.c_str(), aside.c_str()) != 0) continue;
     if (const std::optional<std::string> moved = read_text(aside); moved != text) {
       // Should a third job hold it by now, putting it back fails and the lock moved aside is
@@ -275,11 +279,15 @@ DirLock::DirLock(const std::string& dir, const LockRequest& req) {
       ::unlink(aside.c_str());
       continue;
     }
+    const int taken = create_lock(path, mine);
     ::unlink(aside.c_str());
+    if (taken == EEXIST) continue;  // a third job linked its own meanwhile
+    check(taken == 0, "cannot take the lock '", path, "': ", std::strerror(taken));
     std::fprintf(stderr,
                  "tetra: warning: taking over the lock of checkpoint directory '%s' left by %s, "
                  "%s\n",
                  dir.c_str(), holder->describe().c_str(), why.c_str());
+    break;
   }
   path_ = path;
   content_ = mine;
@@ -302,11 +310,23 @@ void DirLock::check_held() const {
       return "";
     }
   };
+  // A job taking the lock over moves it aside and links its own before it removes the one
+  // aside (the constructor's loop), so a missing lock with one aside is a takeover under way,
+  // however long a loaded machine keeps that job from its next step: look again while one is
+  // aside (up to a minute), and for a second more before calling it removed (a takeover that
+  // finds a third job puts this one back).
+  const auto moved_aside = [this] {
+    const std::filesystem::path lock(path_);
+    const std::string prefix = lock.filename().string() + ".";
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(lock.parent_path(), ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.starts_with(prefix) && name.ends_with(kAsideSuffix)) return true;
+    }
+    return false;
+  };
   std::optional<std::string> text = read_lock();
-  // A job taking the lock over moves it aside before it links its own (the constructor's
-  // loop), so a missing lock may be a takeover under way: look again for up to a second
-  // before calling it removed (a takeover that finds a third job puts this one back).
-  for (int i = 0; i < 20 && !text; ++i) {
+  for (int i = 0; i < 1200 && !text && (i < 20 || moved_aside()); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     text = read_lock();
   }

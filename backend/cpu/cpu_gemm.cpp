@@ -1,5 +1,5 @@
-// The CPU backend's matrix product, C = alpha op(A) op(B) + beta C, in fixed tiles of C: one
-// thread computes a whole tile as one single-threaded product over the whole k. A BLAS's own
+// The CPU backend's matrix product, C = alpha op(A) op(B) + beta C, in fixed tiles of C (bands
+// of its rows): one thread computes a whole tile as one single-threaded product over the whole k. A BLAS's own
 // threading (and Eigen's) splits the work by the thread count, and may so change the order in
 // which an element's dot product is summed; tiles fixed by the shapes alone give every element
 // the same sum at any thread count, so runs repeat bit for bit on any number of threads.
@@ -13,13 +13,18 @@
 //
 // On one thread OpenBLAS computes the whole product in one call instead: it packs each panel
 // of A and B once where the tiles pack them once per tile (about 13 % of a one-core step went
-// to packing). The bits are the tiles': OpenBLAS blocks the sum over k by k alone and adds the
-// blocks into C in order, so an element of C is summed in the same order whichever rectangle
-// of C one call computes. Its small-matrix kernels (products of about 10^6 multiply-adds and
-// fewer, which sum all of k at once) do not: the cut's tiles are above their size.
-// test_cpu_threads holds this, comparing one thread with two and three at the smallest tiles
-// the cut makes, k longer than a block. Eigen chooses its k blocks from m and n too, so an
-// Eigen build keeps the tiles on one thread.
+// to packing). The tiles are bands of whole rows of C, each a multiple of kRowQuantum rows but
+// the last, because that is where a band's bits are the whole product's on every kernel
+// measured. OpenBLAS blocks an element's sum over k by k alone and adds the blocks in order, but
+// its micro-kernels sum an element in an order that can depend on where the element sits in
+// the kernel's block of C: with the Haswell kernel, which Zen runs too, C's rows (the columns of
+// its column-major C) go 12 at a time, a band that starts off a multiple of 12 gets other bits,
+// and so does almost any cut of C's columns (how it blocks them depends on their count). With
+// SkylakeX's kernel any rectangle gave the whole product's bits. Its small-matrix kernels (products of
+// about 10^6 multiply-adds and fewer, which sum all of k at once) differ too: the cut's tiles
+// are above their size. test_cpu_threads holds this, comparing one thread with two and three at
+// the smallest bands the cut makes, k longer than a block. Eigen chooses its k blocks from m and
+// n too, so an Eigen build keeps the tiles on one thread.
 #include "backend/cpu/cpu_gemm.hpp"
 
 #include <omp.h>
@@ -38,36 +43,19 @@
 namespace tetra {
 namespace {
 
-// How C [m, n] is cut: into a x b tiles of ceil(m / a) x ceil(n / b), from the shapes alone. One
-// tile for a product too small to thread (cpu_parallel.hpp); otherwise at least kMinTiles, so
-// that two threads share the work evenly, and tiles of at most kMaxTile a side, so that a large
-// product has tiles for many threads. Among those cuts, the one that packs least: each tile's
-// sgemm packs its [rows, k] panel of op(A) and its [k, cols] panel of op(B) afresh, a x b tiles
-// a n k + b m k floats (a whole-matrix sgemm packs each about once), which on one core cost
-// 256 x 256 tiles about 18 % of the whole-matrix rate, 512 x 512 tiles 9 %, 1024 x 1024 4 %.
-constexpr int64_t kMaxTile = 1024, kMinTiles = 4;
+// How C [m, n] is cut: into bands of `rows` rows (the last one longer), from the shapes alone.
+// One band for a product too small to thread (cpu_parallel.hpp); otherwise at least kMinBands,
+// so that two threads share the work evenly, and bands of at most about kMaxBandRows rows, so
+// that a large product has bands for many threads; each a multiple of kRowQuantum (48: a
+// multiple of the 12 rows of the Haswell kernel's blocks, and of 16 and 24). Each band's sgemm
+// packs all of op(B), [k, n], afresh, where one whole-matrix sgemm packs it once.
+constexpr int64_t kMaxBandRows = 1024, kMinBands = 4, kRowQuantum = 48;
 
-struct Cut {
-  int64_t a, b;  // row parts, column parts
-};
-Cut cut(int64_t m, int64_t n, int64_t k) {
-  if (!parallel_macs(m * n * k)) return {1, 1};
-  const int64_t a0 = (m + kMaxTile - 1) / kMaxTile, b0 = (n + kMaxTile - 1) / kMaxTile;
-  Cut best{a0, b0};
-  double best_cost = -1;
-  for (int64_t a = a0; a <= std::min(m, a0 + kMinTiles); ++a)
-    for (int64_t b = b0; b <= std::min(n, b0 + kMinTiles); ++b) {
-      if (a * b < kMinTiles && (a < m || b < n)) continue;
-      const double cost = double(a) * double(n) + double(b) * double(m);
-      // The least packing; then the fewest tiles; then the fewest row parts.
-      if (best_cost < 0 || cost < best_cost ||
-          (cost == best_cost &&
-           (a * b < best.a * best.b || (a * b == best.a * best.b && a < best.a)))) {
-        best = {a, b};
-        best_cost = cost;
-      }
-    }
-  return best;
+int64_t band_rows(int64_t m, int64_t n, int64_t k) {
+  if (!parallel_macs(m * n * k)) return m;
+  const int64_t parts = std::max(kMinBands, (m + kMaxBandRows - 1) / kMaxBandRows);
+  const int64_t rows = (m + parts - 1) / parts;
+  return std::min(m, (rows + kRowQuantum - 1) / kRowQuantum * kRowQuantum);
 }
 
 }  // namespace
@@ -126,22 +114,19 @@ void cpu_matmul(Tensor C, const Tensor& A, bool ta, const Tensor& B, bool tb, fl
   if (omp_get_max_threads() == 1)
     return gemm_serial(ta, tb, g.m, g.n, g.k, alpha, a, lda, b, ldb, beta, c, g.n);
 #endif
-  const Cut parts = cut(g.m, g.n, g.k);
-  const int64_t rows = (g.m + parts.a - 1) / parts.a, cols = (g.n + parts.b - 1) / parts.b;
-  const int64_t tm = (g.m + rows - 1) / rows, tn = (g.n + cols - 1) / cols;
-  // Dynamic: a thread that the machine's load slows takes fewer tiles (which thread computes a
-  // tile changes no bit of it).
-#pragma omp parallel for collapse(2) schedule(dynamic) if (parallel_macs(g.m * g.n * g.k))
-  for (int64_t i = 0; i < tm; ++i)
-    for (int64_t j = 0; j < tn; ++j) {
-      // Rows [r0, r0 + rn) and columns [c0, c0 + cn) of C: op(A)'s rows r0.. are A's rows
-      // (A [m, k]) or A's columns (ta: A [k, m]), op(B)'s columns c0.. are B's columns (B [k, n])
-      // or B's rows (tb: B [n, k]).
-      const int64_t r0 = i * rows, rn = std::min(rows, g.m - r0);
-      const int64_t c0 = j * cols, cn = std::min(cols, g.n - c0);
-      gemm_serial(ta, tb, rn, cn, g.k, alpha, ta ? a + r0 : a + r0 * lda, lda,
-                  tb ? b + c0 * ldb : b + c0, ldb, beta, c + r0 * g.n + c0, g.n);
-    }
+  // The last band takes the rows left over, so that no band is smaller than `rows` (a band
+  // under about 10^6 multiply-adds would go to OpenBLAS's small-matrix kernels).
+  const int64_t rows = band_rows(g.m, g.n, g.k), bands = g.m / rows;
+  // Dynamic: a thread that the machine's load slows takes fewer bands (which thread computes a
+  // band changes no bit of it).
+#pragma omp parallel for schedule(dynamic) if (bands > 1)
+  for (int64_t i = 0; i < bands; ++i) {
+    // Rows [r0, r0 + rn) of C: op(A)'s rows r0.. are A's rows (A [m, k]) or A's columns
+    // (ta: A [k, m]).
+    const int64_t r0 = i * rows, rn = i + 1 < bands ? rows : g.m - r0;
+    gemm_serial(ta, tb, rn, g.n, g.k, alpha, ta ? a + r0 : a + r0 * lda, lda, b, ldb, beta,
+                c + r0 * g.n, g.n);
+  }
 }
 
 }  // namespace tetra

@@ -252,6 +252,21 @@ TEST_CASE("lock: a holder whose lock was taken over or removed finds out (exit s
   taker.join();
   CHECK(seen.find("its lock was taken over by job launch:abc, attempt 2, pid 78 on host h3") !=
         std::string::npos);
+  // A taker the machine's load holds up past that second: while the lock it moved aside is
+  // there (`lock.<pid>.stale`), the holder keeps looking (a CI run once saw "removed" here).
+  std::filesystem::remove(lock);
+  write_text(lock + ".79.stale", holder_text({{"host", "h3"}, {"job", "launch:abc"}}, 78));
+  std::thread slow_taker([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    write_text(lock + ".new",
+               holder_text({{"host", "h4"}, {"job", "launch:abc"}, {"attempt", 3}}, 79));
+    std::filesystem::rename(lock + ".new", lock);
+    std::filesystem::remove(lock + ".79.stale");
+  });
+  const std::string late = error_of([&] { held.check_held(); });
+  slow_taker.join();
+  CHECK(late.find("its lock was taken over by job launch:abc, attempt 3, pid 79 on host h4") !=
+        std::string::npos);
 }
 
 TEST_CASE("lock: the job identity is Slurm's job id, else tetra launch's token") {
