@@ -1,8 +1,8 @@
 // The CPU backend's matrix product, C = alpha op(A) op(B) + beta C, in fixed tiles of C (bands
-// of its rows): one thread computes a whole tile as one single-threaded product over the whole k. A BLAS's own
-// threading (and Eigen's) splits the work by the thread count, and may so change the order in
-// which an element's dot product is summed; tiles fixed by the shapes alone give every element
-// the same sum at any thread count, so runs repeat bit for bit on any number of threads.
+// of its rows): one thread computes a whole tile as one single-threaded product over the whole k. A
+// BLAS's own threading (and Eigen's) splits the work by the thread count, and may so change the
+// order in which an element's dot product is summed; tiles fixed by the shapes alone give every
+// element the same sum at any thread count, so runs repeat bit for bit on any number of threads.
 //
 // The tile product is an sgemm of OpenBLAS's pthreads build set to one thread (where the build
 // finds it, TETRA_OPENBLAS): on the model's products about 1.35 times the Eigen tiles it
@@ -20,8 +20,8 @@
 // the kernel's block of C: with the Haswell kernel, which Zen runs too, C's rows (the columns of
 // its column-major C) go 12 at a time, a band that starts off a multiple of 12 gets other bits,
 // and so does almost any cut of C's columns (how it blocks them depends on their count). With
-// SkylakeX's kernel any rectangle gave the whole product's bits. Its small-matrix kernels (products of
-// about 10^6 multiply-adds and fewer, which sum all of k at once) differ too: the cut's tiles
+// SkylakeX's kernel any rectangle gave the whole product's bits. Its small-matrix kernels (products
+// of about 10^6 multiply-adds and fewer, which sum all of k at once) differ too: the cut's tiles
 // are above their size. test_cpu_threads holds this, comparing one thread with two and three at
 // the smallest bands the cut makes, k longer than a block. Eigen chooses its k blocks from m and
 // n too, so an Eigen build keeps the tiles on one thread.
