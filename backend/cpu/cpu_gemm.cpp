@@ -43,19 +43,28 @@
 namespace tetra {
 namespace {
 
-// How C [m, n] is cut: into bands of `rows` rows (the last one longer), from the shapes alone.
-// One band for a product too small to thread (cpu_parallel.hpp); otherwise at least kMinBands,
-// so that two threads share the work evenly, and bands of at most about kMaxBandRows rows, so
-// that a large product has bands for many threads; each a multiple of kRowQuantum (48: a
-// multiple of the 12 rows of the Haswell kernel's blocks, and of 16 and 24). Each band's sgemm
-// packs all of op(B), [k, n], afresh, where one whole-matrix sgemm packs it once.
+// How C [m, n] is cut, from the shapes alone: into `count` bands of whole rows, band i from
+// row start(i) to start(i + 1), each starting on a multiple of kRowQuantum (48: a multiple of
+// the 12 rows of the Haswell kernel's blocks, and of 16 and 24), as equal as that allows, the
+// last one taking the rows left over. One band for a product too small to thread
+// (cpu_parallel.hpp); otherwise at least kMinBands, so that two threads share the work evenly,
+// and bands of at most about kMaxBandRows rows, so that a large product has bands for many
+// threads; but no band under kMinBandMacs multiply-adds, where OpenBLAS's small-matrix kernels
+// would take it. Each band's sgemm packs all of op(B), [k, n], afresh, where one whole-matrix
+// sgemm packs it once.
 constexpr int64_t kMaxBandRows = 1024, kMinBands = 4, kRowQuantum = 48;
+constexpr int64_t kMinBandMacs = int64_t(1) << 20;
 
-int64_t band_rows(int64_t m, int64_t n, int64_t k) {
-  if (!parallel_macs(m * n * k)) return m;
-  const int64_t parts = std::max(kMinBands, (m + kMaxBandRows - 1) / kMaxBandRows);
-  const int64_t rows = (m + parts - 1) / parts;
-  return std::min(m, (rows + kRowQuantum - 1) / kRowQuantum * kRowQuantum);
+struct Bands {
+  int64_t m, quanta, count;  // rows, whole quanta of rows in them, bands
+  int64_t start(int64_t i) const { return i == count ? m : quanta * i / count * kRowQuantum; }
+};
+Bands bands_of(int64_t m, int64_t n, int64_t k) {
+  const int64_t quanta = m / kRowQuantum;
+  if (!parallel_macs(m * n * k) || quanta < 2) return {m, quanta, 1};
+  int64_t count = std::min(quanta, std::max(kMinBands, (m + kMaxBandRows - 1) / kMaxBandRows));
+  while (count > 1 && quanta / count * kRowQuantum * n * k < kMinBandMacs) --count;
+  return {m, quanta, count};
 }
 
 }  // namespace
@@ -114,17 +123,15 @@ void cpu_matmul(Tensor C, const Tensor& A, bool ta, const Tensor& B, bool tb, fl
   if (omp_get_max_threads() == 1)
     return gemm_serial(ta, tb, g.m, g.n, g.k, alpha, a, lda, b, ldb, beta, c, g.n);
 #endif
-  // The last band takes the rows left over, so that no band is smaller than `rows` (a band
-  // under about 10^6 multiply-adds would go to OpenBLAS's small-matrix kernels).
-  const int64_t rows = band_rows(g.m, g.n, g.k), bands = g.m / rows;
+  const Bands bands = bands_of(g.m, g.n, g.k);
   // Dynamic: a thread that the machine's load slows takes fewer bands (which thread computes a
   // band changes no bit of it).
-#pragma omp parallel for schedule(dynamic) if (bands > 1)
-  for (int64_t i = 0; i < bands; ++i) {
-    // Rows [r0, r0 + rn) of C: op(A)'s rows r0.. are A's rows (A [m, k]) or A's columns
+#pragma omp parallel for schedule(dynamic) if (bands.count > 1)
+  for (int64_t i = 0; i < bands.count; ++i) {
+    // Rows [r0, r1) of C: op(A)'s rows r0.. are A's rows (A [m, k]) or A's columns
     // (ta: A [k, m]).
-    const int64_t r0 = i * rows, rn = i + 1 < bands ? rows : g.m - r0;
-    gemm_serial(ta, tb, rn, g.n, g.k, alpha, ta ? a + r0 : a + r0 * lda, lda, b, ldb, beta,
+    const int64_t r0 = bands.start(i), r1 = bands.start(i + 1);
+    gemm_serial(ta, tb, r1 - r0, g.n, g.k, alpha, ta ? a + r0 : a + r0 * lda, lda, b, ldb, beta,
                 c + r0 * g.n, g.n);
   }
 }

@@ -27,7 +27,7 @@ std::vector<Floats> run_ops(int threads, bool big) {
   auto be = make_cpu_backend(threads);
   Io io(*be);
   std::vector<Floats> out;
-  // Products: [m, k] x [k, n] with every transpose; big: bands of 288, 288 and 525 rows.
+  // Products: [m, k] x [k, n] with every transpose; big: bands of 240, 288, 240 and 333 rows.
   const int64_t m = big ? 1101 : 20, n = big ? 520 : 24, k = big ? 77 : 16;
   CHECK(parallel_macs(m * n * k) == big);
   const Floats a = randn(m * k, 1), b = randn(k * n, 2), c0 = randn(m * n, 3);
@@ -41,7 +41,7 @@ std::vector<Floats> run_ops(int threads, bool big) {
     }
   // One thread computes a product in one call, more threads in the cut's bands of rows: at the
   // smallest bands the cut makes (4 of 48 rows, 1.06e6 multiply-adds each), a last band longer
-  // than the others (48 and 49 rows), and bands of 96, 96 and 108 rows, k longer than the
+  // than the others (48 and 49 rows), and bands of 48, 96, 48 and 108 rows, k longer than the
   // BLAS's block of k. (A band starting off a multiple of 12 rows, or a cut of the columns,
   // gives other bits with OpenBLAS's Haswell kernel, which Zen runs.)
   if (big)
@@ -179,8 +179,8 @@ TEST_CASE("cpu threads: every op gives the same bits on 1, 2 and 3 threads, larg
 TEST_CASE("cpu matmul: bands against a double product, every transpose, alpha and beta") {
   auto be = make_cpu_backend(2);
   Io io(*be);
-  // Ragged bands (backend/cpu/cpu_gemm.cpp cuts C [2101, 70] into bands of 528, 528 and 1045
-  // rows), and a k of 0.
+  // Ragged bands (backend/cpu/cpu_gemm.cpp cuts C [2101, 70] into bands of 480, 528, 528 and
+  // 565 rows), and a k of 0.
   for (const int64_t k : {int64_t(300), int64_t(0)}) {
     const int64_t m = 2101, n = 70;
     const Floats a = randn(m * k, 21), b = randn(k * n, 22);
