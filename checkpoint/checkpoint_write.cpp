@@ -154,6 +154,11 @@ CheckpointRef reference_to(const std::string& dir, const std::string& checkpoint
   return {here ? leaf.filename().string() : leaf.string(), read_manifest(checkpoint_path).checksum};
 }
 
+void prune_behind(const std::string& dir, const std::string& checkpoint_path, int keep) {
+  if (reference_to(dir, checkpoint_path).name.find('/') != std::string::npos) return;
+  prune(dir, read_manifest(checkpoint_path).state.parent, keep);
+}
+
 ShardRecord write_shard(const std::string& tmp_dir, int rank, int world_size, const RunState& state,
                         const std::vector<Segment>& segments) {
   const ModelConfig model = model_from_json(state.model, "checkpoint state");

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "checkpoint/checkpoint.hpp"
+#include "parallel/agree.hpp"
 #include "train/trainer.hpp"
 #include "util/clock.hpp"
 
@@ -16,6 +17,13 @@ void Trainer::point_latest_here() {
 
 int Trainer::finish_already_done() {
   const std::string& out = config().output.export_;
+  // Pruning behind the last checkpoint, as its save would have (a kill may have come between).
+  agree(world_, [&] {
+    const CheckpointConfig& c = config().checkpoint;
+    if (parts_.grid.rank != 0 || c.ckpt_dir.empty() || parts_.resume.path.empty()) return;
+    if (parts_.lock) parts_.lock->check_held();
+    ckpt::prune_behind(c.ckpt_dir, parts_.resume.path, c.keep);
+  });
   if (parts_.grid.rank == 0) {
     const std::string line = "run finished: " + parts_.resume.path + " is at step " +
                              std::to_string(step_) + ", the last of `optimizer.steps` " +

@@ -224,6 +224,30 @@ TEST_CASE("resume: a rank that stops answering ends the job through the watchdog
   CHECK(std::regex_search(r.err, std::regex("(rank|ranks that did not arrive:) .*3")));
 }
 
+TEST_CASE("resume: a run with nothing left to train prunes behind its last checkpoint") {
+  // A kill between installing the last checkpoint and pruning behind it (a kill campaign under
+  // tetra launch once left three with --keep 2): here, all four kept (--keep 5), then --keep 2.
+  TempDir d;
+  const std::string ck = " --ckpt-dir " + (d / "ck");
+  REQUIRE(spawn(train(1, "--steps 4 --ckpt-every 1 --keep 5" + ck)).status == 0);
+  REQUIRE(fs::exists(d / "ck/step_00000001"));
+  const Spawned r = spawn(train(1, "--steps 4 --ckpt-every 1 --keep 2 --resume auto" + ck));
+  CAPTURE(r.err);
+  CHECK(r.status == 0);
+  CHECK(r.out.find("nothing to train") != std::string::npos);
+  CHECK(!fs::exists(d / "ck/step_00000001"));
+  CHECK(!fs::exists(d / "ck/step_00000002"));
+  CHECK(fs::exists(d / "ck/step_00000003/manifest.json"));
+  CHECK(fs::exists(d / "ck/step_00000004/manifest.json"));
+  CHECK(slurp(d / "ck/latest") == "step_00000004\n");
+  // Resumed from a checkpoint of another directory, it deletes nothing there.
+  const Spawned other = spawn(train(
+      1, "--steps 4 --keep 1 --ckpt-dir " + (d / "ck2") + " --resume " + (d / "ck/step_00000004")));
+  CAPTURE(other.err);
+  CHECK(other.status == 0);
+  CHECK(fs::exists(d / "ck/step_00000003/manifest.json"));
+}
+
 TEST_CASE("resume: after resuming from an earlier checkpoint, auto follows `latest`") {
   TempDir d;
   const std::string ck = " --ckpt-dir " + (d / "ck");
