@@ -26,10 +26,12 @@ TEST_CASE(
   }
   TempDir d;
   const std::string ck = d / "ck";
-  // The same command for both: 200 steps, a checkpoint every 10; the first job's rank 0 sleeps
-  // 50 ms a step (an injected straggler, first attempt only), so that it is still running when
-  // the second starts.
-  const std::string args = tiny_model_flags({.steps = 200}) + " --ckpt-dir " + ck +
+  // The same command for both: 1,000 steps, a checkpoint every 10; the first job's rank 0
+  // sleeps 50 ms a step (an injected straggler, first attempt only), so that it is still
+  // running when the second starts, and reaches its next checkpoint within 10 of its steps,
+  // while the second still holds the lock (with 200 steps a loaded CI machine once let the
+  // second finish and release the lock first, and the first said "removed").
+  const std::string args = tiny_model_flags({.steps = 1000}) + " --ckpt-dir " + ck +
                            " --ckpt-every 10 --inject-failure 0@1:slow=50";
   const std::string first = "TETRA_JOB=split " + tetra_bin() + " train " + args + " >" +
                             (d / "a.out") + " 2>" + (d / "a.err") + "; echo $? >" + (d / "a.rc");
@@ -61,9 +63,9 @@ TEST_CASE(
   CHECK(a_err.find("rather than replace it") == std::string::npos);
   for (const auto& e : fs::directory_iterator(ck))
     CHECK_MESSAGE(e.path().filename().string().find("abandoned") == std::string::npos, e.path());
-  CHECK(slurp(ck + "/latest") == "step_00000200\n");
+  CHECK(slurp(ck + "/latest") == "step_00001000\n");
   const Spawned v = spawn(tetra_bin() + " ckpt verify " + ck);
   CAPTURE(v.err);
   CHECK(v.status == 0);
-  CHECK(v.out == ck + "/step_00000200: ok\n");
+  CHECK(v.out == ck + "/step_00001000: ok\n");
 }
