@@ -253,7 +253,7 @@ TEST_CASE("lock: a holder whose lock was taken over or removed finds out (exit s
   CHECK(seen.find("its lock was taken over by job launch:abc, attempt 2, pid 78 on host h3") !=
         std::string::npos);
   // A taker the machine's load holds up past that second: while the lock it moved aside is
-  // there (`lock.<pid>.stale`), the holder keeps looking (a CI run once saw "removed" here).
+  // there (`lock.<pid>.stale`), the holder keeps looking.
   std::filesystem::remove(lock);
   write_text(lock + ".79.stale", holder_text({{"host", "h3"}, {"job", "launch:abc"}}, 78));
   std::thread slow_taker([&] {
