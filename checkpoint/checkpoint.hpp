@@ -143,11 +143,11 @@ inline constexpr const char* kNoCheckpoint = "none";
 void set_latest(const std::string& dir, const std::string& target);
 // The reference a checkpoint of `dir` gives to the checkpoint at `checkpoint_path`.
 CheckpointRef reference_to(const std::string& dir, const std::string& checkpoint_path);
-// Deletes what writing the checkpoint at `checkpoint_path` would have: its ancestors in dir
-// beyond the newest `keep` of its line (nothing when it is not in dir). For a run that resumes
-// from its last checkpoint with nothing left to train: a kill between that checkpoint's
-// installation and its pruning left one more than `keep`.
-void prune_behind(const std::string& dir, const std::string& checkpoint_path, int keep);
+// Deletes what writing the checkpoint `head` names would have: its ancestors in dir beyond the
+// newest `keep` of its line (nothing when it is not in dir). For a run that resumes from its
+// last checkpoint with nothing left to train: a kill between that checkpoint's installation
+// and its pruning left one more than `keep`.
+void prune_behind(const std::string& dir, const CheckpointRef& head, int keep);
 
 // The checkpoint to resume from in dir: the newest one of the line `latest` names that
 // verifies, following parents from there (never to a checkpoint of another line); without

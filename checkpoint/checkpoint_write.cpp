@@ -154,9 +154,9 @@ CheckpointRef reference_to(const std::string& dir, const std::string& checkpoint
   return {here ? leaf.filename().string() : leaf.string(), read_manifest(checkpoint_path).checksum};
 }
 
-void prune_behind(const std::string& dir, const std::string& checkpoint_path, int keep) {
-  if (reference_to(dir, checkpoint_path).name.find('/') != std::string::npos) return;
-  prune(dir, read_manifest(checkpoint_path).state.parent, keep);
+void prune_behind(const std::string& dir, const CheckpointRef& head, int keep) {
+  const std::string path = resolve(dir, head);
+  if (!path.empty()) prune(dir, read_manifest(path).state.parent, keep);
 }
 
 ShardRecord write_shard(const std::string& tmp_dir, int rank, int world_size, const RunState& state,

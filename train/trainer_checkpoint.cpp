@@ -20,9 +20,9 @@ int Trainer::finish_already_done() {
   // Pruning behind the last checkpoint, as its save would have (a kill may have come between).
   agree(world_, [&] {
     const CheckpointConfig& c = config().checkpoint;
-    if (parts_.grid.rank != 0 || c.ckpt_dir.empty() || parts_.resume.path.empty()) return;
+    if (parts_.grid.rank != 0 || c.ckpt_dir.empty()) return;
     if (parts_.lock) parts_.lock->check_held();
-    ckpt::prune_behind(c.ckpt_dir, parts_.resume.path, c.keep);
+    ckpt::prune_behind(c.ckpt_dir, line_head_, c.keep);
   });
   if (parts_.grid.rank == 0) {
     const std::string line = "run finished: " + parts_.resume.path + " is at step " +

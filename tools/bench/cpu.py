@@ -177,9 +177,11 @@ def main():
         env(1), "import torch").split()
     if a.torch_mode == "compile" and has_compile != "True":
         p.error(f"torch {version} has no torch.compile")
-    compile_note = ("torch.compile exists but is not used" if a.torch_mode == "eager"
-                    and has_compile == "True" else "no torch.compile" if a.torch_mode == "eager"
-                    else "its first step, the compilation, excluded")
+    if a.torch_mode == "compile":
+        compile_note = "its first step, the compilation, excluded"
+    else:
+        compile_note = ("torch.compile exists but is not used" if has_compile == "True"
+                        else "no torch.compile")
     print(f"tetra {a.tetra} | PyTorch {version} {a.torch_mode} ({compile_note}), its BLAS {blas}"
           f" | tetra's OpenBLAS from {BLAS_DIR} | {os.cpu_count()} cores | {load()}")
     table = []
